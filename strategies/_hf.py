@@ -1,0 +1,171 @@
+"""Shared helpers for strategies built on transformers causal LMs: loading, tokenizing, sampling,
+stopping. Imported only inside ``Strategy.load`` (it imports torch at module level)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from workbench.errors import ModelSourceError, StrategyError
+from workbench.models import materialize, parse_source
+from workbench.spec import Variant
+from workbench.strategy import Prompt, Request
+from workbench.timing import Device
+
+__all__ = ["HFModel", "Sampler", "Stopper", "load_hf_model", "resolve_dtype"]
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_dtype(name: str, device: Device) -> torch.dtype:
+    """``auto``: bfloat16 on CUDA GPUs that support it (else float16), float16 on MPS, float32 on CPU.
+
+    On CPU float32 is the safe default: bfloat16 decodes faster there (half the bytes to read per
+    token) but float16 prefill is ~3x slower than float32 on CPUs without native fp16 matmuls —
+    choose explicitly to compare.
+    """
+    if name != "auto":
+        return _DTYPES[name]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.float32
+
+
+@dataclass
+class HFModel:
+    model: Any
+    tokenizer: Any
+    device: Device
+    dtype: torch.dtype
+    eos_ids: frozenset[int]
+    context_length: int | None
+    weights_mb: float
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(str(self.device))
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        tok = self.tokenizer
+        if prompt.messages is not None:
+            if not getattr(tok, "chat_template", None):
+                raise StrategyError(
+                    f"prompt {prompt.id!r} is a chat (messages) but this model's tokenizer has no chat template; "
+                    'use plain {"prompt": ...} lines for base models'
+                )
+            text = tok.apply_chat_template(list(prompt.messages), add_generation_prompt=True, tokenize=False)
+            return list(tok(text, add_special_tokens=False)["input_ids"])
+        return list(tok(prompt.prompt or "")["input_ids"])
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def load_hf_model(variant: Variant, device: Device, *, log: Callable[[str], None] = _log) -> HFModel:
+    """Load tokenizer and causal LM for a variant. ``trust_remote_code`` is always passed explicitly:
+    left unset, transformers may ask on stdin, which would hang a worker whose parent is a GUI."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = parse_source(variant.model)
+    where = materialize(source, log=log)
+    dtype = resolve_dtype(variant.dtype, device)
+    common = {"trust_remote_code": variant.trust_remote_code, "local_files_only": where.local_files_only}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(where.location, **common)
+        model = AutoModelForCausalLM.from_pretrained(
+            where.location,
+            dtype=dtype,
+            weights_only=True,  # pickled .bin weights never run code
+            device_map=str(device) if device.type != "cpu" else None,
+            **common,
+        )
+    except OSError as exc:
+        raise ModelSourceError(f"cannot load model {variant.model!r}: {str(exc).splitlines()[0]}") from None
+    model.eval()
+    generation_config = getattr(model, "generation_config", None)
+    eos: set[int] = set()
+    for value in (getattr(generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(value, int):
+            eos.add(value)
+        elif isinstance(value, list | tuple):
+            eos.update(int(v) for v in value)
+    context = getattr(model.config, "max_position_embeddings", None)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    weights += sum(b.numel() * b.element_size() for b in model.buffers())
+    return HFModel(
+        model=model,
+        tokenizer=tokenizer,
+        device=device,
+        dtype=dtype,
+        eos_ids=frozenset(eos),
+        context_length=int(context) if context else None,
+        weights_mb=weights / 2**20,
+    )
+
+
+class Sampler:
+    """Greedy (temperature 0) or seeded sampling with temperature, top-k and top-p."""
+
+    def __init__(self, request: Request, device: torch.device) -> None:
+        self.greedy = request.temperature <= 0
+        self.temperature = request.temperature
+        self.top_k = request.top_k
+        self.top_p = request.top_p
+        self.generator: torch.Generator | None = None
+        if not self.greedy:
+            self.generator = torch.Generator(device=device).manual_seed(request.seed)
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """The sampling distribution for ``logits`` ([batch, vocab]) after temperature, top-k, top-p."""
+        logits = logits.float() / self.temperature
+        if self.top_k > 0:
+            kth = torch.topk(logits, min(self.top_k, logits.shape[-1]), dim=-1).values[..., -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.top_p < 1.0:
+            sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+            cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+            drop = cumulative > self.top_p
+            drop[..., 1:] = drop[..., :-1].clone()  # keep the token that crosses the threshold
+            drop[..., 0] = False
+            logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+        return torch.softmax(logits, dim=-1)
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        """Next token ids, shape [batch]."""
+        if self.greedy:
+            return torch.argmax(logits, dim=-1)
+        return torch.multinomial(self.probs(logits), 1, generator=self.generator).squeeze(-1)
+
+
+class Stopper:
+    """Decides when generation ends: EOS (unless ``ignore_eos``), a stop string, or the budget."""
+
+    def __init__(
+        self, request: Request, eos_ids: frozenset[int], decode: Callable[[Sequence[int]], str]
+    ) -> None:
+        self.eos_ids = frozenset() if request.ignore_eos else eos_ids
+        self.stop = request.stop
+        self.max_new_tokens = request.max_new_tokens
+        self._decode = decode
+        # a stop string can only be completed by the last few tokens: decode a short tail
+        self._tail = max((len(s) for s in self.stop), default=0) + 8
+
+    def __call__(self, tokens: Sequence[int], new: int = 1) -> str | None:
+        for t in tokens[-new:]:
+            if t in self.eos_ids:
+                return "eos"
+        if self.stop and any(s in self._decode(tokens[-self._tail :]) for s in self.stop):
+            return "stop"
+        if len(tokens) >= self.max_new_tokens:
+            return "length"
+        return None

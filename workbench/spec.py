@@ -1,0 +1,350 @@
+"""The experiment spec: TOML in, validated dataclasses out, with precise one-line errors.
+
+See DESIGN.md §3 and ``docs/spec.md`` for the format. Every problem names its place: the TOML
+line and column, the variant and key, or the JSONL file and line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import registry
+from .errors import ModelSourceError, SpecError
+from .models import parse_source
+from .strategy import build_config
+from .timing import check_device_name
+from .workloads import (
+    Workload,
+    as_chat,
+    builtin_names,
+    builtin_workload,
+    load_jsonl,
+    sweep_input_items,
+    sweep_output_items,
+    with_max_new_tokens,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["DTYPES", "Spec", "Variant", "load_spec", "parse_spec"]
+
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+_TOP_KEYS = {
+    "name",
+    "description",
+    "repetitions",
+    "warmup",
+    "seed",
+    "baseline",
+    "variants",
+    "workloads",
+    "temperature",
+    "top_p",
+    "top_k",
+}
+_VARIANT_KEYS = {"name", "model", "strategy", "dtype", "device", "trust_remote_code"}
+_WORKLOAD_KEYS = {
+    "name",
+    "file",
+    "description",
+    "max_new_tokens",
+    "ignore_eos",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop",
+    "limit",
+    "as_chat",
+    "input_tokens",
+    "output_tokens",
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named thing to compare: model source + strategy + its parameters + dtype + device."""
+
+    name: str
+    strategy: str
+    model: str = ""
+    dtype: str = "auto"
+    device: str = "auto"
+    trust_remote_code: bool = False
+    params: dict[str, Any] = field(default_factory=dict)
+    #: the strategy's ``Config`` instance built from ``params``
+    config: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The variant as spec keys (what the worker process receives)."""
+        return {
+            "name": self.name,
+            "strategy": self.strategy,
+            "model": self.model,
+            "dtype": self.dtype,
+            "device": self.device,
+            "trust_remote_code": self.trust_remote_code,
+            **self.params,
+        }
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    variants: tuple[Variant, ...]
+    workloads: tuple[Workload, ...]
+    repetitions: int = 3
+    warmup: int = 1
+    seed: int = 0
+    baseline: str | None = None
+    description: str = ""
+    #: the TOML text as written, stored with the run
+    text: str = ""
+    path: Path | None = None
+
+    @property
+    def baseline_variant(self) -> str:
+        """The variant speed-ups are measured against: ``baseline`` if set, else one named
+        "baseline", else the first."""
+        if self.baseline:
+            return self.baseline
+        names = [v.name for v in self.variants]
+        return "baseline" if "baseline" in names else names[0]
+
+
+def load_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"spec file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read spec file {path}: {exc}") from None
+    return parse_spec(text, base_dir=path.parent, path=path)
+
+
+def parse_spec(text: str, *, base_dir: str | Path = ".", path: Path | None = None) -> Spec:
+    where = str(path) if path else "spec"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # the message carries "(at line L, column C)"
+        raise SpecError(f"{where}: invalid TOML: {exc}") from None
+    return spec_from_dict(data, base_dir=Path(base_dir), text=text, path=path)
+
+
+def spec_from_dict(
+    data: dict[str, Any], *, base_dir: Path = Path("."), text: str = "", path: Path | None = None
+) -> Spec:
+    _check_keys(data, _TOP_KEYS, "spec")
+    name = _get(data, "name", str, "spec", default=path.stem if path else "experiment")
+    repetitions = _get(data, "repetitions", int, "spec", default=3)
+    warmup = _get(data, "warmup", int, "spec", default=1)
+    if repetitions < 1:
+        raise SpecError("spec: 'repetitions' must be at least 1")
+    if warmup < 0:
+        raise SpecError("spec: 'warmup' must be 0 or more")
+    raw_variants = data.get("variants")
+    if not isinstance(raw_variants, list) or not raw_variants:
+        raise SpecError("spec: needs at least one [[variants]] table")
+    variants = tuple(_variant(v, i, base_dir) for i, v in enumerate(raw_variants))
+    names = [v.name for v in variants]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise SpecError(f"spec: variant name {sorted(duplicates)[0]!r} is used twice")
+    defaults = {
+        "temperature": _get(data, "temperature", float, "spec", default=0.0),
+        "top_p": _get(data, "top_p", float, "spec", default=1.0),
+        "top_k": _get(data, "top_k", int, "spec", default=0),
+    }
+    raw_workloads = data.get("workloads")
+    if not isinstance(raw_workloads, list) or not raw_workloads:
+        raise SpecError('spec: needs at least one [[workloads]] table (e.g. name = "chat")')
+    workloads = tuple(_workload(w, i, base_dir, defaults) for i, w in enumerate(raw_workloads))
+    wnames = [w.name for w in workloads]
+    duplicates = {n for n in wnames if wnames.count(n) > 1}
+    if duplicates:
+        raise SpecError(f"spec: workload name {sorted(duplicates)[0]!r} is used twice")
+    baseline = _get(data, "baseline", str, "spec", default=None)
+    if baseline is not None and baseline not in names:
+        raise SpecError(f"spec: baseline {baseline!r} is not a variant; variants: {', '.join(names)}")
+    return Spec(
+        name=name,
+        description=_get(data, "description", str, "spec", default=""),
+        variants=variants,
+        workloads=workloads,
+        repetitions=repetitions,
+        warmup=warmup,
+        seed=_get(data, "seed", int, "spec", default=0),
+        baseline=baseline,
+        text=text,
+        path=path,
+    )
+
+
+def variant_from_dict(data: dict[str, Any]) -> Variant:
+    """Rebuild a validated variant from :meth:`Variant.to_dict` (used by the worker process)."""
+    return _variant(data, 0)
+
+
+def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
+    if not isinstance(data, dict):
+        raise SpecError(f"spec: variants[{index}] must be a table")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise SpecError(f"spec: variants[{index}] needs a 'name'")
+    where = f"variant '{name}'"
+    strategy_name = data.get("strategy", "baseline")
+    if not isinstance(strategy_name, str):
+        raise SpecError(f"{where}: 'strategy' must be a string")
+    strategy_cls = registry.get(strategy_name)  # unknown -> StrategyError listing the available ones
+    params = {k: v for k, v in data.items() if k not in _VARIANT_KEYS}
+    config = build_config(strategy_cls.Config, params, where=where)
+    model = _get(data, "model", str, where, default="")
+    if strategy_cls.requires_model:
+        if not model:
+            raise SpecError(
+                f"{where}: needs a 'model' (a Hugging Face id, a folder, a .gguf file or demo:smollm2-135m)"
+            )
+        try:
+            source = parse_source(model, base_dir=base_dir)
+        except ModelSourceError as exc:
+            raise ModelSourceError(f"{where}: {exc}") from None
+        if source.path is not None:  # the worker may run elsewhere: keep an absolute path
+            model = str(source.path)
+    dtype = _get(data, "dtype", str, where, default="auto")
+    if dtype not in DTYPES:
+        raise SpecError(f"{where}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    device = _get(data, "device", str, where, default="auto")
+    try:
+        check_device_name(device)
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+    return Variant(
+        name=name,
+        strategy=strategy_cls.name,
+        model=model,
+        dtype=dtype,
+        device=device,
+        trust_remote_code=_get(data, "trust_remote_code", bool, where, default=False),
+        params=params,
+        config=config,
+    )
+
+
+def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -> Workload:
+    if not isinstance(data, dict):
+        raise SpecError(f"spec: workloads[{index}] must be a table")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise SpecError(f"spec: workloads[{index}] needs a 'name' (a built-in: {', '.join(builtin_names())})")
+    where = f"workload '{name}'"
+    _check_keys(data, _WORKLOAD_KEYS, where)
+    file = _get(data, "file", str, where, default=None)
+    max_new_tokens = _get(data, "max_new_tokens", int, where, default=None)
+    if max_new_tokens is not None and max_new_tokens < 1:
+        raise SpecError(f"{where}: 'max_new_tokens' must be at least 1")
+    if file is not None:
+        workload = Workload(
+            name=name,
+            items=load_jsonl(base_dir / file, default_max_new_tokens=max_new_tokens or 128),
+            source=str(base_dir / file),
+        )
+    elif name in builtin_names():
+        workload = builtin_workload(name)
+        workload = _sweep_overrides(workload, data, where)
+        if max_new_tokens is not None and workload.sweep != "output":
+            workload = with_max_new_tokens(workload, max_new_tokens)
+    else:
+        raise SpecError(
+            f"{where}: not a built-in workload and no 'file' given; built-ins: {', '.join(builtin_names())}"
+        )
+    limit = _get(data, "limit", int, where, default=None)
+    if limit is not None:
+        if limit < 1:
+            raise SpecError(f"{where}: 'limit' must be at least 1")
+        workload = dataclasses.replace(workload, items=workload.items[:limit])
+    if _get(data, "as_chat", bool, where, default=False):
+        workload = as_chat(workload)
+    stop = data.get("stop", list(workload.stop))
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
+        raise SpecError(f"{where}: 'stop' must be a string or a list of non-empty strings")
+    temperature = _get(data, "temperature", float, where, default=defaults["temperature"])
+    if temperature < 0:
+        raise SpecError(f"{where}: 'temperature' must be 0 (greedy) or more")
+    top_p = _get(data, "top_p", float, where, default=defaults["top_p"])
+    if not 0 < top_p <= 1:
+        raise SpecError(f"{where}: 'top_p' must be in (0, 1]")
+    return dataclasses.replace(
+        workload,
+        description=_get(data, "description", str, where, default=workload.description),
+        ignore_eos=_get(data, "ignore_eos", bool, where, default=workload.ignore_eos),
+        temperature=temperature,
+        top_p=top_p,
+        top_k=_get(data, "top_k", int, where, default=defaults["top_k"]),
+        stop=tuple(stop),
+    )
+
+
+def _sweep_overrides(workload: Workload, data: dict[str, Any], where: str) -> Workload:
+    """Let a spec change the lengths of a built-in sweep."""
+    if "input_tokens" not in data and "output_tokens" not in data:
+        return workload
+    if workload.sweep is None:
+        raise SpecError(f"{where}: 'input_tokens'/'output_tokens' only apply to the sweep workloads")
+    text = workload.items[0].prompt.prompt or ""
+    settings = workload.settings
+    if workload.sweep == "input":
+        if "output_tokens" in data:
+            raise SpecError(f"{where}: 'output_tokens' applies to sweep-output; use 'max_new_tokens' here")
+        lengths = _int_list(data["input_tokens"], f"{where}: 'input_tokens'")
+        max_new = data.get("max_new_tokens", settings["max_new_tokens"])
+        return dataclasses.replace(workload, items=sweep_input_items(text, lengths, max_new))
+    input_tokens = data.get("input_tokens", settings["input_tokens"])
+    if isinstance(input_tokens, bool) or not isinstance(input_tokens, int) or input_tokens < 1:
+        raise SpecError(f"{where}: 'input_tokens' must be one positive integer for sweep-output")
+    lengths = _int_list(data.get("output_tokens", settings["output_tokens"]), f"{where}: 'output_tokens'")
+    return dataclasses.replace(workload, items=sweep_output_items(text, input_tokens, lengths))
+
+
+def _int_list(value: Any, where: str) -> list[int]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    ):
+        raise SpecError(f"{where} must be a non-empty list of positive integers")
+    return value
+
+
+def _check_keys(data: dict[str, Any], known: set[str], where: str) -> None:
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else f"; valid keys: {', '.join(sorted(known))}"
+            raise SpecError(f"{where}: unknown key '{key}'{hint}")
+
+
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _get(data: dict[str, Any], key: str, kind: type, where: str, *, default: Any) -> Any:
+    if key not in data:
+        return default
+    value = data[key]
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not ok:
+        raise SpecError(f"{where}: '{key}' must be {_TYPE_WORDS[kind]}, got {value!r}")
+    return value

@@ -1,0 +1,246 @@
+"""Typed reads and writes over the SQLite results file.
+
+One :class:`Store` = one connection. The process that runs an experiment owns the single write
+connection (the worker processes never write; they stream events to it). Readers — the GUI, a
+second CLI — open their own connections; WAL lets them read while a run is being written.
+Every finished trial is committed in its own transaction together with its steps.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from ..errors import StoreError
+from .schema import migrations
+
+__all__ = ["RUN_STATUSES", "Store", "default_db_path", "resolve_db_path"]
+
+RUN_STATUSES = ("running", "ok", "partial", "failed", "cancelled")
+ENV_VAR = "WORKBENCH_DB"
+
+
+def default_db_path() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("workbench", appauthor=False)) / "results.db"
+
+
+def resolve_db_path(db: str | os.PathLike[str] | None) -> Path:
+    """``--db`` wins, then ``$WORKBENCH_DB``, then ``results.db`` in the platform user-data dir."""
+    if db:
+        return Path(db).expanduser()
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser()
+    return default_db_path()
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Store:
+    """The results database. ``Store(path)`` opens (creating when ``create``) and migrates it."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise StoreError(
+                f"no results database at {self.path} (run `workbench demo` or `workbench run SPEC` first, "
+                "or pass --db)"
+            )
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a folder, not a results database file")
+        if create:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the folder for the results database {self.path}: {exc.strerror}"
+                ) from None
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+            self.db = Database(conn)
+            # Touch the file: "file is not a database" surfaces here, before anything is written.
+            self.db.execute("select count(*) from sqlite_master").fetchall()
+            if create:
+                self.db.enable_wal()
+                migrations.apply(self.db)
+            else:
+                self._check_tables()
+        except sqlite3.DatabaseError as exc:
+            raise _translate(exc, self.path) from None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_tables(self) -> None:
+        missing = {"runs", "trials", "steps"} - set(self.db.table_names())
+        if missing:
+            raise StoreError(f"{self.path} is a SQLite file but not a workbench results database")
+        if migrations.pending(self.db):
+            # An older schema opened by a newer workbench: migrating adds columns, renames nothing.
+            try:
+                migrations.apply(self.db)
+            except sqlite3.OperationalError as exc:
+                raise _translate(exc, self.path) from None
+
+    def _write(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            with self.db.atomic():
+                return fn(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise _translate(exc, self.path) from None
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def create_run(self, *, name: str, spec_text: str, baseline: str, version: str) -> int:
+        row = {
+            "name": name,
+            "started_at": now_iso(),
+            "status": "running",
+            "spec": spec_text,
+            "environment": "{}",
+            "baseline": baseline,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "workbench_version": version,
+        }
+        return self._write(lambda: self.db["runs"].insert(row).last_pk)
+
+    def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
+        self._write(lambda: self.db["runs"].update(run_id, {"environment": json.dumps(environment)}))
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        assert status in RUN_STATUSES
+        self._write(lambda: self.db["runs"].update(run_id, {"status": status, "finished_at": now_iso()}))
+
+    def rename_run(self, run_id: int, name: str) -> None:
+        self._write(lambda: self.db["runs"].update(run_id, {"name": name}))
+
+    def add_variant(self, run_id: int, row: dict[str, Any]) -> int:
+        data = {"run_id": run_id, "status": "pending", **row}
+        if isinstance(data.get("params"), dict):
+            data["params"] = json.dumps(data["params"])
+        return self._write(lambda: self.db["variants"].insert(data).last_pk)
+
+    def update_variant(self, run_id: int, name: str, values: dict[str, Any]) -> None:
+        def update() -> None:
+            sets = ", ".join(f"[{k}] = ?" for k in values)
+            self.db.execute(
+                f"update variants set {sets} where run_id = ? and name = ?", [*values.values(), run_id, name]
+            )
+
+        self._write(update)
+
+    def add_trial(self, run_id: int, trial: dict[str, Any], steps: Sequence[dict[str, Any]] = ()) -> int:
+        """Insert one trial and its steps in one transaction (committed when this returns)."""
+
+        def insert() -> int:
+            trial_id = self.db["trials"].insert({"run_id": run_id, **trial}, alter=False).last_pk
+            if steps:
+                self.db["steps"].insert_all(({"trial_id": trial_id, **s} for s in steps), alter=False)
+            return trial_id
+
+        return self._write(insert)
+
+    def delete_run(self, run_id: int) -> None:
+        def delete() -> None:
+            self.db.execute(
+                "delete from steps where trial_id in (select id from trials where run_id = ?)", [run_id]
+            )
+            self.db.execute("delete from trials where run_id = ?", [run_id])
+            self.db.execute("delete from variants where run_id = ?", [run_id])
+            self.db.execute("delete from runs where id = ?", [run_id])
+
+        self._write(delete)
+
+    def set_matches_baseline(self, updates: Iterable[tuple[int, int | None]]) -> None:
+        rows = list(updates)
+        self._write(
+            lambda: self.db.conn.executemany(
+                "update trials set matches_baseline = ? where id = ?", [(m, i) for i, m in rows]
+            )
+        )
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        try:
+            return list(self.db.query(sql, params))
+        except sqlite3.DatabaseError as exc:
+            raise _translate(exc, self.path) from None
+
+    def runs(self) -> list[dict[str, Any]]:
+        return self.query(
+            """
+            select r.id, r.name, r.started_at, r.finished_at, r.status, r.baseline,
+              (select count(*) from variants v where v.run_id = r.id) as variants,
+              (select count(*) from trials t where t.run_id = r.id and t.warmup = 0) as trials,
+              (select count(*) from trials t where t.run_id = r.id and t.status = 'failed') as failed
+            from runs r order by r.id
+            """
+        )
+
+    def resolve_run(self, ref: str | int | None) -> dict[str, Any]:
+        """A run by id, by exact name (latest with that name), or ``latest``/``None``."""
+        if ref is None or str(ref) == "latest":
+            rows = self.query("select * from runs order by id desc limit 1")
+            if not rows:
+                raise StoreError(f"{self.path} holds no runs yet")
+            return rows[0]
+        text = str(ref)
+        if text.isdigit():
+            rows = self.query("select * from runs where id = ?", [int(text)])
+        else:
+            rows = self.query("select * from runs where name = ? order by id desc limit 1", [text])
+        if not rows:
+            raise StoreError(f"no run {text!r} in {self.path} (see `workbench runs`)")
+        return rows[0]
+
+    def variants(self, run_id: int) -> list[dict[str, Any]]:
+        return self.query("select * from variants where run_id = ? order by id", [run_id])
+
+    def trials(
+        self, run_id: int, *, include_warmup: bool = False, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        sql = "select * from trials where run_id = ?"
+        params: list[Any] = [run_id]
+        if not include_warmup:
+            sql += " and warmup = 0"
+        if status:
+            sql += " and status = ?"
+            params.append(status)
+        return self.query(sql + " order by id", params)
+
+    def steps(self, trial_id: int) -> list[dict[str, Any]]:
+        return self.query("select * from steps where trial_id = ? order by idx", [trial_id])
+
+
+def _translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
+    message = str(exc)
+    if "file is not a database" in message or "not a database" in message:
+        return StoreError(f"{path} is not a SQLite database")
+    if "readonly" in message or "unable to open" in message:
+        return StoreError(
+            f"cannot write the results database {path}: {message} (check permissions, or pass --db)"
+        )
+    if "locked" in message:
+        return StoreError(f"the results database {path} is locked by another process: {message}")
+    return StoreError(f"results database {path}: {message}")

@@ -1,0 +1,118 @@
+"""A deterministic test double that ships with the library: :class:`FakeStrategy`.
+
+It needs no model and no torch. It "prefills" and "decodes" by waiting known amounts of time, so a
+test (or a plugin author checking their setup) knows exactly what the runner should measure::
+
+    [[variants]]
+    name = "fake"
+    strategy = "fake"
+    prefill_ms = 40
+    decode_ms_per_token = 8
+
+Tokens are deterministic functions of the prompt and the seed; ``tokens_per_step > 1`` imitates a
+speculative strategy (several tokens per step, with draft statistics). ``fail_on_prompt`` and
+``crash_after_trials`` make failures on purpose, for testing how they are recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .strategy import Output, Probe, Prompt, Request, Session, Strategy, field_help
+
+if TYPE_CHECKING:
+    from .spec import Variant
+    from .timing import Device
+
+__all__ = ["FakeConfig", "FakeSession", "FakeStrategy", "wait_until_ns"]
+
+
+@dataclass
+class FakeConfig:
+    prefill_ms: float = field_help("fixed time before the first token (ms)", default=40.0)
+    prefill_ms_per_token: float = field_help("extra prefill time per input token (ms)", default=0.0)
+    decode_ms_per_token: float = field_help("time per generated token after the first (ms)", default=8.0)
+    tokens_per_step: int = field_help(
+        "tokens delivered per decode step (>1 imitates speculative decoding)", default=1
+    )
+    output_tokens: int | None = field_help("tokens to generate (default: max_new_tokens)", default=None)
+    context_length: int = field_help("the pretend model's context window (tokens)", default=8192)
+    fail_on_prompt: str | None = field_help("raise an error on the prompt with this id", default=None)
+    crash_after_trials: int | None = field_help("SIGKILL the worker after this many trials", default=None)
+
+    def __post_init__(self) -> None:
+        if self.tokens_per_step < 1:
+            raise ValueError("tokens_per_step must be at least 1")
+        if min(self.prefill_ms, self.prefill_ms_per_token, self.decode_ms_per_token) < 0:
+            raise ValueError("costs must not be negative")
+
+
+def wait_until_ns(deadline_ns: int) -> None:
+    """Sleep, then spin for the last stretch: accurate to a few microseconds."""
+    while True:
+        remaining = deadline_ns - time.perf_counter_ns()
+        if remaining <= 0:
+            return
+        if remaining > 2_000_000:
+            time.sleep((remaining - 1_000_000) / 1e9)
+
+
+class FakeSession(Session):
+    VOCAB = 32_000
+
+    def __init__(self, config: FakeConfig) -> None:
+        self.config = config
+        self.context_length = config.context_length
+        self.weights_mb = 0.0
+        self.dtype = "none"
+        self._trials = 0
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        text = (
+            prompt.prompt
+            if prompt.prompt is not None
+            else "\n".join(m["content"] for m in prompt.messages or ())
+        )
+        return [zlib.crc32(word.encode()) % self.VOCAB for word in text.split()]
+
+    def decode(self, token_ids: list[int]) -> str:  # type: ignore[override]
+        return " ".join(f"w{i}" for i in token_ids)
+
+    def generate(self, request: Request, probe: Probe) -> Output:
+        c = self.config
+        self._trials += 1
+        if c.crash_after_trials is not None and self._trials > c.crash_after_trials:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if c.fail_on_prompt is not None and request.prompt.id == c.fail_on_prompt:
+            raise RuntimeError(f"fake failure on prompt {request.prompt.id!r}")
+        start = time.perf_counter_ns()
+        n_out = min(c.output_tokens or request.max_new_tokens, request.max_new_tokens)
+        base = zlib.crc32(bytes(str((request.input_ids[:8], request.seed)), "utf-8"))
+        tokens = [(base + 7919 * i) % self.VOCAB for i in range(n_out)]
+        deadline = start + int((c.prefill_ms + c.prefill_ms_per_token * len(request.input_ids)) * 1e6)
+        wait_until_ns(deadline)
+        probe.step(tokens[:1])
+        i = 1
+        while i < n_out:
+            chunk = tokens[i : i + c.tokens_per_step]
+            deadline += int(c.decode_ms_per_token * len(chunk) * 1e6)
+            wait_until_ns(deadline)
+            proposed = c.tokens_per_step - 1
+            probe.step(chunk, draft_proposed=proposed, draft_accepted=min(proposed, len(chunk) - 1))
+            i += len(chunk)
+        return Output(token_ids=tokens, text=self.decode(tokens), finish_reason="length")
+
+
+class FakeStrategy(Strategy):
+    name = "fake"
+    description = "Deterministic test double with known prefill and per-token costs (no model, no torch)"
+    Config = FakeConfig
+    requires_model = False
+
+    def load(self, variant: Variant, device: Device) -> Session:
+        return FakeSession(variant.config)

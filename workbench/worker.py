@@ -1,0 +1,117 @@
+"""The worker process: loads one variant and runs its trials, streaming events to the parent.
+
+Started as ``python -m workbench.worker`` by :mod:`workbench.execute` (the CLI and the GUI use the
+same path). The job (one variant and its planned trials) arrives as one JSON document on stdin.
+Events leave as JSON lines on the process's *original* stdout; everything else that writes to
+stdout (libraries, C code) is redirected to stderr first, so nothing can corrupt the event stream.
+
+A crash (CUDA OOM that kills the process, a segfault, SIGKILL) ends only this process: the parent
+has already committed every trial it received and records the rest of this variant as failed.
+SIGINT/SIGTERM ask for cancellation: the current trial stops at its next step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any, TextIO
+
+__all__ = ["main"]
+
+
+class _Events:
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def emit(self, event: str, **data: Any) -> None:
+        self._stream.write(json.dumps({"event": event, **data}, default=str) + "\n")
+        self._stream.flush()
+
+
+def _claim_stdout() -> TextIO:
+    """Keep the real stdout for events; point fd 1 (and sys.stdout) at stderr."""
+    events_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(events_fd, "w", buffering=1, encoding="utf-8")
+
+
+def main() -> int:
+    events = _Events(_claim_stdout())
+    cancel = {"requested": False}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if cancel["requested"]:  # asked twice: stop now
+            raise KeyboardInterrupt
+        cancel["requested"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, on_signal)
+    if hasattr(signal, "SIGBREAK"):  # Windows: CTRL_BREAK_EVENT from the parent
+        signal.signal(signal.SIGBREAK, on_signal)
+
+    job = json.load(sys.stdin)
+    events.emit("started", pid=os.getpid())
+    try:
+        return _run(job, events, lambda: cancel["requested"])
+    except KeyboardInterrupt:
+        events.emit("cancelled")
+        return 130
+
+
+def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
+    # Imported here so that a failing import is reported as a load failure, not a silent crash.
+    from . import registry
+    from .environment import snapshot
+    from .errors import WorkbenchError, describe_exception
+    from .plan import TrialPlan
+    from .runner import TrialRunner
+    from .spec import variant_from_dict
+    from .timing import resolve_device
+
+    try:
+        variant = variant_from_dict(job["variant"])
+        strategy_cls = registry.get(variant.strategy)
+        strategy = strategy_cls()
+        reason = strategy.available()
+        if reason:
+            raise WorkbenchError(f"strategy '{variant.strategy}' is not available here: {reason}")
+        device = resolve_device(variant.device, needs_torch=strategy_cls.requires_model)
+        t0 = time.perf_counter()
+        session = strategy.load(variant, device)
+        load_ms = (time.perf_counter() - t0) * 1000
+    except Exception as exc:
+        message = str(exc) if isinstance(exc, WorkbenchError) else describe_exception(exc)
+        events.emit("load_failed", error=message)
+        return 1
+    runner = TrialRunner(session, device, cancelled=cancelled)
+    events.emit(
+        "loaded",
+        device=str(device),
+        dtype=session.dtype or variant.dtype,
+        load_ms=load_ms,
+        weights_mb=session.weights_mb,
+        context_length=session.context_length,
+        memory_kind=runner.memory.kind,
+        environment=snapshot(device),
+    )
+    for index, raw in enumerate(job["trials"]):
+        if cancelled():
+            events.emit("cancelled")
+            return 130
+        result = runner.run(TrialPlan.from_dict(raw))
+        events.emit("trial", index=index, status=result.status, trial=result.row, steps=result.steps)
+        if result.status == "cancelled":
+            events.emit("cancelled")
+            return 130
+    session.close()
+    events.emit("finished")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

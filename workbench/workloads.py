@@ -1,0 +1,197 @@
+"""Workloads: named prompts plus generation settings. Built-ins live in ``resources/workloads``.
+
+A user workload is a JSONL file, one object per line: ``{"id": "...", "prompt": "..."}`` (raw text)
+or ``{"id": "...", "messages": [{"role": "user", "content": "..."}]}`` (the model's chat template is
+applied), optionally with ``"max_new_tokens"``. Errors name ``file:line``.
+
+The two sweeps are generated from one long text: ``sweep-input`` cuts it to exact token counts
+(64…2048, capped by the model's context), ``sweep-output`` asks for exact output lengths.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecError
+from .resources import resource_path
+from .strategy import Prompt
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Item", "Workload", "builtin_names", "builtin_workload", "load_jsonl"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One prompt of a workload with its own output budget."""
+
+    prompt: Prompt
+    max_new_tokens: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    items: tuple[Item, ...]
+    description: str = ""
+    source: str = ""  # "built-in" or the JSONL path
+    ignore_eos: bool = False
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop: tuple[str, ...] = ()
+    sweep: str | None = None  # "input" | "output" | None
+    settings: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def prompt_ids(self) -> list[str]:
+        return [item.prompt.id for item in self.items]
+
+
+def _resource_dir() -> Path:
+    return resource_path("workloads")
+
+
+@cache
+def _index() -> dict[str, dict[str, Any]]:
+    with open(_resource_dir() / "index.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def builtin_names() -> list[str]:
+    return list(_index())
+
+
+def builtin_workload(name: str) -> Workload:
+    """The built-in workload ``name`` with its default settings."""
+    index = _index()
+    if name not in index:
+        raise SpecError(f"unknown built-in workload '{name}'; built-ins: {', '.join(index)}")
+    entry = index[name]
+    path = _resource_dir() / entry["file"]
+    settings = {k: v for k, v in entry.items() if k not in ("file", "description", "sweep")}
+    common = dict(
+        name=name,
+        description=entry.get("description", ""),
+        source="built-in",
+        ignore_eos=bool(entry.get("ignore_eos", False)),
+        settings=settings,
+    )
+    sweep = entry.get("sweep")
+    if sweep == "input":
+        items = sweep_input_items(
+            path.read_text(encoding="utf-8"), entry["input_tokens"], entry["max_new_tokens"]
+        )
+        return Workload(items=items, sweep="input", **common)
+    if sweep == "output":
+        items = sweep_output_items(
+            path.read_text(encoding="utf-8"), entry["input_tokens"], entry["output_tokens"]
+        )
+        return Workload(items=items, sweep="output", **common)
+    items = load_jsonl(path, default_max_new_tokens=entry["max_new_tokens"])
+    workload = Workload(items=items, **common)
+    return as_chat(workload) if entry.get("as_chat") else workload
+
+
+def sweep_input_items(text: str, lengths: list[int], max_new_tokens: int) -> tuple[Item, ...]:
+    return tuple(
+        Item(Prompt(id=f"in-{n:04d}", prompt=text, input_tokens=n), max_new_tokens) for n in sorted(lengths)
+    )
+
+
+def sweep_output_items(text: str, input_tokens: int, lengths: list[int]) -> tuple[Item, ...]:
+    return tuple(
+        Item(Prompt(id=f"out-{n:04d}", prompt=text, input_tokens=input_tokens), n) for n in sorted(lengths)
+    )
+
+
+def load_jsonl(path: str | Path, *, default_max_new_tokens: int) -> tuple[Item, ...]:
+    """Read a workload JSONL file; every problem is reported as ``file:line: what``."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise SpecError(f"workload file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read workload file {path}: {exc.strerror}") from None
+    items: list[Item] = []
+    seen: set[str] = set()
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        items.append(_item(data, where, default_max_new_tokens))
+        if items[-1].prompt.id in seen:
+            raise SpecError(f"{where}: duplicate id {items[-1].prompt.id!r}")
+        seen.add(items[-1].prompt.id)
+    if not items:
+        raise SpecError(f"{path}: no prompts (expected one JSON object per line)")
+    return tuple(items)
+
+
+_ITEM_KEYS = {"id", "prompt", "messages", "max_new_tokens"}
+
+
+def _item(data: Any, where: str, default_max_new_tokens: int) -> Item:
+    if not isinstance(data, dict):
+        raise SpecError(f'{where}: expected a JSON object with "id" and "prompt" or "messages"')
+    unknown = set(data) - _ITEM_KEYS
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown key {sorted(unknown)[0]!r}; valid keys: {', '.join(sorted(_ITEM_KEYS))}"
+        )
+    if "id" not in data or not isinstance(data["id"], str | int) or str(data["id"]) == "":
+        raise SpecError(f'{where}: missing "id" (a non-empty string)')
+    has_prompt, has_messages = "prompt" in data, "messages" in data
+    if has_prompt == has_messages:
+        raise SpecError(f'{where}: needs exactly one of "prompt" or "messages"')
+    if has_prompt and (not isinstance(data["prompt"], str) or not data["prompt"]):
+        raise SpecError(f'{where}: "prompt" must be a non-empty string')
+    messages = None
+    if has_messages:
+        messages = data["messages"]
+        if not isinstance(messages, list) or not messages:
+            raise SpecError(f'{where}: "messages" must be a non-empty list')
+        for i, message in enumerate(messages):
+            if (
+                not isinstance(message, dict)
+                or not isinstance(message.get("role"), str)
+                or not isinstance(message.get("content"), str)
+            ):
+                raise SpecError(f'{where}: messages[{i}] must be {{"role": str, "content": str}}')
+        messages = tuple({"role": m["role"], "content": m["content"]} for m in messages)
+    max_new_tokens = data.get("max_new_tokens", default_max_new_tokens)
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise SpecError(f'{where}: "max_new_tokens" must be a positive integer')
+    prompt = Prompt(id=str(data["id"]), prompt=data.get("prompt"), messages=messages)
+    return Item(prompt, max_new_tokens)
+
+
+def with_max_new_tokens(workload: Workload, max_new_tokens: int) -> Workload:
+    """Override every item's output budget (a spec's workload-level ``max_new_tokens``)."""
+    return replace(workload, items=tuple(replace(i, max_new_tokens=max_new_tokens) for i in workload.items))
+
+
+def as_chat(workload: Workload) -> Workload:
+    """Wrap raw prompts as a single user message, so instruct models get their chat template."""
+    items = []
+    for item in workload.items:
+        p = item.prompt
+        if p.prompt is not None and p.input_tokens is None:
+            p = Prompt(id=p.id, messages=({"role": "user", "content": p.prompt},))
+        items.append(replace(item, prompt=p))
+    return replace(workload, items=tuple(items))
