@@ -11,3 +11,52 @@ os.environ.pop("WORKBENCH_DB", None)
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "results.db"
+
+
+def _build_tiny_model(folder):
+    """A random-weight llama with a word-level tokenizer and a chat template: built in milliseconds."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = [
+        f"w{i}" for i in range(200)
+    ] + ["the", "a", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "with", "as"]
+    specials = ["<unk>", "<s>", "</s>", "<|user|>", "<|assistant|>"]
+    vocab = {tok: i for i, tok in enumerate(specials + words)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="</s>"
+    )
+    tokenizer.chat_template = (
+        "{% for m in messages %}{{ '<|' + m['role'] + '|> ' + m['content'] + ' ' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|assistant|> ' }}{% endif %}"
+    )
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    pytest.importorskip("torch")
+    return _build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+def tiny_prompt(n_words: int = 12, start: int = 0) -> str:
+    return " ".join(f"w{(start + 7 * i) % 200}" for i in range(n_words))

@@ -194,6 +194,7 @@ class _ProgressBar:
 def runs(db: Path | None, as_json: bool) -> None:
     """List the runs in the results database."""
     store = _open_store(db, create=False)
+    store.reap_stale_runs()
     rows = store.runs()
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -253,11 +254,10 @@ def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> 
     if env:
         packages = env.get("packages", {})
         gpu = f", GPU {env['gpu']} (driver {env.get('cuda_driver')})" if env.get("gpu") else ", no GPU"
+        threads = f"{env['torch_threads']} torch threads" if env.get("torch_threads") else "torch not loaded"
         click.echo(
             f"Machine: {env.get('cpu')} ×{env.get('cpu_count')}, {env.get('memory_gb')} GB{gpu}; "
-            f"torch {packages.get('torch')}, transformers {packages.get('transformers')}, "(
-                f"{env['torch_threads']} threads" if env.get("torch_threads") else "torch not loaded"
-            )
+            f"torch {packages.get('torch')}, transformers {packages.get('transformers')}, {threads}"
         )
     click.echo()
     click.echo(

@@ -99,6 +99,7 @@ class RunExecutor:
     # -- the run ---------------------------------------------------------------------------------
 
     def run(self) -> RunResult:
+        self.store.reap_stale_runs()
         self.run_id = run_id = self.store.create_run(
             name=self.spec.name,
             spec_text=self.spec.text,
@@ -234,7 +235,14 @@ class RunExecutor:
             self.progress.failed += 1
         self.progress.done += 1
         self.progress.last_trial = row
-        self._report("")
+        label = f"{v.name} {trial.workload}/{trial.prompt.id}" + (" (warm-up)" if trial.warmup else "")
+        if status == "ok":
+            self._report(
+                f"{label}: TTFT {row['ttft_ms']:.0f} ms, {row['output_tokens']} tokens, "
+                f"e2e {row['e2e_ms']:.0f} ms"
+            )
+        else:
+            self._report(f"{label}: {status} {row.get('error') or ''}".rstrip())
 
     def _fail_rest(self, plan: VariantPlan, received: set[int], reason: str, result: RunResult) -> None:
         """Record every trial of the variant that did not finish as failed, with the reason."""

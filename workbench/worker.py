@@ -39,7 +39,23 @@ def _claim_stdout() -> TextIO:
     return os.fdopen(events_fd, "w", buffering=1, encoding="utf-8")
 
 
+def _die_with_parent() -> None:
+    """On Linux, have the kernel send SIGTERM (= cancel) if the parent process dies, so an orphaned
+    worker does not go on computing a trial nobody will record."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
 def main() -> int:
+    parent = os.getppid()
+    _die_with_parent()
     events = _Events(_claim_stdout())
     cancel = {"requested": False}
 
@@ -54,6 +70,8 @@ def main() -> int:
     if hasattr(signal, "SIGBREAK"):  # Windows: CTRL_BREAK_EVENT from the parent
         signal.signal(signal.SIGBREAK, on_signal)
 
+    if os.getppid() != parent:  # the parent died before the death signal was armed
+        return 1
     job = json.load(sys.stdin)
     events.emit("started", pid=os.getpid())
     try:
@@ -61,6 +79,8 @@ def main() -> int:
     except KeyboardInterrupt:
         events.emit("cancelled")
         return 130
+    except BrokenPipeError:  # the parent is gone: nobody is listening
+        os._exit(1)
 
 
 def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:

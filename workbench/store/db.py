@@ -124,6 +124,21 @@ class Store:
         }
         return self._write(lambda: self.db["runs"].insert(row).last_pk)
 
+    def reap_stale_runs(self) -> list[int]:
+        """Close runs left ``running`` by a process on this host that no longer exists (killed CLI):
+        ``partial`` when some trials finished, else ``failed``. Returns their ids."""
+        host = socket.gethostname()
+        stale = []
+        for run in self.query("select id, pid from runs where status = 'running' and host = ?", [host]):
+            if run["pid"] and not _pid_alive(run["pid"]):
+                stale.append(run["id"])
+        for run_id in stale:
+            ok = self.query("select count(*) as n from trials where run_id = ? and status = 'ok'", [run_id])[
+                0
+            ]["n"]
+            self.finish_run(run_id, "partial" if ok else "failed")
+        return stale
+
     def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
         self._write(lambda: self.db["runs"].update(run_id, {"environment": json.dumps(environment)}))
 
@@ -231,6 +246,18 @@ class Store:
 
     def steps(self, trial_id: int) -> list[dict[str, Any]]:
         return self.query("select * from steps where trial_id = ? order by idx", [trial_id])
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists (another user's), or we cannot tell: leave the run alone
+    return True
 
 
 def _translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:

@@ -1,0 +1,506 @@
+"""The ``workbench`` command through click's CliRunner, on the fake strategy and real SQLite files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from workbench import __version__
+from workbench.cli import cli
+
+SPEC = """
+name = "two-fakes"
+repetitions = 2
+
+[[variants]]
+name = "slow"
+strategy = "fake"
+prefill_ms = 2
+decode_ms_per_token = 0.5
+
+[[variants]]
+name = "fast"
+strategy = "fake"
+prefill_ms = 1
+decode_ms_per_token = 0.2
+
+[[workloads]]
+name = "code"
+limit = 2
+max_new_tokens = 4
+"""
+
+ONE_VARIANT = """
+name = "{name}"
+repetitions = 1
+warmup = 0
+
+[[variants]]
+name = "only"
+strategy = "{strategy}"
+prefill_ms = 0.5
+decode_ms_per_token = 0.1
+
+[[workloads]]
+name = "code"
+limit = 1
+max_new_tokens = 3
+"""
+
+
+def invoke(*args: str | Path, **kwargs) -> Result:
+    return CliRunner().invoke(cli, [str(a) for a in args], **kwargs)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def rows(db: Path, sql: str, params=()) -> list[dict]:
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()
+
+
+def assert_one_error_line(result: Result, *needles: str) -> str:
+    """Bad input: exit 2, one 'Error: ...' line (stdout + stderr) naming the problem, no traceback."""
+    text = result.output  # click >= 8.2: stdout and stderr interleaved
+    assert result.exit_code == 2, text
+    assert "Traceback" not in text
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    assert lines[0].startswith("Error: "), text
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+# -- a recorded database shared by the read-only tests --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """Two runs of SPEC into one DB; the second with --out and --json."""
+    root = tmp_path_factory.mktemp("recorded")
+    spec = write(root / "spec.toml", SPEC)
+    db = root / "results.db"
+    first = invoke("run", spec, "--db", db)
+    out = root / "out"
+    second = invoke("run", spec, "--db", db, "--out", out, "--json")
+    return {"root": root, "spec": spec, "db": db, "first": first, "second": second, "out": out}
+
+
+def test_help():
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for verb in ("run", "runs", "show", "compare", "strategies", "demo"):
+        assert verb in result.output
+
+
+def test_version():
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.output.strip() == f"workbench, version {__version__}"
+
+
+def test_strategies_lists_baseline_and_fake():
+    result = invoke("strategies")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split()[:2] == ["strategy", "available"]
+    by_name = {line.split()[0]: line for line in lines[2:] if line.strip()}
+    assert set(by_name) >= {"baseline", "fake"}
+    assert by_name["fake"].split()[1] == "yes"
+    assert by_name["baseline"].split()[1] in ("yes", "no:")
+    assert "prefill_ms" not in result.output  # parameters only with -v
+
+
+def test_strategies_json():
+    result = invoke("strategies", "--json")
+    assert result.exit_code == 0, result.output
+    data = {s["name"]: s for s in json.loads(result.stdout)}
+    assert {"baseline", "fake"} <= set(data)
+    fake = data["fake"]
+    assert fake["available"] is True and fake["unavailable_reason"] is None
+    assert fake["target"] == "workbench.testing:FakeStrategy"
+    params = {p["name"]: p for p in fake["parameters"]}
+    assert params["prefill_ms"]["default"] == 40.0
+    assert params["prefill_ms"]["type"] == "float"
+    assert "fail_on_prompt" in params
+    assert isinstance(data["baseline"]["available"], bool)
+
+
+def test_strategies_verbose_shows_parameters():
+    result = invoke("strategies", "-v")
+    assert result.exit_code == 0, result.output
+    assert "fake (workbench.testing:FakeStrategy)" in result.output
+    assert "prefill_ms = 40.0" in result.output
+    assert "fixed time before the first token" in result.output
+    assert "decode_ms_per_token" in result.output
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+
+def test_run_exits_0_and_prints_the_table(recorded):
+    result = recorded["first"]
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    table = result.stdout.splitlines()
+    assert table[0].split()[:2] == ["variant", "workload"]
+    body = [line.split() for line in table[2:]]
+    assert [(r[0], r[1], r[2]) for r in body] == [("slow", "code", "4"), ("fast", "code", "4")]
+    assert "Run 1 ok: 8 ok, 0 failed" in result.stderr
+
+
+def test_run_records_trials_and_steps(recorded):
+    db = recorded["db"]
+    (run,) = rows(db, "select * from runs where id = 1")
+    assert run["name"] == "two-fakes" and run["status"] == "ok"
+    assert run["finished_at"] and run["started_at"]
+    assert "prefill_ms = 2" in run["spec"]
+    assert json.loads(run["environment"])  # host recorded
+    trials = rows(db, "select * from trials where run_id = 1 order by id")
+    # warm-up 1 per workload + 2 prompts × 2 repetitions, per variant
+    assert len(trials) == 2 * (1 + 4)
+    assert {t["status"] for t in trials} == {"ok"}
+    assert sum(t["warmup"] for t in trials) == 2
+    for t in trials:
+        assert t["strategy"] == "fake" and t["workload"] == "code"
+        assert t["output_tokens"] == 4 and t["input_tokens"] > 0
+        assert t["ttft_ms"] > 0 and t["e2e_ms"] >= t["ttft_ms"]
+    fast = [t for t in trials if t["variant"] == "fast" and not t["warmup"]]
+    assert {t["matches_baseline"] for t in fast} == {1}  # same tokens as the baseline "slow"
+    steps = rows(db, "select * from steps where trial_id = ? order by idx", [trials[0]["id"]])
+    assert [s["n_tokens"] for s in steps] == [1, 1, 1, 1]
+
+
+def test_runs_lists_them(recorded):
+    result = invoke("runs", "--db", recorded["db"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["id", "name", "status", "started", "variants", "trials", "failed"]
+    first = lines[2].split()
+    assert first[:3] == ["1", "two-fakes", "ok"]
+    assert first[-3:] == ["2", "8", "0"]
+    assert lines[3].split()[:3] == ["2", "two-fakes", "ok"]
+
+
+def test_runs_json(recorded):
+    result = invoke("runs", "--db", recorded["db"], "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [r["id"] for r in data] == [1, 2]
+    assert data[0]["name"] == "two-fakes" and data[0]["status"] == "ok"
+    assert (data[0]["variants"], data[0]["trials"], data[0]["failed"]) == (2, 8, 0)
+    assert data[0]["baseline"] == "slow"
+
+
+@pytest.mark.parametrize("ref", ["1", "latest"])
+def test_show(recorded, ref):
+    result = invoke("show", ref, "--db", recorded["db"])
+    assert result.exit_code == 0, result.output
+    run_id = "1" if ref == "1" else "2"
+    assert f"Run {run_id} 'two-fakes' — ok" in result.output
+    assert "Machine:" in result.output
+    assert "slow" in result.output and "fast" in result.output
+
+
+def test_show_json(recorded):
+    result = invoke("show", "1", "--db", recorded["db"], "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["run"]["id"] == 1 and data["run"]["status"] == "ok"
+    assert isinstance(data["run"]["environment"], dict) and data["run"]["environment"]
+    assert [v["name"] for v in data["variants"]] == ["slow", "fast"]
+    assert {v["status"] for v in data["variants"]} == {"ok"}
+    assert [(s["variant"], s["workload"], s["n_ok"]) for s in data["summary"]] == [
+        ("slow", "code", 4),
+        ("fast", "code", 4),
+    ]
+    latest = json.loads(invoke("show", "--db", recorded["db"], "--json").stdout)
+    assert latest["run"]["id"] == 2
+    by_name = json.loads(invoke("show", "two-fakes", "--db", recorded["db"], "--json").stdout)
+    assert by_name["run"]["id"] == 2  # a name means the latest run with that name
+
+
+def test_compare(recorded):
+    result = invoke("compare", "1", "--db", recorded["db"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "e2e speed-up" in lines[0]
+    slow, fast = (line.split() for line in lines[2:4])
+    assert slow[0] == "slow" and fast[0] == "fast"
+    assert "x" not in " ".join(slow[3:])  # the baseline has no speed-up of its own
+    assert any(cell.endswith("x") for cell in fast)
+
+
+def test_compare_json_with_baseline(recorded):
+    result = invoke("compare", "1", "--db", recorded["db"], "--baseline", "fast", "--json")
+    assert result.exit_code == 0, result.output
+    data = {s["variant"]: s for s in json.loads(result.stdout)}
+    assert data["fast"]["speedup_e2e"] is None
+    assert data["slow"]["speedup_e2e"]["value"] < 1  # slow is slower than the baseline "fast"
+    default = {
+        s["variant"]: s for s in json.loads(invoke("compare", "1", "--db", recorded["db"], "--json").stdout)
+    }
+    assert default["slow"]["speedup_e2e"] is None
+    assert default["fast"]["speedup_e2e"]["value"] > 1
+
+
+def test_compare_with_baseline_text(recorded):
+    result = invoke("compare", "1", "--db", recorded["db"], "--baseline", "fast")
+    assert result.exit_code == 0, result.output
+    slow = next(line for line in result.stdout.splitlines() if line.startswith("slow"))
+    assert "x [" in slow
+
+
+def test_compare_two_runs(recorded):
+    result = invoke("compare", "1", "2", "--db", recorded["db"], "--json")
+    assert result.exit_code == 0, result.output
+    data = {s["variant"]: s for s in json.loads(result.stdout)}
+    assert set(data) == {"1:slow", "1:fast", "2:slow", "2:fast"}
+    assert data["1:slow"]["speedup_e2e"] is None  # the first run's baseline
+    assert data["2:slow"]["speedup_e2e"] is not None
+    text = invoke("compare", "1", "2", "--db", recorded["db"], "--baseline", "fast")
+    assert text.exit_code == 0, text.output
+    assert "2:fast" in text.stdout and "1:slow" in text.stdout
+    explicit = json.loads(
+        invoke("compare", "1", "2", "--db", recorded["db"], "--baseline", "2:fast", "--json").stdout
+    )
+    assert {s["variant"]: s for s in explicit}["2:fast"]["speedup_e2e"] is None
+
+
+def test_compare_unknown_baseline(recorded):
+    assert_one_error_line(
+        invoke("compare", "1", "--db", recorded["db"], "--baseline", "zz"), "'zz'", "not in the run"
+    )
+
+
+def test_run_json_and_out(recorded):
+    result = recorded["second"]
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)  # --json: stdout is only the comparison
+    assert [s["variant"] for s in summary] == ["slow", "fast"]
+    out = recorded["out"]
+    assert sorted(p.name for p in out.iterdir()) == ["steps.csv", "summary.json", "trials.csv"]
+    with open(out / "trials.csv", newline="", encoding="utf-8") as f:
+        trials = list(csv.DictReader(f))
+    assert len(trials) == 10  # warm-ups included
+    assert {t["run_id"] for t in trials} == {"2"}
+    assert {"variant", "ttft_ms", "tpot_ms", "e2e_ms", "warmup"} <= set(trials[0])
+    with open(out / "steps.csv", newline="", encoding="utf-8") as f:
+        steps = list(csv.DictReader(f))
+    assert len(steps) == 10 * 4
+    data = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert data["run"]["id"] == 2 and data["run"]["status"] == "ok"
+    assert [s["variant"] for s in data["summary"]] == ["slow", "fast"]
+
+
+def test_failed_trials_exit_3_and_are_recorded(tmp_path):
+    spec = write(
+        tmp_path / "spec.toml",
+        SPEC.replace("repetitions = 2", "repetitions = 2\nwarmup = 0").replace(
+            "decode_ms_per_token = 0.2\n", 'decode_ms_per_token = 0.2\nfail_on_prompt = "code-1"\n'
+        ),
+    )
+    db = tmp_path / "r.db"
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output
+    assert "failed: fast/code/code-1: RuntimeError: fake failure on prompt 'code-1'" in result.stderr
+    assert "Run 1 partial: 6 ok, 2 failed" in result.stderr
+    (run,) = rows(db, "select * from runs")
+    assert run["status"] == "partial"
+    trials = rows(db, "select * from trials order by id")
+    assert len(trials) == 8
+    failed = [t for t in trials if t["status"] == "failed"]
+    assert [(t["variant"], t["prompt_id"]) for t in failed] == [("fast", "code-1"), ("fast", "code-1")]
+    for t in failed:
+        assert "RuntimeError: fake failure on prompt 'code-1'" in t["error"]
+        assert t["ttft_ms"] is None
+    ok = [t for t in trials if t["status"] == "ok"]
+    assert len(ok) == 6 and all(t["error"] is None for t in ok)
+    assert {(t["variant"], t["prompt_id"]) for t in ok} == {
+        ("slow", "code-1"),
+        ("slow", "code-2"),
+        ("fast", "code-2"),
+    }
+    listed = json.loads(invoke("runs", "--db", db, "--json").stdout)
+    assert (listed[0]["status"], listed[0]["failed"]) == ("partial", 2)
+
+
+def test_workbench_db_env_var(tmp_path, monkeypatch):
+    db = tmp_path / "env" / "results.db"
+    monkeypatch.setenv("WORKBENCH_DB", str(db))
+    spec = write(tmp_path / "spec.toml", ONE_VARIANT.format(name="via-env", strategy="fake"))
+    result = invoke("run", spec)
+    assert result.exit_code == 0, result.output
+    assert db.exists()
+    assert str(db) in result.stderr
+    listed = invoke("runs")
+    assert listed.exit_code == 0, listed.output
+    assert "via-env" in listed.output
+    # --db wins over the variable
+    other = tmp_path / "other.db"
+    assert_one_error_line(invoke("runs", "--db", other), "no results database", str(other))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a strategy named by import path is stored by its class name, which the worker "
+    "cannot resolve unless it is also a registered entry point",
+)
+def test_run_with_import_path_strategy(tmp_path, monkeypatch):
+    (tmp_path / "mytrick_cli.py").write_text(
+        "from workbench.testing import FakeStrategy\n\nclass MyTrick(FakeStrategy):\n    name = 'my-trick-cli'\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the worker process imports it too
+    spec = write(tmp_path / "spec.toml", ONE_VARIANT.format(name="plugin", strategy="mytrick_cli:MyTrick"))
+    result = invoke("run", spec, "--db", tmp_path / "r.db")
+    assert result.exit_code == 0, result.output
+
+
+# -- bad input: exit 2, one line ------------------------------------------------------------------
+
+
+def test_malformed_toml(tmp_path):
+    spec = write(tmp_path / "bad.toml", 'name = "x"\nrepetitions = \n')
+    assert_one_error_line(invoke("run", spec, "--db", tmp_path / "r.db"), "invalid TOML", "line 2", "column")
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_missing_spec_file(tmp_path):
+    assert_one_error_line(
+        invoke("run", tmp_path / "nope.toml", "--db", tmp_path / "r.db"), "spec file not found"
+    )
+
+
+def test_unknown_strategy(tmp_path):
+    spec = write(tmp_path / "s.toml", ONE_VARIANT.format(name="x", strategy="nope"))
+    assert_one_error_line(
+        invoke("run", spec, "--db", tmp_path / "r.db"), "unknown strategy 'nope'", "baseline", "fake"
+    )
+
+
+def test_mistyped_variant_key(tmp_path):
+    spec = write(tmp_path / "s.toml", ONE_VARIANT.format(name="x", strategy="fake") + "\n")
+    text = spec.read_text(encoding="utf-8").replace(
+        'strategy = "fake"', 'strategy = "fake"\ndtpye = "float32"'
+    )
+    spec.write_text(text, encoding="utf-8")
+    assert_one_error_line(
+        invoke("run", spec, "--db", tmp_path / "r.db"), "variant 'only'", "'dtpye'", "did you mean 'dtype'"
+    )
+
+
+def test_invalid_jsonl_line(tmp_path):
+    (tmp_path / "mine.jsonl").write_text(
+        '{"id": "a", "prompt": "fine"}\n{"id": "b", prompt}\n', encoding="utf-8"
+    )
+    spec = write(
+        tmp_path / "s.toml",
+        '[[variants]]\nname = "a"\nstrategy = "fake"\n[[workloads]]\nname = "mine"\nfile = "mine.jsonl"\n',
+    )
+    assert_one_error_line(
+        invoke("run", spec, "--db", tmp_path / "r.db"), f"{tmp_path / 'mine.jsonl'}:2:", "not valid JSON"
+    )
+
+
+def test_missing_model_path(tmp_path):
+    spec = write(
+        tmp_path / "s.toml",
+        '[[variants]]\nname = "a"\nstrategy = "baseline"\nmodel = "./does/not/exist"\n'
+        '[[workloads]]\nname = "code"\n',
+    )
+    assert_one_error_line(invoke("run", spec, "--db", tmp_path / "r.db"), "./does/not/exist", "not found")
+
+
+@pytest.fixture
+def good_spec(tmp_path):
+    return write(tmp_path / "good.toml", ONE_VARIANT.format(name="good", strategy="fake"))
+
+
+def test_db_path_under_a_file(tmp_path, good_spec):
+    (tmp_path / "afile").write_text("i am a file", encoding="utf-8")
+    db = tmp_path / "afile" / "results.db"
+    assert_one_error_line(invoke("run", good_spec, "--db", db), str(db))
+    assert_one_error_line(invoke("runs", "--db", db), str(db))
+    assert (tmp_path / "afile").read_text(encoding="utf-8") == "i am a file"
+
+
+def test_db_path_not_writable(tmp_path, good_spec):
+    assert_one_error_line(invoke("run", good_spec, "--db", "/proc/x/results.db"), "/proc/x/results.db")
+
+
+def test_db_path_is_a_folder(tmp_path, good_spec):
+    # click's own path check answers first: a usage error (exit 2, "Usage: ..." then the Error line)
+    result = invoke("run", good_spec, "--db", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and "'--db'" in last and "is a directory" in last
+
+
+def test_not_a_sqlite_file(tmp_path, good_spec):
+    db = tmp_path / "x.db"
+    content = "these are my notes, not a database\n" * 20
+    db.write_text(content, encoding="utf-8")
+    assert_one_error_line(invoke("runs", "--db", db), "not a SQLite database", str(db))
+    assert_one_error_line(invoke("run", good_spec, "--db", db), "not a SQLite database", str(db))
+    assert_one_error_line(invoke("show", "1", "--db", db), "not a SQLite database")
+    assert db.read_text(encoding="utf-8") == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.toml", "x.db"]  # no -wal/-journal left
+
+
+def test_sqlite_file_that_is_not_a_results_db(tmp_path):
+    db = tmp_path / "other.db"
+    conn = sqlite3.connect(db)
+    conn.execute("create table notes (x)")
+    conn.commit()
+    conn.close()
+    assert_one_error_line(invoke("runs", "--db", db), "not a workbench results database")
+
+
+def test_runs_on_a_missing_db(tmp_path):
+    db = tmp_path / "missing.db"
+    assert_one_error_line(invoke("runs", "--db", db), "no results database", str(db))
+    assert_one_error_line(invoke("show", "--db", db), "no results database")
+    assert_one_error_line(invoke("compare", "1", "--db", db), "no results database")
+    assert not db.exists()
+
+
+def test_show_unknown_run(recorded):
+    assert_one_error_line(invoke("show", "999", "--db", recorded["db"]), "no run '999'")
+    assert_one_error_line(invoke("compare", "1", "999", "--db", recorded["db"]), "no run '999'")
+
+
+def test_nothing_recorded_is_lost(tmp_path, good_spec):
+    db = tmp_path / "results.db"
+    assert invoke("run", good_spec, "--db", db).exit_code == 0
+    before = invoke("runs", "--db", db, "--json")
+    trials_before = rows(db, "select * from trials")
+    assert len(trials_before) == 1
+    bad = write(
+        tmp_path / "bad.toml",
+        ONE_VARIANT.format(name="bad", strategy="fake").replace("limit = 1", "limt = 1"),
+    )
+    assert_one_error_line(invoke("run", bad, "--db", db), "'limt'", "did you mean 'limit'")
+    after = invoke("runs", "--db", db, "--json")
+    assert after.exit_code == 0
+    assert json.loads(after.stdout) == json.loads(before.stdout)
+    (run,) = json.loads(after.stdout)
+    assert (run["id"], run["name"], run["status"], run["trials"]) == (1, "good", "ok", 1)
+    assert rows(db, "select * from trials") == trials_before

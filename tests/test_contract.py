@@ -1,0 +1,75 @@
+"""One contract test, parametrised over every strategy registered in the entry-point group."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from conftest import tiny_prompt
+
+from workbench import registry
+from workbench.plan import TrialPlan
+from workbench.runner import TrialRunner
+from workbench.spec import Variant
+from workbench.strategy import Prompt, Session, Strategy, config_fields
+from workbench.timing import Device
+
+NAMES = registry.names()
+
+
+def test_builtins_are_registered_through_the_entry_point_group():
+    assert {"baseline", "fake"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_strategy_class_shape(name):
+    cls = registry.get(name)
+    assert issubclass(cls, Strategy)
+    assert cls.name == name  # entry-point name = spec value = DB value
+    assert cls.description
+    assert dataclasses.is_dataclass(cls.Config)
+    cls.Config()  # every parameter has a default
+    for f in config_fields(cls.Config):
+        assert f.help or not f.name, f"{name}.{f.name} has no help text (the GUI form shows it)"
+    reason = cls().available()
+    assert reason is None or (isinstance(reason, str) and reason)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_strategy_generates_under_the_runner(name, request):
+    cls = registry.get(name)
+    if cls().available() is not None:
+        pytest.skip(f"{name} not available here: {cls().available()}")
+    model = str(request.getfixturevalue("tiny_model_dir")) if cls.requires_model else ""
+    variant = Variant(
+        name="v", strategy=name, model=model, dtype="float32", device="cpu", config=cls.Config()
+    )
+    session = cls().load(variant, Device("cpu"))
+    assert isinstance(session, Session)
+    ids = session.encode(Prompt(id="x", prompt=tiny_prompt(10)))
+    assert ids and all(isinstance(i, int) for i in ids)
+    runner = TrialRunner(session, Device("cpu"))
+    for prompt, temperature in [
+        (Prompt(id="raw", prompt=tiny_prompt(10)), 0.0),
+        (Prompt(id="chat", messages=({"role": "user", "content": tiny_prompt(6)},)), 0.8),
+    ]:
+        plan = TrialPlan(
+            workload="w",
+            prompt=prompt,
+            repetition=0,
+            warmup=False,
+            max_new_tokens=7,
+            temperature=temperature,
+            top_p=0.9,
+            top_k=0,
+            seed=5,
+            ignore_eos=True,
+            stop=(),
+        )
+        result = runner.run(plan)
+        assert result.status == "ok", result.row.get("error")
+        assert result.row["output_tokens"] == 7  # ignore_eos: exactly the budget
+        assert result.row["finish_reason"] == "length"
+        assert result.row["ttft_ms"] > 0 and result.row["e2e_ms"] >= result.row["ttft_ms"]
+        assert sum(s["n_tokens"] for s in result.steps) == 7
+    session.close()

@@ -1,0 +1,175 @@
+"""Runs through real worker processes: events, crashes, cancellation, what lands in SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from workbench.execute import RunExecutor
+from workbench.spec import parse_spec
+from workbench.store import Store
+
+FAKE = """
+name = "t"
+repetitions = {reps}
+warmup = 1
+[[variants]]
+name = "baseline"
+strategy = "fake"
+prefill_ms = 2
+decode_ms_per_token = {decode}
+{extra_a}
+[[variants]]
+name = "other"
+strategy = "fake"
+prefill_ms = 1
+decode_ms_per_token = 0.5
+[[workloads]]
+name = "code"
+limit = 3
+max_new_tokens = 8
+"""
+
+
+def spec(reps=2, decode=0.5, extra_a=""):
+    return parse_spec(FAKE.format(reps=reps, decode=decode, extra_a=extra_a))
+
+
+def test_a_run_fills_runs_variants_trials_steps(db_path):
+    store = Store(db_path)
+    result = RunExecutor(spec(), store).run()
+    assert result.status == "ok"
+    assert (result.ok, result.failed) == (12, 0)
+    run = store.resolve_run(result.run_id)
+    assert run["status"] == "ok" and run["finished_at"]
+    assert "[[variants]]" in run["spec"]
+    env = json.loads(run["environment"])
+    assert env["host"]["cpu_count"] >= 1 and "packages" in env["host"]
+    assert set(env["variants"]) == {"baseline", "other"}
+    variants = {v["name"]: v for v in store.variants(result.run_id)}
+    assert variants["baseline"]["status"] == "ok" and variants["baseline"]["device"] == "cpu"
+    trials = store.trials(result.run_id, include_warmup=True)
+    assert len(trials) == 14  # 2 variants × (1 warm-up + 2 reps × 3 prompts)
+    assert sum(t["warmup"] for t in trials) == 2
+    for t in trials:
+        assert t["status"] == "ok"
+        steps = store.steps(t["id"])
+        assert sum(s["n_tokens"] for s in steps) == t["output_tokens"] == 8
+        assert steps[0]["t_ms"] == pytest.approx(t["ttft_ms"])
+    other = [t for t in trials if t["variant"] == "other" and not t["warmup"]]
+    assert all(t["matches_baseline"] == 1 for t in other)  # the fake's tokens depend only on the prompt
+    assert all(t["matches_baseline"] is None for t in trials if t["variant"] == "baseline")
+
+
+def test_worker_killed_mid_run_keeps_earlier_trials_and_goes_on(db_path):
+    store = Store(db_path)
+    killed = {}
+
+    def on_progress(progress):
+        # SIGKILL the first worker from outside once it has delivered 3 trials
+        if progress.variant == "baseline" and progress.done == 3 and not killed:
+            killed["pid"] = executor._proc.pid
+            os.kill(executor._proc.pid, signal.SIGKILL)
+
+    executor = RunExecutor(spec(reps=3, decode=20), store, on_progress=on_progress)
+    result = executor.run()
+    assert killed
+    assert result.status == "partial"
+    run = store.resolve_run(result.run_id)
+    assert run["status"] == "partial"
+    trials = store.trials(result.run_id, include_warmup=True)
+    first = [t for t in trials if t["variant"] == "baseline"]
+    assert len(first) == 10  # every planned trial is recorded: finished ones ok, the rest failed
+    ok = [t for t in first if t["status"] == "ok"]
+    assert len(ok) >= 3
+    for t in ok:  # earlier trials intact, with their steps
+        assert t["ttft_ms"] > 0 and len(store.steps(t["id"])) == 8
+    failed = [t for t in first if t["status"] == "failed"]
+    assert failed and all("killed by SIGKILL" in t["error"] for t in failed)
+    assert all(t["status"] == "ok" for t in trials if t["variant"] == "other")  # the run went on
+    variants = {v["name"]: v for v in store.variants(result.run_id)}
+    assert variants["baseline"]["status"] == "failed" and "SIGKILL" in variants["baseline"]["error"]
+    assert variants["other"]["status"] == "ok"
+
+
+def test_worker_that_kills_itself_is_recorded_the_same_way(db_path):
+    store = Store(db_path)
+    result = RunExecutor(spec(extra_a="crash_after_trials = 2"), store).run()
+    assert result.status == "partial"
+    first = [t for t in store.trials(result.run_id, include_warmup=True) if t["variant"] == "baseline"]
+    assert [t["status"] for t in first[:2]] == ["ok", "ok"]
+    assert all(t["status"] == "failed" and "SIGKILL" in t["error"] for t in first[2:])
+
+
+def test_cancel_keeps_finished_trials_and_starts_nothing_new(db_path):
+    store = Store(db_path)
+
+    def on_progress(progress):
+        if progress.done == 3:
+            executor.cancel()
+
+    executor = RunExecutor(spec(reps=3, decode=5), store, on_progress=on_progress)
+    result = executor.run()
+    assert result.status == "cancelled"
+    assert store.resolve_run(result.run_id)["status"] == "cancelled"
+    trials = store.trials(result.run_id, include_warmup=True)
+    assert {t["variant"] for t in trials} == {"baseline"}
+    assert [t["status"] for t in trials][:3] == ["ok", "ok", "ok"]
+    assert len(trials) <= 5
+    variants = {v["name"]: v["status"] for v in store.variants(result.run_id)}
+    assert variants == {"baseline": "cancelled", "other": "cancelled"}
+
+
+def test_a_variant_that_cannot_load_fails_all_its_trials_with_the_reason(db_path, tmp_path):
+    model = tmp_path / "broken-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_text("not really")
+    text = FAKE.format(reps=1, decode=0.5, extra_a="").replace(
+        'name = "other"\nstrategy = "fake"', f'name = "other"\nstrategy = "baseline"\nmodel = "{model}"'
+    )
+    text = text.replace("prefill_ms = 1\ndecode_ms_per_token = 0.5\n", "")
+    store = Store(db_path)
+    result = RunExecutor(parse_spec(text), store).run()
+    assert result.status == "partial"
+    other = [t for t in store.trials(result.run_id, include_warmup=True) if t["variant"] == "other"]
+    assert len(other) == 4
+    assert all(t["status"] == "failed" and "could not load variant 'other'" in t["error"] for t in other)
+
+
+@pytest.mark.slow
+def test_baseline_on_a_tiny_model_through_the_worker(db_path, tiny_model_dir, tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        '{"id": "a", "prompt": "w1 w2 w3 the a of"}\n'
+        '{"id": "b", "messages": [{"role": "user", "content": "w5 w6 and to"}]}\n'
+    )
+    text = f"""
+repetitions = 2
+warmup = 0
+[[variants]]
+name = "fp32"
+model = "{tiny_model_dir}"
+dtype = "float32"
+[[variants]]
+name = "again"
+model = "{tiny_model_dir}"
+dtype = "float32"
+[[workloads]]
+name = "mine"
+file = "{prompts}"
+max_new_tokens = 12
+ignore_eos = true
+"""
+    store = Store(db_path)
+    result = RunExecutor(parse_spec(text), store).run()
+    assert result.status == "ok", result.errors
+    trials = store.trials(result.run_id)
+    assert len(trials) == 8
+    assert all(t["output_tokens"] == 12 and t["finish_reason"] == "length" for t in trials)
+    assert all(t["matches_baseline"] == 1 for t in trials if t["variant"] == "again")
+    variant = store.variants(result.run_id)[0]
+    assert variant["dtype"] == "float32" and variant["context_length"] == 256 and variant["weights_mb"] > 0

@@ -1,0 +1,130 @@
+"""The runner owns the clock: timing, metrics from steps, failures recorded, contract checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.metrics import StepRecord, trial_metrics
+from workbench.plan import TrialPlan
+from workbench.runner import TrialRunner
+from workbench.strategy import Output, Prompt, Session
+from workbench.testing import FakeConfig, FakeSession
+from workbench.timing import Device
+
+
+def plan(prompt: str | Prompt = "a b c d e f g h", max_new_tokens=10, **kw) -> TrialPlan:
+    if isinstance(prompt, str):
+        prompt = Prompt(id="p1", prompt=prompt)
+    base = dict(
+        workload="w",
+        prompt=prompt,
+        repetition=0,
+        warmup=False,
+        max_new_tokens=max_new_tokens,
+        temperature=0.0,
+        top_p=1.0,
+        top_k=0,
+        seed=1,
+        ignore_eos=False,
+        stop=(),
+    )
+    return TrialPlan(**{**base, **kw})
+
+
+def run(config: FakeConfig, **kw):
+    return TrialRunner(FakeSession(config), Device("cpu")).run(plan(**kw))
+
+
+def test_ttft_and_tpot_match_injected_costs():
+    result = run(FakeConfig(prefill_ms=30, decode_ms_per_token=5), max_new_tokens=11)
+    row = result.row
+    assert result.status == "ok"
+    assert row["output_tokens"] == 11
+    assert row["ttft_ms"] == pytest.approx(30, abs=2)
+    assert row["tpot_ms"] == pytest.approx(5, abs=0.5)
+    assert row["decode_ms"] == pytest.approx(50, abs=3)
+    assert row["decode_tokens_per_s"] == pytest.approx(200, rel=0.1)
+    assert row["e2e_ms"] >= row["ttft_ms"] + row["decode_ms"]
+    assert row["prefill_tokens_per_s"] == pytest.approx(8 / 0.030, rel=0.1)
+    assert row["input_tokens"] == 8
+    assert len(result.steps) == 11
+    assert row["peak_memory_mb"] > 0
+
+
+def test_prefill_cost_grows_with_input():
+    short = run(FakeConfig(prefill_ms=5, prefill_ms_per_token=1.0, decode_ms_per_token=0), prompt="x " * 10)
+    long = run(FakeConfig(prefill_ms=5, prefill_ms_per_token=1.0, decode_ms_per_token=0), prompt="x " * 40)
+    assert short.row["ttft_ms"] == pytest.approx(15, abs=2)
+    assert long.row["ttft_ms"] == pytest.approx(45, abs=2)
+
+
+def test_multi_token_steps_give_per_token_tpot_and_per_step_itl():
+    result = run(FakeConfig(prefill_ms=5, decode_ms_per_token=2, tokens_per_step=4), max_new_tokens=13)
+    row = result.row
+    assert row["output_tokens"] == 13
+    assert len(result.steps) == 4  # 1 (prefill) + 3 steps of 4 tokens
+    assert row["tpot_ms"] == pytest.approx(2, abs=0.3)
+    assert row["itl_p50_ms"] == pytest.approx(8, abs=1)  # one gap per step, 4 tokens each
+    assert row["draft_tokens_proposed"] == 9
+    assert row["draft_tokens_accepted"] == 9
+
+
+def test_metrics_are_recomputable_from_steps():
+    result = run(FakeConfig(prefill_ms=3, decode_ms_per_token=1, tokens_per_step=2), max_new_tokens=9)
+    steps = [StepRecord(**s) for s in result.steps]
+    again = trial_metrics(steps, result.row["input_tokens"])
+    for key, value in again.to_row().items():
+        assert result.row[key] == value
+
+
+def test_strategy_error_becomes_a_failed_trial_with_the_reason():
+    result = run(FakeConfig(fail_on_prompt="p1"))
+    assert result.status == "failed"
+    assert "fake failure on prompt 'p1'" in result.row["error"]
+    assert result.steps == []
+
+
+def test_prompt_longer_than_context_is_refused_before_running():
+    result = run(FakeConfig(context_length=12), prompt="a b c d e f g h", max_new_tokens=10)
+    assert result.status == "failed"
+    assert "more than the model's context of 12" in result.row["error"]
+    assert result.row["input_tokens"] == 8
+
+
+def test_sweep_point_beyond_context_is_skipped_not_failed():
+    runner = TrialRunner(FakeSession(FakeConfig(context_length=50)), Device("cpu"))
+    fits = runner.run(plan(prompt=Prompt(id="in-0032", prompt="a b c", input_tokens=32)))
+    assert fits.status == "ok"
+    assert fits.row["input_tokens"] == 32  # the short text was repeated, then cut exactly
+    beyond = runner.run(plan(prompt=Prompt(id="in-0064", prompt="a b c", input_tokens=64)))
+    assert beyond.status == "skipped"
+
+
+def test_cancel_stops_at_the_next_step():
+    calls = {"n": 0}
+
+    def cancelled() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 3
+
+    runner = TrialRunner(
+        FakeSession(FakeConfig(prefill_ms=1, decode_ms_per_token=1)), Device("cpu"), cancelled=cancelled
+    )
+    result = runner.run(plan(max_new_tokens=50))
+    assert result.status == "cancelled"
+    assert calls["n"] == 4
+
+
+class LyingSession(Session):
+    def encode(self, prompt):
+        return [1, 2, 3]
+
+    def generate(self, request, probe):
+        probe.step([5])
+        return Output(token_ids=[5, 6], text="", finish_reason="length")
+
+
+def test_tokens_must_match_what_the_probe_saw():
+    result = TrialRunner(LyingSession(), Device("cpu")).run(plan())
+    assert result.status == "failed"
+    assert "contract broken" in result.row["error"]

@@ -1,0 +1,191 @@
+"""The SQLite store on real files: schema contract, migrations, round trips, bad files."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from workbench.errors import StoreError
+from workbench.store import Store, resolve_db_path
+from workbench.store.schema import migrations
+
+CONTRACT = {
+    "runs": {"id", "name", "started_at", "finished_at", "status", "spec", "environment"},
+    "trials": {
+        "id",
+        "run_id",
+        "variant",
+        "strategy",
+        "model",
+        "workload",
+        "prompt_id",
+        "repetition",
+        "warmup",
+        "status",
+        "error",
+        "input_tokens",
+        "output_tokens",
+        "ttft_ms",
+        "prefill_tokens_per_s",
+        "decode_ms",
+        "tpot_ms",
+        "decode_tokens_per_s",
+        "e2e_ms",
+        "peak_memory_mb",
+        "draft_tokens_proposed",
+        "draft_tokens_accepted",
+        "output_text",
+        "matches_baseline",
+    },
+    "steps": {
+        "trial_id",
+        "idx",
+        "t_ms",
+        "n_tokens",
+        "draft_proposed",
+        "draft_accepted",
+        "draft_ms",
+        "verify_ms",
+    },
+}
+
+
+def test_schema_has_every_contract_column(db_path):
+    store = Store(db_path)
+    for table, columns in CONTRACT.items():
+        assert columns <= set(store.db[table].columns_dict), table
+    assert store.db.journal_mode == "wal"
+    assert not migrations.pending(store.db)
+
+
+def test_reopening_applies_nothing_twice(db_path):
+    Store(db_path).close()
+    store = Store(db_path)
+    applied = migrations.applied(store.db)
+    assert len(applied) == len({m.name for m in applied})
+
+
+def test_round_trip(db_path):
+    store = Store(db_path)
+    run_id = store.create_run(name="r", spec_text="x = 1", baseline="a", version="0")
+    store.add_variant(run_id, {"name": "a", "strategy": "fake", "params": {"k": 1}})
+    trial = {
+        "variant": "a",
+        "workload": "w",
+        "prompt_id": "p",
+        "repetition": 0,
+        "warmup": 0,
+        "status": "ok",
+        "ttft_ms": 12.5,
+        "output_tokens": 2,
+    }
+    steps = [{"idx": 0, "t_ms": 12.5, "n_tokens": 1}, {"idx": 1, "t_ms": 20.0, "n_tokens": 1}]
+    trial_id = store.add_trial(run_id, trial, steps)
+    store.finish_run(run_id, "ok")
+    store.close()
+    again = Store(db_path, create=False)
+    assert again.resolve_run("latest")["status"] == "ok"
+    assert again.resolve_run("r")["id"] == run_id
+    assert again.trials(run_id)[0]["ttft_ms"] == 12.5
+    assert [s["t_ms"] for s in again.steps(trial_id)] == [12.5, 20.0]
+    assert again.variants(run_id)[0]["params"] == '{"k": 1}'
+    assert again.runs()[0]["trials"] == 1
+
+
+def test_trial_and_steps_commit_together(db_path):
+    store = Store(db_path)
+    run_id = store.create_run(name="r", spec_text="", baseline="a", version="0")
+    with pytest.raises(StoreError):
+        # a duplicate step index violates the primary key: neither the trial nor any step may remain
+        store.add_trial(
+            run_id, {"variant": "a", "status": "ok"}, [{"idx": 0, "t_ms": 1.0}, {"idx": 0, "t_ms": 2.0}]
+        )
+    assert store.trials(run_id, include_warmup=True) == []
+    assert store.query("select count(*) as n from steps")[0]["n"] == 0
+
+
+def test_a_second_connection_sees_committed_trials_while_a_run_is_open(db_path):
+    writer = Store(db_path)
+    run_id = writer.create_run(name="r", spec_text="", baseline="a", version="0")
+    writer.add_trial(run_id, {"variant": "a", "status": "ok", "warmup": 0})
+    reader = Store(db_path, create=False)
+    assert reader.resolve_run(run_id)["status"] == "running"
+    assert len(reader.trials(run_id)) == 1
+
+
+def test_not_a_sqlite_file_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes, not a database\n" * 20)
+    before = path.read_bytes()
+    for create in (True, False):
+        with pytest.raises(StoreError, match="not a SQLite database"):
+            Store(path, create=create)
+    assert path.read_bytes() == before
+
+
+def test_a_sqlite_file_of_another_app_is_not_a_results_db(tmp_path):
+    path = tmp_path / "other.db"
+    sqlite3.connect(path).execute("create table x (a)").connection.commit()
+    with pytest.raises(StoreError, match="not a workbench results database"):
+        Store(path, create=False)
+
+
+def test_missing_db_is_not_created_for_reading(tmp_path):
+    with pytest.raises(StoreError, match="no results database"):
+        Store(tmp_path / "nope.db", create=False)
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_unwritable_location(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="cannot create the folder"):
+        Store(blocker / "results.db")
+
+
+def test_unknown_run(db_path):
+    store = Store(db_path)
+    with pytest.raises(StoreError, match="holds no runs"):
+        store.resolve_run("latest")
+    with pytest.raises(StoreError, match="no run '7'"):
+        store.resolve_run("7")
+
+
+def test_db_path_resolution(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "env.db"))
+    assert resolve_db_path(None) == tmp_path / "env.db"
+    assert resolve_db_path(tmp_path / "flag.db") == tmp_path / "flag.db"
+    monkeypatch.delenv("WORKBENCH_DB")
+    assert resolve_db_path(None).name == "results.db"
+
+
+def test_delete_run_removes_its_rows_only(db_path):
+    store = Store(db_path)
+    keep = store.create_run(name="keep", spec_text="", baseline="a", version="0")
+    drop = store.create_run(name="drop", spec_text="", baseline="a", version="0")
+    for run_id in (keep, drop):
+        store.add_variant(run_id, {"name": "a", "strategy": "fake"})
+        store.add_trial(run_id, {"variant": "a", "status": "ok", "warmup": 0}, [{"idx": 0, "t_ms": 1.0}])
+    store.delete_run(drop)
+    assert [r["name"] for r in store.runs()] == ["keep"]
+    assert store.query("select count(*) as n from steps")[0]["n"] == 1
+
+
+def test_runs_left_running_by_a_dead_process_are_closed(db_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store = Store(db_path)
+    orphan = store.create_run(name="orphan", spec_text="", baseline="a", version="0")
+    store.add_trial(orphan, {"variant": "a", "status": "ok", "warmup": 0})
+    store.db["runs"].update(orphan, {"pid": dead.pid})
+    empty = store.create_run(name="empty", spec_text="", baseline="a", version="0")
+    store.db["runs"].update(empty, {"pid": dead.pid})
+    mine = store.create_run(name="mine", spec_text="", baseline="a", version="0")  # this process: alive
+    assert sorted(store.reap_stale_runs()) == [orphan, empty]
+    status = {r["name"]: r["status"] for r in store.runs()}
+    assert status == {"orphan": "partial", "empty": "failed", "mine": "running"}
+    assert mine
