@@ -19,9 +19,25 @@ def _build_tiny_model(folder):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    words = [
-        f"w{i}" for i in range(200)
-    ] + ["the", "a", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "with", "as"]
+    words = [f"w{i}" for i in range(200)] + [
+        "the",
+        "a",
+        "of",
+        "and",
+        "to",
+        "in",
+        "is",
+        "it",
+        "you",
+        "that",
+        "he",
+        "was",
+        "for",
+        "on",
+        "are",
+        "with",
+        "as",
+    ]
     specials = ["<unk>", "<s>", "</s>", "<|user|>", "<|assistant|>"]
     vocab = {tok: i for i, tok in enumerate(specials + words)}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))

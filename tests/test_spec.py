@@ -257,6 +257,7 @@ def test_sweep_output_override():
         ('name = "sweep-input"\noutput_tokens = [8]', "'output_tokens' applies to sweep-output"),
         ('name = "sweep-output"\ninput_tokens = [8]', "'input_tokens' must be one positive integer"),
         ('name = "sweep-output"\noutput_tokens = [true]', "'output_tokens' must be a non-empty list"),
+        ('name = "sweep-output"\nmax_new_tokens = 8', "not 'max_new_tokens'"),
     ],
 )
 def test_bad_sweep_overrides(workload, problem):
@@ -316,6 +317,7 @@ def test_wrong_param_type(line, problem):
 def test_unknown_strategy_lists_the_available_ones():
     message = spec_error('[[variants]]\nname = "a"\nstrategy = "nope"\n' + CODE, kind=StrategyError)
     assert "unknown strategy 'nope'" in message
+    assert "variant 'a'" in message
     assert "baseline" in message and "fake" in message
 
 
@@ -338,11 +340,6 @@ def test_bad_import_path_strategy(target, problem):
     assert target in message and problem in message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: spec.py _variant stores strategy_cls.name, so the worker (variant_from_dict -> "
-    "registry.get) cannot find a strategy named by import path unless that name is also an entry point",
-)
 def test_import_path_strategy_survives_the_worker_round_trip(tmp_path, monkeypatch):
     (tmp_path / "mytrick_mod.py").write_text(
         "from workbench.testing import FakeStrategy\n\nclass MyTrick(FakeStrategy):\n    name = 'my-trick'\n",

@@ -250,3 +250,10 @@ def test_short_text_is_repeated_to_reach_the_length(session):
 def test_builtin_sweep_input_encodes_to_its_lengths(session):
     for item in builtin_workload("sweep-input").items:
         assert len(encode_prompt(session, item.prompt)) == item.prompt.input_tokens
+
+
+def test_a_byte_order_mark_is_tolerated(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"id": "a", "prompt": "hello"}\n')
+    (item,) = load_jsonl(path, default_max_new_tokens=4)
+    assert item.prompt.prompt == "hello"

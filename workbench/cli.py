@@ -52,7 +52,7 @@ def db_option(f: F) -> F:
     return click.option(
         "--db",
         "db",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=click.Path(path_type=Path),
         default=None,
         help="Results database (default: $WORKBENCH_DB, else results.db in the user-data folder).",
     )(f)

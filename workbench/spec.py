@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import registry
-from .errors import ModelSourceError, SpecError
+from .errors import ModelSourceError, SpecError, StrategyError
 from .models import parse_source
 from .strategy import build_config
 from .timing import check_device_name
@@ -74,7 +74,7 @@ class Variant:
     """A named thing to compare: model source + strategy + its parameters + dtype + device."""
 
     name: str
-    strategy: str
+    strategy: str  # the strategy's registered name (stored in the DB)
     model: str = ""
     dtype: str = "auto"
     device: str = "auto"
@@ -82,12 +82,14 @@ class Variant:
     params: dict[str, Any] = field(default_factory=dict)
     #: the strategy's ``Config`` instance built from ``params``
     config: Any = None
+    #: the spec's ``strategy`` value as written: an entry-point name or ``package.module:Class``
+    strategy_ref: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The variant as spec keys (what the worker process receives)."""
         return {
             "name": self.name,
-            "strategy": self.strategy,
+            "strategy": self.strategy_ref or self.strategy,
             "model": self.model,
             "dtype": self.dtype,
             "device": self.device,
@@ -205,7 +207,10 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     strategy_name = data.get("strategy", "baseline")
     if not isinstance(strategy_name, str):
         raise SpecError(f"{where}: 'strategy' must be a string")
-    strategy_cls = registry.get(strategy_name)  # unknown -> StrategyError listing the available ones
+    try:
+        strategy_cls = registry.get(strategy_name)  # unknown -> StrategyError listing the available ones
+    except StrategyError as exc:
+        raise StrategyError(f"{where}: {exc}") from None
     params = {k: v for k, v in data.items() if k not in _VARIANT_KEYS}
     config = build_config(strategy_cls.Config, params, where=where)
     model = _get(data, "model", str, where, default="")
@@ -231,6 +236,7 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     return Variant(
         name=name,
         strategy=strategy_cls.name,
+        strategy_ref=strategy_name,
         model=model,
         dtype=dtype,
         device=device,
@@ -261,7 +267,11 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
     elif name in builtin_names():
         workload = builtin_workload(name)
         workload = _sweep_overrides(workload, data, where)
-        if max_new_tokens is not None and workload.sweep != "output":
+        if max_new_tokens is not None:
+            if workload.sweep == "output":
+                raise SpecError(
+                    f"{where}: sweep-output sets its lengths with 'output_tokens', not 'max_new_tokens'"
+                )
             workload = with_max_new_tokens(workload, max_new_tokens)
     else:
         raise SpecError(

@@ -95,7 +95,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
 
     try:
         variant = variant_from_dict(job["variant"])
-        strategy_cls = registry.get(variant.strategy)
+        strategy_cls = registry.get(variant.strategy_ref or variant.strategy)
         strategy = strategy_cls()
         reason = strategy.available()
         if reason:

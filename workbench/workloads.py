@@ -117,7 +117,7 @@ def load_jsonl(path: str | Path, *, default_max_new_tokens: int) -> tuple[Item, 
     """Read a workload JSONL file; every problem is reported as ``file:line: what``."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # tolerate a BOM
     except FileNotFoundError:
         raise SpecError(f"workload file not found: {path}") from None
     except UnicodeDecodeError as exc:
