@@ -494,3 +494,17 @@ def test_nothing_recorded_is_lost(tmp_path, good_spec):
     (run,) = json.loads(after.stdout)
     assert (run["id"], run["name"], run["status"], run["trials"]) == (1, "good", "ok", 1)
     assert rows(db, "select * from trials") == trials_before
+
+
+def test_uncached_hub_model_offline_is_bad_input(tmp_path, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    spec = write(
+        tmp_path / "hub.toml",
+        '[[variants]]\nname = "a"\nmodel = "nobody-has/this-model-123"\n[[workloads]]\nname = "code"\n',
+    )
+    db = tmp_path / "r.db"
+    assert_one_error_line(invoke("run", spec, "--db", db), "nobody-has/this-model-123", "variant 'a'")
+    assert not db.exists()

@@ -109,8 +109,9 @@ def demo(db: Path | None, out: Path | None, as_json: bool) -> None:
 
 
 def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
-    from .execute import RunExecutor
+    from .execute import RunExecutor, preflight_spec
 
+    preflight_spec(spec)  # before the database is touched
     store = _open_store(db, create=True)
     bar = _ProgressBar()
     executor = RunExecutor(spec, store, on_progress=bar.update)

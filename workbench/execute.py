@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from . import __version__
+from .errors import WorkbenchError
 from .plan import TrialPlan, VariantPlan, plan_run
 from .spec import Spec
 from .store import Store
@@ -99,6 +100,7 @@ class RunExecutor:
     # -- the run ---------------------------------------------------------------------------------
 
     def run(self) -> RunResult:
+        preflight_spec(self.spec)
         self.store.reap_stale_runs()
         self.run_id = run_id = self.store.create_run(
             name=self.spec.name,
@@ -318,6 +320,20 @@ class RunExecutor:
     def _report(self, message: str) -> None:
         self.progress.message = message
         self._on_progress(self.progress)
+
+
+def preflight_spec(spec: Spec) -> None:
+    """Refuse, before anything is recorded, variants whose model cannot be had (an uncached hub id
+    while offline, a folder without weights). Raises :class:`~workbench.errors.ModelSourceError`."""
+    from . import registry
+    from .models import parse_source, preflight
+
+    for v in spec.variants:
+        if registry.get(v.strategy_ref or v.strategy).requires_model:
+            try:
+                preflight(parse_source(v.model))
+            except WorkbenchError as exc:
+                raise type(exc)(f"variant '{v.name}': {exc}") from None
 
 
 def run_spec(spec: Spec, store: Store, **kwargs: Any) -> RunResult:

@@ -33,7 +33,7 @@ from urllib.parse import urlparse
 
 from .errors import ModelSourceError
 
-__all__ = ["DEMO_MODELS", "DemoModel", "ModelSource", "cache_dir", "materialize", "parse_source"]
+__all__ = ["DEMO_MODELS", "DemoModel", "ModelSource", "cache_dir", "materialize", "parse_source", "preflight"]
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,24 @@ def _check_weights(folder: Path) -> None:
     raise ModelSourceError(f"model folder {folder} has no weights (*.safetensors or *.bin)")
 
 
+def preflight(source: ModelSource) -> None:
+    """Cheap checks in the parent process before a run starts, so that a source that cannot load is
+    a bad-input error (exit 2) rather than a run full of failed trials. For hub ids: cached, or the
+    hub reachable. Paths were checked by :func:`parse_source`."""
+    if source.kind == "hub":
+        _hub(source.ref)
+    elif source.kind == "dir" and source.path is not None:
+        _check_weights(source.path)
+
+
 def _hub(repo_id: str) -> Materialized:
-    from huggingface_hub import constants, try_to_load_from_cache
+    try:
+        from huggingface_hub import constants, try_to_load_from_cache
+    except ImportError:
+        raise ModelSourceError(
+            f"model {repo_id!r} is a Hugging Face id, which needs the engine extra "
+            "(pip install 'llm-workbench[engine]')"
+        ) from None
 
     cached = try_to_load_from_cache(repo_id, "config.json")
     if isinstance(cached, str):
