@@ -3,6 +3,8 @@
 One forward pass over the whole prompt (prefill) fills the cache and yields the first token; then one
 forward pass per token (decode). Under greedy decoding the output is token-identical to
 ``model.generate()`` (tested); sampling is seeded per trial, so every variant sees the same stream.
+With ``ignore_eos`` the loop carries on past an EOS token (vLLM's semantics) rather than masking EOS
+out of the logits as ``generate(min_new_tokens=...)`` does, so the two differ after a first EOS.
 """
 
 from __future__ import annotations

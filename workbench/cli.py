@@ -81,7 +81,12 @@ def _open_store(db: Path | None, *, create: bool) -> Any:
 )
 @json_option
 def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> None:
-    """Run a spec: every variant × workload × prompt × repetition, each variant in its own worker process."""
+    """Run a spec: every variant × workload × prompt × repetition, each variant in its own worker process.
+
+    Prints the comparison when done; Ctrl-C cancels at the next token and keeps finished trials.
+    Exit codes: 0 every trial succeeded, 3 some failed (recorded with the reason), 2 bad input,
+    130 cancelled.
+    """
     from .spec import load_spec
 
     spec = load_spec(spec_path)
