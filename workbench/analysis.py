@@ -2,12 +2,14 @@
 against the baseline variant as ratios of medians with their CIs.
 
 Warm-up trials and failed trials are excluded from every statistic (they are stored and counted).
+Bootstrap resampling is stratified by prompt: a workload's prompts differ (chat turn 1 vs turn 6) far
+more than repetitions of one prompt do, and every variant ran the same prompts.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -77,42 +79,68 @@ class GroupSummary:
         return data
 
 
-def _clean(values: Iterable[Any]) -> np.ndarray:
-    return np.asarray([v for v in values if v is not None], dtype=float)
+def _strata(values: Sequence[float | None], strata: Sequence[Any] | None) -> list[np.ndarray]:
+    """Group non-missing values by stratum (the prompt): one array per stratum."""
+    groups: dict[Any, list[float]] = defaultdict(list)
+    keys = strata if strata is not None else [None] * len(values)
+    for value, key in zip(values, keys, strict=True):
+        if value is not None:
+            groups[key].append(float(value))
+    return [np.asarray(v, dtype=float) for v in groups.values()]
 
 
-def bootstrap_median(values: Sequence[float | None], *, resamples: int = BOOTSTRAP_RESAMPLES) -> Estimate:
-    data = _clean(values)
-    if data.size == 0:
+def _resampled_medians(groups: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of ``resamples`` bootstrap samples, drawn with replacement *within* each stratum, so
+    that every resample holds the same prompts as the data (prompts differ far more than repetitions
+    of one prompt; resampling across them would measure the prompt mix, not the variant)."""
+    parts = [g[rng.integers(0, g.size, size=(resamples, g.size))] for g in groups]
+    return np.median(np.concatenate(parts, axis=1), axis=1)
+
+
+def bootstrap_median(
+    values: Sequence[float | None],
+    strata: Sequence[Any] | None = None,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> Estimate:
+    """Median with a bootstrap 95 % CI, resampling within ``strata`` (e.g. prompt ids) when given."""
+    groups = _strata(values, strata)
+    n = sum(g.size for g in groups)
+    if n == 0:
         return Estimate(None, n=0)
-    median = float(np.median(data))
-    if data.size < 2:
-        return Estimate(median, n=1)
-    rng = np.random.default_rng(_SEED)
-    samples = np.median(rng.choice(data, size=(resamples, data.size), replace=True), axis=1)
+    median = float(np.median(np.concatenate(groups)))
+    if all(g.size < 2 for g in groups):
+        return Estimate(median, n=n)
+    samples = _resampled_medians(groups, resamples, np.random.default_rng(_SEED))
     lo, hi = np.percentile(samples, [2.5, 97.5])
-    return Estimate(median, float(lo), float(hi), int(data.size))
+    return Estimate(median, float(lo), float(hi), n)
 
 
 def speedup(
     numerator: Sequence[float | None],
     denominator: Sequence[float | None],
+    numerator_strata: Sequence[Any] | None = None,
+    denominator_strata: Sequence[Any] | None = None,
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> Estimate | None:
-    """median(numerator) / median(denominator), with a bootstrap CI resampling both groups."""
-    a, b = _clean(numerator), _clean(denominator)
-    if a.size == 0 or b.size == 0 or np.median(b) == 0:
+    """median(numerator) / median(denominator), with a bootstrap CI resampling both groups (within
+    strata when given)."""
+    a, b = _strata(numerator, numerator_strata), _strata(denominator, denominator_strata)
+    na, nb = sum(g.size for g in a), sum(g.size for g in b)
+    if na == 0 or nb == 0:
         return None
-    value = float(np.median(a) / np.median(b))
-    if a.size < 2 or b.size < 2:
-        return Estimate(value, n=int(min(a.size, b.size)))
+    med_b = float(np.median(np.concatenate(b)))
+    if med_b == 0:
+        return None
+    value = float(np.median(np.concatenate(a))) / med_b
+    if all(g.size < 2 for g in a) or all(g.size < 2 for g in b):
+        return Estimate(value, n=min(na, nb))
     rng = np.random.default_rng(_SEED)
-    ra = np.median(rng.choice(a, size=(resamples, a.size), replace=True), axis=1)
-    rb = np.median(rng.choice(b, size=(resamples, b.size), replace=True), axis=1)
+    ra, rb = _resampled_medians(a, resamples, rng), _resampled_medians(b, resamples, rng)
     ratios = ra[rb > 0] / rb[rb > 0]
     lo, hi = np.percentile(ratios, [2.5, 97.5])
-    return Estimate(value, float(lo), float(hi), int(min(a.size, b.size)))
+    return Estimate(value, float(lo), float(hi), min(na, nb))
 
 
 def summarize(trials: Sequence[dict[str, Any]], baseline: str | None) -> list[GroupSummary]:
@@ -129,7 +157,7 @@ def summarize(trials: Sequence[dict[str, Any]], baseline: str | None) -> list[Gr
             workload=workload,
             n_ok=len(ok),
             n_failed=sum(r["status"] == "failed" for r in rows),
-            metrics={m: bootstrap_median([r.get(m) for r in ok]) for m in METRICS},
+            metrics={m: bootstrap_median([r.get(m) for r in ok], _prompts(ok)) for m in METRICS},
         )
         matches = [r["matches_baseline"] for r in ok if r.get("matches_baseline") is not None]
         summary.matches_baseline = sum(matches) / len(matches) if matches else None
@@ -145,11 +173,16 @@ def summarize(trials: Sequence[dict[str, Any]], baseline: str | None) -> list[Gr
             if not base or s.variant == baseline:
                 continue
             ok = [r for r in groups[(s.variant, s.workload)] if r["status"] == "ok"]
-            s.speedup_e2e = speedup([r["e2e_ms"] for r in base], [r["e2e_ms"] for r in ok])
-            s.speedup_ttft = speedup([r["ttft_ms"] for r in base], [r["ttft_ms"] for r in ok])
+            pb, po = _prompts(base), _prompts(ok)
+            s.speedup_e2e = speedup([r["e2e_ms"] for r in base], [r["e2e_ms"] for r in ok], pb, po)
+            s.speedup_ttft = speedup([r["ttft_ms"] for r in base], [r["ttft_ms"] for r in ok], pb, po)
             s.speedup_decode = speedup(
-                [r["decode_tokens_per_s"] for r in ok], [r["decode_tokens_per_s"] for r in base]
+                [r["decode_tokens_per_s"] for r in ok], [r["decode_tokens_per_s"] for r in base], po, pb
             )
             if s.speedup_e2e and s.speedup_e2e.lo is not None:
                 s.significant = not (s.speedup_e2e.lo <= 1.0 <= s.speedup_e2e.hi)  # type: ignore[operator]
     return summaries
+
+
+def _prompts(rows: Sequence[dict[str, Any]]) -> list[Any]:
+    return [r.get("prompt_id") for r in rows]
