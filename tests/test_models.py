@@ -93,3 +93,24 @@ def test_demo_wheel_without_the_model(tmp_path, monkeypatch):
 def test_unknown_demo_model():
     with pytest.raises(ModelSourceError, match="available: demo:smollm2-135m"):
         parse_source("demo:nope")
+
+
+def test_a_gguf_file_is_converted_once_and_again_when_it_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    conversions = []
+
+    def fake_convert(gguf, target):  # the real conversion is exercised by the demo-model tests
+        conversions.append(gguf)
+        target.mkdir(parents=True)
+        (target / models._DONE).write_text("x")
+
+    monkeypatch.setattr(models, "convert_gguf", fake_convert)
+    gguf = tmp_path / "my model.gguf"
+    gguf.write_bytes(b"GGUF v1")
+    first = materialize(parse_source(str(gguf)), log=lambda m: None)
+    again = materialize(parse_source(str(gguf)), log=lambda m: None)
+    assert first == again and len(conversions) == 1
+    assert first.local_files_only and first.location.startswith(str(tmp_path / "cache"))
+    gguf.write_bytes(b"GGUF v2, a different file")
+    changed = materialize(parse_source(str(gguf)), log=lambda m: None)
+    assert changed.location != first.location and len(conversions) == 2

@@ -32,6 +32,8 @@ __all__ = ["Progress", "RunExecutor", "RunResult", "run_spec"]
 
 #: seconds a worker gets to stop after a cancel before it is killed
 CANCEL_GRACE_S = 15.0
+#: what a worker's "loaded" event reports about its variant (stored in ``variants``)
+_LOADED_FIELDS = ("device", "dtype", "load_ms", "weights_mb", "context_length", "memory_kind")
 
 
 @dataclass
@@ -166,26 +168,10 @@ class RunExecutor:
                     continue
                 kind = event.get("event")
                 if kind == "loaded":
+                    loaded = {k: event[k] for k in _LOADED_FIELDS}
                     environment.setdefault("host", event["environment"])
-                    environment.setdefault("variants", {})[variant.name] = {
-                        k: event[k] for k in ("device", "dtype", "load_ms", "weights_mb", "context_length")
-                    }
-                    self.store.update_variant(
-                        run_id,
-                        variant.name,
-                        {
-                            k: event[k]
-                            for k in (
-                                "device",
-                                "dtype",
-                                "load_ms",
-                                "weights_mb",
-                                "context_length",
-                                "memory_kind",
-                            )
-                        }
-                        | {"status": "loaded"},
-                    )
+                    environment.setdefault("variants", {})[variant.name] = loaded
+                    self.store.update_variant(run_id, variant.name, {**loaded, "status": "loaded"})
                     self._report(
                         f"{variant.name} loaded on {event['device']} in {event['load_ms'] / 1000:.1f} s"
                     )
@@ -199,6 +185,9 @@ class RunExecutor:
                     self._record_trial(plan, plan.trials[event["index"]], event, result)
                 elif kind == "finished":
                     finished = True
+        except BaseException:
+            proc.kill()  # this process failed (e.g. the disk is full): do not leave the worker running
+            raise
         finally:
             returncode = self._wait(proc)
             reader.join(timeout=5)
