@@ -61,6 +61,8 @@ def test_a_run_fills_runs_variants_trials_steps(db_path):
         assert steps[0]["t_ms"] == pytest.approx(t["ttft_ms"])
     other = [t for t in trials if t["variant"] == "other" and not t["warmup"]]
     assert all(t["matches_baseline"] == 1 for t in other)  # the fake's tokens depend only on the prompt
+    assert all(t["first_divergence"] is None and t["match_fraction"] == 1.0 for t in other)
+    assert all(len(json.loads(t["output_token_ids"])) == 8 for t in trials)
     assert all(t["matches_baseline"] is None for t in trials if t["variant"] == "baseline")
 
 
@@ -173,3 +175,20 @@ ignore_eos = true
     assert all(t["matches_baseline"] == 1 for t in trials if t["variant"] == "again")
     variant = store.variants(result.run_id)[0]
     assert variant["dtype"] == "float32" and variant["context_length"] == 256 and variant["weights_mb"] > 0
+
+
+def test_compare_outputs_finds_the_first_divergence():
+    from workbench.execute import compare_outputs
+
+    assert compare_outputs([1, 2, 3], [1, 2, 3]) == {
+        "matches_baseline": 1,
+        "first_divergence": None,
+        "match_fraction": 1.0,
+    }
+    assert compare_outputs([1, 9, 3, 4], [1, 2, 3, 4]) == {
+        "matches_baseline": 0,
+        "first_divergence": 1,
+        "match_fraction": 0.75,
+    }
+    shorter = compare_outputs([1, 2], [1, 2, 3, 4])  # stopped early: diverges where it ends
+    assert shorter["first_divergence"] == 2 and shorter["match_fraction"] == 0.5

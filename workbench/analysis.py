@@ -60,6 +60,7 @@ class GroupSummary:
     speedup_ttft: Estimate | None = None  # baseline TTFT / variant TTFT
     speedup_decode: Estimate | None = None  # variant decode tok/s / baseline decode tok/s
     matches_baseline: float | None = None  # fraction of greedy outputs equal to the baseline's
+    match_fraction: float | None = None  # mean share of output tokens equal to the baseline's
     significant: bool | None = None  # e2e speed-up CI excludes 1
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,6 +70,7 @@ class GroupSummary:
             "n_ok": self.n_ok,
             "n_failed": self.n_failed,
             "matches_baseline": self.matches_baseline,
+            "match_fraction": self.match_fraction,
             "significant": self.significant,
         }
         for name, est in self.metrics.items():
@@ -161,6 +163,8 @@ def summarize(trials: Sequence[dict[str, Any]], baseline: str | None) -> list[Gr
         )
         matches = [r["matches_baseline"] for r in ok if r.get("matches_baseline") is not None]
         summary.matches_baseline = sum(matches) / len(matches) if matches else None
+        fractions = [r["match_fraction"] for r in ok if r.get("match_fraction") is not None]
+        summary.match_fraction = sum(fractions) / len(fractions) if fractions else None
         summaries.append(summary)
     if baseline is not None:
         reference = {

@@ -359,7 +359,7 @@ def _print_comparison(
                 _fmt(m["e2e_ms"].value, 0),
                 _ratio(s.speedup_e2e),
                 _ratio(s.speedup_decode),
-                "" if s.matches_baseline is None else f"{s.matches_baseline:.0%}",
+                _match(s),
             ]
         )
     click.echo(
@@ -453,6 +453,16 @@ def _ratio(est: Any) -> str:
         text += f" [{est.lo:.2f}–{est.hi:.2f}]"
         if not est.lo <= 1.0 <= est.hi:
             text += "*"
+    return text
+
+
+def _match(summary: Any) -> str:
+    """Share of outputs identical to the baseline's, and of tokens when some differ."""
+    if summary.matches_baseline is None:
+        return ""
+    text = f"{summary.matches_baseline:.0%}"
+    if summary.matches_baseline < 1 and summary.match_fraction is not None:
+        text += f" ({summary.match_fraction:.0%} tok)"
     return text
 
 

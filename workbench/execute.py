@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -363,11 +363,13 @@ def describe_exit(returncode: int) -> str:
 
 
 def mark_matches_baseline(store: Store, run_id: int, baseline: str) -> None:
-    """For greedy trials, record whether each variant's output equals the baseline's for the same
-    (workload, prompt, repetition). The baseline's own trials stay NULL (it is the reference)."""
+    """Compare each greedy trial's output with the baseline variant's for the same (workload, prompt,
+    repetition): ``matches_baseline`` (identical tokens), ``first_divergence`` (index of the first
+    differing token, NULL when identical) and ``match_fraction`` (share of equal positions over the
+    longer output). The baseline's own trials stay NULL (it is the reference); so do sampled trials."""
     trials = store.trials(run_id, status="ok")
     reference = {
-        (t["workload"], t["prompt_id"], t["repetition"]): t["output_text"]
+        (t["workload"], t["prompt_id"], t["repetition"]): _tokens(t)
         for t in trials
         if t["variant"] == baseline
     }
@@ -375,8 +377,27 @@ def mark_matches_baseline(store: Store, run_id: int, baseline: str) -> None:
     for t in trials:
         if t["variant"] == baseline or t["temperature"]:
             continue
-        key = (t["workload"], t["prompt_id"], t["repetition"])
-        if key in reference:
-            updates.append((t["id"], int(t["output_text"] == reference[key])))
+        ref = reference.get((t["workload"], t["prompt_id"], t["repetition"]))
+        if ref is not None:
+            updates.append((t["id"], compare_outputs(_tokens(t), ref)))
     if updates:
-        store.set_matches_baseline(updates)
+        store.set_baseline_comparison(updates)
+
+
+def _tokens(trial: dict[str, Any]) -> list[Any]:
+    if trial.get("output_token_ids"):
+        return json.loads(trial["output_token_ids"])
+    return list(trial.get("output_text") or "")  # rows from before token ids were stored: characters
+
+
+def compare_outputs(output: Sequence[Any], reference: Sequence[Any]) -> dict[str, Any]:
+    first = next((i for i, (a, b) in enumerate(zip(output, reference, strict=False)) if a != b), None)
+    if first is None and len(output) != len(reference):
+        first = min(len(output), len(reference))
+    longest = max(len(output), len(reference))
+    equal = sum(a == b for a, b in zip(output, reference, strict=False))
+    return {
+        "matches_baseline": int(first is None),
+        "first_divergence": first,
+        "match_fraction": equal / longest if longest else 1.0,
+    }

@@ -7,6 +7,7 @@ timestamp → device sync, ``t_end`` → metrics from the steps. One timing path
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -164,6 +165,7 @@ class TrialRunner:
             e2e_ms=(t_end - t0) / 1e6,
             peak_memory_mb=peak_mb,
             output_text=output.text,
+            output_token_ids=json.dumps(list(output.token_ids)),
             finish_reason=output.finish_reason,
         )
         return TrialResult("ok", row, [s.to_row() for s in steps])

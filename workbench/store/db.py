@@ -186,13 +186,17 @@ class Store:
 
         self._write(delete)
 
-    def set_matches_baseline(self, updates: Iterable[tuple[int, int | None]]) -> None:
-        rows = list(updates)
-        self._write(
-            lambda: self.db.conn.executemany(
-                "update trials set matches_baseline = ? where id = ?", [(m, i) for i, m in rows]
+    def set_baseline_comparison(self, updates: Iterable[tuple[int, dict[str, Any]]]) -> None:
+        """Per trial id: ``matches_baseline``, ``first_divergence``, ``match_fraction``."""
+        rows = [(u["matches_baseline"], u["first_divergence"], u["match_fraction"], i) for i, u in updates]
+
+        def update() -> None:
+            self.db.conn.executemany(
+                "update trials set matches_baseline = ?, first_divergence = ?, match_fraction = ? where id = ?",
+                rows,
             )
-        )
+
+        self._write(update)
 
     # -- reads -----------------------------------------------------------------------------------
 

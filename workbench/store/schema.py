@@ -105,3 +105,12 @@ def m001_initial(db: Database) -> None:
         pk=("trial_id", "idx"),
         foreign_keys=[("trial_id", "trials", "id")],
     )
+
+
+@migrations()
+def m002_output_tokens_and_divergence(db: Database) -> None:
+    """Token-level comparison with the baseline: the quality side of a speed-up."""
+    trials = db["trials"]
+    trials.add_column("output_token_ids", str)  # JSON list of the generated token ids
+    trials.add_column("first_divergence", int)  # index of the first token that differs from the baseline's
+    trials.add_column("match_fraction", float)  # share of positions equal to the baseline's output
