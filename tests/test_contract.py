@@ -17,6 +17,13 @@ from workbench.timing import Device
 NAMES = registry.names()
 
 
+def example_config(cls, model: str):
+    """Defaults, with the model-source parameters (e.g. a speculative draft) set to ``model``."""
+    return cls.Config(
+        **{f.name: model for f in dataclasses.fields(cls.Config) if f.metadata.get("model_source")}
+    )
+
+
 def test_builtins_are_registered_through_the_entry_point_group():
     assert {"baseline", "fake"} <= set(NAMES)
 
@@ -28,7 +35,7 @@ def test_strategy_class_shape(name):
     assert cls.name == name  # entry-point name = spec value = DB value
     assert cls.description
     assert dataclasses.is_dataclass(cls.Config)
-    cls.Config()  # every parameter has a default
+    example_config(cls, "demo:smollm2-135m")  # every other parameter has a default
     for f in config_fields(cls.Config):
         assert f.help or not f.name, f"{name}.{f.name} has no help text (the GUI form shows it)"
     reason = cls().available()
@@ -41,9 +48,8 @@ def test_strategy_generates_under_the_runner(name, request):
     if cls().available() is not None:
         pytest.skip(f"{name} not available here: {cls().available()}")
     model = str(request.getfixturevalue("tiny_model_dir")) if cls.requires_model else ""
-    variant = Variant(
-        name="v", strategy=name, model=model, dtype="float32", device="cpu", config=cls.Config()
-    )
+    config = example_config(cls, str(request.getfixturevalue("tiny_model_dir")))
+    variant = Variant(name="v", strategy=name, model=model, dtype="float32", device="cpu", config=config)
     session = cls().load(variant, Device("cpu"))
     assert isinstance(session, Session)
     ids = session.encode(Prompt(id="x", prompt=tiny_prompt(10)))

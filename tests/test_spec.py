@@ -432,3 +432,19 @@ def test_unknown_builtin_workload():
 def test_missing_workload_file(tmp_path):
     message = spec_error(FAKE + '[[workloads]]\nname = "w"\nfile = "gone.jsonl"\n', base_dir=tmp_path)
     assert "workload file not found" in message and "gone.jsonl" in message
+
+
+def test_model_source_parameters_follow_the_rules_of_model(tmp_path):
+    (tmp_path / "draft").mkdir()
+    (tmp_path / "draft" / "config.json").write_text("{}")
+    text = (
+        '[[variants]]\nname = "s"\nmodel = "demo:smollm2-135m"\nstrategy = "speculative"\ndraft = "draft"\n'
+        '[[workloads]]\nname = "code"\n'
+    )
+    (spec_path := tmp_path / "s.toml").write_text(text)
+    variant = load_spec(spec_path).variants[0]
+    assert variant.config.draft == str((tmp_path / "draft").resolve())  # relative to the spec file
+    assert variant.to_dict()["draft"] == variant.config.draft  # what the worker receives
+    missing = text.replace('draft = "draft"', 'draft = "./no-such-draft"')
+    with pytest.raises(ModelSourceError, match="variant 's': 'draft': model path not found"):
+        parse_spec(missing, base_dir=tmp_path)

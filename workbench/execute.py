@@ -27,6 +27,7 @@ from .errors import WorkbenchError
 from .plan import TrialPlan, VariantPlan, plan_run
 from .spec import Spec
 from .store import Store
+from .strategy import model_source_fields
 
 __all__ = ["Progress", "RunExecutor", "RunResult", "run_spec"]
 
@@ -318,9 +319,11 @@ def preflight_spec(spec: Spec) -> None:
     from .models import parse_source, preflight
 
     for v in spec.variants:
-        if registry.get(v.strategy_ref or v.strategy).requires_model:
+        sources = [v.model] if registry.get(v.strategy_ref or v.strategy).requires_model else []
+        sources += [getattr(v.config, name) for name in model_source_fields(v.config)]
+        for source in sources:
             try:
-                preflight(parse_source(v.model))
+                preflight(parse_source(source))
             except WorkbenchError as exc:
                 raise type(exc)(f"variant '{v.name}': {exc}") from None
 

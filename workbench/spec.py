@@ -16,7 +16,7 @@ from typing import Any
 from . import registry
 from .errors import ModelSourceError, SpecError, StrategyError
 from .models import parse_source
-from .strategy import build_config
+from .strategy import build_config, model_source_fields
 from .timing import check_device_name
 from .workloads import (
     Workload,
@@ -225,6 +225,14 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
             raise ModelSourceError(f"{where}: {exc}") from None
         if source.path is not None:  # the worker may run elsewhere: keep an absolute path
             model = str(source.path)
+    for name in model_source_fields(config):  # e.g. a speculative draft: same rules as `model`
+        try:
+            source = parse_source(getattr(config, name), base_dir=base_dir)
+        except ModelSourceError as exc:
+            raise ModelSourceError(f"{where}: '{name}': {exc}") from None
+        if source.path is not None:
+            params = {**params, name: str(source.path)}
+            config = dataclasses.replace(config, **{name: str(source.path)})
     dtype = _get(data, "dtype", str, where, default="auto")
     if dtype not in DTYPES:
         raise SpecError(f"{where}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")

@@ -60,6 +60,8 @@ __all__ = [
     "build_config",
     "config_fields",
     "field_help",
+    "model_field",
+    "model_source_fields",
 ]
 
 FinishReason = Literal["eos", "length", "stop"]
@@ -340,3 +342,20 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
 def field_help(help: str, **kwargs: Any) -> Any:
     """``dataclasses.field`` with a help text: ``x: int = field_help("what x does", default=3)``."""
     return field(metadata={"help": help}, **kwargs)
+
+
+def model_field(help: str, **kwargs: Any) -> Any:
+    """A parameter that names another model source (e.g. a speculative draft). Like the variant's
+    ``model``, it is checked before the run and a relative path is taken relative to the spec file."""
+    return field(metadata={"help": help, "model_source": True}, **kwargs)
+
+
+def model_source_fields(config: Any) -> list[str]:
+    """Names of a config's parameters declared with :func:`model_field` that are set."""
+    if config is None or not dataclasses.is_dataclass(config):
+        return []
+    return [
+        f.name
+        for f in dataclasses.fields(config)
+        if f.metadata.get("model_source") and getattr(config, f.name)
+    ]

@@ -1,0 +1,105 @@
+"""``prompt-lookup``: speculative decoding with model-free drafts copied from the text itself.
+
+The draft is found by n-gram lookup (Saxena 2023, "prompt lookup decoding"; transformers'
+``prompt_lookup_num_tokens``; vLLM's ``ngram`` proposer): take the longest suffix of the sequence
+(prompt + generated, ``max_ngram_size`` down to ``min_ngram_size`` tokens) that also occurs earlier, and
+propose the ``num_tokens`` tokens that followed its most recent earlier occurrence. The target verifies
+them in one forward pass (:mod:`strategies._speculative`). Pays off when the output copies from the
+input (summaries, RAG answers, code edits); costs a little when nothing matches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
+
+from .baseline import HFSession, torch_unavailable_reason
+
+if TYPE_CHECKING:
+    from workbench.spec import Variant
+    from workbench.timing import Device
+
+
+@dataclass
+class PromptLookupConfig:
+    max_ngram_size: int = field_help("longest suffix n-gram (tokens) searched for in the text", default=3)
+    num_tokens: int = field_help("draft tokens proposed per step (copied after the match)", default=10)
+    min_ngram_size: int = field_help("shortest suffix n-gram tried before giving up on a draft", default=1)
+
+    def __post_init__(self) -> None:
+        if self.min_ngram_size < 1:
+            raise ValueError(f"min_ngram_size must be at least 1, got {self.min_ngram_size}")
+        if self.max_ngram_size < self.min_ngram_size:
+            raise ValueError(
+                f"max_ngram_size ({self.max_ngram_size}) must be at least min_ngram_size ({self.min_ngram_size})"
+            )
+        if self.num_tokens < 1:
+            raise ValueError(f"num_tokens must be at least 1, got {self.num_tokens}")
+
+
+def find_draft(tokens: list[int], max_ngram: int, min_ngram: int, num_tokens: int) -> list[int]:
+    """The tokens that followed the most recent earlier occurrence of the longest suffix n-gram of
+    ``tokens`` (``max_ngram`` down to ``min_ngram``); ``[]`` when no suffix recurs."""
+    import numpy as np
+
+    length = len(tokens)
+    if length < 2:
+        return []
+    seq = np.asarray(tokens, dtype=np.int64)
+    for n in range(min(max_ngram, length - 1), min_ngram - 1, -1):
+        # candidate starts i in [0, length - n - 1]: the window seq[i:i+n] ends before the suffix's
+        # last token, so at least one token follows it
+        starts = length - n
+        match = np.ones(starts, dtype=bool)
+        for j in range(n):
+            match &= seq[j : j + starts] == seq[length - n + j]
+        hits = np.flatnonzero(match)
+        if hits.size:
+            begin = int(hits[-1]) + n
+            return tokens[begin : begin + num_tokens]
+    return []
+
+
+class PromptLookupDrafter:
+    def __init__(self, config: PromptLookupConfig) -> None:
+        self.config = config
+
+    def start(self, request: Request, sampler: Any) -> None:
+        pass
+
+    def propose(self, tokens: list[int], max_tokens: int) -> Any:
+        from ._speculative import Draft
+
+        c = self.config
+        return Draft(find_draft(tokens, c.max_ngram_size, c.min_ngram_size, min(c.num_tokens, max_tokens)))
+
+    def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
+        pass
+
+
+class PromptLookupSession(HFSession):
+    def __init__(self, hf: Any, config: PromptLookupConfig) -> None:
+        super().__init__(hf)
+        self.drafter = PromptLookupDrafter(config)
+
+    def generate(self, request: Request, probe: Probe) -> Output:
+        from ._speculative import generate_speculative
+
+        return generate_speculative(self.hf, self.drafter, request, probe)
+
+
+class PromptLookupStrategy(Strategy):
+    name = "prompt-lookup"
+    description = "Speculative decoding with n-gram drafts copied from the prompt (no draft model)"
+    Config = PromptLookupConfig
+
+    def available(self) -> str | None:
+        return torch_unavailable_reason()
+
+    def load(self, variant: Variant, device: Device) -> Session:
+        from ._hf import load_hf_model
+
+        config = variant.config if variant.config is not None else PromptLookupConfig()
+        return PromptLookupSession(load_hf_model(variant, device), config)

@@ -1,0 +1,198 @@
+"""``speculative``: a small draft model proposes tokens, the target verifies them in one pass.
+
+The draft model decodes ``num_draft_tokens`` tokens autoregressively with its own KV cache (greedy at
+temperature 0, sampled from its own distribution otherwise); the target scores them all in one forward
+pass and keeps the longest acceptable prefix plus one token of its own (:mod:`strategies._speculative`).
+Output is token-identical to the baseline under greedy decoding and distributed like it under sampling.
+
+``adaptive`` is transformers' "heuristic" schedule: +2 draft tokens after a step where the whole draft
+was accepted, -1 otherwise (at least 1, at most twice ``num_draft_tokens``); it restarts from
+``num_draft_tokens`` for every request, so trials do not depend on the ones before them.
+
+Draft and target must share a tokenizer (token ids are exchanged directly); a draft larger than the
+target is refused as a configuration mistake.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from workbench.errors import StrategyError
+from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help, model_field
+
+from .baseline import HFSession, torch_unavailable_reason
+
+if TYPE_CHECKING:
+    from workbench.spec import Variant
+    from workbench.timing import Device
+
+# Encoded by both tokenizers: words, digits, punctuation, whitespace runs, non-ASCII.
+_PROBE_TEXT = "The quick brown fox, 1234 jumps over\n\tthe lazy dog. Ünïcödé — 漢字 🙂 def f(x): return x"
+
+
+@dataclass
+class SpeculativeConfig:
+    draft: str = model_field(
+        "draft model source (demo:..., a Hugging Face id, a folder or a .gguf file); "
+        "must use the target's tokenizer",
+        default="",
+    )
+    draft_dtype: Literal["auto", "float32", "float16", "bfloat16"] = field_help(
+        "dtype of the draft model; auto = the target's", default="auto"
+    )
+    num_draft_tokens: int = field_help("tokens the draft model proposes per step", default=5)
+    adaptive: bool = field_help(
+        "adapt the draft length per step: +2 after a fully accepted draft, -1 otherwise "
+        "(between 1 and 2 x num_draft_tokens)",
+        default=True,
+    )
+
+    def __post_init__(self) -> None:
+        if not self.draft:
+            raise ValueError("needs a 'draft' model (a smaller model with the same tokenizer as the target)")
+        if self.num_draft_tokens < 1:
+            raise ValueError(f"num_draft_tokens must be at least 1, got {self.num_draft_tokens}")
+
+
+class DraftModelDrafter:
+    """Runs the draft model autoregressively; keeps its KV cache in step with the accepted sequence."""
+
+    def __init__(self, hf: Any, config: SpeculativeConfig, vocab_limit: int) -> None:
+        self.hf = hf
+        self.config = config
+        self.vocab_limit = vocab_limit  # the target's logit width: never draft a token it cannot score
+        self.k = config.num_draft_tokens
+        self.max_k = 2 * config.num_draft_tokens
+        self.cache: Any = None
+        self.cached: list[int] = []  # the tokens whose keys/values the draft cache holds
+        self.sampler: Any = None
+
+    def start(self, request: Request, sampler: Any) -> None:
+        from transformers import DynamicCache
+
+        self.k = self.config.num_draft_tokens
+        self.sampler = sampler
+        self.cache = DynamicCache(config=self.hf.model.config)
+        self.cached = []
+        # Prefill the draft on the prompt now, beside the target's prefill (it counts in the TTFT,
+        # as in serving engines), rather than inside the first step's draft_ms.
+        self._forward(list(request.input_ids))
+
+    def _forward(self, new_tokens: list[int]) -> Any:
+        import torch
+
+        ids = torch.tensor([new_tokens], dtype=torch.long, device=self.hf.torch_device)
+        logits = self.hf.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1).logits
+        self.cached.extend(new_tokens)
+        return logits[0, -1, : self.vocab_limit]
+
+    def _sync(self, tokens: list[int]) -> int:
+        """Crop the cache to its longest prefix shared with ``tokens``; return that length."""
+        from ._speculative import crop_cache
+
+        common = 0
+        limit = min(len(self.cached), len(tokens) - 1)  # always feed at least one token
+        while common < limit and self.cached[common] == tokens[common]:
+            common += 1
+        if common < len(self.cached):
+            crop_cache(self.cache, common)
+            del self.cached[common:]
+        return common
+
+    def propose(self, tokens: list[int], max_tokens: int) -> Any:
+        import torch
+
+        from ._speculative import Draft
+
+        k = min(self.k, max_tokens)
+        common = self._sync(tokens)
+        logits = self._forward(tokens[common:])
+        draft: list[int] = []
+        probs: list[torch.Tensor] = []
+        sampler = self.sampler
+        while True:
+            if sampler.greedy:
+                token = int(torch.argmax(logits).item())
+            else:
+                q = sampler.probs(logits[None, :])[0]
+                token = int(torch.multinomial(q, 1, generator=sampler.generator).item())
+                probs.append(q)
+            draft.append(token)
+            if len(draft) == k:
+                break
+            logits = self._forward([token])
+        return Draft(draft, torch.stack(probs) if probs else None)
+
+    def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
+        self._sync(tokens)
+        if self.config.adaptive and proposed:
+            self.k = min(self.max_k, self.k + 2) if accepted == proposed else max(1, self.k - 1)
+
+
+class SpeculativeSession(HFSession):
+    def __init__(self, hf: Any, draft_hf: Any, config: SpeculativeConfig) -> None:
+        super().__init__(hf)
+        self.draft_hf = draft_hf
+        self.weights_mb = hf.weights_mb + draft_hf.weights_mb  # both models are resident
+        if draft_hf.context_length and (
+            self.context_length is None or draft_hf.context_length < self.context_length
+        ):
+            self.context_length = draft_hf.context_length
+        vocab_limit = hf.model.get_output_embeddings().weight.shape[0]
+        self.drafter = DraftModelDrafter(draft_hf, config, vocab_limit)
+
+    def generate(self, request: Request, probe: Probe) -> Output:
+        from ._speculative import generate_speculative
+
+        return generate_speculative(self.hf, self.drafter, request, probe)
+
+    def close(self) -> None:
+        del self.draft_hf, self.drafter
+        super().close()
+
+
+def check_compatible(target: Any, draft: Any, draft_name: str) -> None:
+    """Refuse draft models speculative decoding cannot use (one-line :class:`StrategyError`)."""
+    t_tok, d_tok = target.tokenizer, draft.tokenizer
+    if len(t_tok) != len(d_tok) or t_tok.get_vocab() != d_tok.get_vocab():
+        raise StrategyError(
+            f"draft {draft_name!r} has a different vocabulary from the target's ({len(d_tok)} vs "
+            f"{len(t_tok)} tokens): different tokenizers are not supported; choose a draft of the same model family"
+        )
+    if t_tok(_PROBE_TEXT)["input_ids"] != d_tok(_PROBE_TEXT)["input_ids"]:
+        raise StrategyError(
+            f"draft {draft_name!r} tokenizes text differently from the target: different tokenizers are "
+            "not supported; choose a draft of the same model family"
+        )
+    t_params = sum(p.numel() for p in target.model.parameters())
+    d_params = sum(p.numel() for p in draft.model.parameters())
+    if d_params > t_params:
+        raise StrategyError(
+            f"draft {draft_name!r} has {d_params / 1e6:.1f}M parameters, the target {t_params / 1e6:.1f}M: "
+            "draft larger than the target (swap them?)"
+        )
+
+
+class SpeculativeStrategy(Strategy):
+    name = "speculative"
+    description = "Speculative decoding: a small draft model proposes tokens, the target verifies them"
+    Config = SpeculativeConfig
+
+    def available(self) -> str | None:
+        return torch_unavailable_reason()
+
+    def load(self, variant: Variant, device: Device) -> Session:
+        from ._hf import load_hf_model
+
+        config: SpeculativeConfig = variant.config
+        if config is None:
+            raise StrategyError(f"variant {variant.name!r}: speculative needs a 'draft' model")
+        target = load_hf_model(variant, device)
+        draft_dtype = config.draft_dtype
+        if draft_dtype == "auto":
+            draft_dtype = str(target.dtype).removeprefix("torch.")
+        draft = load_hf_model(dataclasses.replace(variant, model=config.draft, dtype=draft_dtype), device)
+        check_compatible(target, draft, config.draft)
+        return SpeculativeSession(target, draft, config)
