@@ -1,0 +1,73 @@
+"""transformers' assisted generation as a reference strategy: timed through the probe, greedy-lossless."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import tiny_prompt  # noqa: E402
+
+from workbench import registry  # noqa: E402
+from workbench.plan import TrialPlan  # noqa: E402
+from workbench.runner import TrialRunner  # noqa: E402
+from workbench.spec import parse_spec  # noqa: E402
+from workbench.strategy import Prompt  # noqa: E402
+from workbench.timing import Device  # noqa: E402
+
+
+def load(model_dir, strategy, extra=""):
+    spec = parse_spec(
+        f'[[variants]]\nname = "v"\nmodel = "{model_dir}"\nstrategy = "{strategy}"\ndtype = "float32"\n{extra}'
+        '[[workloads]]\nname = "code"\n'
+    )
+    v = spec.variants[0]
+    return registry.get(v.strategy)().load(v, Device("cpu"))
+
+
+def plan(text, max_new_tokens, **kw):
+    base = dict(
+        workload="w",
+        prompt=Prompt(id="p", prompt=text),
+        repetition=0,
+        warmup=False,
+        max_new_tokens=max_new_tokens,
+        temperature=0.0,
+        top_p=1.0,
+        top_k=0,
+        seed=1,
+        ignore_eos=False,
+        stop=(),
+    )
+    return TrialPlan(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def runners(tiny_model_dir):
+    return {
+        name: TrialRunner(load(tiny_model_dir, strategy, extra), Device("cpu"))
+        for name, strategy, extra in [
+            ("baseline", "baseline", ""),
+            ("lookup", "hf-assisted", ""),
+            ("self-draft", "hf-assisted", f'draft = "{tiny_model_dir}"\nnum_draft_tokens = 3\n'),
+        ]
+    }
+
+
+@pytest.mark.parametrize("name", ["lookup", "self-draft"])
+@pytest.mark.parametrize("text,max_new", [(" ".join([tiny_prompt(12, 3)] * 3), 30), (tiny_prompt(30, 5), 17)])
+def test_greedy_output_equals_the_baseline_and_is_timed_by_the_runner(runners, name, text, max_new):
+    reference = runners["baseline"].run(plan(text, max_new))
+    result = runners[name].run(plan(text, max_new))
+    assert result.status == "ok", result.row.get("error")
+    assert result.row["output_token_ids"] == reference.row["output_token_ids"]
+    assert result.row["ttft_ms"] > 0
+    assert sum(s["n_tokens"] for s in result.steps) == result.row["output_tokens"]
+
+
+def test_self_draft_delivers_several_tokens_per_step(runners):
+    result = runners["self-draft"].run(plan(tiny_prompt(20), 24, ignore_eos=True))
+    assert result.status == "ok"
+    assert result.row["output_tokens"] == 24
+    assert max(s["n_tokens"] for s in result.steps) > 1
+    assert len(result.steps) < 24
