@@ -71,9 +71,16 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def load_hf_model(variant: Variant, device: Device, *, log: Callable[[str], None] = _log) -> HFModel:
+def load_hf_model(
+    variant: Variant,
+    device: Device,
+    *,
+    log: Callable[[str], None] = _log,
+    model_kwargs: dict[str, Any] | None = None,
+) -> HFModel:
     """Load tokenizer and causal LM for a variant. ``trust_remote_code`` is always passed explicitly:
-    left unset, transformers may ask on stdin, which would hang a worker whose parent is a GUI."""
+    left unset, transformers may ask on stdin, which would hang a worker whose parent is a GUI.
+    ``model_kwargs`` go to ``from_pretrained`` (e.g. a bitsandbytes ``quantization_config``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = parse_source(variant.model)
@@ -88,6 +95,7 @@ def load_hf_model(variant: Variant, device: Device, *, log: Callable[[str], None
             weights_only=True,  # pickled .bin weights never run code
             device_map=str(device) if device.type != "cpu" else None,
             **common,
+            **(model_kwargs or {}),
         )
     except OSError as exc:
         raise ModelSourceError(f"cannot load model {variant.model!r}: {str(exc).splitlines()[0]}") from None

@@ -1,0 +1,332 @@
+"""``quantized``: the baseline's model, quantized after (or while) loading, decoded by the baseline loop.
+
+Methods (the ``method`` key):
+
+=====================  =============================================================  ==========
+method                 what it does                                                   runs on
+=====================  =============================================================  ==========
+``int8-weight-only``   torchao ``Int8WeightOnlyConfig``: int8 weights, per channel     cpu, cuda
+``int8-dynamic``       torchao ``Int8DynamicActivationInt8WeightConfig``: int8         cpu, cuda
+                       weights + activations quantized per token at run time
+``int4-weight-only``   torchao int4 groupwise weights (``group_size``). CPU: the       cpu, cuda
+                       prototype ``PrototypeInt4WeightOnlyConfig`` (Int4OpaqueTensor,
+                       ATen's ``_weight_int4pack_mm_for_cpu``); CUDA: the stable
+                       ``Int4WeightOnlyConfig`` with the ``tile_packed_to_4d`` (tinygemm)
+                       format, which needs ``dtype = "bfloat16"``
+``bnb-int8``           bitsandbytes LLM.int8() via transformers' ``BitsAndBytesConfig``  cpu, cuda
+``bnb-nf4``            bitsandbytes 4-bit NormalFloat, same route                      cpu, cuda
+``gptq``               not implemented here: reported unavailable unless GPTQModel is  (cuda)
+                       installed; then it only loads an already GPTQ-quantized model
+=====================  =============================================================  ==========
+
+``auto`` takes the first method available on the device, in the order of :data:`AUTO_ORDER` (the
+fastest decode measured on an x86 CPU first; measurements in ``docs/quantized.md``).
+
+The output embedding (``lm_head``) is never quantized, for every method: transformers does the same
+for bitsandbytes, it keeps tied input/output embeddings tied (quantizing a tied ``lm_head`` would
+*add* a copy), and the logits keep full precision.
+
+``session.weights_mb`` is the real footprint after quantization: parameters and buffers, counting the
+packed inner tensors of torchao's tensor subclasses (``numel() * element_size()`` of such a parameter
+reports the *unquantized* size) and the scale/statistics tensors bitsandbytes keeps beside its
+packed weights.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Literal
+
+from workbench.errors import StrategyError
+from workbench.strategy import Session, Strategy, field_help
+
+from .baseline import BaselineSession, torch_unavailable_reason
+
+if TYPE_CHECKING:
+    from workbench.spec import Variant
+    from workbench.timing import Device
+
+#: ``auto`` picks the first of these that is available on the device. Order from decode tok/s
+#: measured on SmolLM2-135M, float32, x86 CPU (see docs/quantized.md). ``gptq`` is never chosen:
+#: it needs a model that is already GPTQ-quantized.
+AUTO_ORDER = ("int8-weight-only", "bnb-int8", "int4-weight-only", "bnb-nf4", "int8-dynamic")
+
+TORCHAO_METHODS = ("int8-weight-only", "int8-dynamic", "int4-weight-only")
+BNB_METHODS = ("bnb-int8", "bnb-nf4")
+METHODS = (*TORCHAO_METHODS, *BNB_METHODS, "gptq")
+
+_INSTALL = {
+    "torchao": "pip install torchao",
+    "bitsandbytes": "pip install 'bitsandbytes>=0.45'",
+}
+
+
+@dataclass
+class QuantizedConfig:
+    method: Literal[
+        "auto", "int8-weight-only", "int8-dynamic", "int4-weight-only", "bnb-int8", "bnb-nf4", "gptq"
+    ] = field_help(
+        "quantization method; auto = the fastest available here (tried in this order: "
+        "int8-weight-only, bnb-int8, int4-weight-only, bnb-nf4, int8-dynamic)",
+        default="auto",
+    )
+    group_size: Literal[32, 64, 128, 256] = field_help(
+        "int4-weight-only: weights per scale/zero group; layers whose input size is not a multiple "
+        "stay unquantized (64 fits SmolLM2's 576-wide layers; 128 would not)",
+        default=64,
+    )
+
+
+def _version(dist: str) -> tuple[int, ...]:
+    try:
+        text = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ()
+    parts = []
+    for piece in text.split("+")[0].split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def method_unavailable_reason(method: str, device_type: str | None = None) -> str | None:
+    """``None`` when ``method`` can run here (on ``device_type`` when given), else why not.
+
+    Cheap: looks for packages with ``find_spec`` and imports nothing heavy.
+    """
+    reason = torch_unavailable_reason()
+    if reason is not None:
+        return reason
+    if method in TORCHAO_METHODS:
+        if importlib.util.find_spec("torchao") is None:
+            return f"torchao is not installed ({_INSTALL['torchao']})"
+        if device_type is not None and device_type not in ("cpu", "cuda"):
+            return f"torchao {method} runs on cpu and cuda here, not on {device_type}"
+        return None
+    if method in BNB_METHODS:
+        if importlib.util.find_spec("bitsandbytes") is None:
+            return f"bitsandbytes is not installed ({_INSTALL['bitsandbytes']})"
+        if device_type == "cpu" and _version("bitsandbytes") < (0, 45):
+            return f"bitsandbytes {metadata.version('bitsandbytes')} has no CPU backend ({_INSTALL['bitsandbytes']})"
+        if device_type is not None and device_type not in ("cpu", "cuda"):
+            return f"bitsandbytes runs on cpu and cuda here, not on {device_type}"
+        return None
+    if method == "gptq":
+        if importlib.util.find_spec("gptqmodel") is None:
+            return (
+                "needs GPTQModel, which requires torch >= 2.14.1; see docs "
+                "(quantizing with GPTQ is not implemented, only loading GPTQ checkpoints)"
+            )
+        return None
+    raise StrategyError(f"unknown quantization method {method!r}; choose one of {', '.join(METHODS)}")
+
+
+def resolve_method(method: str, device_type: str | None = None) -> str:
+    """The concrete method for ``method`` (``auto`` -> first available of :data:`AUTO_ORDER`);
+    raises a one-line :class:`StrategyError` when it cannot run here."""
+    if method == "auto":
+        for candidate in AUTO_ORDER:
+            if method_unavailable_reason(candidate, device_type) is None:
+                return candidate
+        reasons = "; ".join(f"{m}: {method_unavailable_reason(m, device_type)}" for m in AUTO_ORDER)
+        raise StrategyError(f"method 'auto': no quantization method is available here ({reasons})")
+    reason = method_unavailable_reason(method, device_type)
+    if reason is not None:
+        raise StrategyError(f"method {method!r} is not available here: {reason}")
+    return method
+
+
+# --- footprint --------------------------------------------------------------------------------------
+
+
+def tensor_bytes(tensor: Any) -> list[Any]:
+    """The plain tensors that hold ``tensor``'s data: itself, or the inner tensors of a wrapper
+    subclass (torchao's quantized tensors), recursively."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    if is_traceable_wrapper_subclass(tensor):
+        names, _ = tensor.__tensor_flatten__()
+        inner = []
+        for name in names:
+            inner.extend(tensor_bytes(getattr(tensor, name)))
+        return inner
+    return [tensor]
+
+
+def quantized_weights_mb(model: Any) -> float:
+    """Bytes actually held by the model's parameters, buffers and quantization side tensors, in MB.
+
+    Every storage is counted once (tied embeddings, bitsandbytes' shared code books)."""
+    import torch
+
+    tensors: list[Any] = []
+    for t in [*model.parameters(), *model.buffers()]:
+        tensors.extend(tensor_bytes(t))
+    for module in model.modules():  # bitsandbytes keeps scales/statistics beside the packed weight
+        weight = getattr(module, "weight", None)
+        state = getattr(weight, "quant_state", None)
+        while state is not None:  # 4-bit: absmax + code book, nested (double-quant) state2
+            tensors.extend(v for v in (state.absmax, state.code, state.offset) if isinstance(v, torch.Tensor))
+            state = state.state2 if getattr(state, "nested", False) else None
+        for holder in (weight, getattr(module, "state", None)):  # 8-bit: per-row scales SCB
+            scb = getattr(holder, "SCB", None)
+            if isinstance(scb, torch.Tensor):
+                tensors.append(scb)
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for t in tensors:
+        size = t.numel() * t.element_size()
+        key = (t.data_ptr(), size)
+        if size and key in seen:
+            continue
+        seen.add(key)
+        total += size
+    return total / 2**20
+
+
+# --- loading ----------------------------------------------------------------------------------------
+
+
+def _bnb_config(method: str, dtype: Any) -> Any:
+    from transformers import BitsAndBytesConfig
+
+    if method == "bnb-int8":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
+
+
+def _torchao_config(method: str, config: QuantizedConfig, device: Device, dtype: Any) -> Any:
+    import torch
+    from torchao.quantization import (
+        Int4WeightOnlyConfig,
+        Int8DynamicActivationInt8WeightConfig,
+        Int8WeightOnlyConfig,
+    )
+
+    if method == "int8-weight-only":
+        return Int8WeightOnlyConfig()
+    if method == "int8-dynamic":
+        return Int8DynamicActivationInt8WeightConfig()
+    if device.type == "cpu":
+        try:
+            from torchao.prototype.quantization.int4.inference_workflow import PrototypeInt4WeightOnlyConfig
+        except ImportError:
+            raise StrategyError(
+                "method 'int4-weight-only' is not available here: this torchao has no CPU int4 "
+                "weight-only config (PrototypeInt4WeightOnlyConfig; tested with torchao 0.18)"
+            ) from None
+        return PrototypeInt4WeightOnlyConfig(group_size=config.group_size, set_inductor_config=False)
+    if dtype != torch.bfloat16:
+        raise StrategyError(
+            "method 'int4-weight-only' on cuda needs dtype = \"bfloat16\" (torchao's tinygemm int4 kernel)"
+        )
+    return Int4WeightOnlyConfig(
+        group_size=config.group_size, int4_packing_format="tile_packed_to_4d", set_inductor_config=False
+    )
+
+
+def _quantize_torchao(hf: Any, method: str, config: QuantizedConfig, device: Device) -> int:
+    """Quantize every ``nn.Linear`` but the output embedding in place; returns how many were."""
+    import torch
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    from torchao.quantization import quantize_
+
+    model = hf.model
+    ao_config = _torchao_config(method, config, device, hf.dtype)
+    head = model.get_output_embeddings()
+
+    def keep(module: Any, fqn: str) -> bool:
+        return isinstance(module, torch.nn.Linear) and module is not head
+
+    quantize_(model, ao_config, filter_fn=keep)
+    # a layer torchao skipped (input size not a multiple of group_size) keeps a plain tensor
+    return sum(1 for m in model.modules() if keep(m, "") and is_traceable_wrapper_subclass(m.weight))
+
+
+class QuantizedSession(BaselineSession):
+    """The baseline's decoding loop (inherited unchanged) over a quantized model."""
+
+    #: the concrete method (``auto`` resolved)
+    method: str = ""
+    #: how many linear layers were quantized
+    quantized_layers: int = 0
+
+
+def _quiet_bnb_int8() -> None:
+    """bitsandbytes' int8 matmul logs a warning on *every* call with float32 inputs ("inputs will be
+    cast to float16"): once per layer per token. Drop that one message."""
+    import logging
+
+    logger = logging.getLogger("bitsandbytes.autograd._functions")
+    if not any(getattr(f, "_workbench", False) for f in logger.filters):
+
+        class _Drop(logging.Filter):
+            _workbench = True
+
+            def filter(self, record: logging.LogRecord) -> bool:
+                return not str(record.msg).startswith("MatMul8bitLt: inputs will be cast")
+
+        logger.addFilter(_Drop())
+
+
+class QuantizedStrategy(Strategy):
+    name = "quantized"
+    description = "The baseline on a quantized model (torchao int8/int4, bitsandbytes int8/nf4)"
+    Config = QuantizedConfig
+
+    def available(self) -> str | None:
+        reasons = {m: method_unavailable_reason(m) for m in METHODS}
+        if any(r is None for r in reasons.values()):
+            return None
+        if torch_unavailable_reason() is not None:
+            return torch_unavailable_reason()
+        return "no quantization method is available: " + "; ".join(
+            f"{m}: {r}" for m, r in reasons.items() if m != "gptq"
+        )
+
+    def load(self, variant: Variant, device: Device) -> Session:
+        config: QuantizedConfig = variant.config if variant.config is not None else QuantizedConfig()
+        from ._hf import load_hf_model, resolve_dtype
+
+        method = resolve_method(config.method, device.type)
+        if method in BNB_METHODS:
+            quant = _bnb_config(method, resolve_dtype(variant.dtype, device))
+            if method == "bnb-int8":
+                _quiet_bnb_int8()
+            hf = load_hf_model(variant, device, model_kwargs={"quantization_config": quant})
+            layers = sum(1 for m in hf.model.modules() if type(m).__name__ in ("Linear8bitLt", "Linear4bit"))
+        else:
+            hf = load_hf_model(variant, device)
+            if method == "gptq":
+                quant = getattr(hf.model.config, "quantization_config", None)
+                kind = (
+                    quant.get("quant_method")
+                    if isinstance(quant, dict)
+                    else getattr(quant, "quant_method", None)
+                )
+                if str(kind).lower().removeprefix("quantizationmethod.") != "gptq":
+                    raise StrategyError(
+                        f"method 'gptq' loads GPTQ-quantized checkpoints only; {variant.model!r} is not one "
+                        "(quantizing with GPTQ is not implemented)"
+                    )
+                layers = 0
+            else:
+                layers = _quantize_torchao(hf, method, config, device)
+        if layers == 0 and method != "gptq":
+            raise StrategyError(
+                f"method {method!r} quantized no layer of {variant.model!r}"
+                + (
+                    f": no linear layer's input size is a multiple of group_size = {config.group_size}"
+                    if method == "int4-weight-only"
+                    else ""
+                )
+            )
+        hf.weights_mb = quantized_weights_mb(hf.model)
+        session = QuantizedSession(hf)
+        session.method = method
+        session.quantized_layers = layers
+        return session
