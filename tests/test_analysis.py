@@ -69,3 +69,15 @@ def test_summarize_excludes_warmups_and_failures_and_flags_significance():
     assert fast.speedup_decode.value == pytest.approx(2.0, rel=0.1)
     assert fast.matches_baseline == 1.0 and same.matches_baseline == 0.0
     assert base.speedup_e2e is None and base.matches_baseline is None
+
+
+def test_acceptance_rate_and_mean_accepted_length():
+    rows = [
+        trial("spec", "a", 10.0, rep=r, draft_tokens_proposed=8, draft_tokens_accepted=6, draft_steps=2)
+        for r in range(3)
+    ]
+    (summary,) = summarize(rows, None)
+    assert summary.acceptance_rate == 0.75
+    assert summary.mean_accepted_length == 4.0  # 1 + 18 accepted / 6 steps with a draft
+    (plain,) = summarize([trial("base", "a", 10.0)], None)
+    assert plain.acceptance_rate is None and plain.mean_accepted_length is None

@@ -67,6 +67,7 @@ def test_multi_token_steps_give_per_token_tpot_and_per_step_itl():
     assert row["itl_p50_ms"] == pytest.approx(8, abs=1)  # one gap per step, 4 tokens each
     assert row["draft_tokens_proposed"] == 9
     assert row["draft_tokens_accepted"] == 9
+    assert row["draft_steps"] == 3
 
 
 def test_metrics_are_recomputable_from_steps():

@@ -61,6 +61,8 @@ class GroupSummary:
     speedup_decode: Estimate | None = None  # variant decode tok/s / baseline decode tok/s
     matches_baseline: float | None = None  # fraction of greedy outputs equal to the baseline's
     match_fraction: float | None = None  # mean share of output tokens equal to the baseline's
+    acceptance_rate: float | None = None  # accepted / proposed draft tokens (speculative strategies)
+    mean_accepted_length: float | None = None  # 1 + accepted / steps with a draft: tokens per verify
     significant: bool | None = None  # e2e speed-up CI excludes 1
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,6 +73,8 @@ class GroupSummary:
             "n_failed": self.n_failed,
             "matches_baseline": self.matches_baseline,
             "match_fraction": self.match_fraction,
+            "acceptance_rate": self.acceptance_rate,
+            "mean_accepted_length": self.mean_accepted_length,
             "significant": self.significant,
         }
         for name, est in self.metrics.items():
@@ -165,6 +169,13 @@ def summarize(trials: Sequence[dict[str, Any]], baseline: str | None) -> list[Gr
         summary.matches_baseline = sum(matches) / len(matches) if matches else None
         fractions = [r["match_fraction"] for r in ok if r.get("match_fraction") is not None]
         summary.match_fraction = sum(fractions) / len(fractions) if fractions else None
+        proposed = sum(r.get("draft_tokens_proposed") or 0 for r in ok)
+        accepted = sum(r.get("draft_tokens_accepted") or 0 for r in ok)
+        draft_steps = sum(r.get("draft_steps") or 0 for r in ok)
+        if proposed:
+            summary.acceptance_rate = accepted / proposed
+        if draft_steps:
+            summary.mean_accepted_length = 1 + accepted / draft_steps
         summaries.append(summary)
     if baseline is not None:
         reference = {

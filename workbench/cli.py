@@ -359,6 +359,7 @@ def _print_comparison(
                 _fmt(m["e2e_ms"].value, 0),
                 _ratio(s.speedup_e2e),
                 _ratio(s.speedup_decode),
+                _acceptance(s),
                 _match(s),
             ]
         )
@@ -376,6 +377,7 @@ def _print_comparison(
                 "e2e ms",
                 "e2e speed-up",
                 "decode speed-up",
+                "accepted",
                 "match",
             ],
             rows,
@@ -453,6 +455,16 @@ def _ratio(est: Any) -> str:
         text += f" [{est.lo:.2f}–{est.hi:.2f}]"
         if not est.lo <= 1.0 <= est.hi:
             text += "*"
+    return text
+
+
+def _acceptance(summary: Any) -> str:
+    """Draft acceptance rate and mean accepted length (tokens per verification step)."""
+    if summary.acceptance_rate is None:
+        return ""
+    text = f"{summary.acceptance_rate:.0%}"
+    if summary.mean_accepted_length is not None:
+        text += f" ({summary.mean_accepted_length:.1f} tok/step)"
     return text
 
 

@@ -53,6 +53,7 @@ class TrialMetrics:
     itl_p99_ms: float | None
     draft_tokens_proposed: int
     draft_tokens_accepted: int
+    draft_steps: int
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,8 +69,11 @@ def trial_metrics(steps: Sequence[StepRecord], input_tokens: int) -> TrialMetric
     output_tokens = sum(s.n_tokens for s in steps)
     proposed = sum(s.draft_proposed for s in steps)
     accepted = sum(s.draft_accepted for s in steps)
+    draft_steps = sum(s.draft_proposed > 0 for s in steps)
     if not steps:
-        return TrialMetrics(0, None, None, None, None, None, None, None, None, proposed, accepted)
+        return TrialMetrics(
+            0, None, None, None, None, None, None, None, None, proposed, accepted, draft_steps
+        )
     ttft_ms = steps[0].t_ms
     prefill_tps = input_tokens / (ttft_ms / 1000) if ttft_ms > 0 else None
     decode_ms = steps[-1].t_ms - steps[0].t_ms
@@ -90,4 +94,5 @@ def trial_metrics(steps: Sequence[StepRecord], input_tokens: int) -> TrialMetric
         itl_p99_ms=percentile(gaps, 99),
         draft_tokens_proposed=proposed,
         draft_tokens_accepted=accepted,
+        draft_steps=draft_steps,
     )
