@@ -443,6 +443,7 @@ def test_model_source_parameters_follow_the_rules_of_model(tmp_path):
     )
     (spec_path := tmp_path / "s.toml").write_text(text)
     variant = load_spec(spec_path).variants[0]
+    assert variant.name == "s"
     assert variant.config.draft == str((tmp_path / "draft").resolve())  # relative to the spec file
     assert variant.to_dict()["draft"] == variant.config.draft  # what the worker receives
     missing = text.replace('draft = "draft"', 'draft = "./no-such-draft"')

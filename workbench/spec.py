@@ -225,14 +225,14 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
             raise ModelSourceError(f"{where}: {exc}") from None
         if source.path is not None:  # the worker may run elsewhere: keep an absolute path
             model = str(source.path)
-    for name in model_source_fields(config):  # e.g. a speculative draft: same rules as `model`
+    for key in model_source_fields(config):  # e.g. a speculative draft: same rules as `model`
         try:
-            source = parse_source(getattr(config, name), base_dir=base_dir)
+            source = parse_source(getattr(config, key), base_dir=base_dir)
         except ModelSourceError as exc:
-            raise ModelSourceError(f"{where}: '{name}': {exc}") from None
+            raise ModelSourceError(f"{where}: '{key}': {exc}") from None
         if source.path is not None:
-            params = {**params, name: str(source.path)}
-            config = dataclasses.replace(config, **{name: str(source.path)})
+            params = {**params, key: str(source.path)}
+            config = dataclasses.replace(config, **{key: str(source.path)})
     dtype = _get(data, "dtype", str, where, default="auto")
     if dtype not in DTYPES:
         raise SpecError(f"{where}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
