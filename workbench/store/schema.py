@@ -109,10 +109,14 @@ def m001_initial(db: Database) -> None:
 
 @migrations()
 def m002_output_tokens_and_divergence(db: Database) -> None:
-    """Token-level comparison with the baseline (the quality side of a speed-up), and the count of
-    draft steps behind the mean accepted length."""
+    """Token-level comparison with the baseline: the quality side of a speed-up."""
     trials = db["trials"]
     trials.add_column("output_token_ids", str)  # JSON list of the generated token ids
     trials.add_column("first_divergence", int)  # index of the first token that differs from the baseline's
     trials.add_column("match_fraction", float)  # share of positions equal to the baseline's output
-    trials.add_column("draft_steps", int)  # steps that verified a draft (for the mean accepted length)
+
+
+@migrations()
+def m003_draft_steps(db: Database) -> None:
+    """Steps that verified a draft: the denominator of the mean accepted length."""
+    db["trials"].add_column("draft_steps", int)
