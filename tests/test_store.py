@@ -189,3 +189,19 @@ def test_runs_left_running_by_a_dead_process_are_closed(db_path):
     status = {r["name"]: r["status"] for r in store.runs()}
     assert status == {"orphan": "partial", "empty": "failed", "mine": "running"}
     assert mine
+
+
+def test_an_older_database_is_migrated_and_keeps_its_rows(db_path):
+    from sqlite_utils import Database
+
+    old = Database(db_path)
+    migrations.apply(old, stop_before="m002_output_tokens_and_divergence")
+    old["runs"].insert({"name": "from v1", "status": "ok", "spec": "", "environment": "{}"})
+    old.conn.close()
+    for create in (False, True):  # readers and writers both bring it up to date
+        store = Store(db_path, create=create)
+        assert {"output_token_ids", "first_divergence", "match_fraction", "draft_steps"} <= set(
+            store.db["trials"].columns_dict
+        )
+        assert [r["name"] for r in store.runs()] == ["from v1"]
+        store.close()
