@@ -108,3 +108,45 @@ max_new_tokens = 8
     assert variants["bf16"]["dtype"] == "bfloat16"
     assert variants["baseline"]["weights_mb"] == pytest.approx(513, rel=0.05)
     assert variants["bf16"]["weights_mb"] == pytest.approx(variants["baseline"]["weights_mb"] / 2, rel=0.01)
+
+
+def test_speculative_strategies_are_lossless_on_the_demo_model(tmp_path):
+    """The real model, through the worker: prompt lookup and a bf16 draft give the baseline's tokens."""
+    (tmp_path / "spec.toml").write_text(
+        """
+repetitions = 1
+warmup = 0
+[[variants]]
+name = "baseline"
+model = "demo:smollm2-135m"
+dtype = "float32"
+[[variants]]
+name = "prompt-lookup"
+model = "demo:smollm2-135m"
+strategy = "prompt-lookup"
+dtype = "float32"
+[[variants]]
+name = "speculative"
+model = "demo:smollm2-135m"
+strategy = "speculative"
+dtype = "float32"
+draft = "demo:smollm2-135m"
+draft_dtype = "bfloat16"
+num_draft_tokens = 3
+[[workloads]]
+name = "code"
+limit = 1
+max_new_tokens = 20
+"""
+    )
+    db = tmp_path / "r.db"
+    result = CliRunner().invoke(cli, ["run", str(tmp_path / "spec.toml"), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    from workbench.store import Store
+
+    trials = {t["variant"]: t for t in Store(db, create=False).trials(1)}
+    for name in ("prompt-lookup", "speculative"):
+        assert trials[name]["matches_baseline"] == 1, name
+        assert trials[name]["draft_tokens_proposed"] > 0
+    assert trials["speculative"]["draft_tokens_accepted"] > 0
+    assert "accepted" in result.output
