@@ -76,3 +76,26 @@ def tiny_model_dir(tmp_path_factory):
 
 def tiny_prompt(n_words: int = 12, start: int = 0) -> str:
     return " ".join(f"w{(start + 7 * i) % 200}" for i in range(n_words))
+
+
+def trial_plan(prompt="a b c d e f g h", max_new_tokens: int = 10, **overrides):
+    """A one-trial plan for running a session through the real TrialRunner (greedy by default)."""
+    from workbench.plan import TrialPlan
+    from workbench.strategy import Prompt
+
+    if isinstance(prompt, str):
+        prompt = Prompt(id="p1", prompt=prompt)
+    fields = dict(
+        workload="w",
+        prompt=prompt,
+        repetition=0,
+        warmup=False,
+        max_new_tokens=max_new_tokens,
+        temperature=0.0,
+        top_p=1.0,
+        top_k=0,
+        seed=1,
+        ignore_eos=False,
+        stop=(),
+    )
+    return TrialPlan(**{**fields, **overrides})

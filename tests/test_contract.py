@@ -5,10 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import tiny_prompt
+from conftest import tiny_prompt, trial_plan
 
 from workbench import registry
-from workbench.plan import TrialPlan
 from workbench.runner import TrialRunner
 from workbench.spec import Variant
 from workbench.strategy import Prompt, Session, Strategy, config_fields
@@ -59,19 +58,7 @@ def test_strategy_generates_under_the_runner(name, request):
         (Prompt(id="raw", prompt=tiny_prompt(10)), 0.0),
         (Prompt(id="chat", messages=({"role": "user", "content": tiny_prompt(6)},)), 0.8),
     ]:
-        plan = TrialPlan(
-            workload="w",
-            prompt=prompt,
-            repetition=0,
-            warmup=False,
-            max_new_tokens=7,
-            temperature=temperature,
-            top_p=0.9,
-            top_k=0,
-            seed=5,
-            ignore_eos=True,
-            stop=(),
-        )
+        plan = trial_plan(prompt, 7, temperature=temperature, top_p=0.9, seed=5, ignore_eos=True)
         result = runner.run(plan)
         assert result.status == "ok", result.row.get("error")
         assert result.row["output_tokens"] == 7  # ignore_eos: exactly the budget

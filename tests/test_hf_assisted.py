@@ -6,10 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import tiny_prompt  # noqa: E402
+from conftest import tiny_prompt, trial_plan  # noqa: E402
 
 from workbench import registry  # noqa: E402
-from workbench.plan import TrialPlan  # noqa: E402
 from workbench.runner import TrialRunner  # noqa: E402
 from workbench.spec import parse_spec  # noqa: E402
 from workbench.strategy import Prompt  # noqa: E402
@@ -26,20 +25,7 @@ def load(model_dir, strategy, extra=""):
 
 
 def plan(text, max_new_tokens, **kw):
-    base = dict(
-        workload="w",
-        prompt=Prompt(id="p", prompt=text),
-        repetition=0,
-        warmup=False,
-        max_new_tokens=max_new_tokens,
-        temperature=0.0,
-        top_p=1.0,
-        top_k=0,
-        seed=1,
-        ignore_eos=False,
-        stop=(),
-    )
-    return TrialPlan(**{**base, **kw})
+    return trial_plan(Prompt(id="p", prompt=text), max_new_tokens, **kw)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import tiny_prompt  # noqa: E402
+from conftest import tiny_prompt, trial_plan  # noqa: E402
 
 from strategies import quantized  # noqa: E402
 from strategies.quantized import (  # noqa: E402
@@ -21,7 +21,6 @@ from strategies.quantized import (  # noqa: E402
 )
 from workbench import registry  # noqa: E402
 from workbench.errors import SpecError, StrategyError  # noqa: E402
-from workbench.plan import TrialPlan  # noqa: E402
 from workbench.runner import TrialRunner  # noqa: E402
 from workbench.spec import parse_spec  # noqa: E402
 from workbench.strategy import Prompt  # noqa: E402
@@ -47,19 +46,7 @@ def variant(model_dir, **params):
 
 
 def run(session, prompt, temperature=0.0, max_new_tokens=7):
-    plan = TrialPlan(
-        workload="w",
-        prompt=prompt,
-        repetition=0,
-        warmup=False,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=0.9,
-        top_k=0,
-        seed=5,
-        ignore_eos=True,
-        stop=(),
-    )
+    plan = trial_plan(prompt, max_new_tokens, temperature=temperature, top_p=0.9, seed=5, ignore_eos=True)
     return TrialRunner(session, CPU).run(plan)
 
 

@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from conftest import trial_plan
 
 from workbench.metrics import StepRecord, trial_metrics
-from workbench.plan import TrialPlan
 from workbench.runner import TrialRunner
 from workbench.strategy import Output, Prompt, Session
 from workbench.testing import FakeConfig, FakeSession
 from workbench.timing import Device
 
-
-def plan(prompt: str | Prompt = "a b c d e f g h", max_new_tokens=10, **kw) -> TrialPlan:
-    if isinstance(prompt, str):
-        prompt = Prompt(id="p1", prompt=prompt)
-    base = dict(
-        workload="w",
-        prompt=prompt,
-        repetition=0,
-        warmup=False,
-        max_new_tokens=max_new_tokens,
-        temperature=0.0,
-        top_p=1.0,
-        top_k=0,
-        seed=1,
-        ignore_eos=False,
-        stop=(),
-    )
-    return TrialPlan(**{**base, **kw})
+plan = trial_plan
 
 
 def run(config: FakeConfig, **kw):

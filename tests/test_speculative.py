@@ -9,10 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import tiny_prompt  # noqa: E402
+from conftest import tiny_prompt, trial_plan  # noqa: E402
 
 from workbench.errors import SpecError, StrategyError  # noqa: E402
-from workbench.plan import TrialPlan  # noqa: E402
 from workbench.runner import TrialRunner  # noqa: E402
 from workbench.spec import parse_spec  # noqa: E402
 from workbench.strategy import Cancelled, Prompt, Request  # noqa: E402
@@ -263,19 +262,7 @@ def test_the_runner_accepts_the_outputs(sessions, name):
         (Prompt(id="raw", prompt=REPETITIVE[0]), 0.0),
         (Prompt(id="chat", messages=({"role": "user", "content": REPETITIVE[1]},)), 0.8),
     ]:
-        plan = TrialPlan(
-            workload="w",
-            prompt=prompt,
-            repetition=0,
-            warmup=False,
-            max_new_tokens=21,
-            temperature=temperature,
-            top_p=0.9,
-            top_k=0,
-            seed=5,
-            ignore_eos=True,
-            stop=(),
-        )
+        plan = trial_plan(prompt, 21, temperature=temperature, top_p=0.9, seed=5, ignore_eos=True)
         result = runner.run(plan)
         assert result.status == "ok", result.row.get("error")
         assert result.row["output_tokens"] == 21
