@@ -508,3 +508,17 @@ def test_uncached_hub_model_offline_is_bad_input(tmp_path, monkeypatch):
     db = tmp_path / "r.db"
     assert_one_error_line(invoke("run", spec, "--db", db), "nobody-has/this-model-123", "variant 'a'")
     assert not db.exists()
+
+
+def test_a_strategy_not_available_here_is_bad_input(tmp_path, monkeypatch):
+    (tmp_path / "nowhere_mod.py").write_text(
+        "from workbench.testing import FakeStrategy\n\n"
+        "class Nowhere(FakeStrategy):\n    name = 'nowhere'\n\n"
+        "    def available(self):\n        return 'needs a quantum computer'\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = write(tmp_path / "spec.toml", ONE_VARIANT.format(name="q", strategy="nowhere_mod:Nowhere"))
+    db = tmp_path / "r.db"
+    assert_one_error_line(invoke("run", spec, "--db", db), "variant 'only'", "needs a quantum computer")
+    assert not db.exists()

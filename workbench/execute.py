@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from . import __version__
-from .errors import WorkbenchError
+from .errors import StrategyError, WorkbenchError
 from .plan import TrialPlan, VariantPlan, plan_run
 from .spec import Spec
 from .store import Store
@@ -313,13 +313,20 @@ class RunExecutor:
 
 
 def preflight_spec(spec: Spec) -> None:
-    """Refuse, before anything is recorded, variants whose model cannot be had (an uncached hub id
-    while offline, a folder without weights). Raises :class:`~workbench.errors.ModelSourceError`."""
+    """Refuse, before anything is recorded, variants that cannot run here: a strategy that is not
+    available (torch missing, no GPU...) or a model that cannot be had (an uncached hub id while
+    offline, a folder without weights). Raises a :class:`~workbench.errors.WorkbenchError`."""
     from . import registry
     from .models import parse_source, preflight
 
     for v in spec.variants:
-        sources = [v.model] if registry.get(v.strategy_ref or v.strategy).requires_model else []
+        strategy_cls = registry.get(v.strategy_ref or v.strategy)
+        reason = strategy_cls().available()
+        if reason:
+            raise StrategyError(
+                f"variant '{v.name}': strategy '{v.strategy}' is not available here: {reason}"
+            )
+        sources = [v.model] if strategy_cls.requires_model else []
         sources += [getattr(v.config, name) for name in model_source_fields(v.config)]
         for source in sources:
             try:
