@@ -449,3 +449,12 @@ def test_model_source_parameters_follow_the_rules_of_model(tmp_path):
     missing = text.replace('draft = "draft"', 'draft = "./no-such-draft"')
     with pytest.raises(ModelSourceError, match="variant 's': 'draft': model path not found"):
         parse_spec(missing, base_dir=tmp_path)
+
+
+def test_the_demo_spec_shows_every_kind_of_lever():
+    from workbench.resources import resource_path
+
+    spec = load_spec(resource_path("specs", "demo.toml"))
+    assert {v.strategy for v in spec.variants} == {"baseline", "quantized", "prompt-lookup", "speculative"}
+    assert spec.baseline_variant == "baseline"
+    assert {w.name for w in spec.workloads} == {"chat", "summarise", "code"}

