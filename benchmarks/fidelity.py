@@ -31,6 +31,7 @@ Runs in well under a minute (``--repetitions`` and ``--max-new-tokens`` scale it
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import sys
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.execute import RunExecutor
-from workbench.metrics import StepRecord, trial_metrics
+from workbench.metrics import StepRecord, TrialMetrics, trial_metrics
 from workbench.plan import plan_run
 from workbench.runner import encode_prompt
 from workbench.spec import parse_spec
@@ -56,20 +57,8 @@ CONFIGS: list[tuple[str, dict[str, Any]]] = [
     ("p20+0.05/tok-d4", {"prefill_ms": 20, "prefill_ms_per_token": 0.05, "decode_ms_per_token": 4}),
 ]
 
-#: trial columns that must equal the metrics recomputed from the stored steps
-RECOMPUTED = (
-    "output_tokens",
-    "ttft_ms",
-    "prefill_tokens_per_s",
-    "decode_ms",
-    "tpot_ms",
-    "decode_tokens_per_s",
-    "itl_p50_ms",
-    "itl_p90_ms",
-    "itl_p99_ms",
-    "draft_tokens_proposed",
-    "draft_tokens_accepted",
-)
+#: trial columns that must equal the metrics recomputed from the stored steps: all of them
+RECOMPUTED = tuple(f.name for f in dataclasses.fields(TrialMetrics))
 
 
 def build_spec_text(args: argparse.Namespace) -> str:

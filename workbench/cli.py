@@ -311,7 +311,6 @@ def compare(run_ref: str, run2_ref: str | None, db: Path | None, baseline: str |
 
 def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None) -> list[Any]:
     from .analysis import summarize
-    from .errors import WorkbenchError
 
     trials: list[dict[str, Any]] = []
     prefix = len(run_rows) > 1
