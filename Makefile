@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install $(TORCH)
-	$(BIN)/python -m pip install -e '.[engine,quant,dev]'
+	$(BIN)/python -m pip install -e '.[engine,quant,gui,dev]'
 	touch $@
 
 setup: $(VENV)/.installed

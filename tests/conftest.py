@@ -6,6 +6,8 @@ import pytest
 
 # Never let a test write into the user's real results database or model cache by accident.
 os.environ.pop("WORKBENCH_DB", None)
+# Qt tests run headless (CI has no display); a developer can override it to watch a real window.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 @pytest.fixture
