@@ -101,3 +101,22 @@ def trial_plan(prompt="a b c d e f g h", max_new_tokens: int = 10, **overrides):
         stop=(),
     )
     return TrialPlan(**{**fields, **overrides})
+
+
+@pytest.fixture
+def openai_server():
+    """A real local OpenAI-compatible streaming server (stdlib, in a thread) with known costs."""
+    from workbench.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(prefill_ms=20, decode_ms_per_token=4) as server:
+        yield server
+
+
+def closed_port_url() -> str:
+    """An http URL on 127.0.0.1 where nothing listens (the port was bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"

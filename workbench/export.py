@@ -1,4 +1,5 @@
-"""Headless export of a run's data: ``trials.csv``, ``steps.csv`` and ``summary.json``."""
+"""Headless export of a run's data: ``trials.csv``, ``steps.csv``, ``server_metrics.csv`` (served
+variants) and ``summary.json``."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ def export_data(store: Store, run_id: int, out_dir: Path) -> list[Path]:
         [run_id],
     )
     written = [_csv(out_dir / "trials.csv", trials), _csv(out_dir / "steps.csv", steps)]
+    windows = store.server_metrics(run_id, include_warmup=True)
+    if windows:
+        written.append(_csv(out_dir / "server_metrics.csv", windows))
     summary = {
         "run": {k: run[k] for k in ("id", "name", "status", "started_at", "finished_at", "baseline")},
         "environment": json.loads(run["environment"] or "{}"),
-        "summary": [s.to_dict() for s in summarize(trials, run["baseline"])],
+        "summary": [s.to_dict() for s in summarize(trials, run["baseline"], windows)],
     }
     path = out_dir / "summary.json"
     path.write_text(json.dumps(summary, indent=2), encoding="utf-8")
