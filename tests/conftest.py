@@ -10,6 +10,23 @@ os.environ.pop("WORKBENCH_DB", None)
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--vllm",
+        action="store_true",
+        help="run the tests that start a real vLLM server (venv from scripts/vllm_venv.sh; see docs/ci.md)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--vllm"):
+        return
+    skip = pytest.mark.skip(reason="starts a real vLLM server: run with --vllm (see docs/ci.md)")
+    for item in items:
+        if "vllm" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "results.db"

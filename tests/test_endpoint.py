@@ -174,7 +174,7 @@ def test_parallel_streams_are_each_timed_by_the_runner(openai_server):
     assert {r["concurrency"] for r in rows} == {4} and {r["concurrent_group"] for r in rows} == {0}
     # each stream is timed from its own start: the server's per-request cost, not the group's
     for r in rows:
-        assert 30 <= r["ttft_ms"] and 30 + 7 * 4 <= r["e2e_ms"] < 1000
+        assert r["ttft_ms"] >= 30 and 30 + 7 * 4 <= r["e2e_ms"] < 1000
     offsets = sorted(r["group_offset_ms"] for r in rows)
     assert offsets[4] >= 30 + 7 * 4  # the fifth stream starts when one of the first four has finished
     assert offsets[3] < offsets[4]
@@ -424,3 +424,134 @@ def test_a_wrong_api_key_fails_the_variant_with_the_servers_message(openai_serve
     assert (
         trial["status"] == "failed" and "HTTP 401" in trial["error"] and "Invalid API key" in trial["error"]
     )
+
+
+# -- pieces: the metrics parser, the token split, the plan ----------------------------------------
+
+VLLM_METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="smollm2"} 1.0
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="stop",model_name="smollm2"} %(stop)s
+vllm:request_success_total{engine="0",finished_reason="length",model_name="smollm2"} %(length)s
+vllm:request_success_created{engine="0",finished_reason="stop",model_name="smollm2"} 1.79e+09
+vllm:request_success_total{engine="0",finished_reason="length",model_name="other"} %(other)s
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="smollm2"} 0.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="smollm2"} %(count)s
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="smollm2"} %(ttft_sum)s
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="smollm2"} %(drafts)s
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="smollm2"} %(draft_tokens)s
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="smollm2"} %(accepted)s
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="smollm2",position="0"} %(pos0)s
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="smollm2",position="1"} %(pos1)s
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="smollm2"} %(hits)s
+"""
+
+
+def _page(**values):
+    base = dict(stop=0, length=0, other=0, count=0, ttft_sum=0, drafts=0, draft_tokens=0, accepted=0)
+    return VLLM_METRICS % {**base, "pos0": 0, "pos1": 0, "hits": 0, **values}
+
+
+def test_vllm_metrics_page_deltas():
+    from strategies._prometheus import parse_prometheus, window_figures
+
+    before = parse_prometheus(_page(stop=2, count=2, ttft_sum=0.2, drafts=5, draft_tokens=20, accepted=9))
+    after = parse_prometheus(
+        _page(stop=3, length=2, other=7, count=5, ttft_sum=0.5, drafts=15, draft_tokens=60, accepted=33)
+        .replace('position="0"} 0', 'position="0"} 9')
+        .replace('position="1"} 0', 'position="1"} 4')
+        .replace(
+            'prefix_cache_hits_total{engine="0",model_name="smollm2"} 0',
+            'prefix_cache_hits_total{engine="0",model_name="smollm2"} 6',
+        )
+    )
+    figures = window_figures(before, after, "smollm2")
+    assert figures["requests"] == 3  # stop + length for this model; the other model's 7 are not ours
+    assert figures["ttft_ms"] == pytest.approx(100.0)  # (0.5 - 0.2) s over 3 requests
+    assert figures["ttft_count"] == 3
+    assert (figures["spec_drafts"], figures["spec_draft_tokens"], figures["spec_accepted_tokens"]) == (
+        10,
+        40,
+        24,
+    )
+    assert json.loads(figures["spec_accepted_per_pos"]) == [9, 4]
+    assert figures["extra"] == {"vllm:prefix_cache_hits_total": 6.0}  # counters that moved; no gauges
+
+
+@pytest.mark.parametrize(
+    ("chars", "total", "ends", "expected"),
+    [
+        ([3, 3, 3], 3, None, [1, 1, 1]),
+        ([3, 6, 3], 7, None, [2, 3, 2]),  # at least one per chunk with text, the rest by characters
+        ([3, 3, 0], 4, None, [2, 2, 0]),  # the finishing chunk gets the rest only in _recount (EOS)
+        ([4, 4], 3, [2, 4, 8], [2, 1]),  # a token belongs to the chunk that brought its last character
+        ([4, 4], 4, [2, 4, 8], [2, 2]),  # a token beyond the text (EOS) goes to the last chunk
+        ([2, 2, 2], 2, [3, 6], [0, 1, 1]),  # a chunk that completed no token holds none
+    ],
+)
+def test_split_counts(chars, total, ends, expected):
+    from strategies._endpoint import split_counts
+
+    counts = split_counts(chars, total, ends)
+    assert counts == expected and sum(counts) == total
+
+
+def test_concurrent_variants_run_each_workload_as_one_group():
+    from workbench.plan import plan_run, trial_groups
+
+    spec = parse_spec(
+        """
+        repetitions = 2
+        warmup = 1
+        [[variants]]
+        name = "seq"
+        strategy = "endpoint"
+        [[variants]]
+        name = "par"
+        strategy = "endpoint"
+        concurrency = 4
+        [[workloads]]
+        name = "code"
+        limit = 3
+        [[workloads]]
+        name = "chat"
+        limit = 2
+        """
+    )
+    seq, par = plan_run(spec)
+    assert sorted(map(repr, seq.trials)) == sorted(map(repr, par.trials))  # the same trials
+    assert [(t.workload, t.warmup) for t in par.trials] == [("code", True)] + [("code", False)] * 6 + [
+        ("chat", True)
+    ] + [("chat", False)] * 4
+    assert [len(g) for g in trial_groups(par.trials, 4)] == [1, 6, 1, 4]
+    assert trial_groups(seq.trials, 1) == [[i] for i in range(len(seq.trials))]
+
+
+def test_outputs_without_token_ids_are_compared_with_the_baseline_as_text(db_path):
+    from workbench.execute import mark_matches_baseline
+    from workbench.store import Store
+
+    store = Store(db_path)
+    run_id = store.create_run(name="r", spec_text="", baseline="local", version="0")
+    common = {
+        "workload": "w",
+        "prompt_id": "p",
+        "repetition": 0,
+        "warmup": 0,
+        "status": "ok",
+        "temperature": 0.0,
+    }
+    store.add_trial(
+        run_id, {**common, "variant": "local", "output_text": "Hello there", "output_token_ids": "[5, 6]"}
+    )
+    same = store.add_trial(run_id, {**common, "variant": "served", "output_text": "Hello there"})
+    other = store.add_trial(run_id, {**common, "variant": "served2", "output_text": "Hello world"})
+    mark_matches_baseline(store, run_id, "local")
+    by_id = {t["id"]: t for t in store.trials(run_id)}
+    assert by_id[same]["matches_baseline"] == 1
+    assert by_id[other]["matches_baseline"] == 0 and by_id[other]["first_divergence"] == 6
