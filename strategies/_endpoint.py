@@ -72,6 +72,7 @@ def http_error(response: httpx.Response) -> StrategyError:
 
 class EndpointSession(Session):
     timing_scope = "client"
+    dtype = "server"  # the server's choice; not visible through its API
 
     def __init__(self, config: EndpointConfig, client: httpx.Client, model: str) -> None:
         self.config = config

@@ -437,8 +437,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _sleep_until(deadline: float) -> None:
-    while True:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            return
-        time.sleep(remaining if remaining > 0.002 else 0)
+    # No spinning: with many parallel streams, spinning threads would fight over the GIL.
+    remaining = deadline - time.perf_counter()
+    if remaining > 0:
+        time.sleep(remaining)

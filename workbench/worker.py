@@ -113,7 +113,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     events.emit(
         "loaded",
         device="remote" if client else str(device),
-        dtype=session.dtype or (None if client else variant.dtype),
+        dtype=session.dtype or variant.dtype,
         load_ms=load_ms,
         weights_mb=session.weights_mb,
         context_length=session.context_length,
