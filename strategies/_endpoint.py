@@ -317,6 +317,10 @@ class EndpointSession(Session):
             )
         text = "".join(stream.texts)
         source = stream.mode
+        if stream.mode is None and (stream.usage or {}).get("completion_tokens"):
+            raise StrategyError(
+                f"the server counted {stream.usage['completion_tokens']} tokens but streamed none"
+            )
         if stream.mode == "text":
             source = self._recount(stream, text, probe)
         usage = stream.usage or {}
@@ -343,6 +347,10 @@ class EndpointSession(Session):
             )
         ends = counted[1] if counted is not None else None
         chars = [len(t) for t in stream.step_texts]
+        if not chars:
+            if total:
+                raise StrategyError(f"the server counted {total} tokens but streamed none")
+            return source
         if ends is None and stream.finish == "stop" and chars[-1] == 0 and total > len(chars) - 1:
             # An empty finishing chunk after a stop carries the end-of-sequence (or stop) token.
             counts = [*split_counts(chars[:-1], total - 1), 1]
