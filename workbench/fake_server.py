@@ -174,6 +174,10 @@ class FakeOpenAIServer:
 
 
 class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog (5) drops the SYNs of many parallel streams, which then
+    # retry a second later; uvicorn's is 2048.
+    request_queue_size = 1024
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         return  # a client that hung up (a cancelled or failed trial) is not the server's problem
 
