@@ -120,3 +120,11 @@ def m002_output_tokens_and_divergence(db: Database) -> None:
 def m003_draft_steps(db: Database) -> None:
     """Steps that verified a draft: the denominator of the mean accepted length."""
     db["trials"].add_column("draft_steps", int)
+
+
+@migrations()
+def m004_prompt_reuse_and_trim(db: Database) -> None:
+    """The prefill levers: prompt tokens served from a KV cache, and prompt tokens trimmed away."""
+    trials = db["trials"]
+    trials.add_column("cached_tokens", int)
+    trials.add_column("trimmed_tokens", int)
