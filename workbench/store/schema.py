@@ -128,3 +128,11 @@ def m004_prompt_reuse_and_trim(db: Database) -> None:
     trials = db["trials"]
     trials.add_column("cached_tokens", int)
     trials.add_column("trimmed_tokens", int)
+
+
+@migrations()
+def m005_variant_sweeps(db: Database) -> None:
+    """Variants expanded from a spec ``sweep``: the swept key and the value (JSON) of each."""
+    variants = db["variants"]
+    variants.add_column("sweep_param", str)
+    variants.add_column("sweep_value", str)
