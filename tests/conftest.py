@@ -6,6 +6,9 @@ import pytest
 
 # Never let a test write into the user's real results database or model cache by accident.
 os.environ.pop("WORKBENCH_DB", None)
+# A known memory bandwidth for runs made by tests (roofline figures with known answers; no 0.2 s
+# measurement per worker, nothing written to the user's cache). tests/test_roofline.py measures.
+os.environ["WORKBENCH_BANDWIDTH_GBS"] = "20"
 # Qt tests run headless (CI has no display); a developer can override it to watch a real window.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 
@@ -137,7 +138,16 @@ def preferred_size(chart: cd.Chart) -> tuple[int, int]:
     if isinstance(chart, cd.HeadlineChart):
         rows = sum(len(g.bars) + 1 for g in chart.groups)
         return WIDTH, 150 + 34 * rows
-    return WIDTH, 520
+    if isinstance(chart, cd.SpeedupChart):
+        rows = len({(p.workload, p.variant) for p in chart.points if p.metric == "e2e"}) + len(
+            chart.workloads
+        )
+        return WIDTH, 150 + 34 * rows
+    if isinstance(chart, cd.RooflineChart):
+        return WIDTH, 150 + 34 * (len(chart.rows_) + len(chart.workloads))
+    if isinstance(chart, cd.MemoryChart):
+        return WIDTH, 170 + 40 * len(chart.bars)
+    return WIDTH, 540
 
 
 def _plot(widget: pg.GraphicsLayoutWidget, row: int | None = None, col: int | None = None) -> pg.PlotItem:
@@ -160,7 +170,9 @@ def _axis_label(plot: pg.PlotItem, side: str, axis: cd.Axis) -> None:
 
 def _text(
     plot: pg.PlotItem, x: float, y: float, text: str, colour: str, anchor: tuple[float, float], **kw: Any
-) -> pg.TextItem:
+) -> pg.TextItem | None:
+    if not text:
+        return None
     item = pg.TextItem(text=text, color=colour, anchor=anchor)
     item.setFont(_font(kw.get("px", FONT_PX), kw.get("bold", False)))
     item.setPos(x, y)
@@ -169,61 +181,306 @@ def _text(
     return item
 
 
+def _grouped_rows(
+    plot: pg.PlotItem, groups: list[tuple[str, list[str]]], *, gap: float = 1.4, x: float = 0.0
+) -> list[list[float]]:
+    """Lay out horizontal-bar rows top to bottom: a bold header row per group, then one row per label
+    (ticks on the left axis). Returns the y of each row, per group."""
+    plot.invertY(True)
+    ticks: list[tuple[float, str]] = []
+    positions: list[list[float]] = []
+    y = 0.0
+    for header, labels in groups:
+        if header:
+            _text(plot, x, y, header, FOREGROUND, (0, 0.5), bold=True)  # at the left edge of the x range
+        else:
+            y -= 1  # no header row
+        ys = []
+        for label in labels:
+            y += 1
+            ys.append(y)
+            ticks.append((y, label))
+        positions.append(ys)
+        y += gap
+    plot.getAxis("left").setTicks([ticks, []])
+    plot.setYRange(-0.7 if groups and groups[0][0] else 0.3, y - gap + 0.7, padding=0)
+    return positions
+
+
 def _headline(widget: pg.GraphicsLayoutWidget, chart: cd.HeadlineChart) -> None:
     plot = _plot(widget)
-    plot.invertY(True)  # first workload at the top
     plot.showGrid(x=True, y=False, alpha=0.15)
     _axis_label(plot, "bottom", chart.x_axis)
     colours = chart.colours
     longest = max((b.total_ms for g in chart.groups for b in g.bars), default=1.0) or 1.0
-    ticks: list[tuple[float, str]] = []
-    y = 0.0
-    for group in chart.groups:
-        header = f"{group.workload}" + (f"  —  {group.label}" if group.label else "")
-        _text(plot, 0, y, header, FOREGROUND, (0, 0.5), bold=True)
-        ys, prefill, decode, dark, light = [], [], [], [], []
-        for bar in group.bars:
-            y += 1
-            ys.append(y)
-            prefill.append(bar.prefill_ms)
-            decode.append(bar.decode_ms)
-            colour = colours.get(bar.variant, cd.OKABE_ITO[-1])
-            dark.append(colour)
-            light.append(cd.lighten(colour))
-            ticks.append((y, bar.variant))
-            # values on the bars: inside a segment when it is wide enough, the total after the bar
-            for x0, width, fill_colour in (
-                (0.0, bar.prefill_ms, light[-1]),
-                (bar.prefill_ms, bar.decode_ms, colour),
-            ):
-                if width >= 0.09 * longest:
-                    _text(plot, x0 + width / 2, y, _fmt_ms(width), _text_colour_on(fill_colour), (0.5, 0.5))
-            _text(
-                plot,
-                bar.total_ms + 0.01 * longest,
-                y,
-                f"{_fmt_ms(bar.total_ms)} ms · prefill {bar.prefill_share:.0%}",
-                FOREGROUND,
-                (0, 0.5),
-            )
-        edge = pg.mkPen("#333333", width=0.8)
+    groups = [
+        (g.workload + (f"  —  {g.label}" if g.label else ""), [b.variant for b in g.bars])
+        for g in chart.groups
+    ]
+    edge = pg.mkPen("#333333", width=0.8)
+    for group, ys in zip(chart.groups, _grouped_rows(plot, groups), strict=True):
+        dark = [colours.get(b.variant, cd.OKABE_ITO[-1]) for b in group.bars]
+        light = [cd.lighten(c) for c in dark]
+        prefill = [b.prefill_ms for b in group.bars]
         plot.addItem(
             pg.BarGraphItem(
                 x0=[0.0] * len(ys), y=ys, height=0.66, width=prefill, brushes=light, pens=[edge] * len(ys)
             )
         )
         plot.addItem(
-            pg.BarGraphItem(x0=prefill, y=ys, height=0.66, width=decode, brushes=dark, pens=[edge] * len(ys))
+            pg.BarGraphItem(
+                x0=prefill,
+                y=ys,
+                height=0.66,
+                width=[b.decode_ms for b in group.bars],
+                brushes=dark,
+                pens=[edge] * len(ys),
+            )
         )
-        y += 1.4  # gap before the next workload's header
-    plot.getAxis("left").setTicks([ticks, []])
+        for bar, y, d, lt in zip(group.bars, ys, dark, light, strict=True):
+            # values on the bars: inside a segment when it is wide enough, the total after the bar
+            for x0, width, fill_colour in ((0.0, bar.prefill_ms, lt), (bar.prefill_ms, bar.decode_ms, d)):
+                if width >= 0.09 * longest:
+                    _text(plot, x0 + width / 2, y, _fmt_ms(width), _text_colour_on(fill_colour), (0.5, 0.5))
+            label = f"{_fmt_ms(bar.total_ms)} ms · prefill {bar.prefill_share:.0%}"
+            _text(plot, bar.total_ms + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
     plot.setXRange(0, longest * 1.32, padding=0)
-    plot.setYRange(-0.7, y - 1.4 + 0.7, padding=0)
     plot.setLimits(xMin=0)
+
+
+def _legend(plot: pg.PlotItem, offset: tuple[int, int]) -> pg.LegendItem:
+    legend = plot.addLegend(offset=offset, labelTextSize=f"{FONT_PX}px", labelTextColor=FOREGROUND)
+    legend.setBrush(pg.mkBrush(255, 255, 255, 220))
+    legend.setPen(pg.mkPen("#bbbbbb"))
+    return legend
+
+
+def _timeline(widget: pg.GraphicsLayoutWidget, chart: cd.TimelineChart) -> None:
+    plot = _plot(widget)
+    plot.getViewBox().setMouseEnabled(x=True, y=True)
+    plot.showGrid(x=True, y=True, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    _axis_label(plot, "left", chart.y_axis)
+    _legend(plot, (-10, -10))
+    colours = chart.colours
+    for s in chart.series:
+        # a step function: the count jumps when a step delivers its tokens
+        xs, ys = [s.t_ms[0]], [s.tokens[0]]
+        for t, n in zip(s.t_ms[1:], s.tokens[1:], strict=True):
+            xs += [t, t]
+            ys += [ys[-1], n]
+        colour = colours.get(s.variant, cd.OKABE_ITO[-1])
+        plot.plot(xs, ys, pen=pg.mkPen(colour, width=2.5), name=f"{s.variant} ({s.t_ms[-1]:,.0f} ms)")
+        first = s.t_ms[1] if len(s.t_ms) > 1 else s.t_ms[0]
+        plot.plot(
+            [first],
+            [s.tokens[1] if len(s.tokens) > 1 else 0],
+            pen=None,
+            symbol="o",
+            symbolSize=7,
+            symbolBrush=colour,
+            symbolPen=pg.mkPen(colour),
+        )
+    plot.setLimits(xMin=0, yMin=0)
+
+
+def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
+    plot = _plot(widget)
+    plot.getViewBox().setMouseEnabled(x=True, y=True)
+    plot.showGrid(x=True, y=True, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    _axis_label(plot, "left", chart.y_axis)
+    _legend(plot, (10, 10) if chart.kind == "ttft" else (-10, 10))
+    colours = chart.colours
+    for s in chart.series:
+        colour = colours.get(s.variant, cd.OKABE_ITO[-1])
+        lo = [v if v is not None else y for v, y in zip(s.lo, s.y, strict=True)]
+        hi = [v if v is not None else y for v, y in zip(s.hi, s.y, strict=True)]
+        low = pg.PlotCurveItem(list(s.x), lo, pen=pg.mkPen(None))
+        high = pg.PlotCurveItem(list(s.x), hi, pen=pg.mkPen(None))
+        plot.addItem(low)
+        plot.addItem(high)
+        plot.addItem(pg.FillBetweenItem(low, high, brush=qcolour(colour, 60)))
+        slope = f": {s.slope:+.3g} {chart.slope_unit}" if s.slope is not None else ""
+        plot.plot(
+            list(s.x),
+            list(s.y),
+            pen=pg.mkPen(colour, width=2),
+            symbol="o",
+            symbolSize=7,
+            symbolBrush=colour,
+            symbolPen=pg.mkPen(colour),
+            name=f"{s.variant}{slope}",
+        )
+        if s.slope is not None and s.intercept is not None:
+            x0, x1 = min(s.x), max(s.x)
+            plot.plot(
+                [x0, x1],
+                [s.intercept + s.slope * x0, s.intercept + s.slope * x1],
+                pen=pg.mkPen(colour, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
+            )
+    plot.setLimits(xMin=0)
+    if chart.kind == "ttft":
+        plot.setYRange(
+            0, max((max(s.hi[i] or s.y[i] for i in range(len(s.y))) for s in chart.series), default=1) * 1.1
+        )
+
+
+def _speedup(widget: pg.GraphicsLayoutWidget, chart: cd.SpeedupChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=True, y=False, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    colours = chart.colours
+    e2e = [p for p in chart.points if p.metric == "e2e"]
+    groups = [
+        (w, [p.variant for p in e2e if p.workload == w])
+        for w in chart.workloads
+        if any(p.workload == w for p in e2e)
+    ]
+    lows = [min(p.lo if p.lo is not None else p.value, 1.0) for p in e2e]
+    highs = [max(p.hi if p.hi is not None else p.value, 1.0) for p in e2e]
+    left, right = min(lows, default=0.5), max(highs, default=2.0)
+    span = max(right - left, 0.2)
+    x_min, x_max = max(0.0, left - 0.08 * span), right + 0.55 * span
+    plot.addItem(
+        pg.InfiniteLine(
+            pos=1.0, angle=90, pen=pg.mkPen("#555555", width=1.2, style=QtCore.Qt.PenStyle.DashLine)
+        )
+    )
+    for (workload, _), ys in zip(groups, _grouped_rows(plot, groups, x=x_min), strict=True):
+        points = [p for p in e2e if p.workload == workload]
+        for p, y in zip(points, ys, strict=True):
+            colour = colours.get(p.variant, cd.OKABE_ITO[-1])
+            if p.lo is not None and p.hi is not None:
+                plot.addItem(
+                    pg.ErrorBarItem(
+                        x=np.array([p.value]),
+                        y=np.array([y]),
+                        left=np.array([p.value - p.lo]),
+                        right=np.array([p.hi - p.value]),
+                        beam=0.25,
+                        pen=pg.mkPen(colour, width=2),
+                    )
+                )
+            plot.plot(
+                [p.value],
+                [y],
+                pen=None,
+                symbol="o",
+                symbolSize=13,
+                symbolPen=pg.mkPen(colour, width=2),
+                symbolBrush=colour if p.significant else BACKGROUND,
+            )
+            ci = f" [{p.lo:.2f}–{p.hi:.2f}]" if p.lo is not None and p.hi is not None else ""
+            verdict = "faster" if p.value > 1 else "slower"
+            verdict = verdict if p.significant else "not significant" if ci else verdict
+            end = max(p.hi if p.hi is not None else p.value, p.value)
+            _text(plot, end + 0.02 * span, y, f"{p.value:.2f}x{ci} · {verdict}", FOREGROUND, (0, 0.5))
+    plot.setXRange(x_min, x_max, padding=0)
+
+
+def _acceptance(widget: pg.GraphicsLayoutWidget, chart: cd.AcceptanceChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=False, y=True, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    _axis_label(plot, "left", chart.y_axis)
+    _legend(plot, (-10, 10))
+    colours = chart.colours
+    variants = list(chart.counts)
+    lengths = sorted({k for c in chart.counts.values() for k in c})
+    width = 0.8 / max(len(variants), 1)
+    top = 0.0
+    for i, variant in enumerate(variants):
+        shares = chart.shares(variant)
+        xs = [k - 0.4 + width * (i + 0.5) for k in shares]
+        colour = colours.get(variant, cd.OKABE_ITO[-1])
+        mean = chart.mean_length(variant)
+        bars = pg.BarGraphItem(
+            x=xs,
+            height=list(shares.values()),
+            width=width * 0.92,
+            brush=colour,
+            pen=pg.mkPen("#333333", width=0.8),
+        )
+        plot.addItem(bars)
+        legend = plot.legend
+        legend.addItem(bars, f"{variant}: mean {mean:.2f} tokens per step" if mean else variant)
+        for x, share in zip(xs, shares.values(), strict=True):
+            _text(plot, x, share, f"{share:.0f}", FOREGROUND, (0.5, 1.0), px=FONT_PX - 1)
+            top = max(top, share)
+    plot.getAxis("bottom").setTicks([[(k, str(k)) for k in lengths], []])
+    plot.setXRange(min(lengths, default=1) - 0.6, max(lengths, default=1) + 0.6, padding=0)
+    plot.setYRange(0, top * 1.22 or 1, padding=0)
+
+
+def _memory(widget: pg.GraphicsLayoutWidget, chart: cd.MemoryChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=True, y=False, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    colours = chart.colours
+    ys = _grouped_rows(plot, [("", [b.variant for b in chart.bars])], gap=0)[0]
+    longest = max((b.peak_mb for b in chart.bars), default=1.0) or 1.0
+    edge = pg.mkPen("#333333", width=0.8)
+    for b, y in zip(chart.bars, ys, strict=True):
+        colour = colours.get(b.variant, cd.OKABE_ITO[-1])
+        weights = min(b.weights_mb or 0.0, b.peak_mb)
+        plot.addItem(
+            pg.BarGraphItem(x0=[0], y=[y], height=0.62, width=[weights], brush=cd.lighten(colour), pen=edge)
+        )
+        plot.addItem(
+            pg.BarGraphItem(
+                x0=[weights], y=[y], height=0.62, width=[b.peak_mb - weights], brush=colour, pen=edge
+            )
+        )
+        label = f"peak {b.peak_mb:,.0f} MB" + (f" · weights {b.weights_mb:,.0f} MB" if b.weights_mb else "")
+        _text(plot, b.peak_mb + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+    plot.setXRange(0, longest * 1.45, padding=0)
+
+
+def _roofline(widget: pg.GraphicsLayoutWidget, chart: cd.RooflineChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=True, y=False, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    colours = chart.colours
+    groups = [(w, [r.variant for r in chart.rows_ if r.workload == w]) for w in chart.workloads]
+    longest = max((max(r.limit_tokens_per_s, r.decode_tokens_per_s) for r in chart.rows_), default=1.0) or 1.0
+    for (workload, _), ys in zip(groups, _grouped_rows(plot, groups), strict=True):
+        for r, y in zip([r for r in chart.rows_ if r.workload == workload], ys, strict=True):
+            colour = colours.get(r.variant, cd.OKABE_ITO[-1])
+            plot.addItem(
+                pg.BarGraphItem(
+                    x0=[0],
+                    y=[y],
+                    height=0.62,
+                    width=[r.decode_tokens_per_s],
+                    brush=colour,
+                    pen=pg.mkPen("#333333", width=0.8),
+                )
+            )
+            plot.addItem(
+                pg.BarGraphItem(
+                    x0=[0],
+                    y=[y],
+                    height=0.8,
+                    width=[r.limit_tokens_per_s],
+                    brush=pg.mkBrush(None),
+                    pen=pg.mkPen(colour, width=2, style=QtCore.Qt.PenStyle.DashLine),
+                )
+            )
+            end = max(r.limit_tokens_per_s, r.decode_tokens_per_s)
+            label = f"{r.decode_tokens_per_s:,.1f} tok/s = {r.fraction:.0%} of {r.limit_tokens_per_s:,.1f}"
+            _text(plot, end + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+    plot.setXRange(0, longest * 1.45, padding=0)
 
 
 _BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
     cd.HeadlineChart: _headline,
+    cd.TimelineChart: _timeline,
+    cd.SweepChart: _sweep,
+    cd.SpeedupChart: _speedup,
+    cd.AcceptanceChart: _acceptance,
+    cd.MemoryChart: _memory,
+    cd.RooflineChart: _roofline,
 }
 
 

@@ -120,3 +120,12 @@ def m002_output_tokens_and_divergence(db: Database) -> None:
 def m003_draft_steps(db: Database) -> None:
     """Steps that verified a draft: the denominator of the mean accepted length."""
     db["trials"].add_column("draft_steps", int)
+
+
+@migrations()
+def m004_roofline(db: Database) -> None:
+    """What the decode roofline needs, recorded where the run happens (the viewer has no torch)."""
+    variants = db["variants"]
+    variants.add_column("memory_bandwidth_gbs", float)  # measured copy bandwidth of the variant's device
+    variants.add_column("kv_bytes_per_token", float)  # KV-cache bytes one token adds (all resident models)
+    variants.add_column("model_shape", str)  # JSON: layers, kv_heads, head_dim, bytes_per_element
