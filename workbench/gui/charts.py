@@ -29,9 +29,11 @@ an SVG that matches the PNG (``tests/test_charts.py`` renders both and compares 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +250,11 @@ def _headline(widget: pg.GraphicsLayoutWidget, chart: cd.HeadlineChart) -> None:
     plot.setLimits(xMin=0)
 
 
+def _line(plot: pg.PlotItem, *args: Any, **kwargs: Any) -> pg.PlotDataItem:
+    """``plot.plot`` with antialiased lines (smooth in PNG and SVG alike)."""
+    return plot.plot(*args, antialias=True, **kwargs)
+
+
 def _legend(plot: pg.PlotItem, offset: tuple[int, int]) -> pg.LegendItem:
     legend = plot.addLegend(offset=offset, labelTextSize=f"{FONT_PX}px", labelTextColor=FOREGROUND)
     legend.setBrush(pg.mkBrush(255, 255, 255, 220))
@@ -270,9 +277,10 @@ def _timeline(widget: pg.GraphicsLayoutWidget, chart: cd.TimelineChart) -> None:
             xs += [t, t]
             ys += [ys[-1], n]
         colour = colours.get(s.variant, cd.OKABE_ITO[-1])
-        plot.plot(xs, ys, pen=pg.mkPen(colour, width=2.5), name=f"{s.variant} ({s.t_ms[-1]:,.0f} ms)")
+        _line(plot, xs, ys, pen=pg.mkPen(colour, width=2.5), name=f"{s.variant} ({s.t_ms[-1]:,.0f} ms)")
         first = s.t_ms[1] if len(s.t_ms) > 1 else s.t_ms[0]
-        plot.plot(
+        _line(
+            plot,
             [first],
             [s.tokens[1] if len(s.tokens) > 1 else 0],
             pen=None,
@@ -296,13 +304,14 @@ def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
         colour = colours.get(s.variant, cd.OKABE_ITO[-1])
         lo = [v if v is not None else y for v, y in zip(s.lo, s.y, strict=True)]
         hi = [v if v is not None else y for v, y in zip(s.hi, s.y, strict=True)]
-        low = pg.PlotCurveItem(list(s.x), lo, pen=pg.mkPen(None))
-        high = pg.PlotCurveItem(list(s.x), hi, pen=pg.mkPen(None))
+        low = pg.PlotCurveItem(list(s.x), lo, pen=pg.mkPen(None), antialias=True)
+        high = pg.PlotCurveItem(list(s.x), hi, pen=pg.mkPen(None), antialias=True)
         plot.addItem(low)
         plot.addItem(high)
         plot.addItem(pg.FillBetweenItem(low, high, brush=qcolour(colour, 60)))
         slope = f": {s.slope:+.3g} {chart.slope_unit}" if s.slope is not None else ""
-        plot.plot(
+        _line(
+            plot,
             list(s.x),
             list(s.y),
             pen=pg.mkPen(colour, width=2),
@@ -314,7 +323,8 @@ def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
         )
         if s.slope is not None and s.intercept is not None:
             x0, x1 = min(s.x), max(s.x)
-            plot.plot(
+            _line(
+                plot,
                 [x0, x1],
                 [s.intercept + s.slope * x0, s.intercept + s.slope * x1],
                 pen=pg.mkPen(colour, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
@@ -362,7 +372,8 @@ def _speedup(widget: pg.GraphicsLayoutWidget, chart: cd.SpeedupChart) -> None:
                         pen=pg.mkPen(colour, width=2),
                     )
                 )
-            plot.plot(
+            _line(
+                plot,
                 [p.value],
                 [y],
                 pen=None,
@@ -500,15 +511,23 @@ def ensure_app() -> QtWidgets.QApplication:
     return app  # type: ignore[return-value]
 
 
-def render(chart: cd.Chart, size: tuple[int, int] | None = None) -> pg.GraphicsLayoutWidget:
-    """``chart`` in a laid-out widget that is never shown on screen (for export)."""
+@contextlib.contextmanager
+def render(chart: cd.Chart, size: tuple[int, int] | None = None) -> Iterator[pg.GraphicsLayoutWidget]:
+    """``with render(chart) as widget:`` — ``chart`` in a laid-out widget that is never shown on
+    screen (for export). The widget is destroyed on leaving the block: pyqtgraph items left to the
+    interpreter's final garbage collection crash PySide6 at exit."""
     app = ensure_app()
     widget = build(chart)
-    widget.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen)
-    widget.resize(*(size or preferred_size(chart)))
-    widget.show()  # lays the scene out at that size; nothing appears on a screen
-    app.processEvents()
-    return widget
+    try:
+        widget.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen)
+        widget.resize(*(size or preferred_size(chart)))
+        widget.show()  # lays the scene out at that size; nothing appears on a screen
+        app.processEvents()
+        yield widget
+    finally:
+        widget.close()
+        del widget
+        gc.collect()
 
 
 def _png_image(widget: pg.GraphicsLayoutWidget, scale: float) -> QtGui.QImage:
@@ -524,16 +543,12 @@ def _png_image(widget: pg.GraphicsLayoutWidget, scale: float) -> QtGui.QImage:
 
 
 def png_bytes(chart: cd.Chart, *, scale: float = 2.0, size: tuple[int, int] | None = None) -> bytes:
-    widget = render(chart, size)
-    try:
+    with render(chart, size) as widget:
         image = _png_image(widget, scale)
-        buffer = QtCore.QBuffer()
-        buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-        image.save(buffer, "PNG")
-        return bytes(buffer.data())
-    finally:
-        widget.close()
-        widget.deleteLater()
+    buffer = QtCore.QBuffer()
+    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    return bytes(buffer.data())
 
 
 def save_png(
@@ -545,8 +560,7 @@ def save_png(
 
 
 def svg_bytes(chart: cd.Chart, *, size: tuple[int, int] | None = None) -> bytes:
-    widget = render(chart, size)
-    try:
+    with render(chart, size) as widget:
         scene = widget.scene()
         source = widget.viewRect()  # what the widget shows (the scene may extend beyond it)
         buffer = QtCore.QBuffer()
@@ -565,10 +579,7 @@ def svg_bytes(chart: cd.Chart, *, size: tuple[int, int] | None = None) -> bytes:
             scene.render(painter, QtCore.QRectF(0, 0, source.width(), source.height()), source)
         finally:
             painter.end()
-        return bytes(buffer.data())
-    finally:
-        widget.close()
-        widget.deleteLater()
+    return bytes(buffer.data())
 
 
 def save_svg(chart: cd.Chart, path: str | os.PathLike[str], *, size: tuple[int, int] | None = None) -> Path:
