@@ -136,7 +136,12 @@ def model_shape(config: Any, dtype: torch.dtype) -> dict[str, int] | None:
     if not head_dim:
         return None
     element = torch.empty((), dtype=dtype).element_size()
-    return {"layers": int(layers), "kv_heads": int(kv_heads), "head_dim": int(head_dim), "bytes_per_element": element}
+    return {
+        "layers": int(layers),
+        "kv_heads": int(kv_heads),
+        "head_dim": int(head_dim),
+        "bytes_per_element": element,
+    }
 
 
 class Sampler:

@@ -75,7 +75,9 @@ class HFAssistedSession(HFSession):
         self.config = config
         if draft_hf is not None:
             self.weights_mb = hf.weights_mb + draft_hf.weights_mb
-            self.kv_bytes_per_token = (self.kv_bytes_per_token or 0) + (kv_bytes_per_token(draft_hf.model_shape) or 0) or None
+            self.kv_bytes_per_token = (self.kv_bytes_per_token or 0) + (
+                kv_bytes_per_token(draft_hf.model_shape) or 0
+            ) or None
             gc = draft_hf.model.generation_config
             gc.num_assistant_tokens = config.num_draft_tokens
             gc.num_assistant_tokens_schedule = "constant"

@@ -136,7 +136,9 @@ class SpeculativeSession(HFSession):
         super().__init__(hf)
         self.draft_hf = draft_hf
         self.weights_mb = hf.weights_mb + draft_hf.weights_mb  # both models are resident
-        self.kv_bytes_per_token = (self.kv_bytes_per_token or 0) + (kv_bytes_per_token(draft_hf.model_shape) or 0) or None
+        self.kv_bytes_per_token = (self.kv_bytes_per_token or 0) + (
+            kv_bytes_per_token(draft_hf.model_shape) or 0
+        ) or None
         if draft_hf.context_length and (
             self.context_length is None or draft_hf.context_length < self.context_length
         ):

@@ -119,7 +119,7 @@ strategy = "fake"
 prefill_ms = 1
 prefill_ms_per_token = 0.02
 decode_ms_per_token = 0.5
-weights_mb = 500
+weights_mb = 5
 
 [[variants]]
 name = "int8"
@@ -127,7 +127,7 @@ strategy = "fake"
 prefill_ms = 1
 prefill_ms_per_token = 0.03
 decode_ms_per_token = 0.3
-weights_mb = 250
+weights_mb = 2.5
 
 [[variants]]
 name = "spec"
@@ -136,7 +136,7 @@ prefill_ms = 1.5
 prefill_ms_per_token = 0.02
 decode_ms_per_token = 0.25
 tokens_per_step = 3
-weights_mb = 600
+weights_mb = 6
 
 [[workloads]]
 name = "rag"

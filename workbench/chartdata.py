@@ -569,8 +569,10 @@ def roofline_chart(analysis: Any) -> RooflineChart | None:
         rows_=rows,
         bandwidth_gbs=bandwidths[0] if bandwidths else None,
         notes=[
-            f"Outline: the limit = bandwidth ({bw} GB/s, measured) ÷ bytes read per token (weights + KV cache "
-            "at the median length). Speculative variants can pass it: several tokens per weight read."
+            f"Dashed outline: the limit = memory bandwidth ({bw} GB/s, recorded with the run) ÷ bytes read per "
+            "token (weights + KV cache at the median length). Speculative variants can pass it (several "
+            "tokens per weight read); others only when the copy benchmark understates what the model's reads "
+            "reach."
         ],
     )
 

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import html
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -126,8 +128,9 @@ def fill(widget: pg.GraphicsLayoutWidget, chart: cd.Chart) -> None:
         widget.nextRow()
     builder(widget, chart)
     if chart.notes:
+        lines = [html.escape(line) for note in chart.notes for line in textwrap.wrap(note, 125)]
         widget.nextRow()
-        widget.addLabel("<br>".join(chart.notes), colspan=2, size=f"{FONT_PX}px", color="#555555")
+        widget.addLabel("<br>".join(lines), colspan=2, size=f"{FONT_PX}px", color="#555555")
 
 
 def plot_items(widget: pg.GraphicsLayoutWidget) -> list[pg.PlotItem]:
@@ -149,7 +152,7 @@ def preferred_size(chart: cd.Chart) -> tuple[int, int]:
         return WIDTH, 150 + 34 * (len(chart.rows_) + len(chart.workloads))
     if isinstance(chart, cd.MemoryChart):
         return WIDTH, 170 + 40 * len(chart.bars)
-    return WIDTH, 540
+    return WIDTH, 580
 
 
 def _plot(widget: pg.GraphicsLayoutWidget, row: int | None = None, col: int | None = None) -> pg.PlotItem:
@@ -255,11 +258,17 @@ def _line(plot: pg.PlotItem, *args: Any, **kwargs: Any) -> pg.PlotDataItem:
     return plot.plot(*args, antialias=True, **kwargs)
 
 
-def _legend(plot: pg.PlotItem, offset: tuple[int, int]) -> pg.LegendItem:
-    legend = plot.addLegend(offset=offset, labelTextSize=f"{FONT_PX}px", labelTextColor=FOREGROUND)
-    legend.setBrush(pg.mkBrush(255, 255, 255, 220))
-    legend.setPen(pg.mkPen("#bbbbbb"))
-    return legend
+def _legend(widget: pg.GraphicsLayoutWidget, entries: list[tuple[str, str]], per_line: int = 4) -> None:
+    """A legend row under the plot: a colour square and a text per entry. Outside the plot it never
+    hides data, and it scales with the export (pyqtgraph's in-plot legend stays 1x in a 2x PNG)."""
+    if not entries:
+        return
+    items = [
+        f'<span style="color:{colour}">&#9632;</span>&nbsp;{html.escape(text)}' for colour, text in entries
+    ]
+    lines = ["&nbsp;&nbsp;&nbsp;&nbsp;".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
+    widget.nextRow()
+    widget.addLabel("<br>".join(lines), colspan=2, size=f"{FONT_PX + 1}px", color=FOREGROUND)
 
 
 def _timeline(widget: pg.GraphicsLayoutWidget, chart: cd.TimelineChart) -> None:
@@ -268,8 +277,8 @@ def _timeline(widget: pg.GraphicsLayoutWidget, chart: cd.TimelineChart) -> None:
     plot.showGrid(x=True, y=True, alpha=0.15)
     _axis_label(plot, "bottom", chart.x_axis)
     _axis_label(plot, "left", chart.y_axis)
-    _legend(plot, (-10, -10))
     colours = chart.colours
+    entries = []
     for s in chart.series:
         # a step function: the count jumps when a step delivers its tokens
         xs, ys = [s.t_ms[0]], [s.tokens[0]]
@@ -277,19 +286,23 @@ def _timeline(widget: pg.GraphicsLayoutWidget, chart: cd.TimelineChart) -> None:
             xs += [t, t]
             ys += [ys[-1], n]
         colour = colours.get(s.variant, cd.OKABE_ITO[-1])
-        _line(plot, xs, ys, pen=pg.mkPen(colour, width=2.5), name=f"{s.variant} ({s.t_ms[-1]:,.0f} ms)")
-        first = s.t_ms[1] if len(s.t_ms) > 1 else s.t_ms[0]
-        _line(
-            plot,
-            [first],
-            [s.tokens[1] if len(s.tokens) > 1 else 0],
-            pen=None,
-            symbol="o",
-            symbolSize=7,
-            symbolBrush=colour,
-            symbolPen=pg.mkPen(colour),
-        )
+        _line(plot, xs, ys, pen=pg.mkPen(colour, width=2.5))
+        if len(s.t_ms) > 1:  # the first token: where prefill ends
+            _line(
+                plot,
+                [s.t_ms[1]],
+                [s.tokens[1]],
+                pen=None,
+                symbol="o",
+                symbolSize=8,
+                symbolBrush=colour,
+                symbolPen=pg.mkPen(colour),
+            )
+            entries.append(
+                (colour, f"{s.variant}: first token {_fmt_ms(s.t_ms[1])} ms, done {_fmt_ms(s.t_ms[-1])} ms")
+            )
     plot.setLimits(xMin=0, yMin=0)
+    _legend(widget, entries, per_line=2)
 
 
 def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
@@ -298,18 +311,19 @@ def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
     plot.showGrid(x=True, y=True, alpha=0.15)
     _axis_label(plot, "bottom", chart.x_axis)
     _axis_label(plot, "left", chart.y_axis)
-    _legend(plot, (10, 10) if chart.kind == "ttft" else (-10, 10))
     colours = chart.colours
+    entries = []
+    top = 0.0
     for s in chart.series:
         colour = colours.get(s.variant, cd.OKABE_ITO[-1])
         lo = [v if v is not None else y for v, y in zip(s.lo, s.y, strict=True)]
         hi = [v if v is not None else y for v, y in zip(s.hi, s.y, strict=True)]
+        top = max(top, *hi)
         low = pg.PlotCurveItem(list(s.x), lo, pen=pg.mkPen(None), antialias=True)
         high = pg.PlotCurveItem(list(s.x), hi, pen=pg.mkPen(None), antialias=True)
         plot.addItem(low)
         plot.addItem(high)
         plot.addItem(pg.FillBetweenItem(low, high, brush=qcolour(colour, 60)))
-        slope = f": {s.slope:+.3g} {chart.slope_unit}" if s.slope is not None else ""
         _line(
             plot,
             list(s.x),
@@ -319,7 +333,6 @@ def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
             symbolSize=7,
             symbolBrush=colour,
             symbolPen=pg.mkPen(colour),
-            name=f"{s.variant}{slope}",
         )
         if s.slope is not None and s.intercept is not None:
             x0, x1 = min(s.x), max(s.x)
@@ -329,11 +342,11 @@ def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
                 [s.intercept + s.slope * x0, s.intercept + s.slope * x1],
                 pen=pg.mkPen(colour, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
             )
+        slope = f": fit {s.slope:+.3g} {chart.slope_unit}" if s.slope is not None else ""
+        entries.append((colour, f"{s.variant}{slope}"))
     plot.setLimits(xMin=0)
-    if chart.kind == "ttft":
-        plot.setYRange(
-            0, max((max(s.hi[i] or s.y[i] for i in range(len(s.y))) for s in chart.series), default=1) * 1.1
-        )
+    plot.setYRange(0, top * 1.08 or 1, padding=0)
+    _legend(widget, entries, per_line=2)
 
 
 def _speedup(widget: pg.GraphicsLayoutWidget, chart: cd.SpeedupChart) -> None:
@@ -395,9 +408,9 @@ def _acceptance(widget: pg.GraphicsLayoutWidget, chart: cd.AcceptanceChart) -> N
     plot.showGrid(x=False, y=True, alpha=0.15)
     _axis_label(plot, "bottom", chart.x_axis)
     _axis_label(plot, "left", chart.y_axis)
-    _legend(plot, (-10, 10))
     colours = chart.colours
     variants = list(chart.counts)
+    entries = []
     lengths = sorted({k for c in chart.counts.values() for k in c})
     width = 0.8 / max(len(variants), 1)
     top = 0.0
@@ -414,14 +427,14 @@ def _acceptance(widget: pg.GraphicsLayoutWidget, chart: cd.AcceptanceChart) -> N
             pen=pg.mkPen("#333333", width=0.8),
         )
         plot.addItem(bars)
-        legend = plot.legend
-        legend.addItem(bars, f"{variant}: mean {mean:.2f} tokens per step" if mean else variant)
+        entries.append((colour, f"{variant}: mean {mean:.2f} tokens per step" if mean else variant))
         for x, share in zip(xs, shares.values(), strict=True):
             _text(plot, x, share, f"{share:.0f}", FOREGROUND, (0.5, 1.0), px=FONT_PX - 1)
             top = max(top, share)
     plot.getAxis("bottom").setTicks([[(k, str(k)) for k in lengths], []])
     plot.setXRange(min(lengths, default=1) - 0.6, max(lengths, default=1) + 0.6, padding=0)
-    plot.setYRange(0, top * 1.22 or 1, padding=0)
+    plot.setYRange(0, top * 1.12 or 1, padding=0)
+    _legend(widget, entries, per_line=3)
 
 
 def _memory(widget: pg.GraphicsLayoutWidget, chart: cd.MemoryChart) -> None:
@@ -479,9 +492,9 @@ def _roofline(widget: pg.GraphicsLayoutWidget, chart: cd.RooflineChart) -> None:
                 )
             )
             end = max(r.limit_tokens_per_s, r.decode_tokens_per_s)
-            label = f"{r.decode_tokens_per_s:,.1f} tok/s = {r.fraction:.0%} of {r.limit_tokens_per_s:,.1f}"
+            label = f"{_fmt_ms(r.decode_tokens_per_s)} tok/s · {r.fraction:.0%} of {_fmt_ms(r.limit_tokens_per_s)}"
             _text(plot, end + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
-    plot.setXRange(0, longest * 1.45, padding=0)
+    plot.setXRange(0, longest * 1.5, padding=0)
 
 
 _BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
