@@ -13,6 +13,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from workbench.roofline import kv_bytes_per_token
 from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class HFSession(Session):
         self.context_length = hf.context_length
         self.weights_mb = hf.weights_mb
         self.dtype = str(hf.dtype).removeprefix("torch.")
+        self.model_shape = hf.model_shape
+        self.kv_bytes_per_token = kv_bytes_per_token(hf.model_shape)
 
     def encode(self, prompt: Prompt) -> list[int]:
         return self.hf.encode(prompt)

@@ -169,6 +169,11 @@ class Session(ABC):
     weights_mb: float | None = None
     #: What the variant's ``dtype = "auto"`` resolved to (``"float32"``...), for the record.
     dtype: str | None = None
+    #: KV-cache bytes one token adds (keys + values, all layers, all models resident), for the
+    #: decode roofline; ``None`` when unknown.
+    kv_bytes_per_token: float | None = None
+    #: The model's ``layers``, ``kv_heads``, ``head_dim``, ``bytes_per_element`` (recorded with the run).
+    model_shape: dict[str, int] | None = None
 
     @abstractmethod
     def encode(self, prompt: Prompt) -> list[int]:

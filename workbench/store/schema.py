@@ -136,3 +136,12 @@ def m005_variant_sweeps(db: Database) -> None:
     variants = db["variants"]
     variants.add_column("sweep_param", str)
     variants.add_column("sweep_value", str)
+
+
+@migrations()
+def m006_roofline(db: Database) -> None:
+    """What the decode roofline needs, recorded where the run happens (the viewer has no torch)."""
+    variants = db["variants"]
+    variants.add_column("memory_bandwidth_gbs", float)  # measured copy bandwidth of the variant's device
+    variants.add_column("kv_bytes_per_token", float)  # KV-cache bytes one token adds (all resident models)
+    variants.add_column("model_shape", str)  # JSON: layers, kv_heads, head_dim, bytes_per_element
