@@ -233,6 +233,17 @@ def test_bad_endpoint_parameters_are_spec_errors(extra, needle):
         )
 
 
+def test_concurrency_can_be_swept():
+    spec = parse_spec(
+        '[[variants]]\nname = "e"\nstrategy = "endpoint"\nsweep = {concurrency = [1, 4]}\n'
+        '[[workloads]]\nname = "code"\n'
+    )
+    assert [(v.name, v.concurrency) for v in spec.variants] == [
+        ("e concurrency=1", 1),
+        ("e concurrency=4", 4),
+    ]
+
+
 def test_concurrency_is_refused_for_strategies_that_run_one_stream():
     with pytest.raises(SpecError, match="runs one stream at a time"):
         parse_spec(

@@ -212,7 +212,7 @@ def test_server_metrics_table_arrives_by_migration_and_keeps_extra_figures(db_pa
     from sqlite_utils import Database
 
     old = Database(db_path)
-    migrations.apply(old, stop_before="m004_endpoints_and_concurrency")
+    migrations.apply(old, stop_before="m007_endpoints_and_concurrency")
     old.conn.close()
     store = Store(db_path, create=False)  # a reader brings it up to date too
     assert {"timing_scope", "token_count_source", "concurrency", "group_offset_ms"} <= set(

@@ -274,6 +274,8 @@ class TrialRunner:
             output_token_ids=json.dumps(list(output.token_ids)) if not probe.counted else None,
             finish_reason=output.finish_reason,
             token_count_source=output.token_count_source,
+            cached_tokens=int(output.cached_tokens),
+            trimmed_tokens=int(output.trimmed_tokens),
         )
         return TrialResult("ok", row, [s.to_row() for s in steps])
 

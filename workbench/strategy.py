@@ -133,6 +133,11 @@ class Output:
     streams text) returns ``token_ids=[]``; the trial then keeps the text only. ``input_tokens``
     overrides ``len(request.input_ids)`` when the prompt was tokenized elsewhere (the server's own
     count); ``token_count_source`` records how the tokens were counted (stored with the trial).
+
+    ``cached_tokens``: prompt tokens whose keys/values came from a cache instead of a prefill (KV-cache
+    reuse); ``trimmed_tokens``: prompt tokens the strategy removed before the prefill (context trimming).
+    The prompt's own length (``input_tokens``) is the same for every variant; the tokens actually
+    prefilled are ``input_tokens - cached_tokens - trimmed_tokens``.
     """
 
     token_ids: list[int]
@@ -140,6 +145,8 @@ class Output:
     finish_reason: FinishReason
     input_tokens: int | None = None
     token_count_source: str | None = None
+    cached_tokens: int = 0
+    trimmed_tokens: int = 0
 
 
 class Probe(Protocol):
@@ -192,6 +199,11 @@ class Session(ABC):
     #: What the session knows about the server it talks to (URL, version, served model...), stored
     #: with the variant. Never a secret.
     server_info: dict[str, Any] | None = None
+    #: KV-cache bytes one token adds (keys + values, all layers, all models resident), for the
+    #: decode roofline; ``None`` when unknown.
+    kv_bytes_per_token: float | None = None
+    #: The model's ``layers``, ``kv_heads``, ``head_dim``, ``bytes_per_element`` (recorded with the run).
+    model_shape: dict[str, int] | None = None
 
     @abstractmethod
     def encode(self, prompt: Prompt) -> list[int]:

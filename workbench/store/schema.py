@@ -123,7 +123,32 @@ def m003_draft_steps(db: Database) -> None:
 
 
 @migrations()
-def m004_endpoints_and_concurrency(db: Database) -> None:
+def m004_prompt_reuse_and_trim(db: Database) -> None:
+    """The prefill levers: prompt tokens served from a KV cache, and prompt tokens trimmed away."""
+    trials = db["trials"]
+    trials.add_column("cached_tokens", int)
+    trials.add_column("trimmed_tokens", int)
+
+
+@migrations()
+def m005_variant_sweeps(db: Database) -> None:
+    """Variants expanded from a spec ``sweep``: the swept key and the value (JSON) of each."""
+    variants = db["variants"]
+    variants.add_column("sweep_param", str)
+    variants.add_column("sweep_value", str)
+
+
+@migrations()
+def m006_roofline(db: Database) -> None:
+    """What the decode roofline needs, recorded where the run happens (the viewer has no torch)."""
+    variants = db["variants"]
+    variants.add_column("memory_bandwidth_gbs", float)  # measured copy bandwidth of the variant's device
+    variants.add_column("kv_bytes_per_token", float)  # KV-cache bytes one token adds (all resident models)
+    variants.add_column("model_shape", str)  # JSON: layers, kv_heads, head_dim, bytes_per_element
+
+
+@migrations()
+def m007_endpoints_and_concurrency(db: Database) -> None:
     """Served models (the ``endpoint`` strategy) and parallel streams (``concurrency``)."""
     trials = db["trials"]
     trials.add_column("timing_scope", str)  # in-process | client (client: includes network + queueing)
