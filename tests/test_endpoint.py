@@ -340,6 +340,8 @@ def test_a_run_mixes_local_and_endpoint_variants_with_server_figures(openai_serv
     )
     assert 2.0 < ratio < 5.0
     assert (tmp_path / "out" / "server_metrics.csv").exists()
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert "srv TTFT ms" in report and "agg tok/s" in report and " srv" in report
 
 
 def test_an_unreachable_server_fails_its_trials_and_the_run_goes_on(tmp_path, db_path):

@@ -249,3 +249,4 @@ def test_a_spec_mixing_a_local_variant_and_vllm_endpoints(servers, tmp_path):
     assert summary["vllm-ngram"]["server"]["mean_accepted_length"] > 1
     assert summary["vllm-x2"]["throughput_tokens_per_s"] > 0
     assert (out / "server_metrics.csv").exists()
+    assert "srv TTFT ms" in (out / "summary.md").read_text()
