@@ -133,6 +133,8 @@ class RunExecutor:
                     "dtype": v.dtype,
                     "device": v.device,
                     "params": v.params,
+                    "sweep_param": v.sweep_param,
+                    "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },
             )
         environment: dict[str, Any] = {}

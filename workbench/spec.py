@@ -43,6 +43,7 @@ _TOP_KEYS = {
     "description",
     "repetitions",
     "warmup",
+    "warmup_max_new_tokens",
     "seed",
     "baseline",
     "variants",
@@ -84,6 +85,9 @@ class Variant:
     config: Any = None
     #: the spec's ``strategy`` value as written: an entry-point name or ``package.module:Class``
     strategy_ref: str = ""
+    #: for a variant expanded from a ``sweep``: the swept key and this variant's value
+    sweep_param: str | None = None
+    sweep_value: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """The variant as spec keys (what the worker process receives)."""
@@ -105,6 +109,8 @@ class Spec:
     workloads: tuple[Workload, ...]
     repetitions: int = 3
     warmup: int = 1
+    #: cap on the tokens a warm-up trial generates (None: the workload's own max_new_tokens)
+    warmup_max_new_tokens: int | None = None
     seed: int = 0
     baseline: str | None = None
     description: str = ""
@@ -154,10 +160,17 @@ def spec_from_dict(
         raise SpecError("spec: 'repetitions' must be at least 1")
     if warmup < 0:
         raise SpecError("spec: 'warmup' must be 0 or more")
+    warmup_tokens = _get(data, "warmup_max_new_tokens", int, "spec", default=None)
+    if warmup_tokens is not None and warmup_tokens < 1:
+        raise SpecError("spec: 'warmup_max_new_tokens' must be at least 1")
     raw_variants = data.get("variants")
     if not isinstance(raw_variants, list) or not raw_variants:
         raise SpecError("spec: needs at least one [[variants]] table")
-    variants = tuple(_variant(v, i, base_dir) for i, v in enumerate(raw_variants))
+    variants = tuple(
+        variant
+        for i, raw in enumerate(raw_variants)
+        for variant in (_variant(v, i, base_dir) for v in _expand_sweep(raw, i))
+    )
     names = [v.name for v in variants]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
@@ -185,6 +198,7 @@ def spec_from_dict(
         workloads=workloads,
         repetitions=repetitions,
         warmup=warmup,
+        warmup_max_new_tokens=warmup_tokens,
         seed=_get(data, "seed", int, "spec", default=0),
         baseline=baseline,
         text=text,
@@ -197,6 +211,42 @@ def variant_from_dict(data: dict[str, Any]) -> Variant:
     return _variant(data, 0)
 
 
+_NOT_SWEEPABLE = {"name", "strategy", "sweep"}
+
+
+def _expand_sweep(data: Any, index: int) -> list[Any]:
+    """``sweep = {key = [v1, v2, ...]}`` in a variant table: one variant per value, named
+    ``"<name> <key>=<value>"``. One key per sweep (a grid of several would multiply quietly)."""
+    if not isinstance(data, dict) or "sweep" not in data:
+        return [data]
+    name = data.get("name", f"variants[{index}]")
+    sweep = data["sweep"]
+    if not isinstance(sweep, dict) or len(sweep) != 1:
+        raise SpecError(
+            f"variant '{name}': 'sweep' must be a table with exactly one key, e.g. sweep = {{num_draft_tokens = [2, 4, 8]}}"
+        )
+    ((key, values),) = sweep.items()
+    if key in _NOT_SWEEPABLE:
+        raise SpecError(f"variant '{name}': cannot sweep '{key}'")
+    if key in data:
+        raise SpecError(f"variant '{name}': '{key}' is both set and swept; remove one")
+    if not isinstance(values, list) or not values:
+        raise SpecError(f"variant '{name}': sweep '{key}' needs a non-empty list of values")
+    if len({repr(v) for v in values}) != len(values):
+        raise SpecError(f"variant '{name}': sweep '{key}' lists a value twice")
+    base = {k: v for k, v in data.items() if k != "sweep"}
+    return [
+        {**base, key: value, "name": f"{name} {key}={_sweep_label(value)}", "_sweep": (key, value)}
+        for value in values
+    ]
+
+
+def _sweep_label(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     if not isinstance(data, dict):
         raise SpecError(f"spec: variants[{index}] must be a table")
@@ -204,6 +254,8 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     if not isinstance(name, str) or not name.strip():
         raise SpecError(f"spec: variants[{index}] needs a 'name'")
     where = f"variant '{name}'"
+    data = dict(data)
+    sweep = data.pop("_sweep", None)
     strategy_name = data.get("strategy", "baseline")
     if not isinstance(strategy_name, str):
         raise SpecError(f"{where}: 'strategy' must be a string")
@@ -251,6 +303,8 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         trust_remote_code=_get(data, "trust_remote_code", bool, where, default=False),
         params=params,
         config=config,
+        sweep_param=sweep[0] if sweep else None,
+        sweep_value=sweep[1] if sweep else None,
     )
 
 

@@ -127,11 +127,19 @@ class Request:
 
 @dataclass
 class Output:
-    """What a strategy generated. ``token_ids`` must equal the concatenation of all probe steps."""
+    """What a strategy generated. ``token_ids`` must equal the concatenation of all probe steps.
+
+    ``cached_tokens``: prompt tokens whose keys/values came from a cache instead of a prefill (KV-cache
+    reuse); ``trimmed_tokens``: prompt tokens the strategy removed before the prefill (context trimming).
+    The prompt's own length (``input_tokens``) is the same for every variant; the tokens actually
+    prefilled are ``input_tokens - cached_tokens - trimmed_tokens``.
+    """
 
     token_ids: list[int]
     text: str
     finish_reason: FinishReason
+    cached_tokens: int = 0
+    trimmed_tokens: int = 0
 
 
 class Probe(Protocol):

@@ -123,7 +123,23 @@ def m003_draft_steps(db: Database) -> None:
 
 
 @migrations()
-def m004_roofline(db: Database) -> None:
+def m004_prompt_reuse_and_trim(db: Database) -> None:
+    """The prefill levers: prompt tokens served from a KV cache, and prompt tokens trimmed away."""
+    trials = db["trials"]
+    trials.add_column("cached_tokens", int)
+    trials.add_column("trimmed_tokens", int)
+
+
+@migrations()
+def m005_variant_sweeps(db: Database) -> None:
+    """Variants expanded from a spec ``sweep``: the swept key and the value (JSON) of each."""
+    variants = db["variants"]
+    variants.add_column("sweep_param", str)
+    variants.add_column("sweep_value", str)
+
+
+@migrations()
+def m006_roofline(db: Database) -> None:
     """What the decode roofline needs, recorded where the run happens (the viewer has no torch)."""
     variants = db["variants"]
     variants.add_column("memory_bandwidth_gbs", float)  # measured copy bandwidth of the variant's device
