@@ -58,6 +58,7 @@ LEVERS: dict[str, tuple[str, str]] = {
     "prompt-lookup": ("speculative decoding (prompt lookup)", "decode"),
     "hf-assisted": ("assisted generation", "decode"),
     "prefix-cache": ("KV-cache reuse", "prefill"),
+    "context-trim": ("context trimming", "prefill"),
     "baseline": ("precision/settings", "both"),
 }
 
