@@ -223,12 +223,12 @@ class LeverResult:
         est = self.speedup_e2e
         if est is None or est.value is None:
             return f"{self.variant} ({self.lever}): no comparable trials"
-        ci = f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else " (one trial per prompt: no CI)"
+        ci = f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else " (no CI: one trial per prompt)"
         parts = []
         for name, e in (("TTFT", self.speedup_ttft), ("decode", self.speedup_decode)):
             if e is not None and e.value is not None:
                 parts.append(f"{name} {e.value:.2f}x")
-        split = f" ({', '.join(parts)})" if parts else ""
+        split = "".join(f", {part}" for part in parts)
         return f"{self.variant} ({self.lever}): e2e {est.value:.2f}x{ci}{split}"
 
 
