@@ -567,6 +567,15 @@ def test_packaged_demo_specs_are_valid(name):
     assert all(t.max_new_tokens <= spec.warmup_max_new_tokens for t in plans[0].trials if t.warmup)
 
 
+def test_the_levers_spec_is_valid():
+    from workbench.resources import resource_path
+    from workbench.spec import load_spec
+
+    spec = load_spec(resource_path("specs", "levers.toml"))
+    assert {"baseline", "prefix-cache", "context-trim"} <= {v.strategy for v in spec.variants}
+    assert {w.name for w in spec.workloads} == {"chat", "summarise"}
+
+
 def test_demo_help_offers_full():
     result = invoke("demo", "--help")
     assert result.exit_code == 0
