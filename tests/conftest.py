@@ -124,7 +124,9 @@ def trial_plan(prompt="a b c d e f g h", max_new_tokens: int = 10, **overrides):
 
 
 #: A run with known costs: a baseline, a "quantized-like" variant (faster decode, slower prefill) and a
-#: "speculative-like" one (3 tokens per step), on prompts of different lengths and both sweeps.
+#: "speculative-like" one (3 tokens per step), on prompts of different lengths and both sweeps. Costs
+#: are large enough (ms) to stay distinguishable on a loaded CI machine: the fake keeps an absolute
+#: schedule, so a late prefill shortens the decode that follows, but totals and slopes hold.
 FAKE_LEVERS_SPEC = """
 name = "fake levers"
 repetitions = 2
@@ -134,24 +136,24 @@ warmup = 1
 name = "baseline"
 strategy = "fake"
 prefill_ms = 1
-prefill_ms_per_token = 0.02
-decode_ms_per_token = 0.5
+prefill_ms_per_token = 0.2
+decode_ms_per_token = 1.0
 weights_mb = 5
 
 [[variants]]
 name = "int8"
 strategy = "fake"
 prefill_ms = 1
-prefill_ms_per_token = 0.03
-decode_ms_per_token = 0.3
+prefill_ms_per_token = 0.3
+decode_ms_per_token = 0.6
 weights_mb = 2.5
 
 [[variants]]
 name = "spec"
 strategy = "fake"
 prefill_ms = 1.5
-prefill_ms_per_token = 0.02
-decode_ms_per_token = 0.25
+prefill_ms_per_token = 0.2
+decode_ms_per_token = 0.5
 tokens_per_step = 3
 weights_mb = 6
 

@@ -339,6 +339,7 @@ class RunAnalysis:
     roofline: list[Any]  # workbench.roofline.RooflineRow per variant × workload
     timelines: list[Timeline]  # per workload, one representative prompt, every variant
     accepted_lengths: dict[str, dict[int, int]]  # variant → {accepted draft tokens: steps}
+    _charts: list[Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def variant_names(self) -> list[str]:
@@ -356,7 +357,9 @@ class RunAnalysis:
         """Every chart this run has data for (``workbench.chartdata`` objects), headline first."""
         from .chartdata import run_charts
 
-        return run_charts(self)
+        if self._charts is None:
+            self._charts = run_charts(self)
+        return list(self._charts)
 
     def to_dict(self) -> dict[str, Any]:
         run = {k: v for k, v in self.run.items() if k != "environment"}
