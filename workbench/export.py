@@ -3,8 +3,8 @@
 =========  ==========================================================================================
 format     writes
 =========  ==========================================================================================
-``csv``    ``trials.csv``, ``steps.csv``, ``summary.csv``, ``phases.csv``, ``summary.json`` and the data
-           of every chart (``<chart>.csv``: exactly what the chart plots)
+``csv``    ``trials.csv``, ``steps.csv``, ``summary.csv``, ``phases.csv``, ``summary.json``,
+           ``server_metrics.csv`` (served variants) and the data of every chart (``<chart>.csv``)
 ``md``     ``summary.md``: phases and advice, tables, links to the PNGs when they are written too
 ``png``    ``<chart>.png`` at 2x pixels (offscreen Qt; needs the ``gui`` extra)
 ``svg``    ``<chart>.svg`` (needs the ``gui`` extra)
@@ -124,6 +124,9 @@ def export_data(
         [run_id],
     )
     written = [_csv(out_dir / "trials.csv", trials), _csv(out_dir / "steps.csv", steps)]
+    windows = store.server_metrics(run_id, include_warmup=True)
+    if windows:
+        written.append(_csv(out_dir / "server_metrics.csv", windows))
     written.append(_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
     written.append(_csv(out_dir / "phases.csv", [_flat(p.to_dict()) for p in analysis.phases]))
     run = analysis.run
