@@ -10,6 +10,7 @@ out of the logits as ``generate(min_new_tokens=...)`` does, so the two differ af
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,70 @@ class BaselineSession(HFSession):
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
         return Output(token_ids=tokens, text=hf.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
 
+    def generate_batch(self, requests: Sequence[Request], probes: Sequence[Probe]) -> list[Output]:
+        """Static batching: the prompts left-padded into one batch (attention mask, position ids), one
+        prefill pass, then one decode pass per step for the whole batch until every request has
+        stopped; a request that stopped early rides along on padding (no continuous batching)."""
+        import torch
+        from transformers import DynamicCache
+
+        from ._hf import Sampler, Stopper
+
+        hf = self.hf
+        device = hf.torch_device
+        n = len(requests)
+        longest = max(len(r.input_ids) for r in requests)
+        pad = hf.tokenizer.pad_token_id
+        if pad is None:
+            pad = next(iter(hf.eos_ids), 0)
+        ids = torch.full((n, longest), pad, dtype=torch.long)
+        mask = torch.zeros((n, longest), dtype=torch.long)
+        for i, r in enumerate(requests):
+            ids[i, longest - len(r.input_ids) :] = torch.tensor(r.input_ids, dtype=torch.long)
+            mask[i, longest - len(r.input_ids) :] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        positions = (mask.cumsum(-1) - 1).clamp_min(0)
+        samplers = [Sampler(r, device) for r in requests]
+        stoppers = [Stopper(r, hf.eos_ids, hf.decode) for r in requests]
+        tokens: list[list[int]] = [[] for _ in requests]
+        reasons: list[str | None] = [None] * n
+        with torch.inference_mode():
+            cache = DynamicCache(config=hf.model.config)
+            logits = hf.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits
+            while True:
+                step = []
+                for i in range(n):
+                    if reasons[i] is not None:
+                        step.append(pad)
+                        continue
+                    token = int(samplers[i](logits[i : i + 1, -1, :]).item())
+                    step.append(token)
+                    tokens[i].append(token)
+                    probes[i].step((token,))
+                    reasons[i] = stoppers[i](tokens[i])
+                if all(reason is not None for reason in reasons):
+                    break
+                mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
+                positions = positions[:, -1:] + 1
+                logits = hf.model(
+                    input_ids=torch.tensor(step, dtype=torch.long, device=device).view(n, 1),
+                    attention_mask=mask,
+                    position_ids=positions,
+                    cache=cache,
+                    use_cache=True,
+                ).logits
+        return [
+            Output(token_ids=t, text=hf.decode(t), finish_reason=reason)  # type: ignore[arg-type]
+            for t, reason in zip(tokens, reasons, strict=True)
+        ]
+
 
 def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any) -> tuple[list[int], str]:
     """Token-by-token decode after a prefill: ``cache`` holds the prompt, ``logits`` are the prefill's
@@ -96,6 +161,7 @@ class BaselineStrategy(Strategy):
     name = "baseline"
     description = "Plain prefill + token-by-token decode with the KV cache (the reference)"
     Config = BaselineConfig
+    supports_batching = True
 
     def available(self) -> str | None:
         return torch_unavailable_reason()

@@ -277,6 +277,7 @@ class QuantizedStrategy(Strategy):
     name = "quantized"
     description = "The baseline on a quantized model (torchao int8/int4, bitsandbytes int8/nf4)"
     Config = QuantizedConfig
+    supports_batching = True  # the baseline loop, batched (BaselineSession.generate_batch)
 
     def available(self) -> str | None:
         reasons = {m: method_unavailable_reason(m) for m in METHODS}

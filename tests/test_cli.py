@@ -573,6 +573,7 @@ def test_the_levers_spec_is_valid():
 
     spec = load_spec(resource_path("specs", "levers.toml"))
     assert {"baseline", "prefix-cache", "context-trim"} <= {v.strategy for v in spec.variants}
+    assert max(v.batch_size for v in spec.variants) > 1
     assert {w.name for w in spec.workloads} == {"chat", "summarise"}
 
 

@@ -135,6 +135,7 @@ class RunExecutor:
                     "device": v.device,
                     "params": v.params,
                     "concurrency": v.concurrency,
+                    "batch_size": v.batch_size,
                     "sweep_param": v.sweep_param,
                     "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },

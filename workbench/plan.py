@@ -75,21 +75,26 @@ def plan_run(spec: Spec) -> list[VariantPlan]:
     order = {w.name: i for i, w in enumerate(spec.workloads)}
     workload_major = sorted(trials, key=lambda t: (order[t.workload], not t.warmup))  # stable
     return [
-        VariantPlan(variant, tuple(trials if variant.concurrency == 1 else workload_major))
+        VariantPlan(
+            variant, tuple(trials if variant.concurrency == 1 and variant.batch_size == 1 else workload_major)
+        )
         for variant in spec.variants
     ]
 
 
-def trial_groups(trials: tuple[TrialPlan, ...] | list[TrialPlan], concurrency: int) -> list[list[int]]:
+def trial_groups(
+    trials: tuple[TrialPlan, ...] | list[TrialPlan], concurrency: int, batch_size: int = 1
+) -> list[list[int]]:
     """Indices of ``trials`` in the groups the worker runs together: each trial alone when sequential;
-    runs of consecutive trials of one workload (warm-ups apart) as parallel streams otherwise. The
-    server's own metrics are read before and after each group."""
-    if concurrency == 1:
+    runs of consecutive trials of one workload (warm-ups apart) as parallel streams with
+    ``concurrency > 1``; those runs cut into batches of ``batch_size`` (the last may be smaller) with
+    ``batch_size > 1``. The server's own metrics are read before and after each group."""
+    if concurrency == 1 and batch_size == 1:
         return [[i] for i in range(len(trials))]
     groups: list[list[int]] = []
     key = None
     for i, t in enumerate(trials):
-        if (t.workload, t.warmup) != key:
+        if (t.workload, t.warmup) != key or len(groups[-1]) == batch_size > 1:
             groups.append([])
             key = (t.workload, t.warmup)
         groups[-1].append(i)

@@ -7,7 +7,9 @@ timestamp → device sync, ``t_end`` → metrics from the steps. One timing path
 A variant with ``concurrency = N`` (strategies that serve parallel requests: ``endpoint``) runs a
 group of trials as N parallel streams (:meth:`TrialRunner.run_group`): N threads, each calling
 ``generate`` with its own probe on the same clock, so every stream is timed exactly like a
-sequential trial; the strategy still only generates.
+sequential trial; the strategy still only generates. A variant with ``batch_size = N`` runs groups of
+N trials as one batch (:meth:`TrialRunner.run_batch`): one clock start, one ``generate_batch`` call
+with a probe per request.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from .errors import describe_exception
 from .metrics import StepRecord, trial_metrics
 from .plan import TrialPlan
-from .strategy import Cancelled, Prompt, Request, Session
+from .strategy import Cancelled, Output, Prompt, Request, Session
 from .timing import Clock, Device, MemoryTracker
 
 __all__ = ["TrialResult", "TrialRunner", "encode_prompt"]
@@ -195,6 +197,7 @@ class TrialRunner:
             "started_at": _utc_now(),
             "timing_scope": self.session.timing_scope,
             "concurrency": 1,
+            "batch_size": 1,
         }
         try:
             input_ids = encode_prompt(self.session, plan.prompt)
@@ -248,6 +251,59 @@ class TrialRunner:
             return self._failed(row, describe_exception(exc))
         t_end = probe.t_end if probe.t_end is not None else self.clock.now_ns()
         peak_mb = self.memory.peak_mb() if track_memory else None
+        return self._finish(row, probe, output, t0, t_end, peak_mb)
+
+    def run_batch(
+        self,
+        plans: Sequence[TrialPlan],
+        on_result: Callable[[int, TrialResult], None],
+        *,
+        group: int | None = None,
+    ) -> None:
+        """Run ``plans`` as one batch (a variant's ``batch_size``): every prompt tokenized first (untimed),
+        then one clock start for all, ``session.generate_batch`` with one probe per request, so each
+        request's TTFT and TPOT are its own as a user of the batch sees them, and the group's aggregate
+        tokens/s is recomputable (``concurrent_group``, ``group_offset_ms`` = 0). A request's ``e2e_ms``
+        ends at its last token (a request that stopped early does not wait for the batch)."""
+        ready: list[tuple[int, dict[str, Any], Request]] = []
+        for index, plan in enumerate(plans):
+            prepared = self._prepare(plan)
+            if isinstance(prepared, TrialResult):
+                on_result(index, prepared)
+            else:
+                ready.append((index, *prepared))
+        if not ready:
+            return
+        for _, row, _ in ready:
+            row.update(
+                concurrency=len(ready), batch_size=len(ready), concurrent_group=group, group_offset_ms=0.0
+            )
+        self.memory.reset()
+        t0 = self.clock.now_ns()
+        probes = [_Probe(self.clock, t0, self._cancelled) for _ in ready]
+        try:
+            outputs = self.session.generate_batch([request for _, _, request in ready], probes)
+        except Cancelled:
+            for index, row, _ in ready:
+                on_result(
+                    index,
+                    TrialResult("cancelled", {**row, "status": "cancelled", "error": "run cancelled"}, []),
+                )
+            return
+        except Exception as exc:
+            self._recover(exc)
+            for index, row, _ in ready:
+                on_result(index, self._failed(row, describe_exception(exc)))
+            return
+        t_end = self.clock.now_ns()
+        peak_mb = self.memory.peak_mb()  # the batch's peak, the same for each of its requests
+        for (index, row, _), probe, output in zip(ready, probes, outputs, strict=True):
+            end = probe.records[-1][0] if probe.records else t_end
+            on_result(index, self._finish(row, probe, output, t0, end, peak_mb))
+
+    def _finish(
+        self, row: dict[str, Any], probe: _Probe, output: Output, t0: int, t_end: int, peak_mb: float | None
+    ) -> TrialResult:
         if probe.counted:
             if output.token_ids:
                 return self._failed(

@@ -52,7 +52,16 @@ _TOP_KEYS = {
     "top_p",
     "top_k",
 }
-_VARIANT_KEYS = {"name", "model", "strategy", "dtype", "device", "trust_remote_code", "concurrency"}
+_VARIANT_KEYS = {
+    "name",
+    "model",
+    "strategy",
+    "dtype",
+    "device",
+    "trust_remote_code",
+    "concurrency",
+    "batch_size",
+}
 _WORKLOAD_KEYS = {
     "name",
     "file",
@@ -82,6 +91,8 @@ class Variant:
     trust_remote_code: bool = False
     #: parallel streams (strategies that serve parallel requests, e.g. ``endpoint``); 1 = sequential
     concurrency: int = 1
+    #: prompts decoded together in one batch (left padding, attention mask); 1 = one at a time
+    batch_size: int = 1
     params: dict[str, Any] = field(default_factory=dict)
     #: the strategy's ``Config`` instance built from ``params``
     config: Any = None
@@ -101,6 +112,7 @@ class Variant:
             "device": self.device,
             "trust_remote_code": self.trust_remote_code,
             "concurrency": self.concurrency,
+            "batch_size": self.batch_size,
             **self.params,
         }
 
@@ -304,6 +316,17 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
             f"{where}: strategy '{strategy_cls.name}' runs one stream at a time; 'concurrency' applies to "
             "strategies that serve parallel requests (endpoint)"
         )
+    batch_size = _get(data, "batch_size", int, where, default=1)
+    if batch_size < 1:
+        raise SpecError(f"{where}: 'batch_size' must be at least 1")
+    if batch_size > 1 and not strategy_cls.supports_batching:
+        raise SpecError(
+            f"{where}: strategy '{strategy_cls.name}' decodes one sequence at a time; 'batch_size' applies to "
+            "baseline and quantized (speculative decoding accepts a different number of tokens per sequence "
+            "each step: see docs/levers.md)"
+        )
+    if batch_size > 1 and concurrency > 1:
+        raise SpecError(f"{where}: set 'batch_size' or 'concurrency', not both")
     return Variant(
         name=name,
         strategy=strategy_cls.name,
@@ -313,6 +336,7 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         device=device,
         trust_remote_code=_get(data, "trust_remote_code", bool, where, default=False),
         concurrency=concurrency,
+        batch_size=batch_size,
         params=params,
         config=config,
         sweep_param=sweep[0] if sweep else None,

@@ -220,6 +220,12 @@ class Session(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release memory. The worker process ends after its variant anyway."""
 
+    def generate_batch(self, requests: Sequence[Request], probes: Sequence[Probe]) -> list[Output]:
+        """Generate for several requests at once (one batch: the same forward passes), reporting each
+        request's tokens through its own probe as they appear. Only for strategies with
+        ``supports_batching``; the runner starts every probe's clock at the same moment."""
+        raise NotImplementedError(f"{type(self).__name__} does not batch")
+
     def server_snapshot(self) -> Any:
         """Server-side counters before a group of trials (e.g. a Prometheus scrape), untimed; ``None``
         when the session has no server to ask. Handed back to :meth:`server_figures`."""
@@ -250,6 +256,8 @@ class Strategy(ABC):
     #: True when a session serves parallel ``generate`` calls (a variant's ``concurrency = N``):
     #: the runner then drives N streams from N threads, each timed by its own probe.
     supports_concurrency: ClassVar[bool] = False
+    #: True when its sessions implement :meth:`Session.generate_batch` (a variant's ``batch_size = N``).
+    supports_batching: ClassVar[bool] = False
 
     def available(self) -> str | None:
         """``None`` when the strategy can run here, else one sentence saying why not."""
@@ -320,7 +328,16 @@ def build_config(config_cls: type, params: dict[str, Any], *, where: str) -> Any
 
 
 # Keys every variant has (see workbench.spec); offered as suggestions for misspelt keys too.
-_COMMON_KEYS = {"name", "model", "strategy", "dtype", "device", "trust_remote_code", "concurrency"}
+_COMMON_KEYS = {
+    "name",
+    "model",
+    "strategy",
+    "dtype",
+    "device",
+    "trust_remote_code",
+    "concurrency",
+    "batch_size",
+}
 
 
 def _suggest(key: str, known: set[str]) -> str:

@@ -20,6 +20,7 @@ import os
 import signal
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -110,12 +111,35 @@ class FakeSession(Session):
             i += len(chunk)
         return Output(token_ids=tokens, text=self.decode(tokens), finish_reason="length")
 
+    def generate_batch(self, requests: Sequence[Request], probes: Sequence[Probe]) -> list[Output]:
+        """Ideal batching: one prefill costing the longest prompt's, then one token per request per
+        step at the cost of one (``tokens_per_step`` is ignored)."""
+        c = self.config
+        self._trials += len(requests)
+        start = time.perf_counter_ns()
+        plans = []
+        for request in requests:
+            n_out = min(c.output_tokens or request.max_new_tokens, request.max_new_tokens)
+            base = zlib.crc32(bytes(str((request.input_ids[:8], request.seed)), "utf-8"))
+            plans.append([(base + 7919 * i) % self.VOCAB for i in range(n_out)])
+        longest = max(len(r.input_ids) for r in requests)
+        deadline = start + int((c.prefill_ms + c.prefill_ms_per_token * longest) * 1e6)
+        for i in range(max(len(p) for p in plans)):
+            if i:
+                deadline += int(c.decode_ms_per_token * 1e6)
+            wait_until_ns(deadline)
+            for tokens, probe in zip(plans, probes, strict=True):
+                if i < len(tokens):
+                    probe.step(tokens[i : i + 1])
+        return [Output(token_ids=t, text=self.decode(t), finish_reason="length") for t in plans]
+
 
 class FakeStrategy(Strategy):
     name = "fake"
     description = "Deterministic test double with known prefill and per-token costs (no model, no torch)"
     Config = FakeConfig
     requires_model = False
+    supports_batching = True
 
     def load(self, variant: Variant, device: Device) -> Session:
         return FakeSession(variant.config)

@@ -126,7 +126,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         environment=snapshot(device),
     )
     trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
-    for number, group in enumerate(trial_groups(trials, variant.concurrency)):
+    for number, group in enumerate(trial_groups(trials, variant.concurrency, variant.batch_size)):
         if cancelled():
             events.emit("cancelled")
             return 130
@@ -141,7 +141,9 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             results[index] = result.status
             events.emit("trial", index=index, status=result.status, trial=result.row, steps=result.steps)
 
-        if variant.concurrency == 1:
+        if variant.batch_size > 1:
+            runner.run_batch([trials[i] for i in group], emit, group=number)
+        elif variant.concurrency == 1:
             emit(0, runner.run(trials[group[0]]))
         else:
             runner.run_group([trials[i] for i in group], variant.concurrency, emit, group=number)

@@ -193,3 +193,10 @@ def m007_endpoints_and_concurrency(db: Database) -> None:
         foreign_keys=[("run_id", "runs", "id")],
     )
     db["server_metrics"].create_index(["run_id", "variant", "workload"])
+
+
+@migrations()
+def m008_batching(db: Database) -> None:
+    """Batched local decoding (a variant's ``batch_size``): how many requests shared each forward pass."""
+    db["trials"].add_column("batch_size", int)
+    db["variants"].add_column("batch_size", int)
