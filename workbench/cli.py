@@ -438,6 +438,46 @@ def strategies(verbose: bool, as_json: bool) -> None:
                 click.echo(f"  {f.name} = {f.default!r}  ({f.type}{choices})  {f.help}")
 
 
+# -- the desktop app -----------------------------------------------------------------------------
+
+
+@cli.command()
+@db_option
+@click.option(
+    "--screenshot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Open the run (the latest by default), render it headless, save the window as this PNG and exit.",
+)
+@click.option(
+    "--tab",
+    type=click.Choice(["experiment", "results", "history", "log"]),
+    help="The tab to show (with --screenshot: the tab to capture).",
+)
+@click.option(
+    "--run", "run_ref", default="latest", show_default=True, help="The run to open: an id or a name."
+)
+@click.option(
+    "--viewer", is_flag=True, help="Viewer mode: browse, compare and export only (no Run controls)."
+)
+def gui(db: Path | None, screenshot: Path | None, tab: str | None, run_ref: str, viewer: bool) -> None:
+    """The desktop app: build an experiment, run it, watch prefill/decode charts fill in, compare runs.
+
+    Opens the database given with --db (else $WORKBENCH_DB, else the one opened last time, else the
+    default). Without torch installed it opens in viewer mode: databases can be browsed, compared and
+    exported, and the Run controls say what to install.
+    """
+    import importlib.util
+
+    missing = [m for m in ("PySide6", "pyqtgraph") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise WorkbenchError(
+            f"the desktop app needs {' and '.join(missing)}: pip install 'llm-workbench[gui]'"
+        )
+    from .gui import run_gui
+
+    sys.exit(run_gui(db, screenshot=screenshot, tab=tab, run=run_ref, viewer=viewer))
+
+
 # -- formatting ---------------------------------------------------------------------------------
 
 
