@@ -53,9 +53,10 @@ class Draft:
 class Drafter(Protocol):
     """Proposes draft tokens for one sequence at a time."""
 
-    def start(self, request: Request, sampler: Sampler) -> None:
+    def start(self, request: Request, sampler: Sampler, target_cache: Any) -> None:
         """A new request: reset per-request state (caches, adaptive draft length); may prefill on
-        ``request.input_ids`` (timed as part of the prefill: it happens before the first token)."""
+        ``request.input_ids`` (timed as part of the prefill: it happens before the first token) or
+        reuse ``target_cache``, the target's cache holding the prompt (read it, never change it)."""
         ...
 
     def propose(self, tokens: list[int], max_tokens: int) -> Draft:
@@ -102,7 +103,7 @@ def generate_speculative(hf: HFModel, drafter: Drafter, request: Request, probe:
         input_ids = torch.tensor([seq], dtype=torch.long, device=device)
         logits = model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits
         first = int(sampler(logits[:, -1, :]).item())  # same draw as the baseline's first token
-        drafter.start(request, sampler)
+        drafter.start(request, sampler, cache)
         seq.append(first)
         out.append(first)
         probe.step((first,))

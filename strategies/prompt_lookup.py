@@ -66,7 +66,7 @@ class PromptLookupDrafter:
     def __init__(self, config: PromptLookupConfig) -> None:
         self.config = config
 
-    def start(self, request: Request, sampler: Any) -> None:
+    def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         pass
 
     def propose(self, tokens: list[int], max_tokens: int) -> Any:

@@ -9,6 +9,12 @@ Output is token-identical to the baseline under greedy decoding and distributed 
 was accepted, -1 otherwise (at least 1, at most twice ``num_draft_tokens``); it restarts from
 ``num_draft_tokens`` for every request, so trials do not depend on the ones before them.
 
+The draft needs the prompt in its KV cache before it can draft. When the draft is the target's own model
+at another precision (the demo's bf16 draft), the target's prefill cache already holds what it needs:
+``draft_prefill = "from-target"`` (the default for that case) casts the target's keys/values to the
+draft's dtype instead of running a second prefill, so speculative decoding costs nothing in the TTFT.
+A different draft model prefills the prompt itself (``own``), and that time is part of the TTFT.
+
 Draft and target must share a tokenizer (token ids are exchanged directly); a draft larger than the
 target is refused as a configuration mistake.
 """
@@ -43,6 +49,13 @@ class SpeculativeConfig:
         "dtype of the draft model; auto = the target's", default="auto"
     )
     num_draft_tokens: int = field_help("tokens the draft model proposes per step", default=5)
+    draft_prefill: Literal["auto", "own", "from-target"] = field_help(
+        "how the draft gets the prompt into its KV cache: own = it prefills the prompt itself (part of "
+        "the TTFT); from-target = the target's prefill cache cast to the draft's dtype (free; only for a "
+        "draft that is the target's own model at another precision); auto = from-target when the draft "
+        "is the same model source as the target",
+        default="auto",
+    )
     adaptive: bool = field_help(
         "adapt the draft length per step: +2 after a fully accepted draft, -1 otherwise "
         "(between 1 and 2 x num_draft_tokens)",
@@ -59,9 +72,10 @@ class SpeculativeConfig:
 class DraftModelDrafter:
     """Runs the draft model autoregressively; keeps its KV cache in step with the accepted sequence."""
 
-    def __init__(self, hf: Any, config: SpeculativeConfig, vocab_limit: int) -> None:
+    def __init__(self, hf: Any, config: SpeculativeConfig, vocab_limit: int, reuse_target: bool) -> None:
         self.hf = hf
         self.config = config
+        self.reuse_target = reuse_target  # take the prompt's keys/values from the target's cache
         self.vocab_limit = vocab_limit  # the target's logit width: never draft a token it cannot score
         self.k = config.num_draft_tokens
         self.max_k = 2 * config.num_draft_tokens
@@ -69,13 +83,23 @@ class DraftModelDrafter:
         self.cached: list[int] = []  # the tokens whose keys/values the draft cache holds
         self.sampler: Any = None
 
-    def start(self, request: Request, sampler: Any) -> None:
+    def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         from transformers import DynamicCache
 
         self.k = self.config.num_draft_tokens
         self.sampler = sampler
         self.cache = DynamicCache(config=self.hf.model.config)
         self.cached = []
+        if self.reuse_target:
+            # Same model, other precision: the target's keys/values for the prompt are what the draft
+            # would compute (more exactly, even). Copies, so the target's cache is never touched.
+            dtype = self.hf.model.dtype
+            for idx, layer in enumerate(target_cache.layers):
+                self.cache.update(
+                    layer.keys.to(dtype=dtype, copy=True), layer.values.to(dtype=dtype, copy=True), idx
+                )
+            self.cached = list(request.input_ids)
+            return
         # Prefill the draft on the prompt now, beside the target's prefill (it counts in the TTFT,
         # as in serving engines), rather than inside the first step's draft_ms.
         self._forward(list(request.input_ids))
@@ -132,7 +156,7 @@ class DraftModelDrafter:
 
 
 class SpeculativeSession(HFSession):
-    def __init__(self, hf: Any, draft_hf: Any, config: SpeculativeConfig) -> None:
+    def __init__(self, hf: Any, draft_hf: Any, config: SpeculativeConfig, reuse_target: bool = False) -> None:
         super().__init__(hf)
         self.draft_hf = draft_hf
         self.weights_mb = hf.weights_mb + draft_hf.weights_mb  # both models are resident
@@ -141,7 +165,7 @@ class SpeculativeSession(HFSession):
         ):
             self.context_length = draft_hf.context_length
         vocab_limit = hf.model.get_output_embeddings().weight.shape[0]
-        self.drafter = DraftModelDrafter(draft_hf, config, vocab_limit)
+        self.drafter = DraftModelDrafter(draft_hf, config, vocab_limit, reuse_target)
 
     def generate(self, request: Request, probe: Probe) -> Output:
         from ._speculative import generate_speculative
@@ -175,6 +199,27 @@ def check_compatible(target: Any, draft: Any, draft_name: str) -> None:
         )
 
 
+_CACHE_SHAPE = (
+    "model_type",
+    "num_hidden_layers",
+    "num_key_value_heads",
+    "num_attention_heads",
+    "hidden_size",
+)
+
+
+def check_same_architecture(target: Any, draft: Any, draft_name: str) -> None:
+    """``draft_prefill = "from-target"`` needs caches of the same shape (one-line :class:`StrategyError`)."""
+    t_cfg, d_cfg = target.model.config, draft.model.config
+    for key in (*_CACHE_SHAPE, "head_dim"):
+        t_val, d_val = getattr(t_cfg, key, None), getattr(d_cfg, key, None)
+        if t_val != d_val:
+            raise StrategyError(
+                f"draft_prefill = 'from-target' needs the draft to be the target's model: draft "
+                f"{draft_name!r} has {key} = {d_val}, the target {t_val}; use draft_prefill = 'own'"
+            )
+
+
 class SpeculativeStrategy(Strategy):
     name = "speculative"
     description = "Speculative decoding: a small draft model proposes tokens, the target verifies them"
@@ -195,4 +240,9 @@ class SpeculativeStrategy(Strategy):
             draft_dtype = str(target.dtype).removeprefix("torch.")
         draft = load_hf_model(dataclasses.replace(variant, model=config.draft, dtype=draft_dtype), device)
         check_compatible(target, draft, config.draft)
-        return SpeculativeSession(target, draft, config)
+        reuse = config.draft_prefill == "from-target" or (
+            config.draft_prefill == "auto" and config.draft == variant.model
+        )
+        if reuse:
+            check_same_architecture(target, draft, config.draft)
+        return SpeculativeSession(target, draft, config, reuse_target=reuse)

@@ -522,3 +522,24 @@ def test_a_strategy_not_available_here_is_bad_input(tmp_path, monkeypatch):
     db = tmp_path / "r.db"
     assert_one_error_line(invoke("run", spec, "--db", db), "variant 'only'", "needs a quantum computer")
     assert not db.exists()
+
+
+@pytest.mark.parametrize("name", ["demo.toml", "demo-full.toml"])
+def test_packaged_demo_specs_are_valid(name):
+    """The specs `workbench demo [--full]` runs parse, use registered strategies and four kinds of lever."""
+    from workbench.plan import plan_run
+    from workbench.resources import resource_path
+    from workbench.spec import load_spec
+
+    spec = load_spec(resource_path("specs", name))
+    kinds = {v.strategy for v in spec.variants}
+    assert {"baseline", "quantized", "speculative", "prompt-lookup"} <= kinds
+    assert {w.name for w in spec.workloads} >= {"chat", "summarise", "code"}
+    plans = plan_run(spec)
+    assert all(t.max_new_tokens <= spec.warmup_max_new_tokens for t in plans[0].trials if t.warmup)
+
+
+def test_demo_help_offers_full():
+    result = invoke("demo", "--help")
+    assert result.exit_code == 0
+    assert "--full" in result.output and "demo-full.toml" in result.output

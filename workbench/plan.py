@@ -72,12 +72,15 @@ def plan_run(spec: Spec) -> list[VariantPlan]:
 
 
 def _trial(spec: Spec, workload: Any, item: Any, repetition: int, *, warmup: bool) -> TrialPlan:
+    max_new_tokens = item.max_new_tokens
+    if warmup and spec.warmup_max_new_tokens is not None:
+        max_new_tokens = min(max_new_tokens, spec.warmup_max_new_tokens)
     return TrialPlan(
         workload=workload.name,
         prompt=item.prompt,
         repetition=repetition,
         warmup=warmup,
-        max_new_tokens=item.max_new_tokens,
+        max_new_tokens=max_new_tokens,
         temperature=workload.temperature,
         top_p=workload.top_p,
         top_k=workload.top_k,

@@ -44,6 +44,7 @@ _TOP_KEYS = {
     "description",
     "repetitions",
     "warmup",
+    "warmup_max_new_tokens",
     "seed",
     "baseline",
     "variants",
@@ -107,6 +108,8 @@ class Spec:
     workloads: tuple[Workload, ...]
     repetitions: int = 3
     warmup: int = 1
+    #: cap on the tokens a warm-up trial generates (None: the workload's own max_new_tokens)
+    warmup_max_new_tokens: int | None = None
     seed: int = 0
     baseline: str | None = None
     description: str = ""
@@ -156,6 +159,9 @@ def spec_from_dict(
         raise SpecError("spec: 'repetitions' must be at least 1")
     if warmup < 0:
         raise SpecError("spec: 'warmup' must be 0 or more")
+    warmup_tokens = _get(data, "warmup_max_new_tokens", int, "spec", default=None)
+    if warmup_tokens is not None and warmup_tokens < 1:
+        raise SpecError("spec: 'warmup_max_new_tokens' must be at least 1")
     raw_variants = data.get("variants")
     if not isinstance(raw_variants, list) or not raw_variants:
         raise SpecError("spec: needs at least one [[variants]] table")
@@ -187,6 +193,7 @@ def spec_from_dict(
         workloads=workloads,
         repetitions=repetitions,
         warmup=warmup,
+        warmup_max_new_tokens=warmup_tokens,
         seed=_get(data, "seed", int, "spec", default=0),
         baseline=baseline,
         text=text,
