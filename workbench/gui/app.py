@@ -58,7 +58,7 @@ def make_app(argv: list[str] | None = None) -> QApplication:
 
 def resolve_gui_db(db: Path | None, settings: Any) -> Path:
     """``--db``, then ``$WORKBENCH_DB``, then the database opened last time, then the default."""
-    from ..store import resolve_db_path
+    from ..dbpath import resolve_db_path
 
     if db is not None or os.environ.get("WORKBENCH_DB"):
         return resolve_db_path(db)
@@ -94,7 +94,7 @@ def run_gui(
     db_path = resolve_gui_db(db, settings)
     if screenshot is not None and not db_path.exists():
         raise WorkbenchError(f"no results database at {db_path}")
-    if db_path.exists():  # not a database, or not ours: one line now rather than an empty window
+    if screenshot is not None and db_path.exists():  # not a database, or not ours: one line, exit 2
         from ..store import Store
 
         Store(db_path, create=False).close()
@@ -111,23 +111,33 @@ def run_gui(
 
 
 class _StartupProbe(QObject):
-    """Prints ``visible <seconds since the interpreter started>`` at the first paint, then quits."""
+    """Prints ``visible <unix time>`` once the window's first paint is done, then ``ready <unix time>``
+    once start-up has finished and the run it opens is on screen, and quits."""
 
     def __init__(self, window: Any) -> None:
         super().__init__(window)
-        self._done = False
+        self._window = window
+        self._painted = False
         window.installEventFilter(self)
+        self._poll = QTimer(self, interval=5)
+        self._poll.timeout.connect(self._check_ready)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Paint and not self._done:
-            self._done = True
-            # after this paint is delivered: the frame is on screen
-            QTimer.singleShot(0, self._report)
+        if event.type() == QEvent.Type.Paint and not self._painted:
+            self._painted = True
+            QTimer.singleShot(0, self._visible)  # runs once this paint has been delivered
         return False
 
-    def _report(self) -> None:
+    def _visible(self) -> None:
         print(f"visible {time.time():.6f}", flush=True)
-        QApplication.instance().quit()  # type: ignore[union-attr]
+        self._poll.start()
+
+    def _check_ready(self) -> None:
+        w = self._window
+        if w.is_ready and (not w.shown_ids or w.results is not None):
+            self._poll.stop()
+            print(f"ready {time.time():.6f}", flush=True)
+            QApplication.instance().quit()  # type: ignore[union-attr]
 
 
 def _screenshot(app: QApplication, window: Any, out: Path, tab: str | None) -> int:

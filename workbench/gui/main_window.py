@@ -7,6 +7,7 @@ rest of the workbench (spec parser, strategy registry, analysis) and opens the d
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -357,9 +358,9 @@ class MainWindow(QMainWindow):
 
     # -- start-up --------------------------------------------------------------------------------
 
-    def showEvent(self, event: Any) -> None:
-        super().showEvent(event)
-        if not self._started:
+    def paintEvent(self, event: Any) -> None:
+        super().paintEvent(event)
+        if not self._started:  # the frame is on screen: now the parts that take a while to import
             self._started = True
             QTimer.singleShot(0, self._finish_startup)
 
@@ -384,7 +385,7 @@ class MainWindow(QMainWindow):
             state = self.settings.splitter("results")
             if state is not None:
                 self.results_split.restoreState(state)
-        self._open_store(self.db_path, create=False, quiet=True)
+        self._open_store(self.db_path, create=False)
         runs = self.refresh_history()
         if runs and self._open_run:
             try:
@@ -479,7 +480,8 @@ class MainWindow(QMainWindow):
                 data: Any = load_results(db_path, run_ids)
             except Exception as exc:  # StoreError, or the file went away
                 data = exc
-            self._relay.loaded.emit(generation, data)
+            with contextlib.suppress(RuntimeError):  # the window was closed meanwhile
+                self._relay.loaded.emit(generation, data)
 
         QThreadPool.globalInstance().start(work)
 
