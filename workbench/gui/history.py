@@ -40,6 +40,7 @@ class HistoryPanel(QWidget):
         self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.view.verticalHeader().setVisible(False)
         self.view.setSortingEnabled(True)
+        self.view.sortByColumn(0, Qt.SortOrder.DescendingOrder)  # newest first
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.view.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         self.view.doubleClicked.connect(lambda _i: self._open())
@@ -69,7 +70,7 @@ class HistoryPanel(QWidget):
         self.db_label.setText(db_text)
         self.view.setSortingEnabled(False)
         self.model.removeRows(0, self.model.rowCount())
-        for r in reversed(runs):  # newest first
+        for r in runs:
             values = [
                 r["id"],
                 r["name"],
@@ -85,6 +86,7 @@ class HistoryPanel(QWidget):
                 item.setData(v, Qt.ItemDataRole.UserRole)
                 if isinstance(v, int):
                     item.setData(v, Qt.ItemDataRole.DisplayRole)  # sorts as a number
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 items.append(item)
             items[0].setData(r["id"], Qt.ItemDataRole.UserRole + 1)
             self.model.appendRow(items)

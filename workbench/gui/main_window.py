@@ -119,7 +119,7 @@ class WelcomePage(QWidget):
             "speculative decoding, prompt lookup… — on this machine, and shows for each one how long "
             "it reads the prompt (<b>prefill</b>, the time to the first token) and how fast it writes "
             "(<b>decode</b>, tokens per second). The demo compares four variants of a small model on "
-            "chat, summarising and code prompts in about four minutes on a laptop CPU."
+            "chat, summarising and code prompts in a few minutes on a laptop CPU."
         )
         text.setWordWrap(True)
         text.setMaximumWidth(720)
