@@ -165,15 +165,31 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
     assert parse_spec(store.resolve_run(result.run_id)["spec"]).variants[1].config.tokens_per_step == 2
 
 
+def _runqueue_wait_s() -> float:
+    """Time this thread spent runnable but waiting for a CPU (Linux schedstat), else 0."""
+    import threading
+
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def test_the_event_loop_keeps_turning_during_a_run(qtbot, db_path):
+    """A 10 ms timer in the UI thread keeps firing while a run goes on: no gap of 100 ms or more.
+
+    On a shared machine the OS may not schedule the process for a while; the time the UI thread was
+    runnable but waiting for a CPU (Linux schedstat) is the machine's, not the app's, so it is
+    taken out of each gap (and reported)."""
     window = open_window(qtbot, db_path)
-    gaps: list[float] = []
-    last = [time.perf_counter()]
+    gaps: list[tuple[float, float]] = []  # (wall gap, of which waiting for a CPU)
+    last = [time.perf_counter(), _runqueue_wait_s()]
 
     def tick():
-        now = time.perf_counter()
-        gaps.append(now - last[0])
-        last[0] = now
+        now, waited = time.perf_counter(), _runqueue_wait_s()
+        gaps.append((now - last[0], waited - last[1]))
+        last[:] = [now, waited]
 
     timer = QTimer()
     timer.setInterval(10)
@@ -186,12 +202,18 @@ def test_the_event_loop_keeps_turning_during_a_run(qtbot, db_path):
     qtbot.wait(500)  # the last reload of the results lands too
     timer.stop()
     assert len(gaps) > 50
-    assert max(gaps[1:]) < 0.1, f"the UI thread stalled for {max(gaps[1:]) * 1000:.0f} ms"
+    stalls = [wall - cpu_wait for wall, cpu_wait in gaps[1:]]
+    worst = max(range(len(stalls)), key=stalls.__getitem__)
+    wall, cpu_wait = gaps[1:][worst]
+    assert stalls[worst] < 0.1, (
+        f"the UI thread stalled for {stalls[worst] * 1000:.0f} ms "
+        f"(gap {wall * 1000:.0f} ms, {cpu_wait * 1000:.0f} ms of it waiting for a CPU)"
+    )
 
 
 def test_cancel_stops_within_a_trial_and_keeps_what_finished(qtbot, db_path):
     window = open_window(qtbot, db_path)
-    spec = fake_spec(reps=20, decode=40.0)  # 6 tokens x 40 ms per trial, 40 trials for the baseline
+    spec = fake_spec(reps=20, decode=100.0)  # 6 tokens x 100 ms per trial, 40 trials for the baseline
     landed = []
     window.run_thread = None
     with qtbot.waitSignal(window.runFinished, timeout=60_000) as finished:
@@ -199,6 +221,11 @@ def test_cancel_stops_within_a_trial_and_keeps_what_finished(qtbot, db_path):
         thread = window.run_thread
         thread.progressed.connect(lambda info: landed.append(info.done))
         qtbot.waitUntil(lambda: any(d >= 2 for d in landed), timeout=30_000)
+        # the table fills in while the run goes on; the status bar counts trials and gives an ETA
+        qtbot.waitUntil(lambda: window.table_model.rowCount() == 1, timeout=10_000)
+        assert window.run_thread is not None and window.results.running
+        assert "/80 trials" in window.progress_label.text()
+        qtbot.waitUntil(lambda: "ETA" in window.progress_label.text(), timeout=10_000)
         started = time.monotonic()
         qtbot.keyClick(window, Qt.Key.Key_Escape)  # the shortcut
     stopped_s = time.monotonic() - started
