@@ -13,6 +13,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from workbench.roofline import kv_bytes_per_token
 from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class HFSession(Session):
         self.context_length = hf.context_length
         self.weights_mb = hf.weights_mb
         self.dtype = str(hf.dtype).removeprefix("torch.")
+        self.model_shape = hf.model_shape
+        self.kv_bytes_per_token = kv_bytes_per_token(hf.model_shape)
 
     def encode(self, prompt: Prompt) -> list[int]:
         return self.hf.encode(prompt)
@@ -60,27 +63,33 @@ class BaselineSession(HFSession):
         import torch
         from transformers import DynamicCache
 
-        from ._hf import Sampler, Stopper
-
         hf = self.hf
-        model = hf.model
-        sampler = Sampler(request, hf.torch_device)
-        stopper = Stopper(request, hf.eos_ids, hf.decode)
-        tokens: list[int] = []
         with torch.inference_mode():
-            cache = DynamicCache(config=model.config)
+            cache = DynamicCache(config=hf.model.config)
             input_ids = torch.tensor([request.input_ids], dtype=torch.long, device=hf.torch_device)
-            logits = model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits
-            while True:
-                next_token = sampler(logits[:, -1, :])
-                token = int(next_token.item())  # the token is on the host now
-                tokens.append(token)
-                probe.step((token,))
-                reason = stopper(tokens)
-                if reason is not None:
-                    break
-                logits = model(input_ids=next_token.view(1, 1), cache=cache, use_cache=True).logits
+            logits = hf.model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits
+            tokens, reason = decode_loop(hf, request, probe, cache, logits)
         return Output(token_ids=tokens, text=hf.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
+
+
+def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any) -> tuple[list[int], str]:
+    """Token-by-token decode after a prefill: ``cache`` holds the prompt, ``logits`` are the prefill's
+    scores for the last prompt position. Returns the tokens and the finish reason. Call it under
+    ``torch.inference_mode()``."""
+    from ._hf import Sampler, Stopper
+
+    sampler = Sampler(request, hf.torch_device)
+    stopper = Stopper(request, hf.eos_ids, hf.decode)
+    tokens: list[int] = []
+    while True:
+        next_token = sampler(logits[:, -1, :])
+        token = int(next_token.item())  # the token is on the host now
+        tokens.append(token)
+        probe.step((token,))
+        reason = stopper(tokens)
+        if reason is not None:
+            return tokens, reason
+        logits = hf.model(input_ids=next_token.view(1, 1), cache=cache, use_cache=True).logits
 
 
 class BaselineStrategy(Strategy):

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from workbench.errors import StrategyError
 from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help, model_field
 
-from .baseline import HFSession, torch_unavailable_reason
+from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.spec import Variant
@@ -160,6 +160,9 @@ class SpeculativeSession(HFSession):
         super().__init__(hf)
         self.draft_hf = draft_hf
         self.weights_mb = hf.weights_mb + draft_hf.weights_mb  # both models are resident
+        self.kv_bytes_per_token = (self.kv_bytes_per_token or 0) + (
+            kv_bytes_per_token(draft_hf.model_shape) or 0
+        ) or None
         if draft_hf.context_length and (
             self.context_length is None or draft_hf.context_length < self.context_length
         ):

@@ -6,6 +6,9 @@ import pytest
 
 # Never let a test write into the user's real results database or model cache by accident.
 os.environ.pop("WORKBENCH_DB", None)
+# A known memory bandwidth for runs made by tests (roofline figures with known answers; no 0.2 s
+# measurement per worker, nothing written to the user's cache). tests/test_roofline.py measures.
+os.environ["WORKBENCH_BANDWIDTH_GBS"] = "20"
 # Qt tests run headless (CI has no display); a developer can override it to watch a real window.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -101,3 +104,70 @@ def trial_plan(prompt="a b c d e f g h", max_new_tokens: int = 10, **overrides):
         stop=(),
     )
     return TrialPlan(**{**fields, **overrides})
+
+
+#: A run with known costs: a baseline, a "quantized-like" variant (faster decode, slower prefill) and a
+#: "speculative-like" one (3 tokens per step), on prompts of different lengths and both sweeps.
+FAKE_LEVERS_SPEC = """
+name = "fake levers"
+repetitions = 2
+warmup = 1
+
+[[variants]]
+name = "baseline"
+strategy = "fake"
+prefill_ms = 1
+prefill_ms_per_token = 0.02
+decode_ms_per_token = 0.5
+weights_mb = 5
+
+[[variants]]
+name = "int8"
+strategy = "fake"
+prefill_ms = 1
+prefill_ms_per_token = 0.03
+decode_ms_per_token = 0.3
+weights_mb = 2.5
+
+[[variants]]
+name = "spec"
+strategy = "fake"
+prefill_ms = 1.5
+prefill_ms_per_token = 0.02
+decode_ms_per_token = 0.25
+tokens_per_step = 3
+weights_mb = 6
+
+[[workloads]]
+name = "rag"
+limit = 2
+max_new_tokens = 4
+
+[[workloads]]
+name = "code"
+limit = 2
+max_new_tokens = 32
+
+[[workloads]]
+name = "sweep-input"
+limit = 3
+max_new_tokens = 8
+
+[[workloads]]
+name = "sweep-output"
+limit = 3
+"""
+
+
+@pytest.fixture(scope="session")
+def fake_run_db(tmp_path_factory):
+    """A real results DB holding one finished run of FAKE_LEVERS_SPEC (run id 1)."""
+    from workbench.execute import RunExecutor
+    from workbench.spec import parse_spec
+    from workbench.store import Store
+
+    path = tmp_path_factory.mktemp("fake-run") / "results.db"
+    with Store(path) as store:
+        result = RunExecutor(parse_spec(FAKE_LEVERS_SPEC), store).run()
+    assert result.status == "ok", result.errors
+    return path

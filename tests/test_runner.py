@@ -37,8 +37,9 @@ def test_ttft_and_tpot_match_injected_costs():
 def test_prefill_cost_grows_with_input():
     short = run(FakeConfig(prefill_ms=5, prefill_ms_per_token=1.0, decode_ms_per_token=0), prompt="x " * 10)
     long = run(FakeConfig(prefill_ms=5, prefill_ms_per_token=1.0, decode_ms_per_token=0), prompt="x " * 40)
-    assert short.row["ttft_ms"] == pytest.approx(15, abs=2)
-    assert long.row["ttft_ms"] == pytest.approx(45, abs=2)
+    # sleeps never end early; on a loaded machine they may end late (slack above, none below)
+    assert 14.5 <= short.row["ttft_ms"] < 15 + 15
+    assert 44.5 <= long.row["ttft_ms"] < 45 + 15
 
 
 def test_multi_token_steps_give_per_token_tpot_and_per_step_itl():

@@ -34,7 +34,17 @@ __all__ = ["Progress", "RunExecutor", "RunResult", "run_spec"]
 #: seconds a worker gets to stop after a cancel before it is killed
 CANCEL_GRACE_S = 15.0
 #: what a worker's "loaded" event reports about its variant (stored in ``variants``)
-_LOADED_FIELDS = ("device", "dtype", "load_ms", "weights_mb", "context_length", "memory_kind")
+_LOADED_FIELDS = (
+    "device",
+    "dtype",
+    "load_ms",
+    "weights_mb",
+    "context_length",
+    "memory_kind",
+    "memory_bandwidth_gbs",
+    "kv_bytes_per_token",
+    "model_shape",
+)
 
 
 @dataclass
@@ -123,6 +133,8 @@ class RunExecutor:
                     "dtype": v.dtype,
                     "device": v.device,
                     "params": v.params,
+                    "sweep_param": v.sweep_param,
+                    "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },
             )
         environment: dict[str, Any] = {}

@@ -167,6 +167,8 @@ class TrialRunner:
             output_text=output.text,
             output_token_ids=json.dumps(list(output.token_ids)),
             finish_reason=output.finish_reason,
+            cached_tokens=int(output.cached_tokens),
+            trimmed_tokens=int(output.trimmed_tokens),
         )
         return TrialResult("ok", row, [s.to_row() for s in steps])
 

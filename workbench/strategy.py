@@ -127,11 +127,19 @@ class Request:
 
 @dataclass
 class Output:
-    """What a strategy generated. ``token_ids`` must equal the concatenation of all probe steps."""
+    """What a strategy generated. ``token_ids`` must equal the concatenation of all probe steps.
+
+    ``cached_tokens``: prompt tokens whose keys/values came from a cache instead of a prefill (KV-cache
+    reuse); ``trimmed_tokens``: prompt tokens the strategy removed before the prefill (context trimming).
+    The prompt's own length (``input_tokens``) is the same for every variant; the tokens actually
+    prefilled are ``input_tokens - cached_tokens - trimmed_tokens``.
+    """
 
     token_ids: list[int]
     text: str
     finish_reason: FinishReason
+    cached_tokens: int = 0
+    trimmed_tokens: int = 0
 
 
 class Probe(Protocol):
@@ -161,6 +169,11 @@ class Session(ABC):
     weights_mb: float | None = None
     #: What the variant's ``dtype = "auto"`` resolved to (``"float32"``...), for the record.
     dtype: str | None = None
+    #: KV-cache bytes one token adds (keys + values, all layers, all models resident), for the
+    #: decode roofline; ``None`` when unknown.
+    kv_bytes_per_token: float | None = None
+    #: The model's ``layers``, ``kv_heads``, ``head_dim``, ``bytes_per_element`` (recorded with the run).
+    model_shape: dict[str, int] | None = None
 
     @abstractmethod
     def encode(self, prompt: Prompt) -> list[int]:

@@ -42,6 +42,9 @@ class FakeConfig:
     )
     output_tokens: int | None = field_help("tokens to generate (default: max_new_tokens)", default=None)
     context_length: int = field_help("the pretend model's context window (tokens)", default=8192)
+    weights_mb: float = field_help(
+        "the pretend weight footprint (MB), for memory and roofline figures", default=0.0
+    )
     fail_on_prompt: str | None = field_help("raise an error on the prompt with this id", default=None)
     crash_after_trials: int | None = field_help("SIGKILL the worker after this many trials", default=None)
 
@@ -68,7 +71,7 @@ class FakeSession(Session):
     def __init__(self, config: FakeConfig) -> None:
         self.config = config
         self.context_length = config.context_length
-        self.weights_mb = 0.0
+        self.weights_mb = config.weights_mb
         self.dtype = "none"
         self._trials = 0
 

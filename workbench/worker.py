@@ -101,6 +101,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         if reason:
             raise WorkbenchError(f"strategy '{variant.strategy}' is not available here: {reason}")
         device = resolve_device(variant.device, needs_torch=strategy_cls.requires_model)
+        bandwidth = _bandwidth(str(device))  # before the model takes memory and caches
         t0 = time.perf_counter()
         session = strategy.load(variant, device)
         load_ms = (time.perf_counter() - t0) * 1000
@@ -117,6 +118,9 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         weights_mb=session.weights_mb,
         context_length=session.context_length,
         memory_kind=runner.memory.kind,
+        memory_bandwidth_gbs=bandwidth,
+        kv_bytes_per_token=session.kv_bytes_per_token,
+        model_shape=json.dumps(session.model_shape) if session.model_shape else None,
         environment=snapshot(device),
     )
     for index, raw in enumerate(job["trials"]):
@@ -131,6 +135,17 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     session.close()
     events.emit("finished")
     return 0
+
+
+def _bandwidth(device: str) -> float | None:
+    """The device's memory bandwidth (cached per machine); never fails a run."""
+    from .roofline import device_bandwidth
+
+    try:
+        return device_bandwidth(device).gbs
+    except Exception as exc:  # a measurement problem must not stop the experiment
+        print(f"workbench: memory bandwidth not measured: {exc}", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":

@@ -236,6 +236,32 @@ class Store:
     def steps(self, trial_id: int) -> list[dict[str, Any]]:
         return self.query("select * from steps where trial_id = ? order by idx", [trial_id])
 
+    def step_totals(self, run_id: int) -> dict[int, dict[str, Any]]:
+        """Per trial of the run that has sub-timed steps: the sums of ``draft_ms`` and ``verify_ms``."""
+        rows = self.query(
+            """
+            select s.trial_id, sum(s.draft_ms) as draft_ms, sum(s.verify_ms) as verify_ms
+            from steps s join trials t on t.id = s.trial_id
+            where t.run_id = ? and (s.draft_ms is not null or s.verify_ms is not null)
+            group by s.trial_id
+            """,
+            [run_id],
+        )
+        return {r["trial_id"]: r for r in rows}
+
+    def accepted_lengths(self, run_id: int) -> list[dict[str, Any]]:
+        """Per variant and accepted-draft count: how many measured steps verified a draft and accepted
+        that many of its tokens (speculative strategies)."""
+        return self.query(
+            """
+            select t.variant, s.draft_accepted as accepted, count(*) as steps
+            from steps s join trials t on t.id = s.trial_id
+            where t.run_id = ? and t.warmup = 0 and t.status = 'ok' and s.draft_proposed > 0
+            group by t.variant, s.draft_accepted order by t.variant, s.draft_accepted
+            """,
+            [run_id],
+        )
+
 
 def _pid_alive(pid: int) -> bool:
     if pid == os.getpid():

@@ -120,3 +120,28 @@ def m002_output_tokens_and_divergence(db: Database) -> None:
 def m003_draft_steps(db: Database) -> None:
     """Steps that verified a draft: the denominator of the mean accepted length."""
     db["trials"].add_column("draft_steps", int)
+
+
+@migrations()
+def m004_prompt_reuse_and_trim(db: Database) -> None:
+    """The prefill levers: prompt tokens served from a KV cache, and prompt tokens trimmed away."""
+    trials = db["trials"]
+    trials.add_column("cached_tokens", int)
+    trials.add_column("trimmed_tokens", int)
+
+
+@migrations()
+def m005_variant_sweeps(db: Database) -> None:
+    """Variants expanded from a spec ``sweep``: the swept key and the value (JSON) of each."""
+    variants = db["variants"]
+    variants.add_column("sweep_param", str)
+    variants.add_column("sweep_value", str)
+
+
+@migrations()
+def m006_roofline(db: Database) -> None:
+    """What the decode roofline needs, recorded where the run happens (the viewer has no torch)."""
+    variants = db["variants"]
+    variants.add_column("memory_bandwidth_gbs", float)  # measured copy bandwidth of the variant's device
+    variants.add_column("kv_bytes_per_token", float)  # KV-cache bytes one token adds (all resident models)
+    variants.add_column("model_shape", str)  # JSON: layers, kv_heads, head_dim, bytes_per_element
