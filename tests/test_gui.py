@@ -75,7 +75,8 @@ def two_runs_db(tmp_path_factory):
 
 def open_window(qtbot, db_path, **kwargs):
     window = MainWindow(Path(db_path), settings=GuiSettings(), **kwargs)
-    qtbot.addWidget(window)
+    # a failed test can leave a run going: stop it, or closing would ask "cancel the run?" and wait
+    qtbot.addWidget(window, before_close_func=lambda w: w.stop_run_and_wait())
     window.show()
     qtbot.waitUntil(lambda: window.is_ready, timeout=10_000)
     return window
@@ -95,6 +96,30 @@ def table_rows(window):
 
 def column(name):
     return [c[0] for c in COLUMNS].index(name)
+
+
+def charts_module():
+    from workbench.gui import charts
+
+    return charts
+
+
+def pg():
+    import pyqtgraph
+
+    return pyqtgraph
+
+
+def hover_text(window, name, x, y):
+    """The tooltip text at data point (x, y) of chart ``name``'s first plot (its tab shown first)."""
+    from workbench.gui.chartview import tab_of
+
+    window.charts.setCurrentIndex(tab_of(window.charts.data[name]))
+    window.charts.draw_all()
+    QApplication.processEvents()
+    plot = charts_module().plot_items(window.charts.widgets[name])[0]
+    scene_pos = plot.vb.mapViewToScene(QPointF(x, y))
+    return window.charts.hovers[name].text_at(scene_pos)
 
 
 def close_message_boxes():
@@ -158,6 +183,23 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
         assert row[column("TTFT ms")] == f"{s.metrics['ttft_ms'].value:,.1f}"
         assert row[column("decode tok/s")] == f"{s.metrics['decode_tokens_per_s'].value:,.1f}"
     assert rows[1][column("accepted")].startswith("100% (2.0 tok/step)")
+    assert rows[0][column("phase")] in ("prefill-heavy", "decode-heavy", "balanced")
+    # the headline chart shows the same medians, drawn as bars (prefill from 0, decode after it)
+    headline = window.charts.data["headline"]
+    bars = {(g.workload, b.variant): b for g in headline.groups for b in g.bars}
+    for s in expected:
+        bar = bars[(s.workload, s.variant)]
+        assert bar.prefill_ms == pytest.approx(s.metrics["ttft_ms"].value)
+        assert bar.decode_ms == pytest.approx(s.metrics["decode_phase_ms"].value)
+    plot = charts_module().plot_items(window.charts.widgets["headline"])[0]
+    drawn = [i for i in plot.items if isinstance(i, pg().BarGraphItem)]
+    prefill_widths = sorted(float(w) for item in drawn[0::2] for w in item.opts["width"])
+    assert prefill_widths == pytest.approx(sorted(s.metrics["ttft_ms"].value for s in expected))
+    assert (
+        "decode-heavy" in window.advice.toPlainText()
+        or "prefill-heavy" in window.advice.toPlainText()
+        or ("balanced" in window.advice.toPlainText())
+    )
     assert window.results_title.text().startswith(f"Run {result.run_id} — from the form (ok)")
     assert window.history.model.rowCount() == 1
     assert "run 'from the form'" in window.log.toPlainText()
@@ -224,6 +266,9 @@ def test_cancel_stops_within_a_trial_and_keeps_what_finished(qtbot, db_path):
         # the table fills in while the run goes on; the status bar counts trials and gives an ETA
         qtbot.waitUntil(lambda: window.table_model.rowCount() == 1, timeout=10_000)
         assert window.run_thread is not None and window.results.running
+        # the charts too (redrawn at most every CHART_INTERVAL_S during a run)
+        qtbot.waitUntil(lambda: "headline" in window.charts.data, timeout=10_000)
+        assert [b.variant for g in window.charts.data["headline"].groups for b in g.bars] == ["baseline"]
         assert "/80 trials" in window.progress_label.text()
         qtbot.waitUntil(lambda: "ETA" in window.progress_label.text(), timeout=10_000)
         started = time.monotonic()
@@ -280,6 +325,67 @@ def test_a_run_with_bad_input_is_one_message_and_records_nothing(qtbot, db_path,
     close_message_boxes()
 
 
+# -- charts: hover, export, copy ------------------------------------------------------------------
+
+
+def test_hovering_a_bar_shows_its_numbers(qtbot, two_runs_db):
+    window = open_window(qtbot, two_runs_db)
+    data = wait_results(qtbot, window, [2])
+    window.resize(1300, 900)
+    qtbot.wait(50)
+    headline = window.charts.data["headline"]
+    group = headline.groups[0]
+    for k, bar in enumerate(group.bars):  # rows 1, 2 under the workload header (row 0)
+        text = hover_text(window, "headline", bar.prefill_ms / 2, k + 1)
+        assert text is not None and f"<b>{bar.variant}</b> on <b>{group.workload}</b>" in text
+        assert f"prefill (TTFT): {bar.prefill_ms:,.1f} ms" in text
+        assert f"total {bar.total_ms:,.1f} ms" in text
+        assert "<u>prefill" in text  # the segment under the mouse
+        text = hover_text(window, "headline", bar.prefill_ms + bar.decode_ms / 2, k + 1)
+        assert "<u>decode" in text
+    assert hover_text(window, "headline", group.bars[0].total_ms * 1.2, 1) is None  # beside the bar
+    summary = next(s for s in data.summaries if s.variant == "fast")
+    text = hover_text(window, "speedup", summary.speedup_e2e.value, 1)
+    assert "<b>fast</b> on <b>code</b> vs baseline" in text
+    assert f"e2e speed-up: {summary.speedup_e2e.value:.2f}x" in text
+    memory = window.charts.data["memory"]
+    text = hover_text(window, "memory", memory.bars[0].peak_mb / 2, 0)  # the first row is on screen too
+    assert text.startswith(f"<b>{memory.bars[0].variant}</b><br>peak {memory.bars[0].peak_mb:,.0f} MB")
+    timeline = next(c for c in window.charts.data.values() if c.key == "timeline")
+    first = timeline.series[0]
+    text = hover_text(window, timeline.name, first.t_ms[-1] * 1.01, 1)  # just after its last step
+    assert f"{first.variant}: {first.tokens[-1]} tokens" in text
+
+
+def test_export_chart_png_and_svg_copy_and_report(qtbot, two_runs_db, tmp_path):
+    from xml.etree import ElementTree
+
+    from PySide6.QtGui import QImage
+
+    window = open_window(qtbot, two_runs_db)
+    wait_results(qtbot, window, [2])
+    assert window.export_action.isEnabled() and window.copy_chart_action.isEnabled()
+    window.show_tab("speedup")
+    assert window.charts.current_chart().key == "speedup"
+    png = window.export_current_chart(path=tmp_path / "chart.png")
+    image = QImage(str(png))
+    size = charts_module().preferred_size(window.charts.data["speedup"])
+    assert (image.width(), image.height()) == (2 * size[0], 2 * size[1])  # 2x, as `workbench export`
+    svg = window.export_chart(window.charts.data["headline"], "svg", path=tmp_path / "headline.svg")
+    assert ElementTree.parse(svg).getroot().tag.endswith("svg")
+    assert window.copy_current_chart()
+    copied = QApplication.clipboard().image()
+    assert not copied.isNull() and copied.width() == 2 * size[0]
+    report = window.export_report(path=tmp_path / "report.html")
+    html = report.read_text()
+    assert html.count("data:image/png;base64,") == len(window.results.charts)
+    assert "second" in html
+    written = window.export_all(out_dir=tmp_path / "all")
+    assert {"report.html", "headline.png", "headline.svg", "trials.csv", "summary.md"} <= {
+        p.name for p in written
+    }
+
+
 # -- history ---------------------------------------------------------------------------------------
 
 
@@ -329,7 +435,9 @@ def test_export_action_writes_the_run_data(qtbot, two_runs_db, tmp_path):
     wait_results(qtbot, window, [2])
     assert window.export_action.isEnabled()
     written = window.export_data(out_dir=tmp_path / "out")
-    assert {p.name for p in written} == {"trials.csv", "steps.csv", "summary.json"}
+    assert {"trials.csv", "steps.csv", "summary.json", "summary.csv", "headline.csv"} <= {
+        p.name for p in written
+    }
     with open(tmp_path / "out" / "trials.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["variant"] for r in rows} == {"baseline", "fast"} and all(r["run_id"] == "2" for r in rows)
@@ -507,6 +615,8 @@ def test_a_whole_run_from_the_window_never_imports_torch_in_the_gui_process(tmp_
         while window.run_thread is not None or not done:
             app.processEvents()
         print(done[0].status, sorted(m for m in ("torch", "transformers") if m in sys.modules))
+        from workbench.gui.app import dispose
+        dispose(window)
         """,
         env={"WORKBENCH_GUI_SETTINGS": str(tmp_path / "gui.ini")},
     )
@@ -541,7 +651,8 @@ def test_viewer_mode_without_torch_opens_browses_and_explains_what_to_install(tm
         print("note:", window.builder.viewer_note.text())
         print("rows:", rows, "history:", window.history.model.rowCount())
         out = window.export_data(out_dir=Path({str(tmp_path / "out")!r}))
-        print("exported:", sorted(p.name for p in out))
+        print("exported:", sorted(p.name for p in out if p.name in ("trials.csv", "summary.json")))
+        print("charts:", sorted(window.charts.data))
         window.show_runs((1, 2))
         while window.results.run_ids != (1, 2):
             app.processEvents()
@@ -549,6 +660,8 @@ def test_viewer_mode_without_torch_opens_browses_and_explains_what_to_install(tm
         print("started:", window.start_run())
         import sys
         print("torch:", any(sys.modules.get(m) is not None for m in ("torch", "transformers")))
+        from workbench.gui.app import dispose
+        dispose(window)
         """,
         env={"WORKBENCH_GUI_SETTINGS": str(tmp_path / "gui.ini")},
         prelude=HIDE_TORCH,
@@ -559,7 +672,8 @@ def test_viewer_mode_without_torch_opens_browses_and_explains_what_to_install(tm
     assert "run enabled: False False" in out and "demo enabled: False" in out
     assert "note: <b>Viewer mode.</b> Running experiments needs the engine" in out
     assert "rows: 2 history: 2" in out and "compare rows: 4" in out
-    assert "exported: ['steps.csv', 'summary.json', 'trials.csv']" in out
+    assert "exported: ['summary.json', 'trials.csv']" in out
+    assert "'headline'" in out and "'speedup'" in out  # the charts draw without torch
     assert "started: False" in out and "torch: False" in out
 
 
@@ -664,6 +778,8 @@ def test_in_a_real_x_window_under_xvfb(tmp_path, two_runs_db):
             from workbench.gui.app import save_screenshot
             save_screenshot(app, window, Path({str(out)!r}))
             print("rows", window.table_model.rowCount(), window.isVisible())
+            from workbench.gui.app import dispose
+            dispose(window)
         """),
         ],
         capture_output=True,

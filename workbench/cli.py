@@ -600,8 +600,21 @@ def strategies(verbose: bool, as_json: bool) -> None:
 )
 @click.option(
     "--tab",
-    type=click.Choice(["experiment", "results", "history", "log"]),
-    help="The tab to show (with --screenshot: the tab to capture).",
+    type=click.Choice(
+        [
+            "experiment",
+            "results",
+            "history",
+            "log",
+            "headline",
+            "timeline",
+            "sweeps",
+            "speedup",
+            "acceptance",
+            "memory",
+        ]
+    ),
+    help="The tab to show (with --screenshot: the tab to capture); the last six are the chart tabs.",
 )
 @click.option(
     "--run", "run_ref", default="latest", show_default=True, help="The run to open: an id or a name."

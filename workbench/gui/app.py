@@ -18,11 +18,22 @@ from PySide6.QtWidgets import QApplication
 
 from ..errors import WorkbenchError
 
-__all__ = ["SCREENSHOT_SIZE", "TAB_NAMES", "make_app", "run_gui", "save_screenshot"]
+__all__ = ["SCREENSHOT_SIZE", "TAB_NAMES", "dispose", "make_app", "run_gui", "save_screenshot"]
 
 SCREENSHOT_SIZE = (1400, 900)
-#: names ``--tab`` accepts: the main tabs
-TAB_NAMES = ("experiment", "results", "history", "log")
+#: names ``--tab`` accepts: the main tabs, then the chart tabs of the results
+TAB_NAMES = (
+    "experiment",
+    "results",
+    "history",
+    "log",
+    "headline",
+    "timeline",
+    "sweeps",
+    "speedup",
+    "acceptance",
+    "memory",
+)
 
 
 def check_display() -> None:
@@ -107,7 +118,21 @@ def run_gui(
     window.show()
     if tab is not None:
         window.ready.connect(lambda: window.show_tab(tab))
-    return app.exec()
+    code = app.exec()
+    dispose(window)
+    return code
+
+
+def dispose(window: Any) -> None:
+    """Close the window and delete it now, while the QApplication lives: left to the interpreter's
+    shutdown, pyqtgraph's items and the application can be destroyed in the wrong order (a segfault
+    after the work is done)."""
+    from shiboken6 import Shiboken
+
+    if Shiboken.isValid(window):
+        window.close()
+        Shiboken.delete(window)
+    QApplication.processEvents()
 
 
 class _StartupProbe(QObject):
@@ -151,7 +176,7 @@ def _screenshot(app: QApplication, window: Any, out: Path, tab: str | None) -> i
     if tab is not None:
         window.show_tab(tab)
     save_screenshot(app, window, out)
-    window.close()
+    dispose(window)
     return 0
 
 

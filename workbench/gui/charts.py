@@ -208,7 +208,7 @@ def _grouped_rows(
         positions.append(ys)
         y += gap
     plot.getAxis("left").setTicks([ticks, []])
-    plot.setYRange(-0.7 if groups and groups[0][0] else 0.3, y - gap + 0.7, padding=0)
+    plot.setYRange(-0.7, y - gap + 0.7, padding=0)  # the first row is at y = 0 with or without a header
     return positions
 
 

@@ -29,7 +29,8 @@ TERMS: dict[str, str] = {
     "tokens when some differ (quantization and other dtypes drift, speculative decoding must not).",
     "prefill share": "Share of the end-to-end time spent before the first token: high means the input "
     "dominates (prefill-heavy), low means the output does (decode-heavy).",
-    "phase": "Which phase dominates the time: prefill-heavy, decode-heavy or balanced.",
+    "phase": "Which phase dominates the baseline's time on this workload: prefill-heavy when reading the "
+    "prompt takes most of it, decode-heavy when writing the answer does, balanced in between.",
     "repetitions": "Measured trials per prompt; more repetitions give tighter confidence intervals.",
     "warm-up": "Trials per workload run first and left out of the statistics (caches, lazy "
     "initialisation, clocks ramping up).",

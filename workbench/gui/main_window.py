@@ -10,10 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QFont, QKeySequence, QPalette
 from PySide6.QtWidgets import (
     QApplication,
@@ -30,6 +31,7 @@ from PySide6.QtWidgets import (
     QSplitter,
     QStackedWidget,
     QTabWidget,
+    QTextBrowser,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -41,7 +43,18 @@ from .settings import GuiSettings
 __all__ = ["MainWindow", "viewer_reason"]
 
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+#: during a run the charts are redrawn at most this often (s); the table follows every trial
+CHART_INTERVAL_S = 2.0
 TOP_TABS = ("experiment", "results", "history", "log")
+#: --tab names of the chart tabs → a chart key shown in that tab
+CHART_TAB_NAMES = {
+    "headline": "headline",
+    "timeline": "timeline",
+    "sweeps": "sweep",
+    "speedup": "speedup",
+    "acceptance": "accepted-length",
+    "memory": "memory",
+}
 
 
 def viewer_reason(force: bool = False) -> str | None:
@@ -180,6 +193,7 @@ class MainWindow(QMainWindow):
         self.viewer = viewer
         self.store: Any = None
         self.builder: Any = None
+        self.loader: Any = None  # loading.ResultsLoader, from the end of start-up
         self.run_thread: Any = None
         self.results: Any = None  # the ResultsData on screen
         self.shown_ids: tuple[int, ...] = ()
@@ -194,6 +208,9 @@ class MainWindow(QMainWindow):
         self._relay.loaded.connect(self._on_loaded)
         self._refresh_timer = QTimer(self, singleShot=True, interval=300)
         self._refresh_timer.timeout.connect(self.refresh_results)
+        self._charts_at = 0.0
+        self._charts_timer = QTimer(self, singleShot=True)
+        self._charts_timer.timeout.connect(self._update_charts)
         self.setWindowTitle("Workbench")
         self.setAcceptDrops(True)
         self._build_ui()
@@ -269,17 +286,19 @@ class MainWindow(QMainWindow):
         self.results_title.setFont(font)
         self.results_env = QLabel()
         self.results_env.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.chart_tabs = QTabWidget()
-        self.chart_tabs.setObjectName("chartTabs")
+        self.charts: Any = None  # the ChartPanel, built after the first paint (pyqtgraph is slow to import)
         self.table_model = SummaryTableModel(self)
         self.table = make_table_view(self.table_model)
         self.table.setObjectName("resultsTable")
+        self.advice = QTextBrowser()
+        self.advice.setObjectName("advice")
+        self.bottom_split = QSplitter(Qt.Orientation.Horizontal)
+        self.bottom_split.addWidget(self.table)
+        self.bottom_split.addWidget(self.advice)
+        self.bottom_split.setStretchFactor(0, 3)
+        self.bottom_split.setStretchFactor(1, 2)
         self.results_split = QSplitter(Qt.Orientation.Vertical)
-        self.results_split.addWidget(self.chart_tabs)
-        self.results_split.addWidget(self.table)
-        self.results_split.setStretchFactor(0, 3)
-        self.results_split.setStretchFactor(1, 2)
-        self.chart_tabs.hide()  # shown when the chart module is loaded
+        self.results_split.addWidget(self.bottom_split)
         layout = QVBoxLayout(page)
         layout.addWidget(self.results_title)
         layout.addWidget(self.results_env)
@@ -310,13 +329,21 @@ class MainWindow(QMainWindow):
         self.export_data_action = action(
             "Export run &data (CSV)…",
             self.export_data,
-            tip="trials.csv, steps.csv and summary.json of the run",
+            tip="trials.csv, steps.csv, summary.csv, phases.csv, summary.json and every chart's data",
         )
         self.export_action = action(
-            "&Export…",
-            self.export_default,
-            "Ctrl+E",
-            "Export the chart on screen (PNG/SVG), or the run's data",
+            "&Export chart…", self.export_current_chart, "Ctrl+E", "The chart on screen as PNG (2x) or SVG"
+        )
+        self.copy_chart_action = action(
+            "&Copy chart", self.copy_current_chart, "Ctrl+Shift+C", "The chart on screen, as an image"
+        )
+        self.export_report_action = action(
+            "Export &report (HTML)…",
+            self.export_report,
+            tip="One self-contained page: charts, tables, advice",
+        )
+        self.export_all_action = action(
+            "Export &all…", self.export_all, tip="Everything `workbench export` writes, into a folder"
         )
         quit_action = action("&Quit", self.close, QKeySequence.StandardKey.Quit)
         self.run_action = action("&Run", self.start_run, "Ctrl+R", "Run the experiment in the builder")
@@ -338,7 +365,10 @@ class MainWindow(QMainWindow):
             self.save_as_action,
             None,
             self.export_action,
+            self.copy_chart_action,
+            self.export_report_action,
             self.export_data_action,
+            self.export_all_action,
             None,
             quit_action,
         ):
@@ -373,6 +403,10 @@ class MainWindow(QMainWindow):
     def _finish_startup(self) -> None:
         if self.is_ready:
             return
+        from .loading import ResultsLoader
+
+        self.loader = ResultsLoader()
+        self.loader.warm_up()  # its worker imports the analysis while the rest is built here
         from .builder import ExperimentBuilder
 
         self.builder = ExperimentBuilder()
@@ -381,10 +415,19 @@ class MainWindow(QMainWindow):
         self.builder.runRequested.connect(self.start_run)
         self.builder.save_btn.clicked.connect(self.save_spec_as)
         self.experiment_page.layout().addWidget(self.builder)
+        from .chartview import ChartPanel
+
+        self.charts = ChartPanel()
+        self.results_split.insertWidget(0, self.charts)
+        self.results_split.setStretchFactor(0, 3)
+        self.results_split.setStretchFactor(1, 2)
+        self.results_split.setSizes([500, 300])
+        self.bottom_split.setSizes([800, 450])
         if self.settings is not None:
-            state = self.settings.splitter("results")
-            if state is not None:
-                self.results_split.restoreState(state)
+            for name, splitter in (("results", self.results_split), ("bottom", self.bottom_split)):
+                state = self.settings.splitter(name)
+                if state is not None:
+                    splitter.restoreState(state)
         self._open_store(self.db_path, create=False)
         runs = self.refresh_history()
         if runs and self._open_run:
@@ -463,27 +506,21 @@ class MainWindow(QMainWindow):
         self.refresh_results()
 
     def refresh_results(self) -> None:
-        """Reload what is on screen from the database, in the thread pool."""
-        if not self.shown_ids or self.store is None:
+        """Reload what is on screen from the database, in the loader's worker process."""
+        if not self.shown_ids or self.store is None or self.loader is None:
             return
         if self._loading:
             self._reload = True
             return
         self._loading = True
         self._generation += 1
-        generation, db_path, run_ids = self._generation, self.db_path, self.shown_ids
+        generation = self._generation
 
-        def work() -> None:
-            from .results import load_results
-
-            try:
-                data: Any = load_results(db_path, run_ids)
-            except Exception as exc:  # StoreError, or the file went away
-                data = exc
+        def done(data: Any) -> None:  # in a pool thread: queue it to the UI thread
             with contextlib.suppress(RuntimeError):  # the window was closed meanwhile
                 self._relay.loaded.emit(generation, data)
 
-        QThreadPool.globalInstance().start(work)
+        self.loader.submit(self.db_path, self.shown_ids, done)
 
     def _on_loaded(self, generation: int, data: Any) -> None:
         self._loading = False
@@ -496,14 +533,16 @@ class MainWindow(QMainWindow):
         if isinstance(data, Exception):
             self.show_error("Results", str(data))
             return
-        from .results import environment_line
+        from .loading import environment_line
 
         self.results = data
         self.results_title.setText(data.title)
         self.results_env.setText(
             " · ".join(line for line in (environment_line(r) for r in data.runs) if line) or ""
         )
-        self.table_model.set_summaries(data.summaries)
+        self.table_model.set_summaries(data.summaries, {p.workload: p.label for p in data.phases})
+        self.advice.setHtml(advice_html(data))
+        self._update_charts()
         if data.failures:
             items = "".join(f"<li>{_escape(f)}</li>" for f in data.failures[:5])
             self.banner.show_message(
@@ -514,6 +553,19 @@ class MainWindow(QMainWindow):
             self.banner.hide()
         self._update_actions()
         self.resultsShown.emit(data)
+
+    def _update_charts(self) -> None:
+        """Hand the charts of the results on screen to the chart panel; during a run at most every
+        CHART_INTERVAL_S (drawing costs the UI thread tens of milliseconds per chart)."""
+        if self.charts is None or self.results is None:
+            return
+        wait_s = CHART_INTERVAL_S - (time.monotonic() - self._charts_at)
+        if self.run_thread is not None and wait_s > 0:
+            self._charts_timer.start(int(wait_s * 1000))
+            return
+        self._charts_timer.stop()
+        self._charts_at = time.monotonic()
+        self.charts.set_charts(self.results.charts)
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -706,9 +758,111 @@ class MainWindow(QMainWindow):
         self.log_line(f"saved spec {path}")
         return True
 
-    def export_default(self) -> None:
-        """Ctrl+E: the run's data (charts join when the chart module is loaded)."""
-        self.export_data()
+    def _chart_or_complain(self) -> Any:
+        chart = self.charts.current_chart() if self.charts is not None and self.results is not None else None
+        if chart is None:
+            self.show_error("Export chart", "No chart on screen: open a run with finished trials first.")
+        return chart
+
+    def export_current_chart(self, *_: Any, path: Path | None = None) -> Path | None:
+        chart = self._chart_or_complain()
+        if chart is None:
+            return None
+        return self.export_chart(chart, "png", path=path)
+
+    def export_chart(self, chart: Any, kind: str = "png", *, path: Path | None = None) -> Path | None:
+        """Ask where (PNG or SVG, by the filter chosen), then write exactly what `workbench export` does."""
+        from .chartview import export_chart
+
+        if path is None:
+            filters = "PNG image, 2x (*.png);;SVG image (*.svg)"
+            selected = "SVG image (*.svg)" if kind == "svg" else "PNG image, 2x (*.png)"
+            start = str(Path(self._last_dir()) / f"{chart.name}.{kind}")
+            chosen, used = QFileDialog.getSaveFileName(self, "Export chart", start, filters, selected)
+            if not chosen:
+                return None
+            path = Path(chosen)
+            if path.suffix.lower() not in (".png", ".svg"):
+                path = path.with_suffix(".svg" if used.startswith("SVG") else ".png")
+        try:
+            with _busy():
+                written = export_chart(chart, path)
+        except OSError as exc:
+            self.show_error("Export chart", f"cannot write {path}: {exc.strerror or exc}")
+            return None
+        self._remember_dir(path)
+        self.statusBar().showMessage(f"Wrote {written}", 8000)
+        self.log_line(f"exported chart {chart.name} to {written}")
+        return written
+
+    def copy_current_chart(self) -> bool:
+        from .chartview import copy_chart
+
+        chart = self._chart_or_complain()
+        if chart is None:
+            return False
+        with _busy():
+            copy_chart(chart)
+        self.statusBar().showMessage(f"Copied the {chart.title or chart.name} chart", 5000)
+        return True
+
+    def export_report(self, *_: Any, path: Path | None = None) -> Path | None:
+        """The HTML report of the run on screen (what `workbench export --format html` writes)."""
+        from ..report import html_report
+        from . import charts as qt_charts
+
+        analysis = self._single_analysis("Export report")
+        if analysis is None:
+            return None
+        if path is None:
+            start = str(Path(self._last_dir()) / f"report-run{analysis.run['id']}.html")
+            chosen, _ = QFileDialog.getSaveFileName(self, "Export report", start, "HTML page (*.html)")
+            if not chosen:
+                return None
+            path = Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")
+        try:
+            with _busy():
+                pngs = {c.name: qt_charts.png_bytes(c) for c in self.results.charts}
+                path.write_text(html_report(analysis, pngs), encoding="utf-8")
+        except OSError as exc:
+            self.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
+            return None
+        self._remember_dir(path)
+        self.statusBar().showMessage(f"Wrote {path}", 8000)
+        self.log_line(f"exported the report of run {analysis.run['id']} to {path}")
+        return path
+
+    def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
+        """Everything `workbench export RUN --out DIR` writes (charts, data, Markdown, HTML)."""
+        from ..errors import WorkbenchError
+        from ..export import export_run
+
+        analysis = self._single_analysis("Export")
+        if analysis is None or self.store is None:
+            return []
+        if out_dir is None:
+            chosen = QFileDialog.getExistingDirectory(self, "Export the run into", self._last_dir())
+            if not chosen:
+                return []
+            out_dir = Path(chosen)
+        try:
+            with _busy():
+                written, _notes = export_run(self.store, analysis.run["id"], out_dir)
+        except WorkbenchError as exc:
+            self.show_error("Export", str(exc))
+            return []
+        self._remember_dir(out_dir / "x")
+        self.statusBar().showMessage(f"Wrote {len(written)} files to {out_dir}", 8000)
+        self.log_line(f"exported run {analysis.run['id']} to {out_dir}: {len(written)} files")
+        return written
+
+    def _single_analysis(self, title: str) -> Any:
+        if self.results is None or self.results.analysis is None:
+            self.show_error(
+                title, "Open one run first (History tab); a comparison of two runs is not a report."
+            )
+            return None
+        return self.results.analysis
 
     def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
         from ..errors import WorkbenchError
@@ -787,6 +941,12 @@ class MainWindow(QMainWindow):
     # -- small things ----------------------------------------------------------------------------
 
     def show_tab(self, name: str) -> None:
+        """A main tab (``experiment``...) or a chart tab (``headline``, ``timeline``...)."""
+        if name in CHART_TAB_NAMES:
+            self.tabs.setCurrentWidget(self.results_stack)
+            if self.charts is not None:
+                self.charts.show_tab(CHART_TAB_NAMES[name])
+            return
         pages = {
             "experiment": self.experiment_page,
             "results": self.results_stack,
@@ -830,8 +990,11 @@ class MainWindow(QMainWindow):
         self.demo_action.setEnabled(self.is_ready and not running and not self.viewer)
         self.cancel_action.setEnabled(running)
         has_run = self.results is not None and len(self.results.run_ids) == 1
-        self.export_data_action.setEnabled(has_run)
-        self.export_action.setEnabled(has_run)
+        has_chart = self.results is not None and bool(self.results.charts)
+        for a in (self.export_data_action, self.export_report_action, self.export_all_action):
+            a.setEnabled(has_run)
+        self.export_action.setEnabled(has_chart)
+        self.copy_chart_action.setEnabled(has_chart)
 
     def _last_dir(self) -> str:
         return self.settings.last_dir if self.settings is not None else str(Path.cwd())
@@ -876,7 +1039,8 @@ class MainWindow(QMainWindow):
                 return
             self.stop_run_and_wait()
         self.save_settings()
-        QThreadPool.globalInstance().waitForDone(5000)
+        if self.loader is not None:
+            self.loader.close()
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -898,6 +1062,7 @@ class MainWindow(QMainWindow):
         self.settings.geometry = self.saveGeometry()
         self.settings.window_state = self.saveState()
         self.settings.set_splitter("results", self.results_split.saveState())
+        self.settings.set_splitter("bottom", self.bottom_split.saveState())
         self.settings.sync()
 
     def restore_settings(self) -> None:
@@ -907,6 +1072,46 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(self.settings.geometry)
         if self.settings.window_state is not None:
             self.restoreState(self.settings.window_state)
+
+
+@contextlib.contextmanager
+def _busy() -> Any:
+    """A wait cursor while the UI thread renders (chart export draws with Qt, so it runs here)."""
+    QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
+    try:
+        yield
+    finally:
+        QApplication.restoreOverrideCursor()
+
+
+def advice_html(data: Any) -> str:
+    """The side panel: per workload its measured phase and the advice (one run), or RUN_B against RUN_A
+    with variants matched by name (two runs)."""
+    out = []
+    if data.comparisons or data.unmatched:
+        a, b = data.runs[0]["id"], data.runs[1]["id"]
+        out.append(
+            f"<h3>Run {b} against run {a}</h3><p>Variants matched by name; &gt; 1 is faster in run {b}.</p>"
+        )
+        for r in data.comparisons:
+            est = r.speedup_e2e
+            ratio = "–" if est is None or est.value is None else f"{est.value:.2f}x"
+            if est is not None and est.lo is not None:
+                ratio += f" [{est.lo:.2f}–{est.hi:.2f}]" + (" *" if r.significant else "")
+            out.append(f"<p><b>{_escape(r.variant)}</b> on {_escape(r.workload)}: e2e {ratio}</p>")
+        if data.unmatched:
+            out.append(f"<p><i>Not matched: {_escape(', '.join(data.unmatched))}</i></p>")
+        return "".join(out)
+    for p in data.phases:
+        out.append(f"<h3>{_escape(p.workload)} — {_escape(p.headline)}</h3>")
+        if p.prediction is not None:
+            verdict = "differs — a finding in itself" if p.disagrees else "agrees"
+            out.append(f"<p><i>Predicted before the run: {_escape(p.prediction.label)} ({verdict}).</i></p>")
+        if p.advice:
+            out.append("<ul>" + "".join(f"<li>{_escape(line)}</li>" for line in p.advice) + "</ul>")
+    if not out:
+        return "<p><i>Phases and advice appear when the baseline has finished trials.</i></p>"
+    return "".join(out)
 
 
 def _dropped_path(event: Any) -> Path | None:

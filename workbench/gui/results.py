@@ -1,16 +1,10 @@
-"""A run (or two runs side by side) as the GUI shows it: loaded off the UI thread, then a sortable
-table of metrics per variant × workload with speed-ups, acceptance, match and prefill share.
-
-:func:`load_results` is plain Python over its own database connection, so it runs in a thread pool
-while a run is being written; the UI thread only fills the table with what it returns.
+"""The results table: metrics per variant × workload with speed-ups, acceptance, match, prefill share
+and phase, sortable, with one-sentence tooltips. Its data comes from :mod:`workbench.gui.loading`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
@@ -18,62 +12,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidge
 
 from .glossary import explain
 
-__all__ = ["COLUMNS", "ResultsData", "SummaryTableModel", "load_results", "make_table_view"]
-
-
-@dataclass
-class ResultsData:
-    """What one view of the results shows; the variant names carry ``RUN:`` when two runs are compared."""
-
-    run_ids: tuple[int, ...]
-    runs: list[dict[str, Any]]
-    variants: list[dict[str, Any]]
-    trials: list[dict[str, Any]]  # warm-ups included (flagged); every status
-    summaries: list[Any]  # analysis.GroupSummary
-    baseline: str | None
-    failures: list[str] = field(default_factory=list)  # variants that crashed or failed to load
-
-    @property
-    def title(self) -> str:
-        if len(self.runs) == 1:
-            r = self.runs[0]
-            return f"Run {r['id']} — {r['name']} ({r['status']})"
-        return "Compare " + " vs ".join(f"run {r['id']} ({r['name']})" for r in self.runs)
-
-    @property
-    def running(self) -> bool:
-        return any(r["status"] == "running" for r in self.runs)
-
-
-def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None = None) -> ResultsData:
-    """Read the runs and summarise them (medians, bootstrap CIs, speed-ups). Safe in any thread."""
-    from ..analysis import summarize
-    from ..store import Store
-
-    store = Store(db_path, create=False)
-    try:
-        runs = [store.resolve_run(run_id) for run_id in run_ids]
-        prefix = len(runs) > 1
-        variants: list[dict[str, Any]] = []
-        trials: list[dict[str, Any]] = []
-        failures: list[str] = []
-        for run in runs:
-            tag = f"{run['id']}:" if prefix else ""
-            for v in store.variants(run["id"]):
-                variants.append({**v, "name": tag + v["name"]})
-                if v["status"] == "failed" and v.get("error"):
-                    failures.append(f"{tag}{v['name']}: {v['error']}")
-            for t in store.trials(run["id"], include_warmup=True):
-                trials.append({**t, "variant": tag + t["variant"]} if prefix else t)
-        if baseline is None and runs:
-            baseline = runs[0]["baseline"]
-            if prefix and baseline:
-                baseline = f"{runs[0]['id']}:{baseline}"
-        names = {t["variant"] for t in trials}
-        summaries = summarize(trials, baseline if baseline in names else None)
-        return ResultsData(tuple(run_ids), runs, variants, trials, summaries, baseline, failures)
-    finally:
-        store.close()
+__all__ = ["COLUMNS", "SummaryTableModel", "make_table_view"]
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -134,7 +73,7 @@ def _n(s: Any) -> tuple[str, float | None]:
 
 
 #: (header, glossary term for the tooltip, getter -> (text, sort value))
-COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]]]] = [
+COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]] | None]] = [
     ("variant", "", lambda s: (s.variant, s.variant)),
     ("workload", "", lambda s: (s.workload, s.workload)),
     ("n", "", _n),
@@ -149,6 +88,7 @@ COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]]]] = [
     ("e2e ms", "e2e", _metric("e2e_ms", 0)),
     ("peak MB", "peak memory", _metric("peak_memory_mb", 0)),
     ("prefill share", "prefill share", _prefill_share),
+    ("phase", "phase", None),  # filled from the run's measured phases (per workload)
     ("e2e speed-up", "speed-up", _ratio("speedup_e2e")),
     ("TTFT speed-up", "speed-up", _ratio("speedup_ttft")),
     ("decode speed-up", "speed-up", _ratio("speedup_decode")),
@@ -157,6 +97,7 @@ COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]]]] = [
 ]
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+_TEXT_COLUMNS = {i for i, (header, _, _) in enumerate(COLUMNS) if header in ("variant", "workload", "phase")}
 
 
 class SummaryTableModel(QAbstractTableModel):
@@ -165,10 +106,18 @@ class SummaryTableModel(QAbstractTableModel):
         self._rows: list[Any] = []
         self._cells: list[list[tuple[str, Any]]] = []
 
-    def set_summaries(self, summaries: Sequence[Any]) -> None:
+    def set_summaries(self, summaries: Sequence[Any], phases: dict[str, str] | None = None) -> None:
+        """``phases``: workload → its measured phase label (``decode-heavy``...)."""
+        phases = phases or {}
         self.beginResetModel()
         self._rows = list(summaries)
-        self._cells = [[get(s) for _, _, get in COLUMNS] for s in self._rows]
+        self._cells = [
+            [
+                get(s) if get is not None else (phases.get(s.workload, ""), phases.get(s.workload, ""))
+                for _, _, get in COLUMNS
+            ]
+            for s in self._rows
+        ]
         self.endResetModel()
 
     def summary(self, row: int) -> Any:
@@ -189,10 +138,12 @@ class SummaryTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return text
         if role == SORT_ROLE:
-            return value if value is not None else float("-inf") if index.column() > 1 else ""
-        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 1:
+            if value is None:
+                return "" if isinstance(text, str) and index.column() in _TEXT_COLUMNS else float("-inf")
+            return value
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() not in _TEXT_COLUMNS:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        if role == Qt.ItemDataRole.ToolTipRole and index.column() >= 14 and text:
+        if role == Qt.ItemDataRole.ToolTipRole and text and COLUMNS[index.column()][1]:
             return explain(COLUMNS[index.column()][1])
         return None
 
@@ -223,16 +174,3 @@ def make_table_view(model: SummaryTableModel, parent: QWidget | None = None) -> 
     view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
     view.horizontalHeader().setStretchLastSection(True)
     return view
-
-
-def environment_line(run: dict[str, Any]) -> str:
-    """One line on the machine a run was measured on."""
-    env = json.loads(run.get("environment") or "{}").get("host", {})
-    if not env:
-        return ""
-    packages = env.get("packages", {})
-    gpu = f"GPU {env['gpu']}" if env.get("gpu") else "no GPU"
-    return (
-        f"{env.get('cpu')} ×{env.get('cpu_count')}, {env.get('memory_gb')} GB, {gpu}; "
-        f"torch {packages.get('torch')}, transformers {packages.get('transformers')}"
-    )
