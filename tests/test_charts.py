@@ -67,7 +67,7 @@ def test_headline_data_from_a_recorded_run(fake_run_db):
     # int8's prefill costs more per input token, its decode less (injected costs)
     assert by_variant["int8"].prefill_ms > by_variant["baseline"].prefill_ms
     code = {b.variant: b for b in chart.groups[1].bars}
-    assert code["int8"].decode_ms < code["baseline"].decode_ms
+    assert code["int8"].total_ms < code["baseline"].total_ms
     rows = chart.rows()
     assert {"workload", "variant", "prefill_ms", "decode_ms", "total_ms", "prefill_share"} <= set(rows[0])
 
@@ -140,3 +140,38 @@ def test_the_qt_binding_does_not_drop_references_to_none(qapp):
         item.parentItem()
         item.setPen(pen)
     assert abs(sys.getrefcount(None) - before) < 200
+
+
+def test_every_chart_of_a_run_has_known_data_and_draws(fake_run_db, qapp):
+    from workbench.analysis import analyze_run
+
+    with Store(fake_run_db, create=False) as store:
+        analysis = analyze_run(store, 1)
+    charts_by_name = {c.name: c for c in analysis.charts()}
+    ttft = charts_by_name["ttft-vs-input"]
+    assert ttft.source == "sweep-input"
+    slopes = {s.variant: s.slope for s in ttft.series}
+    assert slopes["baseline"] == pytest.approx(0.2, rel=0.2)  # injected: 0.2 ms per input token
+    assert slopes["int8"] == pytest.approx(0.3, rel=0.2)
+    assert ttft.series[0].x == (64.0, 128.0, 256.0)  # limit = 3 sweep points
+    decode = charts_by_name["decode-vs-output"]
+    assert decode.source == "sweep-output" and decode.y_axis.unit == "tok/s"
+    accepted = charts_by_name["accepted-length"]
+    spec_summary = next(s for s in analysis.summaries if s.variant == "spec" and s.workload == "code")
+    assert accepted.mean_length("spec") == pytest.approx(
+        sum(k * n for k, n in accepted.counts["spec"].items()) / sum(accepted.counts["spec"].values())
+    )
+    assert 2.5 < accepted.mean_length("spec") <= 3 and spec_summary.mean_accepted_length > 2.5
+    memory = charts_by_name["memory"]
+    assert [b.weights_mb for b in memory.bars] == [5, 2.5, 6]
+    for chart in analysis.charts():
+        img = image(charts.png_bytes(chart, scale=1.0))
+        white = QtGui.QColor("white").rgb()
+        inked = sum(
+            img.pixel(x, y) != white for y in range(0, img.height(), 4) for x in range(0, img.width(), 4)
+        )
+        assert inked > 200, chart.name
+        drawn = {v for v in chart.variants if rightmost(img, chart.colours[v]) >= 0}
+        assert drawn, chart.name
+        if isinstance(chart, cd.MemoryChart | cd.RooflineChart | cd.HeadlineChart):
+            assert drawn == set(chart.variants), (chart.name, drawn)  # every bar is inside the view

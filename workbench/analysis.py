@@ -25,8 +25,10 @@ __all__ = [
     "analyze_run",
     "bootstrap_median",
     "compare_runs",
+    "server_summary",
     "speedup",
     "summarize",
+    "throughput",
 ]
 
 #: metric column → (label, unit, higher_is_better)
@@ -79,6 +81,10 @@ class GroupSummary:
     draft_share: float | None = None  # drafting's share of decode time (sum of steps' draft_ms / decode_ms)
     verify_share: float | None = None  # verification's share of decode time
     significant: bool | None = None  # e2e speed-up CI excludes 1
+    timing_scope: str | None = None  # in-process | client (a server's client: network + queueing included)
+    concurrency: int = 1  # parallel streams
+    throughput_tokens_per_s: float | None = None  # aggregate output tokens/s (all streams together)
+    server: dict[str, Any] | None = None  # the server's own figures (server_metrics), when it has any
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -86,6 +92,10 @@ class GroupSummary:
             "workload": self.workload,
             "n_ok": self.n_ok,
             "n_failed": self.n_failed,
+            "timing_scope": self.timing_scope,
+            "concurrency": self.concurrency,
+            "throughput_tokens_per_s": self.throughput_tokens_per_s,
+            "server": self.server,
             "matches_baseline": self.matches_baseline,
             "match_fraction": self.match_fraction,
             "acceptance_rate": self.acceptance_rate,
@@ -166,9 +176,14 @@ def speedup(
     return Estimate(value, float(lo), float(hi), min(na, nb))
 
 
-def summarize(trials: Sequence[dict[str, Any]], baseline: str | None) -> list[GroupSummary]:
+def summarize(
+    trials: Sequence[dict[str, Any]],
+    baseline: str | None,
+    server_windows: Sequence[dict[str, Any]] = (),
+) -> list[GroupSummary]:
     """Per (variant, workload), in the order they were run. ``trials`` are rows of the ``trials`` table,
-    optionally with ``draft_ms``/``verify_ms``: the sums of their steps' (:meth:`Store.step_totals`)."""
+    optionally with ``draft_ms``/``verify_ms``: the sums of their steps' (:meth:`Store.step_totals`);
+    ``server_windows`` rows of ``server_metrics`` (the server's own figures, for endpoint variants)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for t in trials:
         if not t.get("warmup"):
@@ -194,6 +209,12 @@ def summarize(trials: Sequence[dict[str, Any]], baseline: str | None) -> list[Gr
             summary.acceptance_rate = accepted / proposed
         if draft_steps:
             summary.mean_accepted_length = 1 + accepted / draft_steps
+        scopes = {r.get("timing_scope") for r in rows} - {None}
+        summary.timing_scope = "client" if "client" in scopes else (scopes.pop() if scopes else None)
+        summary.concurrency = max((r.get("concurrency") or 1 for r in rows), default=1)
+        summary.throughput_tokens_per_s = throughput(ok)
+        windows = [w for w in server_windows if (w["variant"], w["workload"]) == (variant, workload)]
+        summary.server = server_summary(windows, ok)
         timed = [r for r in ok if r.get("draft_ms") is not None or r.get("verify_ms") is not None]
         decode_ms = sum(r.get("decode_ms") or 0.0 for r in timed)
         if timed and decode_ms > 0:
@@ -220,6 +241,62 @@ def summarize(trials: Sequence[dict[str, Any]], baseline: str | None) -> list[Gr
             if s.speedup_e2e and s.speedup_e2e.lo is not None:
                 s.significant = not (s.speedup_e2e.lo <= 1.0 <= s.speedup_e2e.hi)  # type: ignore[operator]
     return summaries
+
+
+def throughput(ok: Sequence[dict[str, Any]]) -> float | None:
+    """Aggregate output tokens per second. Sequential trials: all tokens over the sum of their e2e
+    times. Parallel streams: all tokens over the wall time of each group (first start → last end,
+    from ``group_offset_ms`` + ``e2e_ms``) — the figure that grows with concurrency when a server
+    batches."""
+    tokens = sum(r.get("output_tokens") or 0 for r in ok)
+    spans: dict[Any, tuple[float, float]] = {}
+    seconds = 0.0
+    for r in ok:
+        if r.get("e2e_ms") is None:
+            continue
+        if r.get("group_offset_ms") is None or (r.get("concurrency") or 1) == 1:
+            seconds += r["e2e_ms"] / 1000
+            continue
+        start, end = r["group_offset_ms"], r["group_offset_ms"] + r["e2e_ms"]
+        lo, hi = spans.get(r.get("concurrent_group"), (start, end))
+        spans[r.get("concurrent_group")] = (min(lo, start), max(hi, end))
+    seconds += sum(hi - lo for lo, hi in spans.values()) / 1000
+    return tokens / seconds if seconds > 0 and tokens else None
+
+
+#: server_metrics columns averaged over windows, weighted by how many requests each mean covers
+_SERVER_MEANS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms", "prefill_ms", "decode_ms")
+
+
+def server_summary(windows: Sequence[dict[str, Any]], ok: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The server's own figures over a group's measured windows: request-weighted means of its
+    latencies (its histograms give sums and counts, hence means, not medians), speculative-decoding
+    acceptance from its counters, and the client's mean TTFT beside the server's: the gap is
+    network, HTTP and queueing in front of the engine."""
+    windows = [w for w in windows if not w.get("warmup")]
+    if not windows:
+        return None
+    out: dict[str, Any] = {"windows": len(windows)}
+    for column in _SERVER_MEANS:
+        weight_col = "ttft_count" if column == "ttft_ms" else "requests"
+        pairs = [(w[column], w.get(weight_col) or 1) for w in windows if w.get(column) is not None]
+        weight = sum(n for _, n in pairs)
+        out[column] = sum(v * n for v, n in pairs) / weight if weight else None
+    requests = sum(w.get("requests") or 0 for w in windows)
+    out["requests"] = requests
+    out["other_requests"] = max(requests - sum(w.get("trials") or 0 for w in windows), 0)
+    drafts = sum(w.get("spec_drafts") or 0 for w in windows)
+    proposed = sum(w.get("spec_draft_tokens") or 0 for w in windows)
+    accepted = sum(w.get("spec_accepted_tokens") or 0 for w in windows)
+    out["acceptance_rate"] = accepted / proposed if proposed else None
+    out["mean_accepted_length"] = 1 + accepted / drafts if drafts else None
+    client = [r["ttft_ms"] for r in ok if r.get("ttft_ms") is not None]
+    out["client_ttft_mean_ms"] = sum(client) / len(client) if client else None
+    if out["client_ttft_mean_ms"] is not None and out["ttft_ms"] is not None:
+        out["ttft_gap_ms"] = out["client_ttft_mean_ms"] - out["ttft_ms"]
+    else:
+        out["ttft_gap_ms"] = None
+    return out
 
 
 def _derived(row: dict[str, Any]) -> dict[str, Any]:
@@ -262,6 +339,7 @@ class RunAnalysis:
     roofline: list[Any]  # workbench.roofline.RooflineRow per variant × workload
     timelines: list[Timeline]  # per workload, one representative prompt, every variant
     accepted_lengths: dict[str, dict[int, int]]  # variant → {accepted draft tokens: steps}
+    _charts: list[Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def variant_names(self) -> list[str]:
@@ -279,7 +357,9 @@ class RunAnalysis:
         """Every chart this run has data for (``workbench.chartdata`` objects), headline first."""
         from .chartdata import run_charts
 
-        return run_charts(self)
+        if self._charts is None:
+            self._charts = run_charts(self)
+        return list(self._charts)
 
     def to_dict(self) -> dict[str, Any]:
         run = {k: v for k, v in self.run.items() if k != "environment"}
@@ -319,7 +399,7 @@ def analyze_run(store: Any, run_ref: str | int | None, baseline: str | None = No
         )
     if reference not in names:
         reference = None
-    summaries = summarize(trials, reference)
+    summaries = summarize(trials, reference, store.server_metrics(run_id))
     strategies = {v["name"]: v["strategy"] for v in variants}
     for t in trials:
         strategies.setdefault(t["variant"], t.get("strategy") or "")

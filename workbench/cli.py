@@ -398,12 +398,15 @@ def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | N
     from .analysis import summarize
 
     trials: list[dict[str, Any]] = []
+    windows: list[dict[str, Any]] = []
     prefix = len(run_rows) > 1
     for row in run_rows:
         for t in store.trials(row["id"]):
             if prefix:
                 t = {**t, "variant": f"{row['id']}:{t['variant']}"}
             trials.append(t)
+        for w in store.server_metrics(row["id"]):
+            windows.append({**w, "variant": f"{row['id']}:{w['variant']}"} if prefix else w)
     if baseline is None:
         baseline = run_rows[0]["baseline"]
         if prefix and baseline:
@@ -415,7 +418,7 @@ def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | N
         raise WorkbenchError(
             f"baseline variant {baseline!r} not in the run; variants: {', '.join(sorted(variants))}"
         )
-    return summarize(trials, baseline)
+    return summarize(trials, baseline, windows)
 
 
 def _print_comparison(
@@ -428,46 +431,44 @@ def _print_comparison(
     if not summaries:
         click.echo("No finished trials.")
         return
+    # Served variants add the server's own TTFT beside the client's; parallel streams add the
+    # concurrency and the aggregate tokens/s. Columns appear only when some variant has them.
+    served = any(s.server for s in summaries)
+    parallel = any(s.concurrency > 1 for s in summaries)
     rows = []
     for s in summaries:
         m = s.metrics
-        rows.append(
-            [
-                s.variant,
-                s.workload,
-                f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
-                _fmt(m["input_tokens"].value, 0),
-                _fmt(m["output_tokens"].value, 0),
-                _fmt(m["ttft_ms"].value, 1),
-                _fmt(m["tpot_ms"].value, 2),
-                _fmt(m["decode_tokens_per_s"].value, 1),
-                _fmt(m["e2e_ms"].value, 0),
-                _ratio(s.speedup_e2e),
-                _ratio(s.speedup_decode),
-                _acceptance(s),
-                _match(s),
-            ]
+        row = [
+            s.variant,
+            s.workload,
+            f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
+            _fmt(m["input_tokens"].value, 0),
+            _fmt(m["output_tokens"].value, 0),
+            _fmt(m["ttft_ms"].value, 1),
+        ]
+        if served:
+            row.append(_fmt(s.server.get("ttft_ms") if s.server else None, 1))
+        row += [
+            _fmt(m["tpot_ms"].value, 2),
+            _fmt(m["decode_tokens_per_s"].value, 1),
+            _fmt(m["e2e_ms"].value, 0),
+        ]
+        if parallel:
+            row += [str(s.concurrency), _fmt(s.throughput_tokens_per_s, 1)]
+        row += [_ratio(s.speedup_e2e), _ratio(s.speedup_decode), _acceptance(s), _match(s)]
+        rows.append(row)
+    headers = ["variant", "workload", "n", "in tok", "out tok", "TTFT ms"]
+    headers += ["srv TTFT ms"] if served else []
+    headers += ["TPOT ms", "decode tok/s", "e2e ms"]
+    headers += ["conc", "agg tok/s"] if parallel else []
+    headers += ["e2e speed-up", "decode speed-up", "accepted", "match"]
+    click.echo(_table(headers, rows))
+    if any(s.timing_scope == "client" for s in summaries):
+        click.echo(
+            "Served variants are timed as a client: TTFT/TPOT include the network, HTTP and the server's "
+            "queue; srv TTFT is the server's own mean (its /metrics).",
+            err=True,
         )
-    click.echo(
-        _table(
-            [
-                "variant",
-                "workload",
-                "n",
-                "in tok",
-                "out tok",
-                "TTFT ms",
-                "TPOT ms",
-                "decode tok/s",
-                "e2e ms",
-                "e2e speed-up",
-                "decode speed-up",
-                "accepted",
-                "match",
-            ],
-            rows,
-        )
-    )
     click.echo(
         "Medians over measured trials; speed-ups are ratios of medians vs the baseline with a bootstrap "
         "95 % CI, * when the CI excludes 1.",
@@ -662,13 +663,21 @@ def _ratio(est: Any) -> str:
 
 
 def _acceptance(summary: Any) -> str:
-    """Draft acceptance rate and mean accepted length (tokens per verification step)."""
-    if summary.acceptance_rate is None:
+    """Draft acceptance rate and mean accepted length (tokens per verification step); a server's own
+    speculative decoding (from its metrics) is marked "srv"."""
+    rate, length, where = summary.acceptance_rate, summary.mean_accepted_length, ""
+    if rate is None and summary.server and summary.server.get("acceptance_rate") is not None:
+        rate, length, where = (
+            summary.server["acceptance_rate"],
+            summary.server["mean_accepted_length"],
+            " srv",
+        )
+    if rate is None:
         return ""
-    text = f"{summary.acceptance_rate:.0%}"
-    if summary.mean_accepted_length is not None:
-        text += f" ({summary.mean_accepted_length:.1f} tok/step)"
-    return text
+    text = f"{rate:.0%}"
+    if length is not None:
+        text += f" ({length:.1f} tok/step)"
+    return text + where
 
 
 def _match(summary: Any) -> str:

@@ -3,8 +3,8 @@
 =========  ==========================================================================================
 format     writes
 =========  ==========================================================================================
-``csv``    ``trials.csv``, ``steps.csv``, ``summary.csv``, ``phases.csv``, ``summary.json`` and the data
-           of every chart (``<chart>.csv``: exactly what the chart plots)
+``csv``    ``trials.csv``, ``steps.csv``, ``summary.csv``, ``phases.csv``, ``summary.json``,
+           ``server_metrics.csv`` (served variants) and the data of every chart (``<chart>.csv``)
 ``md``     ``summary.md``: phases and advice, tables, links to the PNGs when they are written too
 ``png``    ``<chart>.png`` at 2x pixels (offscreen Qt; needs the ``gui`` extra)
 ``svg``    ``<chart>.svg`` (needs the ``gui`` extra)
@@ -99,24 +99,16 @@ def export_run(
             if "png" in formats or "html" in formats:
                 pngs[chart.name] = qt_charts.png_bytes(chart)
             if "png" in formats:
-                path = out_dir / f"{chart.name}.png"
-                path.write_bytes(pngs[chart.name])
-                wrote(path)
+                wrote(_write(out_dir / f"{chart.name}.png", pngs[chart.name]))
             if "svg" in formats:
-                path = out_dir / f"{chart.name}.svg"
-                path.write_bytes(qt_charts.svg_bytes(chart))
-                wrote(path)
+                wrote(_write(out_dir / f"{chart.name}.svg", qt_charts.svg_bytes(chart)))
     from .report import html_report, markdown_report
 
     if "md" in formats:
         images = {c.name: f"{c.name}.png" for c in charts} if "png" in formats else {}
-        path = out_dir / "summary.md"
-        path.write_text(markdown_report(analysis, images), encoding="utf-8")
-        wrote(path)
+        wrote(_write(out_dir / "summary.md", markdown_report(analysis, images).encode("utf-8")))
     if "html" in formats:
-        path = out_dir / "report.html"
-        path.write_text(html_report(analysis, pngs), encoding="utf-8")
-        wrote(path)
+        wrote(_write(out_dir / "report.html", html_report(analysis, pngs).encode("utf-8")))
     return written, notes
 
 
@@ -132,6 +124,9 @@ def export_data(
         [run_id],
     )
     written = [_csv(out_dir / "trials.csv", trials), _csv(out_dir / "steps.csv", steps)]
+    windows = store.server_metrics(run_id, include_warmup=True)
+    if windows:
+        written.append(_csv(out_dir / "server_metrics.csv", windows))
     written.append(_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
     written.append(_csv(out_dir / "phases.csv", [_flat(p.to_dict()) for p in analysis.phases]))
     run = analysis.run
@@ -142,9 +137,9 @@ def export_data(
         "phases": [p.to_dict() for p in analysis.phases],
         "roofline": [r.to_dict() for r in analysis.roofline],
     }
-    path = out_dir / "summary.json"
-    path.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-    written.append(path)
+    written.append(
+        _write(out_dir / "summary.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))
+    )
     for chart in analysis.charts():
         written.append(_csv(out_dir / f"{chart.name}.csv", chart.rows()))
     return written
@@ -171,6 +166,14 @@ def _mkdir(out_dir: Path) -> None:
         raise WorkbenchError(f"cannot create output folder {out_dir}: {exc.strerror}") from None
     if not out_dir.is_dir():
         raise WorkbenchError(f"{out_dir} is not a folder")
+
+
+def _write(path: Path, data: bytes) -> Path:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise WorkbenchError(f"cannot write {path}: {exc.strerror}") from None
+    return path
 
 
 def _csv(path: Path, rows: list[dict[str, Any]]) -> Path:

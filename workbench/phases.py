@@ -55,9 +55,10 @@ TOKENS_PER_MESSAGE = 4  # chat-template tokens around each message
 LEVERS: dict[str, tuple[str, str]] = {
     "quantized": ("weight quantization", "decode"),
     "speculative": ("speculative decoding", "decode"),
-    "prompt-lookup": ("speculative decoding (prompt lookup)", "decode"),
+    "prompt-lookup": ("speculative decoding with prompt lookup", "decode"),
     "hf-assisted": ("assisted generation", "decode"),
     "prefix-cache": ("KV-cache reuse", "prefill"),
+    "context-trim": ("context trimming", "prefill"),
     "baseline": ("precision/settings", "both"),
 }
 
@@ -222,16 +223,13 @@ class LeverResult:
         est = self.speedup_e2e
         if est is None or est.value is None:
             return f"{self.variant} ({self.lever}): no comparable trials"
-        ci = f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else ""
+        ci = f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else " (no CI: one trial per prompt)"
         parts = []
         for name, e in (("TTFT", self.speedup_ttft), ("decode", self.speedup_decode)):
             if e is not None and e.value is not None:
                 parts.append(f"{name} {e.value:.2f}x")
-        split = f" ({', '.join(parts)})" if parts else ""
-        what = {"faster": "faster", "slower": "slower", "no clear change": "no clear change"}.get(
-            self.verdict, ""
-        )
-        return f"{self.variant} ({self.lever}): e2e {est.value:.2f}x{ci}, {what}{split}"
+        split = "".join(f", {part}" for part in parts)
+        return f"{self.variant} ({self.lever}): e2e {est.value:.2f}x{ci}{split}"
 
 
 @dataclass
@@ -377,12 +375,12 @@ def advise(phase: WorkloadPhase, measured: CostModel | None = None) -> list[str]
     tokens_in = f" at {phase.input_tokens:,.0f} input tokens" if phase.input_tokens else ""
     tokens_out = f" at {phase.output_tokens:,.0f} output tokens" if phase.output_tokens else ""
     slope = (
-        f"; TTFT grows {phase.ttft_ms_per_input_token:.3g} ms per input token"
+        f"; TTFT grows {_num(phase.ttft_ms_per_input_token)} ms per input token"
         if phase.ttft_ms_per_input_token
         else ""
     )
     per_token = (
-        f"; {phase.decode_ms_per_token:.3g} ms per output token ({1000 / phase.decode_ms_per_token:,.0f} tok/s)"
+        f"; {_num(phase.decode_ms_per_token)} ms per output token ({_num(1000 / phase.decode_ms_per_token)} tok/s)"
         if phase.decode_ms_per_token
         else ""
     )
@@ -424,6 +422,15 @@ def advise(phase: WorkloadPhase, measured: CostModel | None = None) -> list[str]
     return lines
 
 
+def _num(value: float) -> str:
+    """A measured number at a readable precision: 1,290 · 77.5 · 0.0484."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
 def _by_speedup(levers: list[LeverResult]) -> list[LeverResult]:
     return sorted(levers, key=lambda lever: -(lever.speedup_e2e.value or 0))  # type: ignore[union-attr]
 
@@ -436,18 +443,19 @@ def _disagreement(phase: WorkloadPhase, prediction: Prediction, measured: CostMo
         reasons.append(
             f"outputs stopped at a median {phase.output_tokens:,.0f} of {phase.max_new_tokens:,.0f} allowed tokens"
         )
+    cost = ""
     if measured is not None:
         expected, actual = prediction.model.decode_to_prefill, measured.decode_to_prefill
+        cost = f"a decode token costs as much as {_num(actual)} prompt tokens here (the default assumes {_num(expected)})"
         if actual > 1.5 * expected or actual < expected / 1.5:
+            reasons.append(cost)
+    if not reasons:
+        reasons.append("the share is close to a threshold" + (f"; {cost}" if cost else ""))
+        if measured is not None and measured.prefill_fixed_ms > 0:
             reasons.append(
-                f"here a decode token costs as much as {actual:,.0f} prompt tokens to prefill (the default "
-                f"assumes {expected:,.0f})"
+                f"TTFT has a fixed part of {_num(measured.prefill_fixed_ms)} ms that the default ignores"
             )
-    why = (
-        "; ".join(reasons)
-        if reasons
-        else "the lengths and costs were near the assumptions, close to a threshold"
-    )
+    why = "; ".join(reasons)
     return (
         f"Finding: {prediction.describe()}, but measured {phase.label} "
         f"(prefill {phase.prefill_share:.0%}). Why: {why}."

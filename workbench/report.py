@@ -58,14 +58,27 @@ def results_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
         "draft/verify",
         "match",
     ]
+    # Served variants (endpoint): the server's own TTFT beside the client's; parallel streams: the
+    # concurrency and the aggregate tokens/s. Only when some variant has them.
+    served = any(s.server for s in analysis.summaries)
+    parallel = any(s.concurrency > 1 for s in analysis.summaries)
+    if served:
+        headers.insert(headers.index("TTFT ms") + 1, "srv TTFT ms")
+    if parallel:
+        at = headers.index("e2e ms") + 1
+        headers[at:at] = ["conc", "agg tok/s"]
     rows = []
     for s in analysis.summaries:
         m = s.metrics
         accepted = ""
-        if s.acceptance_rate is not None:
-            accepted = f"{s.acceptance_rate:.0%}"
-            if s.mean_accepted_length is not None:
-                accepted += f" ({s.mean_accepted_length:.2f} tok/step)"
+        rate, length, where = s.acceptance_rate, s.mean_accepted_length, ""
+        if rate is None and s.server and s.server.get("acceptance_rate") is not None:
+            rate, length, where = s.server["acceptance_rate"], s.server["mean_accepted_length"], " srv"
+        if rate is not None:
+            accepted = f"{rate:.0%}"
+            if length is not None:
+                accepted += f" ({length:.2f} tok/step)"
+            accepted += where
         split = ""
         if s.draft_share is not None and s.verify_share is not None:
             split = f"{s.draft_share:.0%} / {s.verify_share:.0%}"
@@ -74,26 +87,33 @@ def results_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
             match = f"{s.matches_baseline:.0%}"
             if s.matches_baseline < 1 and s.match_fraction is not None:
                 match += f" ({s.match_fraction:.0%} tok)"
-        rows.append(
-            [
-                s.variant,
-                s.workload,
-                f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
-                _fmt(m["input_tokens"].value, 0),
-                _fmt(m["output_tokens"].value, 0),
-                _fmt(m["ttft_ms"].value, 1),
-                _fmt(m["tpot_ms"].value, 2),
-                _fmt(m["decode_tokens_per_s"].value, 1),
-                _fmt(m["e2e_ms"].value, 0),
-                _fmt(m["peak_memory_mb"].value, 0),
-                _ratio(s.speedup_e2e),
-                _ratio(s.speedup_ttft),
-                _ratio(s.speedup_decode),
-                accepted,
-                split,
-                match,
-            ]
-        )
+        row = [
+            s.variant,
+            s.workload,
+            f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
+            _fmt(m["input_tokens"].value, 0),
+            _fmt(m["output_tokens"].value, 0),
+            _fmt(m["ttft_ms"].value, 1),
+        ]
+        if served:
+            row.append(_fmt(s.server.get("ttft_ms") if s.server else None, 1))
+        row += [
+            _fmt(m["tpot_ms"].value, 2),
+            _fmt(m["decode_tokens_per_s"].value, 1),
+            _fmt(m["e2e_ms"].value, 0),
+        ]
+        if parallel:
+            row += [str(s.concurrency), _fmt(s.throughput_tokens_per_s, 1)]
+        row += [
+            _fmt(m["peak_memory_mb"].value, 0),
+            _ratio(s.speedup_e2e),
+            _ratio(s.speedup_ttft),
+            _ratio(s.speedup_decode),
+            accepted,
+            split,
+            match,
+        ]
+        rows.append(row)
     return headers, rows
 
 

@@ -53,7 +53,7 @@ _TOP_KEYS = {
     "top_p",
     "top_k",
 }
-_VARIANT_KEYS = {"name", "model", "strategy", "dtype", "device", "trust_remote_code"}
+_VARIANT_KEYS = {"name", "model", "strategy", "dtype", "device", "trust_remote_code", "concurrency"}
 _WORKLOAD_KEYS = {
     "name",
     "file",
@@ -82,6 +82,8 @@ class Variant:
     dtype: str = "auto"
     device: str = "auto"
     trust_remote_code: bool = False
+    #: parallel streams (strategies that serve parallel requests, e.g. ``endpoint``); 1 = sequential
+    concurrency: int = 1
     params: dict[str, Any] = field(default_factory=dict)
     #: the strategy's ``Config`` instance built from ``params``
     config: Any = None
@@ -100,6 +102,7 @@ class Variant:
             "dtype": self.dtype,
             "device": self.device,
             "trust_remote_code": self.trust_remote_code,
+            "concurrency": self.concurrency,
             **self.params,
         }
 
@@ -295,6 +298,14 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         check_device_name(device)
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
+    concurrency = _get(data, "concurrency", int, where, default=1)
+    if concurrency < 1:
+        raise SpecError(f"{where}: 'concurrency' must be at least 1")
+    if concurrency > 1 and not strategy_cls.supports_concurrency:
+        raise SpecError(
+            f"{where}: strategy '{strategy_cls.name}' runs one stream at a time; 'concurrency' applies to "
+            "strategies that serve parallel requests (endpoint)"
+        )
     return Variant(
         name=name,
         strategy=strategy_cls.name,
@@ -303,6 +314,7 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         dtype=dtype,
         device=device,
         trust_remote_code=_get(data, "trust_remote_code", bool, where, default=False),
+        concurrency=concurrency,
         params=params,
         config=config,
         sweep_param=sweep[0] if sweep else None,

@@ -2,11 +2,15 @@
 
 API (the data comes from :mod:`workbench.chartdata`, which needs no Qt)::
 
-    from workbench import chartdata
+    from workbench.analysis import analyze_run
     from workbench.gui import charts
 
-    data = chartdata.headline_chart(summaries, labels)     # or analysis.charts: every chart of a run
+    analysis = analyze_run(store, run_id)                   # headless: stats, phases, roofline...
+    data = analysis.charts()[0]        # every chart the run has data for; [0] is the headline
+    # (or one at a time: workbench.chartdata.headline_chart(summaries, labels), speedup_chart(analysis),
+    #  timeline_charts(analysis), sweep_charts, acceptance_chart, memory_chart, roofline_chart)
     widget = charts.build(data)        # a pg.GraphicsLayoutWidget, ready to put in a layout
+    widget.setMinimumSize(*charts.preferred_size(data))     # the size that fits its labels
     charts.fill(widget, other_data)    # redraw the same widget with new data (same or another chart)
     charts.save_png(data, "headline.png", scale=2)          # offscreen, 2x pixels
     charts.save_svg(data, "headline.svg")
@@ -14,7 +18,9 @@ API (the data comes from :mod:`workbench.chartdata`, which needs no Qt)::
     charts.qcolour("#0072B2"); charts.variant_qcolours(data.variants)
     charts.plot_items(widget)          # its pg.PlotItem panels (to link axes, add a crosshair...)
 
-``build`` and ``fill`` only draw; they never show a window. Colours come from
+``build`` and ``fill`` only draw; they never show a window. ``chart.name`` is a stable id (the export
+file stem: ``headline``, ``speedup``, ``timeline-<workload>``, ``ttft-vs-input``...), ``chart.rows()``
+its data (what the CSV export holds), ``chart.title`` and ``chart.notes`` its caption. Colours come from
 :func:`workbench.chartdata.variant_colours` (Okabe–Ito, by run order), so a variant has the same colour
 in every chart and in the report's tables. Every axis carries its unit; bars carry their values.
 
@@ -208,16 +214,23 @@ def _grouped_rows(
         positions.append(ys)
         y += gap
     plot.getAxis("left").setTicks([ticks, []])
-    plot.setYRange(-0.7, y - gap + 0.7, padding=0)  # the first row is at y = 0 with or without a header
+    plot.setYRange(-0.7, y - gap + 0.7, padding=0)
     return positions
+
+
+def _time_unit(longest_ms: float) -> tuple[float, str]:
+    """Milliseconds, or seconds once times reach 10 s (axis ticks stay short)."""
+    return (1000.0, "s") if longest_ms >= 10_000 else (1.0, "ms")
 
 
 def _headline(widget: pg.GraphicsLayoutWidget, chart: cd.HeadlineChart) -> None:
     plot = _plot(widget)
     plot.showGrid(x=True, y=False, alpha=0.15)
-    _axis_label(plot, "bottom", chart.x_axis)
+    longest_ms = max((b.total_ms for g in chart.groups for b in g.bars), default=1.0) or 1.0
+    div, unit = _time_unit(longest_ms)
+    _axis_label(plot, "bottom", cd.Axis(chart.x_axis.label, unit))
+    longest = longest_ms / div
     colours = chart.colours
-    longest = max((b.total_ms for g in chart.groups for b in g.bars), default=1.0) or 1.0
     groups = [
         (g.workload + (f"  —  {g.label}" if g.label else ""), [b.variant for b in g.bars])
         for g in chart.groups
@@ -226,29 +239,20 @@ def _headline(widget: pg.GraphicsLayoutWidget, chart: cd.HeadlineChart) -> None:
     for group, ys in zip(chart.groups, _grouped_rows(plot, groups), strict=True):
         dark = [colours.get(b.variant, cd.OKABE_ITO[-1]) for b in group.bars]
         light = [cd.lighten(c) for c in dark]
-        prefill = [b.prefill_ms for b in group.bars]
+        prefill = [b.prefill_ms / div for b in group.bars]
+        decode = [b.decode_ms / div for b in group.bars]
+        pens = [edge] * len(ys)
         plot.addItem(
-            pg.BarGraphItem(
-                x0=[0.0] * len(ys), y=ys, height=0.66, width=prefill, brushes=light, pens=[edge] * len(ys)
-            )
+            pg.BarGraphItem(x0=[0.0] * len(ys), y=ys, height=0.66, width=prefill, brushes=light, pens=pens)
         )
-        plot.addItem(
-            pg.BarGraphItem(
-                x0=prefill,
-                y=ys,
-                height=0.66,
-                width=[b.decode_ms for b in group.bars],
-                brushes=dark,
-                pens=[edge] * len(ys),
-            )
-        )
-        for bar, y, d, lt in zip(group.bars, ys, dark, light, strict=True):
+        plot.addItem(pg.BarGraphItem(x0=prefill, y=ys, height=0.66, width=decode, brushes=dark, pens=pens))
+        for bar, y, p, d, dc, lc in zip(group.bars, ys, prefill, decode, dark, light, strict=True):
             # values on the bars: inside a segment when it is wide enough, the total after the bar
-            for x0, width, fill_colour in ((0.0, bar.prefill_ms, lt), (bar.prefill_ms, bar.decode_ms, d)):
+            for x0, width, fill_colour in ((0.0, p, lc), (p, d, dc)):
                 if width >= 0.09 * longest:
                     _text(plot, x0 + width / 2, y, _fmt_ms(width), _text_colour_on(fill_colour), (0.5, 0.5))
-            label = f"{_fmt_ms(bar.total_ms)} ms · prefill {bar.prefill_share:.0%}"
-            _text(plot, bar.total_ms + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+            label = f"{_fmt_ms(p + d)} {unit} · prefill {bar.prefill_share:.0%}"
+            _text(plot, p + d + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
     plot.setXRange(0, longest * 1.32, padding=0)
     plot.setLimits(xMin=0)
 
@@ -275,22 +279,23 @@ def _timeline(widget: pg.GraphicsLayoutWidget, chart: cd.TimelineChart) -> None:
     plot = _plot(widget)
     plot.getViewBox().setMouseEnabled(x=True, y=True)
     plot.showGrid(x=True, y=True, alpha=0.15)
-    _axis_label(plot, "bottom", chart.x_axis)
+    div, unit = _time_unit(max((s.t_ms[-1] for s in chart.series), default=1.0))
+    _axis_label(plot, "bottom", cd.Axis(chart.x_axis.label, unit))
     _axis_label(plot, "left", chart.y_axis)
     colours = chart.colours
     entries = []
     for s in chart.series:
         # a step function: the count jumps when a step delivers its tokens
-        xs, ys = [s.t_ms[0]], [s.tokens[0]]
+        xs, ys = [s.t_ms[0] / div], [s.tokens[0]]
         for t, n in zip(s.t_ms[1:], s.tokens[1:], strict=True):
-            xs += [t, t]
+            xs += [t / div, t / div]
             ys += [ys[-1], n]
         colour = colours.get(s.variant, cd.OKABE_ITO[-1])
         _line(plot, xs, ys, pen=pg.mkPen(colour, width=2.5))
         if len(s.t_ms) > 1:  # the first token: where prefill ends
             _line(
                 plot,
-                [s.t_ms[1]],
+                [s.t_ms[1] / div],
                 [s.tokens[1]],
                 pen=None,
                 symbol="o",
@@ -299,7 +304,10 @@ def _timeline(widget: pg.GraphicsLayoutWidget, chart: cd.TimelineChart) -> None:
                 symbolPen=pg.mkPen(colour),
             )
             entries.append(
-                (colour, f"{s.variant}: first token {_fmt_ms(s.t_ms[1])} ms, done {_fmt_ms(s.t_ms[-1])} ms")
+                (
+                    colour,
+                    f"{s.variant}: first token {_fmt_ms(s.t_ms[1] / div)} {unit}, done {_fmt_ms(s.t_ms[-1] / div)} {unit}",
+                )
             )
     plot.setLimits(xMin=0, yMin=0)
     _legend(widget, entries, per_line=2)

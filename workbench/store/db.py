@@ -160,11 +160,24 @@ class Store:
 
         return self._write(insert)
 
+    def add_server_metrics(self, run_id: int, row: dict[str, Any]) -> int:
+        """One window of a server's own figures; keys without a column go into ``extra`` (JSON)."""
+        columns = set(self.db["server_metrics"].columns_dict)
+        data = {k: v for k, v in row.items() if k in columns and k != "extra"}
+        extra = {k: v for k, v in row.items() if k not in columns}
+        extra.update(row.get("extra") or {})
+        data["extra"] = json.dumps(extra) if extra else None
+        for key, value in data.items():
+            if isinstance(value, list | dict):
+                data[key] = json.dumps(value)
+        return self._write(lambda: self.db["server_metrics"].insert({"run_id": run_id, **data}).last_pk)
+
     def delete_run(self, run_id: int) -> None:
         def delete() -> None:
             self.db.execute(
                 "delete from steps where trial_id in (select id from trials where run_id = ?)", [run_id]
             )
+            self.db.execute("delete from server_metrics where run_id = ?", [run_id])
             self.db.execute("delete from trials where run_id = ?", [run_id])
             self.db.execute("delete from variants where run_id = ?", [run_id])
             self.db.execute("delete from runs where id = ?", [run_id])
@@ -232,6 +245,11 @@ class Store:
             sql += " and status = ?"
             params.append(status)
         return self.query(sql + " order by id", params)
+
+    def server_metrics(self, run_id: int, *, include_warmup: bool = False) -> list[dict[str, Any]]:
+        """The server-side windows of a run (see the ``server_metrics`` table)."""
+        sql = "select * from server_metrics where run_id = ?" + ("" if include_warmup else " and warmup = 0")
+        return self.query(sql + " order by id", [run_id])
 
     def steps(self, trial_id: int) -> list[dict[str, Any]]:
         return self.query("select * from steps where trial_id = ? order by idx", [trial_id])
