@@ -163,6 +163,12 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
     assert spec.variants[1].config.tokens_per_step == 2 and spec.variants[1].config.prefill_ms == 4
     assert [w.name for w in spec.workloads] == ["code"]
     assert "8 measured trials" in b.status.text()  # 2 variants × 2 prompts × 2 repetitions
+    # before any run, each ticked workload shows its predicted phase (code: short in, short out)
+    from workbench.phases import predict_workload
+
+    assert b.predictions["code"] == predict_workload(spec.workloads[0])
+    assert f"predicted <b>{b.predictions['code'].label}</b>" in b.builtin_labels["code"][0].text()
+    assert "predicted" not in b.builtin_labels["chat"][0].text()  # unticked
 
     with qtbot.waitSignal(window.runFinished, timeout=60_000) as finished:
         assert window.start_run()

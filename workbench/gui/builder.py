@@ -7,10 +7,12 @@ the same spec, and the message under the form is the CLI's own one-line error.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -155,6 +157,8 @@ class ExperimentBuilder(QWidget):
 
         # workloads
         self.builtin_boxes: dict[str, QCheckBox] = {}
+        self.builtin_labels: dict[str, tuple[QLabel, str]] = {}
+        self.predictions: dict[str, Any] = {}  # workload name -> phases.Prediction
         self.builtin_grid = QGridLayout()
         self.custom_list = QListWidget()
         self.custom_list.setObjectName("customWorkloads")
@@ -247,8 +251,9 @@ class ExperimentBuilder(QWidget):
             label = QLabel(description)
             label.setWordWrap(True)
             label.setToolTip(description)
-            label.setEnabled(False)  # the palette's muted text colour, light or dark
+            label.setTextFormat(Qt.TextFormat.RichText)
             self.builtin_boxes[name] = box
+            self.builtin_labels[name] = (label, description)
             row, col = i // 2, (i % 2) * 2
             self.builtin_grid.addWidget(box, row, col)
             self.builtin_grid.addWidget(label, row, col + 1)
@@ -309,12 +314,35 @@ class ExperimentBuilder(QWidget):
                 f"{measured} measured trials" + (f" (+{warm} warm-up)" if warm else "")
             )
             self.status.setStyleSheet("")
+            self._show_predictions(self.spec)
         else:
             self.status.setText(f"⚠ {self.error}")
             self.status.setStyleSheet("color: #c62828;")
         self._update_run_button()
         self.validated.emit(self.spec)
         return self.spec
+
+    def _show_predictions(self, spec: Spec) -> None:
+        """Before any run: is each workload prefill- or decode-heavy? (from its typical input and output
+        lengths; the run's measurement wins, and a disagreement is pointed out in the results)."""
+        from ..phases import predict_workload
+
+        self.predictions = {w.name: predict_workload(w) for w in spec.workloads}
+        muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
+        for name, (label, description) in self.builtin_labels.items():
+            p = self.predictions.get(name) if self.builtin_boxes[name].isChecked() else None
+            text = f"<span style='color:{muted}'>{html.escape(description)}</span>"
+            if p is not None:
+                text += f"<br>predicted <b>{p.label}</b>, prefill ~{p.prefill_share:.0%}"
+            label.setText(text)
+            label.setToolTip(p.describe() if p else description)
+        for i in range(self.custom_list.count()):
+            item = self.custom_list.item(i)
+            table = item.data(Qt.ItemDataRole.UserRole)
+            p = self.predictions.get(table.get("name"))
+            base = item.text().split(" → predicted")[0]
+            item.setText(base + (f" → predicted {p.label}, prefill ~{p.prefill_share:.0%}" if p else ""))
+            item.setToolTip(p.describe() if p else "")
 
     # -- variants --------------------------------------------------------------------------------
 
