@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__
 from .errors import WorkbenchError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,7 +36,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="workbench")
+@click.version_option(package_name="llm-workbench", prog_name="workbench")  # looked up when asked
 def cli() -> None:
     """Compare LLM inference optimizations on your own hardware: where the time goes, prefill vs decode.
 
