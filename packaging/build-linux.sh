@@ -30,9 +30,11 @@ rm -rf "$WORK"
 mkdir -p "$WORK/src" "$OUT"
 
 step "copying the checkout"
+OUT_IN_REPO=${OUT#"$REPO"/}  # an OUT_DIR inside the checkout that git does not ignore stays out
 if git -C "$REPO" rev-parse --git-dir >/dev/null 2>&1; then
     (cd "$REPO" && git ls-files -z --cached --others --exclude-standard \
-        | xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh \
+        | xargs -0 sh -c 'for f; do [ -e "$f" ] && case "$f" in "$0"/*) ;; *) printf "%s\0" "$f";; esac; done' \
+            "$OUT_IN_REPO" \
         | tar --null -T - -cf -) | tar -C "$WORK/src" -xf -
 else  # an unpacked source archive
     tar -C "$REPO" --exclude=./.venv --exclude=./out --exclude=./build --exclude=./dist -cf - . \
@@ -81,6 +83,7 @@ install -m 644 "$ICONS/workbench.svg" "$TREE/share/icons/hicolor/scalable/apps/w
 install -m 644 "$LINUX/README.txt" "$TREE/README.txt"
 [ -f "$WORK/src/LICENSE" ] && install -m 644 "$WORK/src/LICENSE" "$TREE/LICENSE"
 chmod -R u=rwX,go=rX "$TREE"
+APP_SIZE=$(du -sh "$TREE" | cut -f1)
 
 MACHINE=$(uname -m)
 TARBALL="$OUT/workbench-viewer-$VERSION-linux-$MACHINE.tar.gz"
@@ -140,7 +143,8 @@ chmod -R u=rwX,go=rX "$DEB"
 # shellcheck disable=SC2086
 dpkg-deb --root-owner-group ${DEB_COMPRESSION:--Zzstd -z9} --build "$DEB" "$DEBFILE" >/dev/null
 
+[ -n "${KEEP_BUILD:-}" ] || rm -rf "$WORK"  # KEEP_BUILD=1 keeps the venv, PyInstaller's files, the trees
 step "done in $((SECONDS - start)) s"
-printf '%s  %s\n' "$(du -sh "$TREE" | cut -f1)" "app folder (unpacked)" \
+printf '%s  %s\n' "$APP_SIZE" "app folder (unpacked)" \
     "$(du -h "$TARBALL" | cut -f1)" "$TARBALL" "$(du -h "$DEBFILE" | cut -f1)" "$DEBFILE"
 echo "check: packaging/test-linux.sh $OUT"
