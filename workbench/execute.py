@@ -321,7 +321,7 @@ def preflight_spec(spec: Spec) -> None:
 
     for v in spec.variants:
         strategy_cls = registry.get(v.strategy_ref or v.strategy)
-        reason = strategy_cls().available()
+        reason = strategy_cls().check(v)
         if reason:
             raise StrategyError(
                 f"variant '{v.name}': strategy '{v.strategy}' is not available here: {reason}"

@@ -199,6 +199,13 @@ class Strategy(ABC):
         """``None`` when the strategy can run here, else one sentence saying why not."""
         return None
 
+    def check(self, variant: Variant) -> str | None:
+        """``None`` when *this variant* can run here, else why not. Cheap like :meth:`available`
+        (no heavy imports); the preflight calls it before a run, so a reason is bad input
+        (exit 2), not a run of failed trials. Override it when a parameter needs something
+        ``available`` does not check (a back-end package of one method). Default: ``available()``."""
+        return self.available()
+
     @abstractmethod
     def load(self, variant: Variant, device: Device) -> Session:
         """Load the model(s) of ``variant`` onto ``device`` (once per variant, not timed per trial)."""
