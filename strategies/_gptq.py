@@ -415,6 +415,13 @@ def _quantize(
             desc_act=False,
             offload_to_disk=False,  # no temporary files outside the staging folder
         )
+        # GPTQModel 7.7 writes a per-quantization log to ./logs (relative to the working directory);
+        # keep it inside the checkpoint instead of littering wherever `workbench` was started
+        from gptqmodel.looper import loop_processor
+
+        previous_logs = getattr(loop_processor, "_PROJECT_LOG_DIR", None)
+        if previous_logs is not None:
+            loop_processor._PROJECT_LOG_DIR = staging / "gptqmodel-logs"
         try:
             model = GPTQModel.load(
                 str(folder), config, device=str(device), dtype=dtype, trust_remote_code=trust_remote_code
@@ -428,6 +435,9 @@ def _quantize(
             raise
         except Exception as exc:
             raise StrategyError(f"method 'gptq': quantizing {folder.name} failed: {_one_line(exc)}") from None
+        finally:
+            if previous_logs is not None:
+                loop_processor._PROJECT_LOG_DIR = previous_logs
         seconds = time.perf_counter() - t0
         manifest = {
             **entry.fields,

@@ -231,9 +231,13 @@ def first_load(tiny_model_dir, gptq_cache):
     """One quantize-on-load of the tiny model into a fresh cache (shared by the tests below)."""
     if not HAS_GPTQMODEL:
         pytest.skip("GPTQModel not installed (make gptq)")
+    cwd = gptq_cache / "cwd"
+    cwd.mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("WORKBENCH_CACHE", str(gptq_cache))
+        mp.chdir(cwd)
         session = QuantizedStrategy().load(variant(tiny_model_dir, **GPTQ), CPU)
+    assert list(cwd.iterdir()) == []  # GPTQModel's ./logs went into the checkpoint, not here
     yield session
     session.close()
 
@@ -247,6 +251,7 @@ def test_quantize_on_load_writes_one_complete_cache_entry(first_load, gptq_cache
     assert session.kernels  # e.g. ("TorchFusedLinear",) for float32 on CPU
     [entry] = entries(gptq_cache)
     assert Path(session.checkpoint) == entry
+    assert list((entry / "gptqmodel-logs").glob("*.log"))
     manifest = json.loads((entry / "workbench-gptq.json").read_text())
     assert manifest["bits"] == 4 and manifest["group_size"] == 32
     assert manifest["calibration_samples"] == 4 and manifest["gptqmodel"] == "7.7.0"
@@ -380,3 +385,32 @@ def test_workbench_run_records_calibration_in_load_ms_not_in_trials(tiny_model_d
     assert weights_mb > 0
     assert [s for s, _ in trials] == ["ok", "ok"]
     assert all(e2e < quantize_ms for _, e2e in trials)
+
+
+def test_the_makefile_installs_what_the_strategy_asks_for():
+    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text(encoding="utf-8")
+    start = makefile.index("GPTQ_PACKAGES :=")
+    text = makefile[start : makefile.index("\n\n", start)].replace("\\\n", " ")
+    packages = text.split(":=", 1)[1].split()
+    assert [p.strip("'") for p in packages] == list(_gptq.GPTQ_REQUIREMENTS.values())
+
+
+@needs_gptqmodel
+def test_a_gptq_checkpoint_from_the_hugging_face_cache_loads_offline(first_load, tmp_path, monkeypatch):
+    """A hub id whose snapshot is a GPTQ checkpoint (laid out as huggingface_hub caches it)."""
+    from huggingface_hub import constants
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--someone--tiny-gptq"
+    shutil.copytree(first_load.checkpoint, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # "someone/tiny-gptq" is no local folder here
+    session = QuantizedStrategy().load(variant("someone/tiny-gptq", **GPTQ), CPU)
+    assert Path(session.checkpoint).name == commit
+    assert session.quantize_s is None and session.quantized_layers == 14
+    assert generate(session).row["output_text"] == generate(first_load).row["output_text"]
+    session.close()
