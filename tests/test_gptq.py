@@ -344,6 +344,9 @@ def test_a_run_killed_during_calibration_leaves_no_cache_entry(tiny_model_dir, t
     deadline = time.monotonic() + 120
     while not entries(cache) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
+    if not entries(cache):
+        proc.kill()
+        pytest.fail(f"calibration never started: {proc.communicate()[1][-2000:]}")
     [staging] = entries(cache)
     assert ".staging-" in staging.name  # calibration is under way
     proc.send_signal(signal.SIGINT)
