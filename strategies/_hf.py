@@ -46,6 +46,7 @@ class HFModel:
     eos_ids: frozenset[int]
     context_length: int | None
     weights_mb: float
+    model_shape: dict[str, int] | None = None  # layers, kv_heads, head_dim, bytes_per_element
 
     @property
     def torch_device(self) -> torch.device:
@@ -124,7 +125,29 @@ def wrap_hf_model(model: Any, tokenizer: Any, device: Device, dtype: torch.dtype
         eos_ids=frozenset(eos),
         context_length=int(context) if context else None,
         weights_mb=weights / 2**20,
+        model_shape=model_shape(model.config, dtype),
     )
+
+
+def model_shape(config: Any, dtype: torch.dtype) -> dict[str, int] | None:
+    """What the KV cache's size per token depends on (for the decode roofline), from the model config;
+    ``None`` for architectures that do not say."""
+    text = getattr(config, "get_text_config", lambda: config)()
+    layers = getattr(text, "num_hidden_layers", None)
+    heads = getattr(text, "num_attention_heads", None)
+    if not layers or not heads:
+        return None
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or getattr(text, "hidden_size", 0) // heads
+    if not head_dim:
+        return None
+    element = torch.empty((), dtype=dtype).element_size()
+    return {
+        "layers": int(layers),
+        "kv_heads": int(kv_heads),
+        "head_dim": int(head_dim),
+        "bytes_per_element": element,
+    }
 
 
 class Sampler:

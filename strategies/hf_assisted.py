@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from workbench.errors import StrategyError
 from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help, model_field
 
-from .baseline import HFSession, torch_unavailable_reason
+from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.spec import Variant
@@ -75,6 +75,9 @@ class HFAssistedSession(HFSession):
         self.config = config
         if draft_hf is not None:
             self.weights_mb = hf.weights_mb + draft_hf.weights_mb
+            self.kv_bytes_per_token = (self.kv_bytes_per_token or 0) + (
+                kv_bytes_per_token(draft_hf.model_shape) or 0
+            ) or None
             gc = draft_hf.model.generation_config
             gc.num_assistant_tokens = config.num_draft_tokens
             gc.num_assistant_tokens_schedule = "constant"

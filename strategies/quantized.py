@@ -293,6 +293,7 @@ class QuantizedStrategy(Strategy):
     name = "quantized"
     description = "The baseline on a quantized model (torchao int8/int4, bitsandbytes int8/nf4, GPTQ)"
     Config = QuantizedConfig
+    supports_batching = True  # the baseline loop, batched (BaselineSession.generate_batch)
 
     def available(self) -> str | None:
         reasons = {m: method_unavailable_reason(m) for m in METHODS}
@@ -302,13 +303,15 @@ class QuantizedStrategy(Strategy):
             return torch_unavailable_reason()
         return "no quantization method is available: " + "; ".join(f"{m}: {r}" for m, r in reasons.items())
 
-    def check(self, variant: Variant) -> str | None:
-        """The variant's own method must be available, not just some method (preflight: exit 2)."""
+    def preflight(self, variant: Variant) -> None:
+        """The variant's own method must be installed, not just some method: `workbench run` refuses
+        a spec naming one that is not (exit 2) before anything runs. (The device is not resolved
+        yet; ``load`` checks the method against it.)"""
         config = variant.config if isinstance(variant.config, QuantizedConfig) else QuantizedConfig()
-        if config.method == "auto":
-            return self.available()
-        reason = method_unavailable_reason(config.method)
-        return None if reason is None else f"method {config.method!r}: {reason}"
+        if config.method != "auto":
+            reason = method_unavailable_reason(config.method)
+            if reason is not None:
+                raise StrategyError(f"method {config.method!r} is not available here: {reason}")
 
     def load(self, variant: Variant, device: Device) -> Session:
         config: QuantizedConfig = variant.config if variant.config is not None else QuantizedConfig()

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from workbench.errors import StrategyError
 from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help, model_field
 
-from .baseline import HFSession, torch_unavailable_reason
+from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.spec import Variant
@@ -56,6 +56,12 @@ class SpeculativeConfig:
         "is the same model source as the target",
         default="auto",
     )
+    draft_vocab: int = field_help(
+        "draft only from the N most frequent token ids (BPE ids are ranked by merge order) plus the "
+        "prompt's tokens: a smaller output layer makes each draft step cheaper (FR-Spec); 0 = the full "
+        "vocabulary. Lossless either way: the target verifies every token",
+        default=0,
+    )
     adaptive: bool = field_help(
         "adapt the draft length per step: +2 after a fully accepted draft, -1 otherwise "
         "(between 1 and 2 x num_draft_tokens)",
@@ -67,6 +73,8 @@ class SpeculativeConfig:
             raise ValueError("needs a 'draft' model (a smaller model with the same tokenizer as the target)")
         if self.num_draft_tokens < 1:
             raise ValueError(f"num_draft_tokens must be at least 1, got {self.num_draft_tokens}")
+        if self.draft_vocab < 0:
+            raise ValueError(f"draft_vocab must be 0 (full vocabulary) or more, got {self.draft_vocab}")
 
 
 class DraftModelDrafter:
@@ -82,6 +90,14 @@ class DraftModelDrafter:
         self.cache: Any = None
         self.cached: list[int] = []  # the tokens whose keys/values the draft cache holds
         self.sampler: Any = None
+        # draft_vocab: the output layer restricted to frequent ids (+ each prompt's ids, per request)
+        self.frequent: Any = None
+        self.subset_ids: Any = None  # ids the draft can propose (None: the full vocabulary)
+        self.subset_weight: Any = None
+        if 0 < config.draft_vocab < vocab_limit:
+            import torch
+
+            self.frequent = torch.arange(config.draft_vocab, device=hf.torch_device)
 
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         from transformers import DynamicCache
@@ -90,6 +106,8 @@ class DraftModelDrafter:
         self.sampler = sampler
         self.cache = DynamicCache(config=self.hf.model.config)
         self.cached = []
+        if self.frequent is not None:
+            self._restrict_head(request.input_ids)
         if self.reuse_target:
             # Same model, other precision: the target's keys/values for the prompt are what the draft
             # would compute (more exactly, even). Copies, so the target's cache is never touched.
@@ -104,13 +122,32 @@ class DraftModelDrafter:
         # as in serving engines), rather than inside the first step's draft_ms.
         self._forward(list(request.input_ids))
 
+    def _restrict_head(self, prompt_ids: Any) -> None:
+        """The draft's output layer for this request: the frequent ids plus the prompt's own ids (a
+        summary copies names and numbers from its document), so the draft can propose those too."""
+        import torch
+
+        prompt = torch.tensor(sorted(set(prompt_ids)), dtype=torch.long, device=self.frequent.device)
+        prompt = prompt[(prompt >= len(self.frequent)) & (prompt < self.vocab_limit)]
+        self.subset_ids = torch.cat([self.frequent, prompt])
+        weight = self.hf.model.get_output_embeddings().weight
+        self.subset_weight = weight.index_select(0, self.subset_ids)
+
     def _forward(self, new_tokens: list[int]) -> Any:
+        """The draft's scores for the next token: over the full vocabulary, or over ``subset_ids``."""
         import torch
 
         ids = torch.tensor([new_tokens], dtype=torch.long, device=self.hf.torch_device)
-        logits = self.hf.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1).logits
         self.cached.extend(new_tokens)
-        return logits[0, -1, : self.vocab_limit]
+        if self.subset_ids is None:
+            logits = self.hf.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1).logits
+            return logits[0, -1, : self.vocab_limit]
+        decoder = self.hf.model.get_decoder()
+        hidden = decoder(input_ids=ids, cache=self.cache, use_cache=True).last_hidden_state[0, -1]
+        return hidden @ self.subset_weight.T
+
+    def _token(self, index: int) -> int:
+        return index if self.subset_ids is None else int(self.subset_ids[index])
 
     def _sync(self, tokens: list[int]) -> int:
         """Crop the cache to its longest prefix shared with ``tokens``; return that length."""
@@ -138,10 +175,14 @@ class DraftModelDrafter:
         sampler = self.sampler
         while True:
             if sampler.greedy:
-                token = int(torch.argmax(logits).item())
+                token = self._token(int(torch.argmax(logits).item()))
             else:
                 q = sampler.probs(logits[None, :])[0]
-                token = int(torch.multinomial(q, 1, generator=sampler.generator).item())
+                token = self._token(int(torch.multinomial(q, 1, generator=sampler.generator).item()))
+                if self.subset_ids is not None:  # q over the full vocabulary: 0 outside the subset
+                    q = torch.zeros(self.vocab_limit, dtype=q.dtype, device=q.device).index_copy_(
+                        0, self.subset_ids, q
+                    )
                 probs.append(q)
             draft.append(token)
             if len(draft) == k:
@@ -160,6 +201,9 @@ class SpeculativeSession(HFSession):
         super().__init__(hf)
         self.draft_hf = draft_hf
         self.weights_mb = hf.weights_mb + draft_hf.weights_mb  # both models are resident
+        self.kv_bytes_per_token = (self.kv_bytes_per_token or 0) + (
+            kv_bytes_per_token(draft_hf.model_shape) or 0
+        ) or None
         if draft_hf.context_length and (
             self.context_length is None or draft_hf.context_length < self.context_length
         ):

@@ -6,8 +6,28 @@ import pytest
 
 # Never let a test write into the user's real results database or model cache by accident.
 os.environ.pop("WORKBENCH_DB", None)
+# A known memory bandwidth for runs made by tests (roofline figures with known answers; no 0.2 s
+# measurement per worker, nothing written to the user's cache). tests/test_roofline.py measures.
+os.environ["WORKBENCH_BANDWIDTH_GBS"] = "20"
 # Qt tests run headless (CI has no display); a developer can override it to watch a real window.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--vllm",
+        action="store_true",
+        help="run the tests that start a real vLLM server (venv from scripts/vllm_venv.sh; see docs/ci.md)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--vllm"):
+        return
+    skip = pytest.mark.skip(reason="starts a real vLLM server: run with --vllm (see docs/ci.md)")
+    for item in items:
+        if "vllm" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture
@@ -101,3 +121,91 @@ def trial_plan(prompt="a b c d e f g h", max_new_tokens: int = 10, **overrides):
         stop=(),
     )
     return TrialPlan(**{**fields, **overrides})
+
+
+#: A run with known costs: a baseline, a "quantized-like" variant (faster decode, slower prefill) and a
+#: "speculative-like" one (3 tokens per step), on prompts of different lengths and both sweeps. Costs
+#: are large enough (ms) to stay distinguishable on a loaded CI machine: the fake keeps an absolute
+#: schedule, so a late prefill shortens the decode that follows, but totals and slopes hold.
+FAKE_LEVERS_SPEC = """
+name = "fake levers"
+repetitions = 2
+warmup = 1
+
+[[variants]]
+name = "baseline"
+strategy = "fake"
+prefill_ms = 1
+prefill_ms_per_token = 0.2
+decode_ms_per_token = 1.0
+weights_mb = 5
+
+[[variants]]
+name = "int8"
+strategy = "fake"
+prefill_ms = 1
+prefill_ms_per_token = 0.3
+decode_ms_per_token = 0.6
+weights_mb = 2.5
+
+[[variants]]
+name = "spec"
+strategy = "fake"
+prefill_ms = 1.5
+prefill_ms_per_token = 0.2
+decode_ms_per_token = 0.5
+tokens_per_step = 3
+weights_mb = 6
+
+[[workloads]]
+name = "rag"
+limit = 2
+max_new_tokens = 4
+
+[[workloads]]
+name = "code"
+limit = 2
+max_new_tokens = 32
+
+[[workloads]]
+name = "sweep-input"
+limit = 3
+max_new_tokens = 8
+
+[[workloads]]
+name = "sweep-output"
+limit = 3
+"""
+
+
+@pytest.fixture(scope="session")
+def fake_run_db(tmp_path_factory):
+    """A real results DB holding one finished run of FAKE_LEVERS_SPEC (run id 1)."""
+    from workbench.execute import RunExecutor
+    from workbench.spec import parse_spec
+    from workbench.store import Store
+
+    path = tmp_path_factory.mktemp("fake-run") / "results.db"
+    with Store(path) as store:
+        result = RunExecutor(parse_spec(FAKE_LEVERS_SPEC), store).run()
+    assert result.status == "ok", result.errors
+    return path
+
+
+@pytest.fixture
+def openai_server():
+    """A real local OpenAI-compatible streaming server (stdlib, in a thread) with known costs."""
+    from workbench.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(prefill_ms=20, decode_ms_per_token=4) as server:
+        yield server
+
+
+def closed_port_url() -> str:
+    """An http URL on 127.0.0.1 where nothing listens (the port was bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from workbench.analysis import bootstrap_median, speedup, summarize
+from workbench.analysis import analyze_run, bootstrap_median, compare_runs, speedup, summarize
+from workbench.store import Store
 
 
 def trial(variant, prompt, e2e, rep=0, warmup=0, status="ok", **kw):
@@ -81,3 +84,58 @@ def test_acceptance_rate_and_mean_accepted_length():
     assert summary.mean_accepted_length == 4.0  # 1 + 18 accepted / 6 steps with a draft
     (plain,) = summarize([trial("base", "a", 10.0)], None)
     assert plain.acceptance_rate is None and plain.mean_accepted_length is None
+
+
+def test_draft_and_verify_shares_of_decode_time():
+    rows = [
+        trial(
+            "spec", "a", 100.0, rep=r, decode_ms=80.0, draft_ms=20.0, verify_ms=50.0, draft_tokens_proposed=4
+        )
+        for r in range(2)
+    ]
+    rows.append(trial("base", "a", 100.0, decode_ms=80.0))
+    summaries = {s.variant: s for s in summarize(rows, None)}
+    assert summaries["spec"].draft_share == pytest.approx(0.25)
+    assert summaries["spec"].verify_share == pytest.approx(0.625)
+    assert summaries["base"].draft_share is None
+
+
+def test_compare_runs_matches_variants_by_name():
+    before = [
+        trial(v, p, e2e, rep=r) for v, e2e in (("x", 100), ("gone", 50)) for p in "ab" for r in range(3)
+    ]
+    after = [
+        trial(v, p, e2e + r, rep=r) for v, e2e in (("x", 50), ("new", 10)) for p in "ab" for r in range(3)
+    ]
+    results, unmatched = compare_runs(before, after, 1, 2)
+    (x,) = results
+    assert (x.variant, x.workload, x.run_a, x.run_b) == ("x", "w", 1, 2)
+    assert x.speedup_e2e.value == pytest.approx(100 / 51)
+    assert x.speedup_e2e.lo > 1 and x.significant is True
+    assert x.speedup_decode.value == pytest.approx(100 / 51)  # decode tok/s = 1000 / e2e here
+    assert x.a["e2e_ms"].value == 100 and x.b["e2e_ms"].value == 51
+    assert unmatched == ["gone (only in run 1)", "new (only in run 2)"]
+    assert x.to_dict()["speedup_e2e"]["value"] == x.speedup_e2e.value
+
+
+def test_analyze_run_timelines_and_accepted_lengths(fake_run_db):
+    with Store(fake_run_db, create=False) as store:
+        analysis = analyze_run(store, 1)
+        trials = {(t["variant"], t["workload"], t["prompt_id"], t["repetition"]): t for t in store.trials(1)}
+    assert analysis.baseline == "baseline" and analysis.device == "cpu"
+    assert [p.workload for p in analysis.phases] == ["rag", "code", "sweep-input", "sweep-output"]
+    by = {(t.variant, t.workload): t for t in analysis.timelines}
+    assert set(by) == {
+        (v, w) for v in ("baseline", "int8", "spec") for w in ("rag", "code", "sweep-input", "sweep-output")
+    }
+    for t in analysis.timelines:
+        row = trials[(t.variant, t.workload, t.prompt_id, t.repetition)]
+        assert t.t_ms[0] == 0 and t.tokens[0] == 0
+        assert t.t_ms[1] == pytest.approx(row["ttft_ms"])  # the flat start is the prefill
+        assert t.tokens[-1] == row["output_tokens"]
+        assert list(t.t_ms) == sorted(t.t_ms)
+    steps = by[("spec", "code")].tokens
+    jumps = {b - a for a, b in itertools.pairwise(steps)}
+    assert jumps <= {1, 2, 3} and 3 in jumps  # 3 tokens per step, the first and last fewer
+    assert set(analysis.accepted_lengths) == {"spec"}
+    assert max(analysis.accepted_lengths["spec"]) == 2  # tokens_per_step = 3: two accepted per draft

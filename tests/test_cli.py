@@ -156,9 +156,11 @@ def test_run_exits_0_and_prints_the_table(recorded):
     result = recorded["first"]
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
-    table = result.stdout.splitlines()
+    table, _, phases = result.stdout.partition("\n\n")  # the table, then where the time goes
+    table = table.splitlines()
     assert table[0].split()[:2] == ["variant", "workload"]
     body = [line.split() for line in table[2:]]
+    assert phases.startswith("Where the time goes (measured on slow):")
     assert [(r[0], r[1], r[2]) for r in body] == [("slow", "code", "4"), ("fast", "code", "4")]
     assert "Run 1 ok: 8 ok, 0 failed" in result.stderr
 
@@ -214,6 +216,11 @@ def test_show(recorded, ref):
     assert f"Run {run_id} 'two-fakes' — ok" in result.output
     assert "Machine:" in result.output
     assert "slow" in result.output and "fast" in result.output
+    # the phase of each workload and the advice, measured on the baseline variant
+    assert "Where the time goes (measured on slow):" in result.stdout
+    phase_line = next(line for line in result.stdout.splitlines() if line.strip().startswith("code "))
+    assert any(label in phase_line for label in ("prefill-heavy", "decode-heavy", "balanced"))
+    assert "% of e2e" in phase_line
 
 
 def test_show_json(recorded):
@@ -228,6 +235,9 @@ def test_show_json(recorded):
         ("slow", "code", 4),
         ("fast", "code", 4),
     ]
+    (phase,) = data["phases"]
+    assert phase["workload"] == "code" and phase["variant"] == "slow"
+    assert 0 < phase["prefill_share"] < 1 and phase["advice"]
     latest = json.loads(invoke("show", "--db", recorded["db"], "--json").stdout)
     assert latest["run"]["id"] == 2
     by_name = json.loads(invoke("show", "two-fakes", "--db", recorded["db"], "--json").stdout)
@@ -265,20 +275,36 @@ def test_compare_with_baseline_text(recorded):
     assert "x [" in slow
 
 
-def test_compare_two_runs(recorded):
+def test_compare_two_runs_matches_variants_by_name(recorded):
     result = invoke("compare", "1", "2", "--db", recorded["db"], "--json")
     assert result.exit_code == 0, result.output
-    data = {s["variant"]: s for s in json.loads(result.stdout)}
-    assert set(data) == {"1:slow", "1:fast", "2:slow", "2:fast"}
-    assert data["1:slow"]["speedup_e2e"] is None  # the first run's baseline
-    assert data["2:slow"]["speedup_e2e"] is not None
+    data = {(c["variant"], c["workload"]): c for c in json.loads(result.stdout)}
+    assert set(data) == {("slow", "code"), ("fast", "code")}
+    slow = data[("slow", "code")]
+    assert (slow["run_a"], slow["run_b"]) == (1, 2)
+    # RUN_B over RUN_A: the ratio of the medians of each run (timings themselves vary on a busy machine)
+    e2e = slow["speedup_e2e"]
+    assert e2e["value"] == pytest.approx(slow["a"]["e2e_ms"]["value"] / slow["b"]["e2e_ms"]["value"])
+    assert e2e["lo"] <= e2e["value"] <= e2e["hi"]
+    assert slow["a"]["e2e_ms"]["n"] == 4 and slow["b"]["e2e_ms"]["n"] == 4
+    text = invoke("compare", "1", "2", "--db", recorded["db"])
+    assert text.exit_code == 0, text.output
+    header, _, first, second = text.stdout.splitlines()[:4]
+    assert "e2e speed-up" in header and first.startswith("slow") and second.startswith("fast")
+    assert "→" in first and "x" in first
+
+
+def test_compare_two_runs_side_by_side_against_one_baseline(recorded):
     text = invoke("compare", "1", "2", "--db", recorded["db"], "--baseline", "fast")
     assert text.exit_code == 0, text.output
     assert "2:fast" in text.stdout and "1:slow" in text.stdout
     explicit = json.loads(
         invoke("compare", "1", "2", "--db", recorded["db"], "--baseline", "2:fast", "--json").stdout
     )
-    assert {s["variant"]: s for s in explicit}["2:fast"]["speedup_e2e"] is None
+    by_variant = {s["variant"]: s for s in explicit}
+    assert set(by_variant) == {"1:slow", "1:fast", "2:slow", "2:fast"}
+    assert by_variant["2:fast"]["speedup_e2e"] is None
+    assert by_variant["1:slow"]["speedup_e2e"] is not None
 
 
 def test_compare_unknown_baseline(recorded):
@@ -293,7 +319,9 @@ def test_run_json_and_out(recorded):
     summary = json.loads(result.stdout)  # --json: stdout is only the comparison
     assert [s["variant"] for s in summary] == ["slow", "fast"]
     out = recorded["out"]
-    assert sorted(p.name for p in out.iterdir()) == ["steps.csv", "summary.json", "trials.csv"]
+    names = {p.name for p in out.iterdir()}
+    assert {"steps.csv", "summary.json", "trials.csv", "summary.csv", "summary.md", "headline.csv"} <= names
+    assert {"headline.png", "headline.svg", "report.html"} <= names  # the gui extra is installed here
     with open(out / "trials.csv", newline="", encoding="utf-8") as f:
         trials = list(csv.DictReader(f))
     assert len(trials) == 10  # warm-ups included
@@ -537,6 +565,16 @@ def test_packaged_demo_specs_are_valid(name):
     assert {w.name for w in spec.workloads} >= {"chat", "summarise", "code"}
     plans = plan_run(spec)
     assert all(t.max_new_tokens <= spec.warmup_max_new_tokens for t in plans[0].trials if t.warmup)
+
+
+def test_the_levers_spec_is_valid():
+    from workbench.resources import resource_path
+    from workbench.spec import load_spec
+
+    spec = load_spec(resource_path("specs", "levers.toml"))
+    assert {"baseline", "prefix-cache", "context-trim"} <= {v.strategy for v in spec.variants}
+    assert max(v.batch_size for v in spec.variants) > 1
+    assert {w.name for w in spec.workloads} == {"chat", "summarise"}
 
 
 def test_demo_help_offers_full():

@@ -16,11 +16,17 @@ from workbench.timing import Device
 NAMES = registry.names()
 
 
-def example_config(cls, model: str):
+def example_config(cls, model: str, **overrides):
     """Defaults, with the model-source parameters (e.g. a speculative draft) set to ``model``."""
-    return cls.Config(
-        **{f.name: model for f in dataclasses.fields(cls.Config) if f.metadata.get("model_source")}
-    )
+    values = {f.name: model for f in dataclasses.fields(cls.Config) if f.metadata.get("model_source")}
+    return cls.Config(**{**values, **overrides})
+
+
+def server_overrides(name: str, request) -> dict:
+    """Strategies that talk to a server get a real local one (the stdlib OpenAI-compatible fake)."""
+    if name == "endpoint":
+        return {"base_url": request.getfixturevalue("openai_server").base_url}
+    return {}
 
 
 def test_builtins_are_registered_through_the_entry_point_group():
@@ -47,7 +53,9 @@ def test_strategy_generates_under_the_runner(name, request):
     if cls().available() is not None:
         pytest.skip(f"{name} not available here: {cls().available()}")
     model = str(request.getfixturevalue("tiny_model_dir")) if cls.requires_model else ""
-    config = example_config(cls, str(request.getfixturevalue("tiny_model_dir")))
+    config = example_config(
+        cls, str(request.getfixturevalue("tiny_model_dir")), **server_overrides(name, request)
+    )
     variant = Variant(name="v", strategy=name, model=model, dtype="float32", device="cpu", config=config)
     session = cls().load(variant, Device("cpu"))
     assert isinstance(session, Session)

@@ -192,3 +192,18 @@ def test_compare_outputs_finds_the_first_divergence():
     }
     shorter = compare_outputs([1, 2], [1, 2, 3, 4])  # stopped early: diverges where it ends
     assert shorter["first_divergence"] == 2 and shorter["match_fraction"] == 0.5
+
+
+def test_swept_variants_are_stored_with_their_value(db_path):
+    store = Store(db_path)
+    text = FAKE.format(reps=1, decode=0.1, extra_a="") + (
+        '[[variants]]\nname = "steps"\nstrategy = "fake"\nprefill_ms = 1\nsweep = {tokens_per_step = [2, 4]}\n'
+    )
+    result = RunExecutor(parse_spec(text), store).run()
+    assert result.status == "ok"
+    variants = {v["name"]: v for v in store.variants(result.run_id)}
+    assert variants["steps tokens_per_step=4"]["sweep_param"] == "tokens_per_step"
+    assert json.loads(variants["steps tokens_per_step=4"]["sweep_value"]) == 4
+    assert variants["baseline"]["sweep_param"] is None
+    trials = store.trials(result.run_id)
+    assert {t["variant"] for t in trials} >= {"steps tokens_per_step=2", "steps tokens_per_step=4"}

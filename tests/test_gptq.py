@@ -139,12 +139,13 @@ def no_gptqmodel(monkeypatch):
 
 def test_without_gptqmodel_the_variant_fails_preflight_naming_what_to_install(tiny_model_dir, no_gptqmodel):
     v = variant(tiny_model_dir, **GPTQ)
-    reason = QuantizedStrategy().check(v)
-    assert reason.startswith("method 'gptq': GPTQModel is not installed")
+    with pytest.raises(StrategyError) as info:
+        QuantizedStrategy().preflight(v)
+    reason = str(info.value)
+    assert reason.startswith("method 'gptq' is not available here: GPTQModel is not installed")
     assert "make gptq" in reason and "--no-deps" in reason and "gptqmodel==7.7.0" in reason
-    # auto never picks gptq: it is checked like the strategy as a whole
-    auto = variant(tiny_model_dir, method="auto")
-    assert QuantizedStrategy().check(auto) == QuantizedStrategy().available()
+    assert "\n" not in reason
+    QuantizedStrategy().preflight(variant(tiny_model_dir, method="auto"))  # auto never picks gptq
     with pytest.raises(
         StrategyError, match=r"^method 'gptq' is not available here: GPTQModel is not installed"
     ):
@@ -159,9 +160,7 @@ def test_without_gptqmodel_the_cli_exits_2_with_one_line(tiny_model_dir, tmp_pat
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.output
-    assert lines[0].startswith(
-        "Error: variant 'q': strategy 'quantized' is not available here: method 'gptq'"
-    )
+    assert lines[0].startswith("Error: variant 'q': method 'gptq' is not available here: ")
     assert "GPTQModel is not installed" in lines[0]
     assert not db.exists()
 

@@ -476,3 +476,38 @@ def test_the_demo_spec_shows_every_kind_of_lever():
     assert {v.strategy for v in spec.variants} == {"baseline", "quantized", "prompt-lookup", "speculative"}
     assert spec.baseline_variant == "baseline"
     assert {w.name for w in spec.workloads} == {"chat", "summarise", "code"}
+
+
+def test_a_sweep_expands_into_one_variant_per_value():
+    spec = parse_spec(
+        '[[variants]]\nname = "base"\nstrategy = "fake"\n'
+        '[[variants]]\nname = "k"\nstrategy = "fake"\nsweep = {tokens_per_step = [1, 2, 4]}\n' + CODE
+    )
+    names = [v.name for v in spec.variants]
+    assert names == ["base", "k tokens_per_step=1", "k tokens_per_step=2", "k tokens_per_step=4"]
+    swept = spec.variants[1:]
+    assert [v.config.tokens_per_step for v in swept] == [1, 2, 4]
+    assert [(v.sweep_param, v.sweep_value) for v in swept] == [("tokens_per_step", n) for n in (1, 2, 4)]
+    assert spec.variants[0].sweep_param is None
+    # a common key sweeps too
+    (a, b) = parse_spec(
+        '[[variants]]\nname = "d"\nstrategy = "fake"\nsweep = {dtype = ["float32", "bfloat16"]}\n' + CODE
+    ).variants
+    assert (a.dtype, b.dtype) == ("float32", "bfloat16")
+
+
+@pytest.mark.parametrize(
+    ("sweep", "problem"),
+    [
+        ("sweep = [1, 2]", "'sweep' must be a table with exactly one key"),
+        ("sweep = {tokens_per_step = [1], prefill_ms = [1]}", "exactly one key"),
+        ("sweep = {tokens_per_step = []}", "needs a non-empty list"),
+        ("sweep = {tokens_per_step = 3}", "needs a non-empty list"),
+        ("sweep = {tokens_per_step = [2, 2]}", "lists a value twice"),
+        ("sweep = {name = ['a', 'b']}", "cannot sweep 'name'"),
+        ("tokens_per_step = 2\nsweep = {tokens_per_step = [1, 2]}", "both set and swept"),
+        ("sweep = {tokens_per_step = [1, 0]}", "variant 'k tokens_per_step=0'"),
+    ],
+)
+def test_bad_sweeps(sweep, problem):
+    assert problem in spec_error(f'[[variants]]\nname = "k"\nstrategy = "fake"\n{sweep}\n' + CODE)

@@ -112,6 +112,8 @@ def sessions(models):
         "self-own": load(t, SPEC, draft=str(t), draft_prefill="own", num_draft_tokens=3),
         "self-bf16": load(t, SPEC, draft=str(t), draft_dtype="bfloat16", num_draft_tokens=3),
         "truncated": load(t, SPEC, draft=str(models["truncated"])),
+        # a draft that may only propose ids < 60 or ids of the prompt (draft_vocab)
+        "truncated-subset": load(t, SPEC, draft=str(models["truncated"]), draft_vocab=60),
         "random": load(t, SPEC, draft=str(models["random"]), num_draft_tokens=3),
     }
 
@@ -155,7 +157,9 @@ def baseline_outputs(sessions):
     }
 
 
-@pytest.mark.parametrize("name", ["pld", "pld-short", "self", "self-own", "self-bf16", "truncated", "random"])
+@pytest.mark.parametrize(
+    "name", ["pld", "pld-short", "self", "self-own", "self-bf16", "truncated", "truncated-subset", "random"]
+)
 def test_greedy_output_is_token_identical_to_baseline(sessions, baseline_outputs, name):
     s = sessions[name]
     base = sessions["baseline"]
@@ -206,6 +210,19 @@ def test_draft_prefill_from_target_skips_the_drafts_prompt_pass(sessions, name, 
     assert drafter.cache.get_seq_length() >= prompt_len  # either way its cache holds the prompt
     if reuses:
         assert drafter.cache.layers[0].keys.dtype == drafter.hf.model.dtype
+
+
+def test_a_restricted_draft_vocabulary_proposes_only_its_subset(sessions, monkeypatch):
+    s = sessions["truncated-subset"]
+    drafter = s.drafter
+    proposals: list[int] = []
+    propose = drafter.propose
+    monkeypatch.setattr(drafter, "propose", lambda t, m: (d := propose(t, m), proposals.extend(d.tokens))[0])
+    request = request_for(s, PLAIN[1], max_new_tokens=30, ignore_eos=True)
+    s.generate(request, ListProbe())
+    allowed = set(range(60)) | set(request.input_ids)
+    assert proposals and set(proposals) <= allowed
+    assert int(drafter.subset_weight.shape[0]) == len(allowed & set(range(drafter.vocab_limit)))
 
 
 def test_draft_prefill_from_target_needs_the_same_architecture(models):
@@ -340,7 +357,7 @@ def _chi2(counts: dict, probs: dict, n: int) -> tuple[float, int]:
     return sum((o - e) ** 2 / e for o, e in big), len(big) - 1
 
 
-@pytest.mark.parametrize("name,both_paths", [("truncated", True)])
+@pytest.mark.parametrize("name,both_paths", [("truncated", True), ("truncated-subset", True)])
 def test_sampling_matches_the_target_distribution(sessions, name, both_paths):
     s = sessions[name]
     text = REPETITIVE[0]

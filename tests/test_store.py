@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -205,3 +206,25 @@ def test_an_older_database_is_migrated_and_keeps_its_rows(db_path):
         )
         assert [r["name"] for r in store.runs()] == ["from v1"]
         store.close()
+
+
+def test_server_metrics_table_arrives_by_migration_and_keeps_extra_figures(db_path):
+    from sqlite_utils import Database
+
+    old = Database(db_path)
+    migrations.apply(old, stop_before="m007_endpoints_and_concurrency")
+    old.conn.close()
+    store = Store(db_path, create=False)  # a reader brings it up to date too
+    assert {"timing_scope", "token_count_source", "concurrency", "group_offset_ms"} <= set(
+        store.db["trials"].columns_dict
+    )
+    assert {"concurrency", "server"} <= set(store.db["variants"].columns_dict)
+    run_id = store.create_run(name="r", spec_text="", baseline="a", version="0")
+    store.add_server_metrics(
+        run_id,
+        {"variant": "a", "workload": "w", "warmup": 0, "trials": 1, "ttft_ms": 12.5, "novel_figure": 3},
+    )
+    (window,) = store.server_metrics(run_id)
+    assert window["ttft_ms"] == 12.5 and json.loads(window["extra"]) == {"novel_figure": 3}
+    store.delete_run(run_id)
+    assert store.server_metrics(run_id, include_warmup=True) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -77,7 +78,8 @@ def _open_store(db: Path | None, *, create: bool) -> Any:
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Also write trials.csv, steps.csv and summary.json of the run to this folder.",
+    help="Also export the run to this folder: charts (PNG, SVG), data (CSV), summary.md and report.html "
+    "(as `workbench export`).",
 )
 @json_option
 def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> None:
@@ -97,7 +99,9 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
 @cli.command()
 @db_option
 @click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), help="Also write the run's data here."
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write charts, data and the HTML report of the run to this folder (as `workbench export`).",
 )
 @click.option(
     "--full",
@@ -111,8 +115,8 @@ def demo(db: Path | None, out: Path | None, full: bool, as_json: bool) -> None:
 
     Compares the baseline with int8 weights (quantized), prompt lookup and a draft model
     (speculative) on chat, summarise and code prompts, and prints the table with speed-ups,
-    acceptance and match columns. The spec it runs is resources/specs/demo.toml (copy it to
-    start your own).
+    acceptance and match columns, the phase of each workload and advice. The spec it runs is
+    resources/specs/demo.toml (copy it to start your own).
     """
     from .resources import resource_path
     from .spec import load_spec
@@ -156,10 +160,7 @@ def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int
     run_row = store.resolve_run(result.run_id)
     _print_comparison(store, [run_row], baseline=None, as_json=as_json)
     if out is not None:
-        from .export import export_data
-
-        written = export_data(store, result.run_id, out)
-        click.echo(f"wrote {', '.join(str(p) for p in written)}", err=True)
+        _export(store, result.run_id, out, None, None)
     click.echo(
         f"Run {result.run_id} {result.status}: {result.ok} ok, {result.failed} failed"
         + (f", {result.skipped} sweep points beyond the context skipped" if result.skipped else "")
@@ -246,14 +247,18 @@ def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> 
     run_row = store.resolve_run(run_ref)
     variants = store.variants(run_row["id"])
     if as_json:
+        from .analysis import analyze_run
+
         env = json.loads(run_row["environment"] or "{}")
-        summaries = _summaries(store, [run_row], baseline)
+        analysis = analyze_run(store, run_row["id"], baseline)
         click.echo(
             json.dumps(
                 {
                     "run": {**run_row, "environment": env},
                     "variants": variants,
-                    "summary": [s.to_dict() for s in summaries],
+                    "summary": [s.to_dict() for s in analysis.summaries],
+                    "phases": [p.to_dict() for p in analysis.phases],
+                    "roofline": [r.to_dict() for r in analysis.roofline],
                 },
                 indent=2,
                 default=str,
@@ -308,24 +313,72 @@ def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> 
 @json_option
 def compare(run_ref: str, run2_ref: str | None, db: Path | None, baseline: str | None, as_json: bool) -> None:
     """Median TTFT, TPOT, decode tok/s and e2e per variant × workload, with speed-ups vs a baseline
-    variant (ratio of medians, bootstrap 95 % CI). With RUN2, the variants of both runs side by side."""
+    variant (ratio of medians, bootstrap 95 % CI), and the phase of each workload with advice.
+
+    With RUN2 (e.g. before and after a driver or library upgrade): variants matched by name, RUN2's
+    speed-ups over RUN with CIs. With RUN2 and --baseline: both runs' variants side by side against
+    that one variant."""
     store = _open_store(db, create=False)
     run_rows = [store.resolve_run(run_ref)]
     if run2_ref is not None:
         run_rows.append(store.resolve_run(run2_ref))
+        if baseline is None:
+            _print_run_comparison(store, run_rows[0], run_rows[1], as_json=as_json)
+            return
     _print_comparison(store, run_rows, baseline, as_json=as_json)
+
+
+def _print_run_comparison(store: Any, a: dict[str, Any], b: dict[str, Any], *, as_json: bool) -> None:
+    from .analysis import compare_runs
+
+    results, unmatched = compare_runs(store.trials(a["id"]), store.trials(b["id"]), a["id"], b["id"])
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
+        return
+    if not results:
+        raise WorkbenchError(
+            f"runs {a['id']} and {b['id']} have no variant × workload in common (variants are matched by name)"
+        )
+    rows = [
+        [
+            r.variant,
+            r.workload,
+            f"{r.a['e2e_ms'].n}/{r.b['e2e_ms'].n}",
+            f"{_fmt(r.a['ttft_ms'].value, 1)} → {_fmt(r.b['ttft_ms'].value, 1)}",
+            f"{_fmt(r.a['decode_tokens_per_s'].value, 1)} → {_fmt(r.b['decode_tokens_per_s'].value, 1)}",
+            f"{_fmt(r.a['e2e_ms'].value, 0)} → {_fmt(r.b['e2e_ms'].value, 0)}",
+            _ratio(r.speedup_e2e),
+            _ratio(r.speedup_ttft),
+            _ratio(r.speedup_decode),
+        ]
+        for r in results
+    ]
+    headers = ["variant", "workload", "n", "TTFT ms", "decode tok/s", "e2e ms", "e2e speed-up"]
+    click.echo(_table([*headers, "TTFT speed-up", "decode speed-up"], rows))
+    if unmatched:
+        click.echo(
+            f"Not compared (no variant of that name in the other run): {', '.join(unmatched)}", err=True
+        )
+    click.echo(
+        f"Run {b['id']} against run {a['id']}, variants matched by name: medians, and speed-ups as ratios of "
+        "medians with a bootstrap 95 % CI (> 1: the second run is faster), * when the CI excludes 1.",
+        err=True,
+    )
 
 
 def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None) -> list[Any]:
     from .analysis import summarize
 
     trials: list[dict[str, Any]] = []
+    windows: list[dict[str, Any]] = []
     prefix = len(run_rows) > 1
     for row in run_rows:
         for t in store.trials(row["id"]):
             if prefix:
                 t = {**t, "variant": f"{row['id']}:{t['variant']}"}
             trials.append(t)
+        for w in store.server_metrics(row["id"]):
+            windows.append({**w, "variant": f"{row['id']}:{w['variant']}"} if prefix else w)
     if baseline is None:
         baseline = run_rows[0]["baseline"]
         if prefix and baseline:
@@ -337,7 +390,7 @@ def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | N
         raise WorkbenchError(
             f"baseline variant {baseline!r} not in the run; variants: {', '.join(sorted(variants))}"
         )
-    return summarize(trials, baseline)
+    return summarize(trials, baseline, windows)
 
 
 def _print_comparison(
@@ -350,51 +403,114 @@ def _print_comparison(
     if not summaries:
         click.echo("No finished trials.")
         return
+    # Served variants add the server's own TTFT beside the client's; parallel streams add the
+    # concurrency and the aggregate tokens/s. Columns appear only when some variant has them.
+    served = any(s.server for s in summaries)
+    parallel = any(s.concurrency > 1 for s in summaries)
     rows = []
     for s in summaries:
         m = s.metrics
-        rows.append(
-            [
-                s.variant,
-                s.workload,
-                f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
-                _fmt(m["input_tokens"].value, 0),
-                _fmt(m["output_tokens"].value, 0),
-                _fmt(m["ttft_ms"].value, 1),
-                _fmt(m["tpot_ms"].value, 2),
-                _fmt(m["decode_tokens_per_s"].value, 1),
-                _fmt(m["e2e_ms"].value, 0),
-                _ratio(s.speedup_e2e),
-                _ratio(s.speedup_decode),
-                _acceptance(s),
-                _match(s),
-            ]
+        row = [
+            s.variant,
+            s.workload,
+            f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
+            _fmt(m["input_tokens"].value, 0),
+            _fmt(m["output_tokens"].value, 0),
+            _fmt(m["ttft_ms"].value, 1),
+        ]
+        if served:
+            row.append(_fmt(s.server.get("ttft_ms") if s.server else None, 1))
+        row += [
+            _fmt(m["tpot_ms"].value, 2),
+            _fmt(m["decode_tokens_per_s"].value, 1),
+            _fmt(m["e2e_ms"].value, 0),
+        ]
+        if parallel:
+            row += [str(s.concurrency), _fmt(s.throughput_tokens_per_s, 1)]
+        row += [_ratio(s.speedup_e2e), _ratio(s.speedup_decode), _acceptance(s), _match(s)]
+        rows.append(row)
+    headers = ["variant", "workload", "n", "in tok", "out tok", "TTFT ms"]
+    headers += ["srv TTFT ms"] if served else []
+    headers += ["TPOT ms", "decode tok/s", "e2e ms"]
+    headers += ["conc", "agg tok/s"] if parallel else []
+    headers += ["e2e speed-up", "decode speed-up", "accepted", "match"]
+    click.echo(_table(headers, rows))
+    if any(s.timing_scope == "client" for s in summaries):
+        click.echo(
+            "Served variants are timed as a client: TTFT/TPOT include the network, HTTP and the server's "
+            "queue; srv TTFT is the server's own mean (its /metrics).",
+            err=True,
         )
-    click.echo(
-        _table(
-            [
-                "variant",
-                "workload",
-                "n",
-                "in tok",
-                "out tok",
-                "TTFT ms",
-                "TPOT ms",
-                "decode tok/s",
-                "e2e ms",
-                "e2e speed-up",
-                "decode speed-up",
-                "accepted",
-                "match",
-            ],
-            rows,
-        )
-    )
     click.echo(
         "Medians over measured trials; speed-ups are ratios of medians vs the baseline with a bootstrap "
         "95 % CI, * when the CI excludes 1.",
         err=True,
     )
+    if len(run_rows) == 1:
+        _print_phases(store, run_rows[0], baseline)
+
+
+def _print_phases(store: Any, run_row: dict[str, Any], baseline: str | None) -> None:
+    """Per workload: the measured phase label, the prediction, and the advice lines."""
+    from .analysis import analyze_run
+
+    analysis = analyze_run(store, run_row["id"], baseline)
+    if not analysis.phases:
+        return
+    click.echo()
+    click.echo(f"Where the time goes (measured on {analysis.phases[0].variant}):")
+    width = max(len(p.workload) for p in analysis.phases)
+    for p in analysis.phases:
+        predicted = ""
+        if p.prediction is not None:
+            guess = f"{p.prediction.label} at {p.prediction.prefill_share:.0%}"
+            predicted = (
+                f"  (predicted {guess}: see the finding)" if p.disagrees else f"  (as predicted: {guess})"
+            )
+        click.echo(f"  {p.workload:<{width}}  {p.headline}{predicted}")
+        indent = " " * (width + 4)
+        for line in p.advice:
+            click.echo(
+                textwrap.fill(line, 110, initial_indent=indent + "- ", subsequent_indent=indent + "  ")
+            )
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+@cli.command("export")
+@click.argument("run_ref", metavar="RUN", default="latest")
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Folder to write to."
+)
+@click.option(
+    "--format",
+    "formats",
+    metavar="LIST",
+    help="Comma-separated: png, svg, csv, md, html (default: all; png, svg and html need the gui extra).",
+)
+@click.option("--baseline", help="Variant to compute speed-ups against (default: the run's baseline).")
+@db_option
+def export(run_ref: str, out: Path, formats: str | None, baseline: str | None, db: Path | None) -> None:
+    """Write a run's charts and data, headless: PNG (2x) and SVG per chart, CSV of the trials, steps,
+    summary and of every chart's data, summary.md, and report.html (one self-contained page: charts,
+    tables, phases and advice, environment). RUN is an id, a name or 'latest'."""
+    from .export import parse_formats
+
+    wanted = parse_formats(formats)
+    store = _open_store(db, create=False)
+    run_row = store.resolve_run(run_ref)
+    _export(store, run_row["id"], out, wanted, baseline)
+
+
+def _export(store: Any, run_id: int, out: Path, formats: Any, baseline: str | None) -> None:
+    from .export import export_run
+
+    written, notes = export_run(store, run_id, out, formats, baseline=baseline)
+    for note in notes:
+        click.echo(note, err=True)
+    kinds = sorted({p.suffix.lstrip(".") for p in written})
+    click.echo(f"wrote {len(written)} files ({', '.join(kinds)}) to {out}", err=True)
 
 
 # -- strategies ---------------------------------------------------------------------------------
@@ -466,13 +582,21 @@ def _ratio(est: Any) -> str:
 
 
 def _acceptance(summary: Any) -> str:
-    """Draft acceptance rate and mean accepted length (tokens per verification step)."""
-    if summary.acceptance_rate is None:
+    """Draft acceptance rate and mean accepted length (tokens per verification step); a server's own
+    speculative decoding (from its metrics) is marked "srv"."""
+    rate, length, where = summary.acceptance_rate, summary.mean_accepted_length, ""
+    if rate is None and summary.server and summary.server.get("acceptance_rate") is not None:
+        rate, length, where = (
+            summary.server["acceptance_rate"],
+            summary.server["mean_accepted_length"],
+            " srv",
+        )
+    if rate is None:
         return ""
-    text = f"{summary.acceptance_rate:.0%}"
-    if summary.mean_accepted_length is not None:
-        text += f" ({summary.mean_accepted_length:.1f} tok/step)"
-    return text
+    text = f"{rate:.0%}"
+    if length is not None:
+        text += f" ({length:.1f} tok/step)"
+    return text + where
 
 
 def _match(summary: Any) -> str:

@@ -34,7 +34,18 @@ __all__ = ["Progress", "RunExecutor", "RunResult", "run_spec"]
 #: seconds a worker gets to stop after a cancel before it is killed
 CANCEL_GRACE_S = 15.0
 #: what a worker's "loaded" event reports about its variant (stored in ``variants``)
-_LOADED_FIELDS = ("device", "dtype", "load_ms", "weights_mb", "context_length", "memory_kind")
+_LOADED_FIELDS = (
+    "device",
+    "dtype",
+    "load_ms",
+    "weights_mb",
+    "context_length",
+    "memory_kind",
+    "memory_bandwidth_gbs",
+    "kv_bytes_per_token",
+    "model_shape",
+    "server",
+)
 
 
 @dataclass
@@ -123,6 +134,10 @@ class RunExecutor:
                     "dtype": v.dtype,
                     "device": v.device,
                     "params": v.params,
+                    "concurrency": v.concurrency,
+                    "batch_size": v.batch_size,
+                    "sweep_param": v.sweep_param,
+                    "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },
             )
         environment: dict[str, Any] = {}
@@ -153,6 +168,7 @@ class RunExecutor:
         reader = threading.Thread(target=self._pump_stderr, args=(proc.stderr, stderr_tail), daemon=True)
         reader.start()
         received: set[int] = set()
+        trial_ids: dict[int, int | None] = {}
         finished = load_failed = False
         try:
             assert proc.stdin is not None and proc.stdout is not None
@@ -169,10 +185,13 @@ class RunExecutor:
                     continue
                 kind = event.get("event")
                 if kind == "loaded":
-                    loaded = {k: event[k] for k in _LOADED_FIELDS}
+                    loaded = {k: event.get(k) for k in _LOADED_FIELDS}
                     environment.setdefault("host", event["environment"])
                     environment.setdefault("variants", {})[variant.name] = loaded
-                    self.store.update_variant(run_id, variant.name, {**loaded, "status": "loaded"})
+                    server = json.dumps(loaded["server"]) if loaded["server"] is not None else None
+                    self.store.update_variant(
+                        run_id, variant.name, {**loaded, "server": server, "status": "loaded"}
+                    )
                     self._report(
                         f"{variant.name} loaded on {event['device']} in {event['load_ms'] / 1000:.1f} s"
                     )
@@ -183,7 +202,22 @@ class RunExecutor:
                     )
                 elif kind == "trial":
                     received.add(event["index"])
-                    self._record_trial(plan, plan.trials[event["index"]], event, result)
+                    trial_ids[event["index"]] = self._record_trial(
+                        plan, plan.trials[event["index"]], event, result
+                    )
+                elif kind == "server_metrics":
+                    ids = [trial_ids.get(i) for i in event["trials"]]
+                    self.store.add_server_metrics(
+                        run_id,
+                        {
+                            "variant": variant.name,
+                            "workload": event["workload"],
+                            "warmup": int(event["warmup"]),
+                            "trials": len(ids),
+                            "trial_id": ids[0] if len(ids) == 1 else None,
+                            **event["figures"],
+                        },
+                    )
                 elif kind == "finished":
                     finished = True
         except BaseException:
@@ -210,16 +244,16 @@ class RunExecutor:
 
     def _record_trial(
         self, plan: VariantPlan, trial: TrialPlan, event: dict[str, Any], result: RunResult
-    ) -> None:
+    ) -> int | None:
         status = event["status"]
         if status == "skipped":  # a sweep point beyond the model's context: capped, not recorded
             result.skipped += 1
             self.progress.done += 1
             self._report(f"skipped {trial.workload}/{trial.prompt.id}: {event['trial'].get('error')}")
-            return
+            return None
         v = plan.variant
         row = {"variant": v.name, "strategy": v.strategy, "model": v.model, **event["trial"]}
-        self.store.add_trial(self.run_id, row, event["steps"])  # type: ignore[arg-type]
+        trial_id = self.store.add_trial(self.run_id, row, event["steps"])  # type: ignore[arg-type]
         if not trial.warmup or status != "ok":
             setattr(result, status, getattr(result, status) + 1)
         if status == "failed":
@@ -235,6 +269,7 @@ class RunExecutor:
             )
         else:
             self._report(f"{label}: {status} {row.get('error') or ''}".rstrip())
+        return trial_id
 
     def _fail_rest(self, plan: VariantPlan, received: set[int], reason: str, result: RunResult) -> None:
         """Record every trial of the variant that did not finish as failed, with the reason."""
@@ -321,11 +356,16 @@ def preflight_spec(spec: Spec) -> None:
 
     for v in spec.variants:
         strategy_cls = registry.get(v.strategy_ref or v.strategy)
-        reason = strategy_cls().check(v)
+        strategy = strategy_cls()
+        reason = strategy.available()
         if reason:
             raise StrategyError(
                 f"variant '{v.name}': strategy '{v.strategy}' is not available here: {reason}"
             )
+        try:
+            strategy.preflight(v)
+        except WorkbenchError as exc:
+            raise type(exc)(f"variant '{v.name}': {exc}") from None
         sources = [v.model] if strategy_cls.requires_model else []
         sources += [getattr(v.config, name) for name in model_source_fields(v.config)]
         for source in sources:
@@ -376,12 +416,12 @@ def mark_matches_baseline(store: Store, run_id: int, baseline: str) -> None:
     """Compare each greedy trial's output with the baseline variant's for the same (workload, prompt,
     repetition): ``matches_baseline`` (identical tokens), ``first_divergence`` (index of the first
     differing token, NULL when identical) and ``match_fraction`` (share of equal positions over the
-    longer output). The baseline's own trials stay NULL (it is the reference); so do sampled trials."""
+    longer output). When either side has no token ids (a server that streamed text; rows from before
+    ids were stored) the texts are compared, character by character. The baseline's own trials stay
+    NULL (it is the reference); so do sampled trials."""
     trials = store.trials(run_id, status="ok")
     reference = {
-        (t["workload"], t["prompt_id"], t["repetition"]): _tokens(t)
-        for t in trials
-        if t["variant"] == baseline
+        (t["workload"], t["prompt_id"], t["repetition"]): t for t in trials if t["variant"] == baseline
     }
     updates = []
     for t in trials:
@@ -389,15 +429,16 @@ def mark_matches_baseline(store: Store, run_id: int, baseline: str) -> None:
             continue
         ref = reference.get((t["workload"], t["prompt_id"], t["repetition"]))
         if ref is not None:
-            updates.append((t["id"], compare_outputs(_tokens(t), ref)))
+            by_ids = bool(t.get("output_token_ids")) and bool(ref.get("output_token_ids"))
+            updates.append((t["id"], compare_outputs(_tokens(t, by_ids), _tokens(ref, by_ids))))
     if updates:
         store.set_baseline_comparison(updates)
 
 
-def _tokens(trial: dict[str, Any]) -> list[Any]:
-    if trial.get("output_token_ids"):
+def _tokens(trial: dict[str, Any], by_ids: bool) -> list[Any]:
+    if by_ids:
         return json.loads(trial["output_token_ids"])
-    return list(trial.get("output_text") or "")  # rows from before token ids were stored: characters
+    return list(trial.get("output_text") or "")
 
 
 def compare_outputs(output: Sequence[Any], reference: Sequence[Any]) -> dict[str, Any]:

@@ -1,45 +1,190 @@
-"""Headless export of a run's data: ``trials.csv``, ``steps.csv`` and ``summary.json``."""
+"""Headless export of a run: data, charts and reports into one folder.
+
+=========  ==========================================================================================
+format     writes
+=========  ==========================================================================================
+``csv``    ``trials.csv``, ``steps.csv``, ``summary.csv``, ``phases.csv``, ``summary.json``,
+           ``server_metrics.csv`` (served variants) and the data of every chart (``<chart>.csv``)
+``md``     ``summary.md``: phases and advice, tables, links to the PNGs when they are written too
+``png``    ``<chart>.png`` at 2x pixels (offscreen Qt; needs the ``gui`` extra)
+``svg``    ``<chart>.svg`` (needs the ``gui`` extra)
+``html``   ``report.html``: one self-contained page, charts embedded (needs the ``gui`` extra)
+=========  ==========================================================================================
+
+Without Qt (the viewer-only install) ``csv`` and ``md`` still work; asking for ``png``, ``svg`` or
+``html`` is an error that says what to install, raised before anything is written.
+"""
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from .analysis import summarize
+from .analysis import RunAnalysis, analyze_run
 from .errors import WorkbenchError
 from .store import Store
 
-__all__ = ["export_data"]
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "charts_unavailable", "export_data", "export_run", "parse_formats"]
+
+FORMATS = ("png", "svg", "csv", "md", "html")
+DEFAULT_FORMATS = FORMATS
+_NEEDS_QT = ("png", "svg", "html")
+GUI_EXTRA_HINT = "pip install 'llm-workbench[gui]'"
 
 
-def export_data(store: Store, run_id: int, out_dir: Path) -> list[Path]:
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise WorkbenchError(f"cannot create output folder {out_dir}: {exc.strerror}") from None
-    run = store.resolve_run(run_id)
+def charts_unavailable() -> str | None:
+    """``None`` when charts can be drawn here, else why not."""
+    missing = [m for m in ("PySide6", "pyqtgraph") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"drawing charts needs {' and '.join(missing)} ({GUI_EXTRA_HINT})"
+    return None
+
+
+def parse_formats(text: str | None) -> tuple[str, ...] | None:
+    """``"png,csv"`` → ``("png", "csv")``; ``None`` (every format this install can write) stays None."""
+    if text is None:
+        return None
+    formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise WorkbenchError(
+            f"unknown export format {', '.join(unknown) or repr(text)}; formats: {', '.join(FORMATS)}"
+        )
+    return formats
+
+
+def export_run(
+    store: Store,
+    run_ref: str | int | None,
+    out_dir: Path,
+    formats: Sequence[str] | None = None,
+    *,
+    baseline: str | None = None,
+    on_file: Callable[[Path], None] | None = None,
+) -> tuple[list[Path], list[str]]:
+    """Write the run's files in ``formats`` (``None``: all this install can write). Returns the files
+    written and notes (e.g. formats skipped because Qt is missing)."""
+    notes: list[str] = []
+    reason = charts_unavailable()
+    if formats is None:
+        formats = [f for f in DEFAULT_FORMATS if f not in _NEEDS_QT or reason is None]
+        if reason is not None:
+            notes.append(f"PNG, SVG and HTML skipped: {reason}")
+    elif reason is not None and any(f in _NEEDS_QT for f in formats):
+        wanted = ", ".join(f for f in formats if f in _NEEDS_QT)
+        raise WorkbenchError(f"cannot export {wanted}: {reason}; csv and md work without it")
+    analysis = analyze_run(store, run_ref, baseline)
+    _mkdir(out_dir)
+    written: list[Path] = []
+
+    def wrote(path: Path) -> None:
+        written.append(path)
+        if on_file is not None:
+            on_file(path)
+
+    if "csv" in formats:
+        for path in export_data(store, analysis.run["id"], out_dir, analysis=analysis):
+            wrote(path)
+    charts = analysis.charts()
+    pngs: dict[str, bytes] = {}
+    if any(f in formats for f in _NEEDS_QT):
+        from .gui import charts as qt_charts
+
+        qt_charts.ensure_app()
+        for chart in charts:
+            if "png" in formats or "html" in formats:
+                pngs[chart.name] = qt_charts.png_bytes(chart)
+            if "png" in formats:
+                wrote(_write(out_dir / f"{chart.name}.png", pngs[chart.name]))
+            if "svg" in formats:
+                wrote(_write(out_dir / f"{chart.name}.svg", qt_charts.svg_bytes(chart)))
+    from .report import html_report, markdown_report
+
+    if "md" in formats:
+        images = {c.name: f"{c.name}.png" for c in charts} if "png" in formats else {}
+        wrote(_write(out_dir / "summary.md", markdown_report(analysis, images).encode("utf-8")))
+    if "html" in formats:
+        wrote(_write(out_dir / "report.html", html_report(analysis, pngs).encode("utf-8")))
+    return written, notes
+
+
+def export_data(
+    store: Store, run_id: int, out_dir: Path, *, analysis: RunAnalysis | None = None
+) -> list[Path]:
+    """The data files: trials, steps, summary (CSV and JSON), phases and every chart's data (CSV)."""
+    _mkdir(out_dir)
+    analysis = analysis or analyze_run(store, run_id)
     trials = store.trials(run_id, include_warmup=True)
     steps = store.query(
         "select s.* from steps s join trials t on t.id = s.trial_id where t.run_id = ? order by s.trial_id, s.idx",
         [run_id],
     )
     written = [_csv(out_dir / "trials.csv", trials), _csv(out_dir / "steps.csv", steps)]
+    windows = store.server_metrics(run_id, include_warmup=True)
+    if windows:
+        written.append(_csv(out_dir / "server_metrics.csv", windows))
+    written.append(_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
+    written.append(_csv(out_dir / "phases.csv", [_flat(p.to_dict()) for p in analysis.phases]))
+    run = analysis.run
     summary = {
-        "run": {k: run[k] for k in ("id", "name", "status", "started_at", "finished_at", "baseline")},
-        "environment": json.loads(run["environment"] or "{}"),
-        "summary": [s.to_dict() for s in summarize(trials, run["baseline"])],
+        "run": {k: run.get(k) for k in ("id", "name", "status", "started_at", "finished_at", "baseline")},
+        "environment": analysis.environment,
+        "summary": [s.to_dict() for s in analysis.summaries],
+        "phases": [p.to_dict() for p in analysis.phases],
+        "roofline": [r.to_dict() for r in analysis.roofline],
     }
-    path = out_dir / "summary.json"
-    path.write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    written.append(path)
+    written.append(
+        _write(out_dir / "summary.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))
+    )
+    for chart in analysis.charts():
+        written.append(_csv(out_dir / f"{chart.name}.csv", chart.rows()))
     return written
 
 
-def _csv(path: Path, rows: list[dict]) -> Path:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        if rows:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as ``a.b`` columns; lists as JSON text."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{name}."))
+        elif isinstance(value, list):
+            out[name] = json.dumps(value, default=str)
+        else:
+            out[name] = value
+    return out
+
+
+def _mkdir(out_dir: Path) -> None:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WorkbenchError(f"cannot create output folder {out_dir}: {exc.strerror}") from None
+    if not out_dir.is_dir():
+        raise WorkbenchError(f"{out_dir} is not a folder")
+
+
+def _write(path: Path, data: bytes) -> Path:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise WorkbenchError(f"cannot write {path}: {exc.strerror}") from None
+    return path
+
+
+def _csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(columns))
             writer.writeheader()
             writer.writerows(rows)
+    except OSError as exc:
+        raise WorkbenchError(f"cannot write {path}: {exc.strerror}") from None
     return path

@@ -4,6 +4,10 @@ Within a variant: warm-up trials first (``warmup`` per workload, on that workloa
 every input shape is warmed), then the measured repetitions, repetition-major (rep 0 of every
 prompt, then rep 1...) so a slow drift of the machine spreads over all prompts instead of
 landing on the last one. Every variant gets exactly the same prompts, budgets and seeds.
+
+A variant with ``concurrency > 1`` gets the same trials workload-major (a workload's warm-ups, then
+all its measured trials), so that each workload's trials form one group of parallel streams
+(:func:`trial_groups`): N streams need more than one repetition's prompts to stay busy.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 from .spec import Spec, Variant
 from .strategy import Prompt
 
-__all__ = ["TrialPlan", "VariantPlan", "plan_run"]
+__all__ = ["TrialPlan", "VariantPlan", "plan_run", "trial_groups"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,33 @@ def plan_run(spec: Spec) -> list[VariantPlan]:
         for workload in spec.workloads:
             for item in workload.items:
                 trials.append(_trial(spec, workload, item, repetition, warmup=False))
-    return [VariantPlan(variant, tuple(trials)) for variant in spec.variants]
+    order = {w.name: i for i, w in enumerate(spec.workloads)}
+    workload_major = sorted(trials, key=lambda t: (order[t.workload], not t.warmup))  # stable
+    return [
+        VariantPlan(
+            variant, tuple(trials if variant.concurrency == 1 and variant.batch_size == 1 else workload_major)
+        )
+        for variant in spec.variants
+    ]
+
+
+def trial_groups(
+    trials: tuple[TrialPlan, ...] | list[TrialPlan], concurrency: int, batch_size: int = 1
+) -> list[list[int]]:
+    """Indices of ``trials`` in the groups the worker runs together: each trial alone when sequential;
+    runs of consecutive trials of one workload (warm-ups apart) as parallel streams with
+    ``concurrency > 1``; those runs cut into batches of ``batch_size`` (the last may be smaller) with
+    ``batch_size > 1``. The server's own metrics are read before and after each group."""
+    if concurrency == 1 and batch_size == 1:
+        return [[i] for i in range(len(trials))]
+    groups: list[list[int]] = []
+    key = None
+    for i, t in enumerate(trials):
+        if (t.workload, t.warmup) != key or len(groups[-1]) == batch_size > 1:
+            groups.append([])
+            key = (t.workload, t.warmup)
+        groups[-1].append(i)
+    return groups
 
 
 def _trial(spec: Spec, workload: Any, item: Any, repetition: int, *, warmup: bool) -> TrialPlan:

@@ -3,20 +3,28 @@
 For every trial: tokenize (not timed) → check the context → reset the memory peak → device sync,
 ``t0`` → ``session.generate(request, probe)``, where every ``probe.step`` is a device sync plus a
 timestamp → device sync, ``t_end`` → metrics from the steps. One timing path for every strategy.
+
+A variant with ``concurrency = N`` (strategies that serve parallel requests: ``endpoint``) runs a
+group of trials as N parallel streams (:meth:`TrialRunner.run_group`): N threads, each calling
+``generate`` with its own probe on the same clock, so every stream is timed exactly like a
+sequential trial; the strategy still only generates. A variant with ``batch_size = N`` runs groups of
+N trials as one batch (:meth:`TrialRunner.run_batch`): one clock start, one ``generate_batch`` call
+with a probe per request.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import describe_exception
 from .metrics import StepRecord, trial_metrics
 from .plan import TrialPlan
-from .strategy import Cancelled, Prompt, Request, Session
+from .strategy import Cancelled, Output, Prompt, Request, Session
 from .timing import Clock, Device, MemoryTracker
 
 __all__ = ["TrialResult", "TrialRunner", "encode_prompt"]
@@ -25,7 +33,7 @@ __all__ = ["TrialResult", "TrialRunner", "encode_prompt"]
 class _Probe:
     """The runner's probe. Its hot path is one sync, one clock read and one list append."""
 
-    __slots__ = ("_cancelled", "_clock", "_t0", "records", "tokens")
+    __slots__ = ("_cancelled", "_clock", "_t0", "counted", "records", "t_end", "tokens")
 
     def __init__(self, clock: Clock, t0_ns: int, cancelled: Callable[[], bool]) -> None:
         self._clock = clock
@@ -33,21 +41,39 @@ class _Probe:
         self._cancelled = cancelled
         self.records: list[tuple[int, int, int, int, float | None, float | None]] = []
         self.tokens: list[int] = []
+        self.counted = False  # some step was reported as a count (ids unknown)
+        self.t_end: int | None = None
 
     def step(
         self,
-        token_ids: Any,
+        token_ids: Any = (),
         *,
+        n_tokens: int | None = None,
         draft_proposed: int = 0,
         draft_accepted: int = 0,
         draft_ms: float | None = None,
         verify_ms: float | None = None,
     ) -> None:
         t = self._clock.now_ns()
-        self.records.append((t, len(token_ids), draft_proposed, draft_accepted, draft_ms, verify_ms))
-        self.tokens.extend(int(i) for i in token_ids)
+        if n_tokens is None:
+            n_tokens = len(token_ids)
+            self.tokens.extend(int(i) for i in token_ids)
+        else:
+            self.counted = True
+        self.records.append((t, n_tokens, draft_proposed, draft_accepted, draft_ms, verify_ms))
         if self._cancelled():
             raise Cancelled
+
+    def recount(self, n_tokens: Sequence[int]) -> None:
+        if self.tokens:
+            raise ValueError("recount() is for steps reported with n_tokens, not with token ids")
+        if len(n_tokens) != len(self.records):
+            raise ValueError(f"recount() got {len(n_tokens)} counts for {len(self.records)} steps")
+        self.counted = True
+        self.records = [(r[0], int(n), *r[2:]) for r, n in zip(self.records, n_tokens, strict=True) if n > 0]
+
+    def end(self) -> None:
+        self.t_end = self._clock.now_ns()
 
     def steps(self) -> list[StepRecord]:
         return [
@@ -99,6 +125,67 @@ class TrialRunner:
         self._cancelled = cancelled
 
     def run(self, plan: TrialPlan) -> TrialResult:
+        """One trial, alone: tokenize (untimed), then time ``generate``."""
+        prepared = self._prepare(plan)
+        if isinstance(prepared, TrialResult):
+            return prepared
+        return self._measure(*prepared, track_memory=True)
+
+    def run_group(
+        self,
+        plans: Sequence[TrialPlan],
+        concurrency: int,
+        on_result: Callable[[int, TrialResult], None],
+        *,
+        group: int | None = None,
+    ) -> None:
+        """Run ``plans`` as up to ``concurrency`` parallel streams (closed loop: a stream that finishes
+        starts the next trial), calling ``on_result(index, result)`` as each finishes (serialized).
+
+        Every prompt is tokenized first (untimed), then N threads each take the next trial, read the
+        clock and call ``session.generate`` with a probe of its own: each stream is timed by this
+        runner's clock exactly like a sequential trial. ``group_offset_ms`` records when each trial
+        started relative to the group, so the group's aggregate tokens/s can be recomputed.
+        """
+        lock = threading.Lock()
+        ready: list[tuple[int, dict[str, Any], Request]] = []
+        for index, plan in enumerate(plans):
+            prepared = self._prepare(plan)
+            if isinstance(prepared, TrialResult):
+                on_result(index, prepared)
+            else:
+                ready.append((index, *prepared))
+        pending = iter(ready)
+        errors: list[BaseException] = []
+        group_t0 = self.clock.now_ns()
+
+        def stream() -> None:
+            try:
+                while not self._cancelled() and not errors:
+                    with lock:
+                        item = next(pending, None)
+                    if item is None:
+                        return
+                    index, row, request = item
+                    row.update(concurrency=concurrency, concurrent_group=group)
+                    result = self._measure(row, request, track_memory=False, group_t0=group_t0)
+                    with lock:
+                        on_result(index, result)
+            except BaseException as exc:  # e.g. the parent stopped reading: re-raised below
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=stream, name=f"stream-{i}", daemon=True)
+            for i in range(min(concurrency, len(ready)))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def _prepare(self, plan: TrialPlan) -> tuple[dict[str, Any], Request] | TrialResult:
         row: dict[str, Any] = {
             "workload": plan.workload,
             "prompt_id": plan.prompt.id,
@@ -108,6 +195,9 @@ class TrialRunner:
             "seed": plan.seed,
             "temperature": plan.temperature,
             "started_at": _utc_now(),
+            "timing_scope": self.session.timing_scope,
+            "concurrency": 1,
+            "batch_size": 1,
         }
         try:
             input_ids = encode_prompt(self.session, plan.prompt)
@@ -139,8 +229,18 @@ class TrialRunner:
             ignore_eos=plan.ignore_eos,
             stop=plan.stop,
         )
-        self.memory.reset()
+        return row, request
+
+    def _measure(
+        self, row: dict[str, Any], request: Request, *, track_memory: bool, group_t0: int | None = None
+    ) -> TrialResult:
+        # Only an in-process model's memory is the worker's; a client's RSS says nothing about a server.
+        track_memory = track_memory and self.session.timing_scope == "in-process"
+        if track_memory:
+            self.memory.reset()
         t0 = self.clock.now_ns()
+        if group_t0 is not None:
+            row["group_offset_ms"] = (t0 - group_t0) / 1e6
         probe = _Probe(self.clock, t0, self._cancelled)
         try:
             output = self.session.generate(request, probe)
@@ -149,24 +249,89 @@ class TrialRunner:
         except Exception as exc:
             self._recover(exc)
             return self._failed(row, describe_exception(exc))
+        t_end = probe.t_end if probe.t_end is not None else self.clock.now_ns()
+        peak_mb = self.memory.peak_mb() if track_memory else None
+        return self._finish(row, probe, output, t0, t_end, peak_mb)
+
+    def run_batch(
+        self,
+        plans: Sequence[TrialPlan],
+        on_result: Callable[[int, TrialResult], None],
+        *,
+        group: int | None = None,
+    ) -> None:
+        """Run ``plans`` as one batch (a variant's ``batch_size``): every prompt tokenized first (untimed),
+        then one clock start for all, ``session.generate_batch`` with one probe per request, so each
+        request's TTFT and TPOT are its own as a user of the batch sees them, and the group's aggregate
+        tokens/s is recomputable (``concurrent_group``, ``group_offset_ms`` = 0). A request's ``e2e_ms``
+        ends at its last token (a request that stopped early does not wait for the batch)."""
+        ready: list[tuple[int, dict[str, Any], Request]] = []
+        for index, plan in enumerate(plans):
+            prepared = self._prepare(plan)
+            if isinstance(prepared, TrialResult):
+                on_result(index, prepared)
+            else:
+                ready.append((index, *prepared))
+        if not ready:
+            return
+        for _, row, _ in ready:
+            row.update(
+                concurrency=len(ready), batch_size=len(ready), concurrent_group=group, group_offset_ms=0.0
+            )
+        self.memory.reset()
+        t0 = self.clock.now_ns()
+        probes = [_Probe(self.clock, t0, self._cancelled) for _ in ready]
+        try:
+            outputs = self.session.generate_batch([request for _, _, request in ready], probes)
+        except Cancelled:
+            for index, row, _ in ready:
+                on_result(
+                    index,
+                    TrialResult("cancelled", {**row, "status": "cancelled", "error": "run cancelled"}, []),
+                )
+            return
+        except Exception as exc:
+            self._recover(exc)
+            for index, row, _ in ready:
+                on_result(index, self._failed(row, describe_exception(exc)))
+            return
         t_end = self.clock.now_ns()
-        peak_mb = self.memory.peak_mb()
-        if list(output.token_ids) != probe.tokens:
+        peak_mb = self.memory.peak_mb()  # the batch's peak, the same for each of its requests
+        for (index, row, _), probe, output in zip(ready, probes, outputs, strict=True):
+            end = probe.records[-1][0] if probe.records else t_end
+            on_result(index, self._finish(row, probe, output, t0, end, peak_mb))
+
+    def _finish(
+        self, row: dict[str, Any], probe: _Probe, output: Output, t0: int, t_end: int, peak_mb: float | None
+    ) -> TrialResult:
+        if probe.counted:
+            if output.token_ids:
+                return self._failed(
+                    row,
+                    "strategy contract broken: steps were reported as counts (n_tokens) but token ids "
+                    "were returned",
+                )
+        elif list(output.token_ids) != probe.tokens:
             return self._failed(
                 row,
                 f"strategy contract broken: {len(probe.tokens)} tokens reported through the probe, "
                 f"{len(output.token_ids)} returned",
             )
+        if output.input_tokens is not None:
+            row["input_tokens"] = output.input_tokens
         steps = probe.steps()
-        metrics = trial_metrics(steps, len(input_ids))
+        metrics = trial_metrics(steps, row["input_tokens"])
         row.update(metrics.to_row())
         row.update(
             status="ok",
             e2e_ms=(t_end - t0) / 1e6,
             peak_memory_mb=peak_mb,
             output_text=output.text,
-            output_token_ids=json.dumps(list(output.token_ids)),
+            output_token_ids=json.dumps(list(output.token_ids)) if not probe.counted else None,
             finish_reason=output.finish_reason,
+            token_count_source=output.token_count_source,
+            cached_tokens=int(output.cached_tokens),
+            trimmed_tokens=int(output.trimmed_tokens),
         )
         return TrialResult("ok", row, [s.to_row() for s in steps])
 

@@ -52,7 +52,16 @@ _TOP_KEYS = {
     "top_p",
     "top_k",
 }
-_VARIANT_KEYS = {"name", "model", "strategy", "dtype", "device", "trust_remote_code"}
+_VARIANT_KEYS = {
+    "name",
+    "model",
+    "strategy",
+    "dtype",
+    "device",
+    "trust_remote_code",
+    "concurrency",
+    "batch_size",
+}
 _WORKLOAD_KEYS = {
     "name",
     "file",
@@ -80,11 +89,18 @@ class Variant:
     dtype: str = "auto"
     device: str = "auto"
     trust_remote_code: bool = False
+    #: parallel streams (strategies that serve parallel requests, e.g. ``endpoint``); 1 = sequential
+    concurrency: int = 1
+    #: prompts decoded together in one batch (left padding, attention mask); 1 = one at a time
+    batch_size: int = 1
     params: dict[str, Any] = field(default_factory=dict)
     #: the strategy's ``Config`` instance built from ``params``
     config: Any = None
     #: the spec's ``strategy`` value as written: an entry-point name or ``package.module:Class``
     strategy_ref: str = ""
+    #: for a variant expanded from a ``sweep``: the swept key and this variant's value
+    sweep_param: str | None = None
+    sweep_value: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """The variant as spec keys (what the worker process receives)."""
@@ -95,6 +111,8 @@ class Variant:
             "dtype": self.dtype,
             "device": self.device,
             "trust_remote_code": self.trust_remote_code,
+            "concurrency": self.concurrency,
+            "batch_size": self.batch_size,
             **self.params,
         }
 
@@ -163,7 +181,11 @@ def spec_from_dict(
     raw_variants = data.get("variants")
     if not isinstance(raw_variants, list) or not raw_variants:
         raise SpecError("spec: needs at least one [[variants]] table")
-    variants = tuple(_variant(v, i, base_dir) for i, v in enumerate(raw_variants))
+    variants = tuple(
+        variant
+        for i, raw in enumerate(raw_variants)
+        for variant in (_variant(v, i, base_dir) for v in _expand_sweep(raw, i))
+    )
     names = [v.name for v in variants]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
@@ -204,6 +226,42 @@ def variant_from_dict(data: dict[str, Any]) -> Variant:
     return _variant(data, 0)
 
 
+_NOT_SWEEPABLE = {"name", "strategy", "sweep"}
+
+
+def _expand_sweep(data: Any, index: int) -> list[Any]:
+    """``sweep = {key = [v1, v2, ...]}`` in a variant table: one variant per value, named
+    ``"<name> <key>=<value>"``. One key per sweep (a grid of several would multiply quietly)."""
+    if not isinstance(data, dict) or "sweep" not in data:
+        return [data]
+    name = data.get("name", f"variants[{index}]")
+    sweep = data["sweep"]
+    if not isinstance(sweep, dict) or len(sweep) != 1:
+        raise SpecError(
+            f"variant '{name}': 'sweep' must be a table with exactly one key, e.g. sweep = {{num_draft_tokens = [2, 4, 8]}}"
+        )
+    ((key, values),) = sweep.items()
+    if key in _NOT_SWEEPABLE:
+        raise SpecError(f"variant '{name}': cannot sweep '{key}'")
+    if key in data:
+        raise SpecError(f"variant '{name}': '{key}' is both set and swept; remove one")
+    if not isinstance(values, list) or not values:
+        raise SpecError(f"variant '{name}': sweep '{key}' needs a non-empty list of values")
+    if len({repr(v) for v in values}) != len(values):
+        raise SpecError(f"variant '{name}': sweep '{key}' lists a value twice")
+    base = {k: v for k, v in data.items() if k != "sweep"}
+    return [
+        {**base, key: value, "name": f"{name} {key}={_sweep_label(value)}", "_sweep": (key, value)}
+        for value in values
+    ]
+
+
+def _sweep_label(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     if not isinstance(data, dict):
         raise SpecError(f"spec: variants[{index}] must be a table")
@@ -211,6 +269,8 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     if not isinstance(name, str) or not name.strip():
         raise SpecError(f"spec: variants[{index}] needs a 'name'")
     where = f"variant '{name}'"
+    data = dict(data)
+    sweep = data.pop("_sweep", None)
     strategy_name = data.get("strategy", "baseline")
     if not isinstance(strategy_name, str):
         raise SpecError(f"{where}: 'strategy' must be a string")
@@ -248,6 +308,25 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         check_device_name(device)
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
+    concurrency = _get(data, "concurrency", int, where, default=1)
+    if concurrency < 1:
+        raise SpecError(f"{where}: 'concurrency' must be at least 1")
+    if concurrency > 1 and not strategy_cls.supports_concurrency:
+        raise SpecError(
+            f"{where}: strategy '{strategy_cls.name}' runs one stream at a time; 'concurrency' applies to "
+            "strategies that serve parallel requests (endpoint)"
+        )
+    batch_size = _get(data, "batch_size", int, where, default=1)
+    if batch_size < 1:
+        raise SpecError(f"{where}: 'batch_size' must be at least 1")
+    if batch_size > 1 and not strategy_cls.supports_batching:
+        raise SpecError(
+            f"{where}: strategy '{strategy_cls.name}' decodes one sequence at a time; 'batch_size' applies to "
+            "baseline and quantized (speculative decoding accepts a different number of tokens per sequence "
+            "each step: see docs/levers.md)"
+        )
+    if batch_size > 1 and concurrency > 1:
+        raise SpecError(f"{where}: set 'batch_size' or 'concurrency', not both")
     return Variant(
         name=name,
         strategy=strategy_cls.name,
@@ -256,8 +335,12 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         dtype=dtype,
         device=device,
         trust_remote_code=_get(data, "trust_remote_code", bool, where, default=False),
+        concurrency=concurrency,
+        batch_size=batch_size,
         params=params,
         config=config,
+        sweep_param=sweep[0] if sweep else None,
+        sweep_value=sweep[1] if sweep else None,
     )
 
 

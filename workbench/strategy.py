@@ -127,11 +127,26 @@ class Request:
 
 @dataclass
 class Output:
-    """What a strategy generated. ``token_ids`` must equal the concatenation of all probe steps."""
+    """What a strategy generated. ``token_ids`` must equal the concatenation of all probe steps.
+
+    A strategy that reported its steps as counts (``probe.step(n_tokens=...)``, e.g. a server that
+    streams text) returns ``token_ids=[]``; the trial then keeps the text only. ``input_tokens``
+    overrides ``len(request.input_ids)`` when the prompt was tokenized elsewhere (the server's own
+    count); ``token_count_source`` records how the tokens were counted (stored with the trial).
+
+    ``cached_tokens``: prompt tokens whose keys/values came from a cache instead of a prefill (KV-cache
+    reuse); ``trimmed_tokens``: prompt tokens the strategy removed before the prefill (context trimming).
+    The prompt's own length (``input_tokens``) is the same for every variant; the tokens actually
+    prefilled are ``input_tokens - cached_tokens - trimmed_tokens``.
+    """
 
     token_ids: list[int]
     text: str
     finish_reason: FinishReason
+    input_tokens: int | None = None
+    token_count_source: str | None = None
+    cached_tokens: int = 0
+    trimmed_tokens: int = 0
 
 
 class Probe(Protocol):
@@ -139,8 +154,9 @@ class Probe(Protocol):
 
     def step(
         self,
-        token_ids: Sequence[int],
+        token_ids: Sequence[int] = (),
         *,
+        n_tokens: int | None = None,
         draft_proposed: int = 0,
         draft_accepted: int = 0,
         draft_ms: float | None = None,
@@ -148,7 +164,22 @@ class Probe(Protocol):
     ) -> None:
         """Report tokens that just became available on the host (1 for plain decoding, several for a
         speculative step). The runner synchronizes the device and timestamps the step. Raises
-        :class:`Cancelled` when the run is being cancelled."""
+        :class:`Cancelled` when the run is being cancelled.
+
+        A strategy that knows how many tokens arrived but not their ids (a server streaming text)
+        passes ``n_tokens`` instead of ``token_ids``."""
+        ...
+
+    def recount(self, n_tokens: Sequence[int]) -> None:
+        """Replace the token counts of every step reported so far (steps reported with ``n_tokens``
+        only), for a strategy that learns how many tokens each step held only once the whole output
+        is known (a server that streams text and reports usage at the end). The timestamps stay the
+        runner's; steps left with zero tokens are dropped."""
+        ...
+
+    def end(self) -> None:
+        """Mark the end of generation now, for a strategy with untimed bookkeeping left before it
+        returns (counting a server's tokens); ``e2e_ms`` ends here instead of at the return."""
         ...
 
 
@@ -161,6 +192,18 @@ class Session(ABC):
     weights_mb: float | None = None
     #: What the variant's ``dtype = "auto"`` resolved to (``"float32"``...), for the record.
     dtype: str | None = None
+    #: ``"in-process"``: the model runs in the worker, the clock sees the device. ``"client"``: the
+    #: session is a client of a server; its figures include network and queueing, and the worker's
+    #: memory is not the model's (``peak_memory_mb`` is not recorded). Stored with every trial.
+    timing_scope: str = "in-process"
+    #: What the session knows about the server it talks to (URL, version, served model...), stored
+    #: with the variant. Never a secret.
+    server_info: dict[str, Any] | None = None
+    #: KV-cache bytes one token adds (keys + values, all layers, all models resident), for the
+    #: decode roofline; ``None`` when unknown.
+    kv_bytes_per_token: float | None = None
+    #: The model's ``layers``, ``kv_heads``, ``head_dim``, ``bytes_per_element`` (recorded with the run).
+    model_shape: dict[str, int] | None = None
 
     @abstractmethod
     def encode(self, prompt: Prompt) -> list[int]:
@@ -176,6 +219,22 @@ class Session(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release memory. The worker process ends after its variant anyway."""
+
+    def generate_batch(self, requests: Sequence[Request], probes: Sequence[Probe]) -> list[Output]:
+        """Generate for several requests at once (one batch: the same forward passes), reporting each
+        request's tokens through its own probe as they appear. Only for strategies with
+        ``supports_batching``; the runner starts every probe's clock at the same moment."""
+        raise NotImplementedError(f"{type(self).__name__} does not batch")
+
+    def server_snapshot(self) -> Any:
+        """Server-side counters before a group of trials (e.g. a Prometheus scrape), untimed; ``None``
+        when the session has no server to ask. Handed back to :meth:`server_figures`."""
+        return None
+
+    def server_figures(self, before: Any, requests: int) -> dict[str, Any] | None:
+        """The server's own figures for the group of trials since ``before`` (``requests`` of them
+        reached the server): the columns of the ``server_metrics`` table. Untimed."""
+        return None
 
 
 @dataclass
@@ -194,17 +253,20 @@ class Strategy(ABC):
     Config: ClassVar[type] = NoConfig
     #: False for strategies that do not load a model (test doubles, remote endpoints).
     requires_model: ClassVar[bool] = True
+    #: True when a session serves parallel ``generate`` calls (a variant's ``concurrency = N``):
+    #: the runner then drives N streams from N threads, each timed by its own probe.
+    supports_concurrency: ClassVar[bool] = False
+    #: True when its sessions implement :meth:`Session.generate_batch` (a variant's ``batch_size = N``).
+    supports_batching: ClassVar[bool] = False
 
     def available(self) -> str | None:
         """``None`` when the strategy can run here, else one sentence saying why not."""
         return None
 
-    def check(self, variant: Variant) -> str | None:
-        """``None`` when *this variant* can run here, else why not. Cheap like :meth:`available`
-        (no heavy imports); the preflight calls it before a run, so a reason is bad input
-        (exit 2), not a run of failed trials. Override it when a parameter needs something
-        ``available`` does not check (a back-end package of one method). Default: ``available()``."""
-        return self.available()
+    def preflight(self, variant: Variant) -> None:  # noqa: B027 - optional hook
+        """Check, before anything is recorded, what only this strategy knows can go wrong with a
+        variant here (a missing environment variable...). Raise a ``WorkbenchError``; cheap, no I/O
+        beyond the local machine."""
 
     @abstractmethod
     def load(self, variant: Variant, device: Device) -> Session:
@@ -266,7 +328,16 @@ def build_config(config_cls: type, params: dict[str, Any], *, where: str) -> Any
 
 
 # Keys every variant has (see workbench.spec); offered as suggestions for misspelt keys too.
-_COMMON_KEYS = {"name", "model", "strategy", "dtype", "device", "trust_remote_code"}
+_COMMON_KEYS = {
+    "name",
+    "model",
+    "strategy",
+    "dtype",
+    "device",
+    "trust_remote_code",
+    "concurrency",
+    "batch_size",
+}
 
 
 def _suggest(key: str, known: set[str]) -> str:

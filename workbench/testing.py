@@ -20,6 +20,7 @@ import os
 import signal
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,9 @@ class FakeConfig:
     )
     output_tokens: int | None = field_help("tokens to generate (default: max_new_tokens)", default=None)
     context_length: int = field_help("the pretend model's context window (tokens)", default=8192)
+    weights_mb: float = field_help(
+        "the pretend weight footprint (MB), for memory and roofline figures", default=0.0
+    )
     fail_on_prompt: str | None = field_help("raise an error on the prompt with this id", default=None)
     crash_after_trials: int | None = field_help("SIGKILL the worker after this many trials", default=None)
 
@@ -68,7 +72,7 @@ class FakeSession(Session):
     def __init__(self, config: FakeConfig) -> None:
         self.config = config
         self.context_length = config.context_length
-        self.weights_mb = 0.0
+        self.weights_mb = config.weights_mb
         self.dtype = "none"
         self._trials = 0
 
@@ -107,12 +111,35 @@ class FakeSession(Session):
             i += len(chunk)
         return Output(token_ids=tokens, text=self.decode(tokens), finish_reason="length")
 
+    def generate_batch(self, requests: Sequence[Request], probes: Sequence[Probe]) -> list[Output]:
+        """Ideal batching: one prefill costing the longest prompt's, then one token per request per
+        step at the cost of one (``tokens_per_step`` is ignored)."""
+        c = self.config
+        self._trials += len(requests)
+        start = time.perf_counter_ns()
+        plans = []
+        for request in requests:
+            n_out = min(c.output_tokens or request.max_new_tokens, request.max_new_tokens)
+            base = zlib.crc32(bytes(str((request.input_ids[:8], request.seed)), "utf-8"))
+            plans.append([(base + 7919 * i) % self.VOCAB for i in range(n_out)])
+        longest = max(len(r.input_ids) for r in requests)
+        deadline = start + int((c.prefill_ms + c.prefill_ms_per_token * longest) * 1e6)
+        for i in range(max(len(p) for p in plans)):
+            if i:
+                deadline += int(c.decode_ms_per_token * 1e6)
+            wait_until_ns(deadline)
+            for tokens, probe in zip(plans, probes, strict=True):
+                if i < len(tokens):
+                    probe.step(tokens[i : i + 1])
+        return [Output(token_ids=t, text=self.decode(t), finish_reason="length") for t in plans]
+
 
 class FakeStrategy(Strategy):
     name = "fake"
     description = "Deterministic test double with known prefill and per-token costs (no model, no torch)"
     Config = FakeConfig
     requires_model = False
+    supports_batching = True
 
     def load(self, variant: Variant, device: Device) -> Session:
         return FakeSession(variant.config)

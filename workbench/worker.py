@@ -88,8 +88,8 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     from . import registry
     from .environment import snapshot
     from .errors import WorkbenchError, describe_exception
-    from .plan import TrialPlan
-    from .runner import TrialRunner
+    from .plan import TrialPlan, trial_groups
+    from .runner import TrialResult, TrialRunner
     from .spec import variant_from_dict
     from .timing import resolve_device
 
@@ -101,6 +101,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         if reason:
             raise WorkbenchError(f"strategy '{variant.strategy}' is not available here: {reason}")
         device = resolve_device(variant.device, needs_torch=strategy_cls.requires_model)
+        bandwidth = _bandwidth(str(device))  # before the model takes memory and caches
         t0 = time.perf_counter()
         session = strategy.load(variant, device)
         load_ms = (time.perf_counter() - t0) * 1000
@@ -109,28 +110,83 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         events.emit("load_failed", error=message)
         return 1
     runner = TrialRunner(session, device, cancelled=cancelled)
+    client = session.timing_scope != "in-process"
     events.emit(
         "loaded",
-        device=str(device),
+        device="remote" if client else str(device),
         dtype=session.dtype or variant.dtype,
         load_ms=load_ms,
         weights_mb=session.weights_mb,
         context_length=session.context_length,
-        memory_kind=runner.memory.kind,
+        memory_kind=None if client else runner.memory.kind,
+        memory_bandwidth_gbs=bandwidth,
+        kv_bytes_per_token=session.kv_bytes_per_token,
+        model_shape=json.dumps(session.model_shape) if session.model_shape else None,
+        server=session.server_info,
         environment=snapshot(device),
     )
-    for index, raw in enumerate(job["trials"]):
+    trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
+    for number, group in enumerate(trial_groups(trials, variant.concurrency, variant.batch_size)):
         if cancelled():
             events.emit("cancelled")
             return 130
-        result = runner.run(TrialPlan.from_dict(raw))
-        events.emit("trial", index=index, status=result.status, trial=result.row, steps=result.steps)
-        if result.status == "cancelled":
+        # The server's own counters before and after each group (untimed; endpoint strategies only).
+        before = _server_call(session.server_snapshot)
+        results: dict[int, str] = {}
+
+        def emit(
+            position: int, result: TrialResult, group: list[int] = group, results: dict[int, str] = results
+        ) -> None:
+            index = group[position]
+            results[index] = result.status
+            events.emit("trial", index=index, status=result.status, trial=result.row, steps=result.steps)
+
+        if variant.batch_size > 1:
+            runner.run_batch([trials[i] for i in group], emit, group=number)
+        elif variant.concurrency == 1:
+            emit(0, runner.run(trials[group[0]]))
+        else:
+            runner.run_group([trials[i] for i in group], variant.concurrency, emit, group=number)
+        if before is not None:
+            reached = sum(status == "ok" for status in results.values())
+            figures = _server_call(session.server_figures, before, reached)
+            if figures:
+                first = trials[group[0]]
+                events.emit(
+                    "server_metrics",
+                    trials=[i for i in group if i in results],
+                    workload=first.workload,
+                    warmup=first.warmup,
+                    figures=figures,
+                )
+        if "cancelled" in results.values() or cancelled():
             events.emit("cancelled")
             return 130
     session.close()
     events.emit("finished")
     return 0
+
+
+def _server_call(fn: Any, *args: Any) -> Any:
+    """Server-side metrics are extra information: a failure to read them never fails a trial."""
+    from .errors import describe_exception
+
+    try:
+        return fn(*args)
+    except Exception as exc:
+        print(f"server metrics not read: {describe_exception(exc)}", file=sys.stderr, flush=True)
+        return None
+
+
+def _bandwidth(device: str) -> float | None:
+    """The device's memory bandwidth (cached per machine); never fails a run."""
+    from .roofline import device_bandwidth
+
+    try:
+        return device_bandwidth(device).gbs
+    except Exception as exc:  # a measurement problem must not stop the experiment
+        print(f"workbench: memory bandwidth not measured: {exc}", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":

@@ -175,11 +175,24 @@ class Store:
 
         return self._write(insert)
 
+    def add_server_metrics(self, run_id: int, row: dict[str, Any]) -> int:
+        """One window of a server's own figures; keys without a column go into ``extra`` (JSON)."""
+        columns = set(self.db["server_metrics"].columns_dict)
+        data = {k: v for k, v in row.items() if k in columns and k != "extra"}
+        extra = {k: v for k, v in row.items() if k not in columns}
+        extra.update(row.get("extra") or {})
+        data["extra"] = json.dumps(extra) if extra else None
+        for key, value in data.items():
+            if isinstance(value, list | dict):
+                data[key] = json.dumps(value)
+        return self._write(lambda: self.db["server_metrics"].insert({"run_id": run_id, **data}).last_pk)
+
     def delete_run(self, run_id: int) -> None:
         def delete() -> None:
             self.db.execute(
                 "delete from steps where trial_id in (select id from trials where run_id = ?)", [run_id]
             )
+            self.db.execute("delete from server_metrics where run_id = ?", [run_id])
             self.db.execute("delete from trials where run_id = ?", [run_id])
             self.db.execute("delete from variants where run_id = ?", [run_id])
             self.db.execute("delete from runs where id = ?", [run_id])
@@ -248,8 +261,39 @@ class Store:
             params.append(status)
         return self.query(sql + " order by id", params)
 
+    def server_metrics(self, run_id: int, *, include_warmup: bool = False) -> list[dict[str, Any]]:
+        """The server-side windows of a run (see the ``server_metrics`` table)."""
+        sql = "select * from server_metrics where run_id = ?" + ("" if include_warmup else " and warmup = 0")
+        return self.query(sql + " order by id", [run_id])
+
     def steps(self, trial_id: int) -> list[dict[str, Any]]:
         return self.query("select * from steps where trial_id = ? order by idx", [trial_id])
+
+    def step_totals(self, run_id: int) -> dict[int, dict[str, Any]]:
+        """Per trial of the run that has sub-timed steps: the sums of ``draft_ms`` and ``verify_ms``."""
+        rows = self.query(
+            """
+            select s.trial_id, sum(s.draft_ms) as draft_ms, sum(s.verify_ms) as verify_ms
+            from steps s join trials t on t.id = s.trial_id
+            where t.run_id = ? and (s.draft_ms is not null or s.verify_ms is not null)
+            group by s.trial_id
+            """,
+            [run_id],
+        )
+        return {r["trial_id"]: r for r in rows}
+
+    def accepted_lengths(self, run_id: int) -> list[dict[str, Any]]:
+        """Per variant and accepted-draft count: how many measured steps verified a draft and accepted
+        that many of its tokens (speculative strategies)."""
+        return self.query(
+            """
+            select t.variant, s.draft_accepted as accepted, count(*) as steps
+            from steps s join trials t on t.id = s.trial_id
+            where t.run_id = ? and t.warmup = 0 and t.status = 'ok' and s.draft_proposed > 0
+            group by t.variant, s.draft_accepted order by t.variant, s.draft_accepted
+            """,
+            [run_id],
+        )
 
 
 def _pid_alive(pid: int) -> bool:

@@ -120,3 +120,83 @@ def m002_output_tokens_and_divergence(db: Database) -> None:
 def m003_draft_steps(db: Database) -> None:
     """Steps that verified a draft: the denominator of the mean accepted length."""
     db["trials"].add_column("draft_steps", int)
+
+
+@migrations()
+def m004_prompt_reuse_and_trim(db: Database) -> None:
+    """The prefill levers: prompt tokens served from a KV cache, and prompt tokens trimmed away."""
+    trials = db["trials"]
+    trials.add_column("cached_tokens", int)
+    trials.add_column("trimmed_tokens", int)
+
+
+@migrations()
+def m005_variant_sweeps(db: Database) -> None:
+    """Variants expanded from a spec ``sweep``: the swept key and the value (JSON) of each."""
+    variants = db["variants"]
+    variants.add_column("sweep_param", str)
+    variants.add_column("sweep_value", str)
+
+
+@migrations()
+def m006_roofline(db: Database) -> None:
+    """What the decode roofline needs, recorded where the run happens (the viewer has no torch)."""
+    variants = db["variants"]
+    variants.add_column("memory_bandwidth_gbs", float)  # measured copy bandwidth of the variant's device
+    variants.add_column("kv_bytes_per_token", float)  # KV-cache bytes one token adds (all resident models)
+    variants.add_column("model_shape", str)  # JSON: layers, kv_heads, head_dim, bytes_per_element
+
+
+@migrations()
+def m007_endpoints_and_concurrency(db: Database) -> None:
+    """Served models (the ``endpoint`` strategy) and parallel streams (``concurrency``)."""
+    trials = db["trials"]
+    trials.add_column("timing_scope", str)  # in-process | client (client: includes network + queueing)
+    trials.add_column("token_count_source", str)  # how a server's tokens were counted (docs/metrics.md)
+    trials.add_column("concurrency", int)  # parallel streams the trial ran among (1 = sequential)
+    trials.add_column("concurrent_group", int)  # which group of parallel streams (NULL when sequential)
+    trials.add_column("group_offset_ms", float)  # trial start after its group's start
+    variants = db["variants"]
+    variants.add_column("concurrency", int)
+    variants.add_column("server", str)  # JSON: what the server said about itself (never a secret)
+    # The server's own figures (e.g. vLLM's Prometheus /metrics) over a window of trials: one trial
+    # when sequential (trial_id set), one group of parallel streams otherwise. Means are the deltas
+    # of the server's histograms (sum / count) over the window; counts are counter deltas.
+    db["server_metrics"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "variant": str,
+            "workload": str,
+            "warmup": int,
+            "trials": int,  # client trials in the window
+            "trial_id": int,  # the trial, when the window is exactly one
+            "source": str,  # the metrics URL
+            "requests": int,  # requests the server finished in the window (> trials: it had other clients)
+            "ttft_ms": float,  # server TTFT: arrival (or scheduling) → first token, mean over the window
+            "ttft_count": int,
+            "itl_ms": float,  # mean inter-token latency (per engine step that emitted tokens)
+            "tpot_ms": float,  # mean per-request time per output token
+            "e2e_ms": float,  # mean server end-to-end request latency
+            "queue_ms": float,  # mean time waiting to be scheduled
+            "prefill_ms": float,  # mean prefill time
+            "decode_ms": float,  # mean decode time
+            "prompt_tokens": int,
+            "generation_tokens": int,
+            "spec_drafts": int,  # speculative decoding: draft rounds
+            "spec_draft_tokens": int,  # tokens proposed
+            "spec_accepted_tokens": int,  # tokens accepted
+            "spec_accepted_per_pos": str,  # JSON list: accepted tokens at each draft position
+            "extra": str,  # JSON: every other counter/histogram delta the server reported
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["server_metrics"].create_index(["run_id", "variant", "workload"])
+
+
+@migrations()
+def m008_batching(db: Database) -> None:
+    """Batched local decoding (a variant's ``batch_size``): how many requests shared each forward pass."""
+    db["trials"].add_column("batch_size", int)
+    db["variants"].add_column("batch_size", int)

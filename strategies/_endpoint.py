@@ -1,0 +1,576 @@
+"""The ``endpoint`` session: an httpx client of an OpenAI-compatible streaming server.
+
+Imported by ``EndpointStrategy.load`` only. Thread-safe: with ``concurrency = N`` the runner calls
+``generate`` from N threads at once (one httpx client, a connection per stream).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from workbench.errors import StrategyError
+from workbench.strategy import FinishReason, Output, Probe, Prompt, Request, Session
+
+from ._prometheus import Scrape, parse_prometheus, requests_done, window_figures
+from .endpoint import EndpointConfig
+
+__all__ = ["EndpointSession", "split_counts"]
+
+#: how long the server's request counter may lag behind the streams' ends before a window is closed
+METRICS_SETTLE_S = 2.0
+#: a scrape taken at the end of one window serves as the start of the next if it is this fresh
+METRICS_REUSE_S = 1.0
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _root(base_url: str) -> str:
+    """The server's root (where vLLM serves /metrics, /tokenize, /version): the API root minus /v1."""
+    base = base_url.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def _error_text(response: httpx.Response) -> str:
+    """The server's own message from an error response (OpenAI, vLLM, FastAPI and TGI shapes)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    message: Any = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            message = error.get("message")
+        elif isinstance(error, str):
+            message = error
+        message = message or body.get("message") or body.get("detail")
+    if not message:
+        message = response.text.strip() or response.reason_phrase
+    text = message if isinstance(message, str) else json.dumps(message)
+    return " ".join(text.split())[:300]
+
+
+def http_error(response: httpx.Response) -> StrategyError:
+    hint = " (check api_key_env)" if response.status_code in (401, 403) else ""
+    return StrategyError(
+        f"HTTP {response.status_code} from {response.request.url}: {_error_text(response)}{hint}"
+    )
+
+
+class EndpointSession(Session):
+    timing_scope = "client"
+    dtype = "server"  # the server's choice; not visible through its API
+
+    def __init__(self, config: EndpointConfig, client: httpx.Client, model: str) -> None:
+        self.config = config
+        self.client = client
+        self.model = model
+        self.base = config.base_url.rstrip("/")
+        self.root = _root(config.base_url)
+        self.flavor = "generic"
+        self.version: str | None = None
+        self.can_tokenize = False
+        self.metrics_url: str | None = None
+        self.tokenizer: Any = None
+        self._tokenizer_lock = threading.Lock()
+        self._last_scrape: tuple[float, Scrape] | None = None
+        self._scrape_lock = threading.Lock()
+
+    # -- connecting ------------------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, config: EndpointConfig, model: str) -> EndpointSession:
+        """Open a client, check the server answers and serves ``model``, and find what it offers."""
+        headers = {"Accept": "text/event-stream, application/json"}
+        if config.api_key_env:
+            key = os.environ.get(config.api_key_env)
+            if not key:
+                raise StrategyError(f"the environment variable {config.api_key_env} (api_key_env) is not set")
+            headers["Authorization"] = f"Bearer {key}"
+        host = urlsplit(config.base_url).hostname or ""
+        client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(config.timeout_s),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+            # the request's headers and body leave at once, not after a delayed ACK (Nagle)
+            transport=httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]),
+            # a proxy from the environment must not sit between us and a server on this machine
+            trust_env=host not in ("127.0.0.1", "localhost", "::1"),
+        )
+        session = cls(config, client, model)
+        try:
+            session._discover()
+        except BaseException:
+            client.close()
+            raise
+        return session
+
+    def _get(self, url: str) -> httpx.Response:
+        try:
+            return self.client.get(url)
+        except httpx.HTTPError as exc:
+            raise StrategyError(_transport_error(exc, url, self.config.timeout_s)) from None
+
+    def _discover(self) -> None:
+        config = self.config
+        response = self._get(f"{self.base}/models")
+        served: list[dict[str, Any]] = []
+        if response.status_code == 200:
+            data = response.json().get("data") or []
+            served = [m for m in data if isinstance(m, dict) and m.get("id")]
+        elif response.status_code != 404:  # a server without /models is fine; a refusal is not
+            raise http_error(response)
+        ids = [m["id"] for m in served]
+        if not self.model:
+            if not ids:
+                raise StrategyError(
+                    f"{self.base}/models lists no model; set the variant's model to the served name"
+                )
+            self.model = ids[0]
+        elif ids and self.model not in ids:
+            raise StrategyError(f"the server at {self.base} serves {', '.join(ids)}, not {self.model!r}")
+        entry = next((m for m in served if m["id"] == self.model), {})
+        if isinstance(entry.get("max_model_len"), int):
+            self.context_length = entry["max_model_len"]
+        if config.server != "generic":
+            self.version = self._vllm_version()
+            if config.server == "vllm" or entry.get("owned_by") == "vllm":
+                self.flavor = "vllm"
+        self.can_tokenize = self._probe_tokenize()
+        if config.tokenizer:
+            self.tokenizer = _load_tokenizer(config.tokenizer)
+        self.metrics_url = config.metrics_url if config.metrics_url is not None else f"{self.root}/metrics"
+        if self.metrics_url:
+            try:
+                self.server_snapshot()
+            except StrategyError as exc:
+                _log(f"not reading server metrics: {exc}")
+                self.metrics_url = None
+        self.server_info = {
+            "base_url": config.base_url,
+            "served_model": self.model,
+            "server": self.flavor,
+            "version": self.version,
+            "max_model_len": self.context_length,
+            "metrics_url": self.metrics_url,
+            "tokenize_endpoint": self.can_tokenize,
+            "local_tokenizer": config.tokenizer,
+        }
+
+    def _vllm_version(self) -> str | None:
+        try:
+            response = self.client.get(f"{self.root}/version")
+            version = response.json().get("version") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return str(version) if version else None
+
+    def _probe_tokenize(self) -> bool:
+        try:
+            response = self.client.post(
+                f"{self.root}/tokenize", json={"model": self.model, "prompt": "hello"}
+            )
+        except httpx.HTTPError:
+            return False
+        if response.status_code != 200:
+            return False
+        try:
+            return isinstance(response.json().get("tokens"), list)
+        except (ValueError, AttributeError):
+            return False
+
+    # -- tokens ----------------------------------------------------------------------------------
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        """Token ids of the prompt as the server will see it (untimed): the local tokenizer, else the
+        server's /tokenize; ``[]`` when neither exists (the server's usage then gives the count)."""
+        if self.tokenizer is not None:
+            return self._local_encode(prompt)
+        if self.can_tokenize:
+            body: dict[str, Any] = {"model": self.model}
+            if prompt.messages is not None:
+                body.update(messages=list(prompt.messages), add_generation_prompt=True)
+            else:
+                body["prompt"] = prompt.prompt or ""
+            response = self.client.post(f"{self.root}/tokenize", json=body)
+            if response.status_code != 200:
+                raise http_error(response)
+            return [int(t) for t in response.json()["tokens"]]
+        if prompt.input_tokens is not None:
+            raise StrategyError(
+                "an input-length sweep needs token ids: set tokenizer to a local copy of the served model, "
+                "or use a server with /tokenize"
+            )
+        return []
+
+    def _local_encode(self, prompt: Prompt) -> list[int]:
+        tok = self.tokenizer
+        with self._tokenizer_lock:  # a Rust tokenizer object must not be borrowed by two threads
+            if prompt.messages is not None:
+                text = tok.apply_chat_template(
+                    list(prompt.messages), add_generation_prompt=True, tokenize=False
+                )
+                return list(tok(text, add_special_tokens=False)["input_ids"])
+            return list(tok(prompt.prompt or "")["input_ids"])
+
+    def _count_text(self, text: str) -> tuple[int, list[int] | None, str] | None:
+        """Tokens in generated text: (count, end offset of each token or None, source)."""
+        if self.tokenizer is not None:
+            with self._tokenizer_lock:
+                enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            return len(enc["input_ids"]), [int(end) for _, end in enc["offset_mapping"]], "tokenizer"
+        if self.can_tokenize:
+            response = self.client.post(
+                f"{self.root}/tokenize",
+                json={"model": self.model, "prompt": text, "add_special_tokens": False},
+            )
+            if response.status_code == 200:
+                return len(response.json()["tokens"]), None, "server-tokenize"
+        return None
+
+    # -- generating ------------------------------------------------------------------------------
+
+    def _request(self, request: Request) -> tuple[str, dict[str, Any]]:
+        prompt = request.prompt
+        api = self.config.api
+        if api == "auto":
+            api = "chat" if prompt.messages is not None and prompt.input_tokens is None else "completions"
+        body: dict[str, Any] = {
+            "model": self.model,
+            "stream": True,
+            "max_tokens": request.max_new_tokens,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "stream_options": {"include_usage": True},
+        }
+        if self.flavor == "vllm":
+            body["stream_options"]["continuous_usage_stats"] = True
+            body["return_token_ids"] = True
+        if request.top_k > 0:
+            body["top_k"] = request.top_k
+        if request.temperature > 0:
+            body["seed"] = request.seed
+        if request.ignore_eos:
+            body["ignore_eos"] = True
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if api == "chat":
+            if prompt.input_tokens is not None:
+                raise StrategyError(
+                    "an input-length sweep sends token ids: use api = 'completions' or 'auto'"
+                )
+            messages = (
+                list(prompt.messages)
+                if prompt.messages is not None
+                else [{"role": "user", "content": prompt.prompt or ""}]
+            )
+            body["messages"] = [dict(m) for m in messages]
+            path = "/chat/completions"
+        else:
+            if prompt.messages is not None or prompt.input_tokens is not None:
+                if not request.input_ids:
+                    raise StrategyError(
+                        "a chat prompt on api = 'completions' is sent as token ids, and none could be had: "
+                        "set tokenizer, or use a server with /tokenize"
+                    )
+                body["prompt"] = list(request.input_ids)
+            else:
+                body["prompt"] = prompt.prompt or ""
+            path = "/completions"
+        body.update(self.config.extra)
+        return f"{self.base}{path}", body
+
+    def generate(self, request: Request, probe: Probe) -> Output:
+        url, body = self._request(request)
+        stream = _Stream(url)
+        deadline = time.monotonic() + self.config.timeout_s
+        try:
+            with self.client.stream("POST", url, json=body) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise http_error(response)
+                for line in response.iter_lines():
+                    if stream.feed(line, probe):
+                        break
+                    if not stream.steps and time.monotonic() > deadline:
+                        raise StrategyError(f"no first token from {url} within {self.config.timeout_s:g} s")
+        except httpx.HTTPError as exc:
+            raise StrategyError(stream.transport_error(exc, self.config.timeout_s)) from None
+        probe.end()  # the answer is complete: what follows is bookkeeping, not generation
+        if not stream.done and stream.finish is None:
+            raise StrategyError(
+                f"the stream from {url} ended before the answer was complete (no finish_reason, no [DONE]) "
+                f"after {stream.chunks} chunks"
+            )
+        text = "".join(stream.texts)
+        source = stream.mode
+        if stream.mode is None and (stream.usage or {}).get("completion_tokens"):
+            raise StrategyError(
+                f"the server counted {stream.usage['completion_tokens']} tokens but streamed none"
+            )
+        if stream.mode == "text":
+            source = self._recount(stream, text, probe)
+        usage = stream.usage or {}
+        return Output(
+            token_ids=list(stream.ids) if stream.mode == "server-token-ids" else [],
+            text=text,
+            finish_reason=stream.finish_reason(),
+            input_tokens=usage.get("prompt_tokens") if isinstance(usage.get("prompt_tokens"), int) else None,
+            token_count_source=source,
+        )
+
+    def _recount(self, stream: _Stream, text: str, probe: Probe) -> str:
+        """Steps reported as text only: count the tokens and tell the probe how many each step held."""
+        usage_total = (stream.usage or {}).get("completion_tokens")
+        counted = self._count_text(text) if self.tokenizer is not None or usage_total is None else None
+        if isinstance(usage_total, int):
+            total, source = usage_total, "usage"
+        elif counted is not None:
+            total, source = counted[0], counted[2]
+        else:
+            raise StrategyError(
+                "cannot count the generated tokens: the server sent no usage (stream_options.include_usage) "
+                "and has no /tokenize; set tokenizer to a local copy of the served model"
+            )
+        ends = counted[1] if counted is not None else None
+        chars = [len(t) for t in stream.step_texts]
+        if not chars:
+            if total:
+                raise StrategyError(f"the server counted {total} tokens but streamed none")
+            return source
+        if ends is None and stream.finish == "stop" and chars[-1] == 0 and total > len(chars) - 1:
+            # An empty finishing chunk after a stop carries the end-of-sequence (or stop) token.
+            counts = [*split_counts(chars[:-1], total - 1), 1]
+        else:
+            counts = split_counts(chars, total, ends)
+        probe.recount(counts)
+        split = "tokenizer" if ends is not None else "chars"
+        return source if source in ("tokenizer",) else f"{source}+{split}"
+
+    # -- the server's own figures ----------------------------------------------------------------
+
+    def _scrape(self) -> Scrape:
+        assert self.metrics_url
+        response = self._get(self.metrics_url)
+        if response.status_code != 200:
+            raise http_error(response)
+        scrape = parse_prometheus(response.text)
+        with self._scrape_lock:
+            self._last_scrape = (time.monotonic(), scrape)
+        return scrape
+
+    def server_snapshot(self) -> Scrape | None:
+        if not self.metrics_url:
+            return None
+        with self._scrape_lock:
+            last = self._last_scrape
+        if last is not None and time.monotonic() - last[0] < METRICS_REUSE_S:
+            return last[1]
+        return self._scrape()
+
+    def server_figures(self, before: Scrape, requests: int) -> dict[str, Any] | None:
+        """Deltas since ``before``, once the server has counted the window's ``requests``."""
+        if not self.metrics_url:
+            return None
+        give_up = time.monotonic() + METRICS_SETTLE_S
+        start = requests_done(before, self.model) or 0.0
+        while True:
+            after = self._scrape()
+            done = requests_done(after, self.model)
+            if done is None or done - start >= requests or time.monotonic() > give_up:
+                break
+            time.sleep(0.05)
+        figures = window_figures(before, after, self.model)
+        figures["source"] = self.metrics_url
+        return figures
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _Stream:
+    """The state of one streamed answer, fed line by line."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.texts: list[str] = []  # all text, in order
+        self.step_texts: list[str] = []  # the text each probe step carried (text mode)
+        self.ids: list[int] = []
+        self.steps = 0
+        self.chunks = 0
+        self.usage: dict[str, Any] | None = None
+        self.finish: str | None = None
+        self.stop_reason: Any = None
+        self.done = False
+        self.mode: str | None = None  # server-token-ids | server-usage-per-chunk | text
+        self._cumulative = 0
+
+    def feed(self, line: str, probe: Probe) -> bool:
+        """One line of the event stream; True at ``data: [DONE]``."""
+        if not line.startswith("data:"):
+            return False  # blank separators, ": keep-alive" comments, "event:" lines
+        data = line[5:].strip()
+        if data == "[DONE]":
+            self.done = True
+            return True
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise StrategyError(f"the server sent an invalid event: {data[:120]!r}") from None
+        if not isinstance(chunk, dict):
+            return False
+        if chunk.get("error"):
+            error = chunk["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise StrategyError(f"the server reported an error mid-stream: {message}")
+        self.chunks += 1
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+        text = ""
+        ids: list[int] | None = None
+        finished = False
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            text = piece or ""
+            if isinstance(choice.get("token_ids"), list):
+                ids = [int(i) for i in choice["token_ids"]]
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+                self.stop_reason = choice.get("stop_reason")
+                finished = True
+        if not (chunk.get("choices") or []):
+            return False  # the final usage-only chunk
+        self.texts.append(text)
+        cumulative = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        if ids is not None and (ids or self.mode == "server-token-ids"):
+            self.mode = "server-token-ids"
+            if ids:
+                self.ids.extend(ids)
+                self._step(probe, ids)
+        elif isinstance(cumulative, int) and self.mode != "text":
+            self.mode = "server-usage-per-chunk"
+            if cumulative > self._cumulative:
+                new, self._cumulative = cumulative - self._cumulative, cumulative
+                self._step(probe, n_tokens=new)
+        elif text or finished:
+            # Text only: a step now (the clock is what matters), its token count after the stream.
+            # The finishing chunk gets a step too: it may carry the end-of-sequence token.
+            self.mode = "text"
+            self.step_texts.append(text)
+            self._step(probe, n_tokens=0)
+        return False
+
+    def _step(self, probe: Probe, ids: Sequence[int] = (), n_tokens: int | None = None) -> None:
+        self.steps += 1
+        if n_tokens is None:
+            probe.step(ids)
+        else:
+            probe.step(n_tokens=n_tokens)
+
+    def finish_reason(self) -> FinishReason:
+        if self.finish == "length":
+            return "length"
+        if self.finish == "stop" and self.stop_reason is None:
+            return "eos"  # vLLM names the stop string (or token) it stopped on; None is end-of-sequence
+        return "stop"
+
+    def transport_error(self, exc: httpx.HTTPError, timeout_s: float) -> str:
+        if isinstance(exc, httpx.ReadTimeout):
+            if not self.steps:
+                return f"no first token from {self.url} within {timeout_s:g} s"
+            return (
+                f"the server sent nothing for {timeout_s:g} s after {self.steps} chunks with tokens (stalled)"
+            )
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and self.chunks:
+            return f"the server closed the stream mid-answer after {self.chunks} chunks ({exc})"
+        return _transport_error(exc, self.url, timeout_s)
+
+
+def _transport_error(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"no connection to {url} within {timeout_s:g} s"
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot connect to {url}: {exc}"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer from {url} within {timeout_s:g} s"
+    return f"{type(exc).__name__} from {url}: {exc}"
+
+
+def split_counts(step_chars: Sequence[int], total: int, token_ends: Sequence[int] | None = None) -> list[int]:
+    """How many of ``total`` tokens each step held, from the characters each step delivered.
+
+    With ``token_ends`` (the end offset of each token in the whole text, from a tokenizer) a token
+    belongs to the step that delivered its last character. Without, tokens are shared in proportion
+    to characters, at least one per step that carried text (an estimate: only the per-step split is,
+    the total is the server's). Tokens beyond the text (an end-of-sequence token) go to the last step.
+    """
+    n = len(step_chars)
+    if n == 0:
+        return []
+    counts = [0] * n
+    if token_ends is not None:
+        bounds = []
+        acc = 0
+        for c in step_chars:
+            acc += c
+            bounds.append(acc)
+        for end in token_ends:
+            counts[min(bisect.bisect_left(bounds, end), n - 1)] += 1
+    else:
+        chars = sum(step_chars)
+        with_text = [i for i, c in enumerate(step_chars) if c > 0]
+        if chars and total >= len(with_text):
+            for i in with_text:
+                counts[i] = 1
+            rest = total - len(with_text)
+            shares = [rest * c / chars for c in step_chars]
+            floors = [int(s) for s in shares]
+            counts = [c + f for c, f in zip(counts, floors, strict=True)]
+            left = rest - sum(floors)
+            by_remainder = sorted(range(n), key=lambda i: shares[i] - floors[i], reverse=True)
+            for i in by_remainder[:left]:
+                counts[i] += 1
+    diff = total - sum(counts)
+    if diff > 0:
+        counts[-1] += diff
+    i = n - 1
+    while diff < 0 and i >= 0:
+        take = min(counts[i], -diff)
+        counts[i] -= take
+        diff += take
+        i -= 1
+    return counts
+
+
+def _load_tokenizer(source: str) -> Any:
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise StrategyError(
+            "tokenizer needs transformers (pip install 'llm-workbench[engine]'), or leave tokenizer unset "
+            "to count with the server"
+        ) from None
+    from workbench.models import materialize, parse_source
+
+    where = materialize(parse_source(source), log=_log)
+    try:
+        return AutoTokenizer.from_pretrained(where.location, local_files_only=where.local_files_only)
+    except OSError as exc:
+        raise StrategyError(f"cannot load the tokenizer of {source!r}: {str(exc).splitlines()[0]}") from None

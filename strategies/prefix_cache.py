@@ -1,0 +1,158 @@
+"""``prefix-cache``: KV-cache reuse. A prompt that starts like an earlier one prefills only its new suffix.
+
+Chat resends the whole history every turn; RAG and summarising resend the same system prompt or
+document. A serving engine with a prefix cache (vLLM's automatic prefix caching, SGLang's radix cache)
+keeps the keys/values of prompts it has seen and, for a new prompt, reuses those of the longest prefix
+it shares with one of them: only the rest is prefilled, so the TTFT follows the *new* tokens, not the
+whole prompt. This strategy does the same in-process, then decodes exactly like the baseline.
+
+- After a request, its cache is cut back to the prompt and kept (the generated tokens are not part of
+  the next prompt in the built-in workloads: their assistant turns are fixed text).
+- A later request looks for the entry sharing the longest token prefix with its prompt, copies that
+  entry's keys/values up to the shared length (copied: decoding appends to the cache, and a shared
+  entry must stay intact for the next request) and prefills only the remainder. At least the last
+  prompt token is always prefilled: its logits give the first new token.
+- ``reset = "on-repeat"`` (default) clears the cache when a prompt comes again, i.e. when the next
+  repetition starts, so every repetition measures the same growing-history situation; ``"never"`` keeps
+  everything, like a long-running server, and repeated prompts are then served (almost) entirely from
+  the cache.
+- Entries are evicted least-recently-used beyond ``max_cached_tokens``.
+
+The copy and the suffix prefill are inside the timed TTFT; ``cached_tokens`` is recorded per trial.
+Greedy output is token-identical to the baseline (tested): only the float rounding of the prefill
+differs, as in every prefix-caching server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
+
+from .baseline import HFSession, decode_loop, torch_unavailable_reason
+
+if TYPE_CHECKING:
+    from workbench.spec import Variant
+    from workbench.timing import Device
+
+
+@dataclass
+class PrefixCacheConfig:
+    max_cached_tokens: int = field_help(
+        "prompt tokens kept in the cache over all entries (least recently used evicted first)", default=16384
+    )
+    min_prefix_tokens: int = field_help(
+        "reuse a cached prefix only when at least this many tokens are shared", default=16
+    )
+    reset: Literal["on-repeat", "never"] = field_help(
+        "on-repeat = clear the cache when a prompt comes again (each repetition measures the same growing "
+        "history); never = keep everything, like a long-running server",
+        default="on-repeat",
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_cached_tokens < 1:
+            raise ValueError(f"max_cached_tokens must be at least 1, got {self.max_cached_tokens}")
+        if self.min_prefix_tokens < 1:
+            raise ValueError(f"min_prefix_tokens must be at least 1, got {self.min_prefix_tokens}")
+
+
+class _Entry:
+    __slots__ = ("cache", "prompt_id", "tokens")
+
+    def __init__(self, prompt_id: str, tokens: tuple[int, ...], cache: Any) -> None:
+        self.prompt_id = prompt_id
+        self.tokens = tokens
+        self.cache = cache
+
+
+def shared_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class PrefixCacheSession(HFSession):
+    def __init__(self, hf: Any, config: PrefixCacheConfig) -> None:
+        super().__init__(hf)
+        self.config = config
+        self.entries: list[_Entry] = []  # most recently used last
+        self.seen: set[str] = set()
+
+    def generate(self, request: Request, probe: Probe) -> Output:
+        import torch
+
+        hf = self.hf
+        prompt = tuple(request.input_ids)
+        if self.config.reset == "on-repeat":
+            if request.prompt.id in self.seen:
+                self.entries.clear()
+                self.seen.clear()
+            self.seen.add(request.prompt.id)
+        with torch.inference_mode():
+            entry, reused = self._lookup(prompt)
+            cache = self._copy(entry.cache, reused) if entry is not None else self._empty()
+            suffix = torch.tensor([prompt[reused:]], dtype=torch.long, device=hf.torch_device)
+            logits = hf.model(input_ids=suffix, cache=cache, use_cache=True, logits_to_keep=1).logits
+            tokens, reason = decode_loop(hf, request, probe, cache, logits)
+            self._keep(request.prompt.id, prompt, cache)
+        return Output(
+            token_ids=tokens,
+            text=hf.decode(tokens),
+            finish_reason=reason,  # type: ignore[arg-type]
+            cached_tokens=reused,
+        )
+
+    def _lookup(self, prompt: tuple[int, ...]) -> tuple[_Entry | None, int]:
+        best, best_len = None, 0
+        for entry in self.entries:
+            n = min(shared_prefix(entry.tokens, prompt), len(prompt) - 1)  # prefill >= 1 token
+            if n > best_len:
+                best, best_len = entry, n
+        if best is None or best_len < self.config.min_prefix_tokens:
+            return None, 0
+        self.entries.remove(best)
+        self.entries.append(best)  # most recently used
+        return best, best_len
+
+    def _empty(self) -> Any:
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.hf.model.config)
+
+    def _copy(self, source: Any, length: int) -> Any:
+        """A private cache holding the first ``length`` positions of ``source`` (copied tensors)."""
+        cache = self._empty()
+        for idx, layer in enumerate(source.layers):
+            cache.update(layer.keys[:, :, :length].clone(), layer.values[:, :, :length].clone(), idx)
+        return cache
+
+    def _keep(self, prompt_id: str, prompt: tuple[int, ...], cache: Any) -> None:
+        from ._speculative import crop_cache
+
+        crop_cache(cache, len(prompt))  # the prompt's keys/values; this cache is ours, no copy needed
+        self.entries.append(_Entry(prompt_id, prompt, cache))
+        total = sum(len(e.tokens) for e in self.entries)
+        while total > self.config.max_cached_tokens and self.entries:
+            total -= len(self.entries.pop(0).tokens)
+
+    def close(self) -> None:
+        self.entries.clear()
+        super().close()
+
+
+class PrefixCacheStrategy(Strategy):
+    name = "prefix-cache"
+    description = "KV-cache reuse: a prompt sharing a prefix with an earlier one prefills only the rest"
+    Config = PrefixCacheConfig
+
+    def available(self) -> str | None:
+        return torch_unavailable_reason()
+
+    def load(self, variant: Variant, device: Device) -> Session:
+        from ._hf import load_hf_model
+
+        return PrefixCacheSession(load_hf_model(variant, device), variant.config or PrefixCacheConfig())

@@ -1,0 +1,120 @@
+"""Batched decoding (a variant's ``batch_size``): spec checks, plan groups, the runner's batch path
+through real worker processes (fake strategy), and the baseline's real batched loop on a tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.errors import SpecError
+from workbench.execute import RunExecutor
+from workbench.plan import plan_run, trial_groups
+from workbench.spec import parse_spec
+from workbench.store import Store
+
+CODE = '[[workloads]]\nname = "code"\nlimit = 3\nmax_new_tokens = 6\n'
+
+
+def test_batch_size_is_checked():
+    with pytest.raises(SpecError, match="'batch_size' must be at least 1"):
+        parse_spec('[[variants]]\nname = "a"\nstrategy = "fake"\nbatch_size = 0\n' + CODE)
+    with pytest.raises(SpecError, match=r"decodes one sequence at a time.*docs/levers\.md"):
+        parse_spec(
+            '[[variants]]\nname = "a"\nstrategy = "prompt-lookup"\nmodel = "x"\nbatch_size = 4\n' + CODE
+        )
+
+
+def test_batches_are_cut_from_one_workload_at_a_time():
+    spec = parse_spec(
+        "repetitions = 2\nwarmup = 1\n"
+        '[[variants]]\nname = "a"\nstrategy = "fake"\nbatch_size = 4\n'
+        + CODE
+        + '[[workloads]]\nname = "chat"\nlimit = 2\nmax_new_tokens = 4\n'
+    )
+    (vp,) = plan_run(spec)
+    groups = trial_groups(vp.trials, 1, 4)
+    shapes = [(vp.trials[g[0]].workload, vp.trials[g[0]].warmup, len(g)) for g in groups]
+    # code: 1 warm-up, then 6 measured trials in batches of 4 + 2; chat likewise
+    assert shapes == [
+        ("code", True, 1),
+        ("code", False, 4),
+        ("code", False, 2),
+        ("chat", True, 1),
+        ("chat", False, 4),
+    ]
+    assert sorted(i for g in groups for i in g) == list(range(len(vp.trials)))
+
+
+def test_a_batched_variant_runs_through_the_worker(db_path):
+    text = (
+        "repetitions = 2\nwarmup = 0\n"
+        '[[variants]]\nname = "one"\nstrategy = "fake"\nprefill_ms = 20\ndecode_ms_per_token = 10\n'
+        '[[variants]]\nname = "four"\nstrategy = "fake"\nprefill_ms = 20\ndecode_ms_per_token = 10\n'
+        "batch_size = 4\n"
+        '[[workloads]]\nname = "code"\nlimit = 4\nmax_new_tokens = 6\n'
+    )
+    store = Store(db_path)
+    result = RunExecutor(parse_spec(text), store).run()
+    assert result.status == "ok", result
+    trials = store.trials(result.run_id)
+    batched = [t for t in trials if t["variant"] == "four"]
+    assert len(batched) == 8 and {t["batch_size"] for t in batched} == {4}
+    assert len({t["concurrent_group"] for t in batched}) == 2  # two batches of four
+    assert all(t["group_offset_ms"] == 0 for t in batched)
+    # every request of a batch sees the batch's prefill as its TTFT, then one token per step
+    for t in batched:
+        assert t["ttft_ms"] >= 19.5 and t["tpot_ms"] >= 9.5 and t["output_tokens"] == 6
+    single = [t for t in trials if t["variant"] == "one"]
+    assert {t["batch_size"] for t in single} == {1}
+    (variant,) = [v for v in store.variants(result.run_id) if v["name"] == "four"]
+    assert variant["batch_size"] == 4
+    from workbench.analysis import summarize
+
+    by_name = {s.variant: s for s in summarize(trials, "one")}
+    # ideal batching: four requests in the time of about one: aggregate tokens/s well above one stream's
+    assert by_name["four"].throughput_tokens_per_s > 2.5 * by_name["one"].metrics["decode_tokens_per_s"].value
+
+
+torch = pytest.importorskip("torch")
+
+from conftest import tiny_prompt  # noqa: E402
+
+from workbench import registry  # noqa: E402
+from workbench.strategy import Prompt, Request  # noqa: E402
+from workbench.timing import Device  # noqa: E402
+
+
+class ListProbe:
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+
+    def step(self, token_ids, **kw) -> None:
+        self.tokens.extend(token_ids)
+
+
+@pytest.mark.parametrize("strategy", ["baseline", "quantized"])
+def test_the_batched_loop_matches_one_at_a_time(tiny_model_dir, strategy):
+    extra = 'method = "int8-weight-only"\n' if strategy == "quantized" else ""
+    spec = parse_spec(
+        f'[[variants]]\nname = "v"\nmodel = "{tiny_model_dir}"\nstrategy = "{strategy}"\ndtype = "float32"\n'
+        f'{extra}[[workloads]]\nname = "code"\n'
+    )
+    v = spec.variants[0]
+    session = registry.get(v.strategy_ref)().load(v, Device("cpu"))
+    texts = [tiny_prompt(5), tiny_prompt(23, 4), tiny_prompt(11, 9)]  # different lengths: left padding
+    budgets = [7, 12, 4]  # different budgets: some requests stop early
+    requests = []
+    for i, (text, n) in enumerate(zip(texts, budgets, strict=True)):
+        prompt = Prompt(id=f"p{i}", prompt=text)
+        requests.append(
+            Request(prompt=prompt, input_ids=tuple(session.encode(prompt)), max_new_tokens=n, ignore_eos=True)
+        )
+    probes = [ListProbe() for _ in requests]
+    outputs = session.generate_batch(requests, probes)
+    for request, probe, out in zip(requests, probes, outputs, strict=True):
+        alone = session.generate(request, ListProbe())
+        assert probe.tokens == out.token_ids
+        assert len(out.token_ids) == request.max_new_tokens
+        assert out.token_ids == alone.token_ids  # greedy: padding and batching change nothing
+    assert json.dumps([o.finish_reason for o in outputs]) == json.dumps(["length"] * 3)

@@ -1,0 +1,570 @@
+"""The ``endpoint`` strategy against a real local HTTP server (stdlib, streaming SSE in a thread).
+
+Session-level tests run the real TrialRunner in this process; run-level tests go through the CLI,
+the worker process and a real SQLite file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import textwrap
+import time
+
+import pytest
+from click.testing import CliRunner
+from conftest import closed_port_url, trial_plan
+
+from workbench import registry
+from workbench.cli import cli
+from workbench.errors import SpecError
+from workbench.fake_server import FakeOpenAIServer
+from workbench.runner import TrialRunner
+from workbench.spec import Variant, parse_spec
+from workbench.strategy import Prompt, build_config
+from workbench.timing import Device
+
+EndpointStrategy = registry.get("endpoint")
+CHAT = Prompt(id="chat", messages=({"role": "user", "content": "say something"},))
+
+
+def session_for(server: FakeOpenAIServer, **params):
+    config = build_config(EndpointStrategy.Config, {"base_url": server.base_url, **params}, where="v")
+    return EndpointStrategy().load(Variant(name="v", strategy="endpoint", config=config), Device("cpu"))
+
+
+def run_one(session, **plan):
+    return TrialRunner(session, Device("cpu")).run(trial_plan(**plan))
+
+
+def test_vllm_server_multi_token_chunks_are_counted_as_tokens_not_events(openai_server):
+    openai_server.tokens_per_chunk = 3  # speculative decoding on the server: 1 + 2 accepted per step
+    session = session_for(openai_server)
+    assert session.server_info["server"] == "vllm"
+    result = run_one(session, max_new_tokens=10)
+    row = result.row
+    assert result.status == "ok", row.get("error")
+    assert row["output_tokens"] == 10
+    assert [s["n_tokens"] for s in result.steps] == [1, 3, 3, 3]  # 4 events, 10 tokens
+    assert row["token_count_source"] == "server-token-ids"
+    assert len(json.loads(row["output_token_ids"])) == 10
+    assert row["timing_scope"] == "client"
+    assert row["peak_memory_mb"] is None  # the client's memory is not the model's
+    # known costs: 20 ms prefill, 4 ms per token; the client cannot see a token before the server
+    # sends it (lower bounds); upper bounds only catch hangs (fidelity: benchmarks/endpoint.py)
+    assert 20 <= row["ttft_ms"] < 1000
+    assert 20 + 9 * 4 <= row["e2e_ms"] < 2000
+    body = openai_server.requests[-1]
+    assert body["stream"] is True and body["stream_options"]["include_usage"] is True
+    assert body["max_tokens"] == 10 and "prompt" in body  # a raw prompt goes to /completions
+
+
+def test_chat_prompts_go_to_chat_completions_and_count_the_prompt_tokens(openai_server):
+    session = session_for(openai_server)
+    result = run_one(session, prompt=CHAT, max_new_tokens=5)
+    assert result.status == "ok", result.row.get("error")
+    body = openai_server.requests[-1]
+    assert body["messages"] == [{"role": "user", "content": "say something"}]
+    # the server's own count (usage.prompt_tokens): the template's tokens + the message's
+    assert result.row["input_tokens"] == len(openai_server.prompt_ids(body))
+    assert result.row["output_tokens"] == 5
+
+
+def test_generic_server_streams_text_and_usage_tokens_are_split_over_chunks(openai_server):
+    openai_server.vllm = False  # no token ids, usage only in the final chunk
+    openai_server.tokens_per_chunk = 4
+    session = session_for(openai_server)
+    assert session.server_info["server"] == "generic"
+    result = run_one(session, max_new_tokens=13)
+    assert result.status == "ok", result.row.get("error")
+    assert result.row["output_tokens"] == 13
+    assert result.row["token_count_source"] == "usage+chars"
+    assert [s["n_tokens"] for s in result.steps] == [1, 4, 4, 4]
+    assert result.row["output_token_ids"] is None  # ids unknown: the text is kept
+    assert result.row["output_text"].split() == [f"t{i}" for i in _ids(openai_server, 13)]
+    body = openai_server.requests[-1]
+    assert "return_token_ids" not in body and "continuous_usage_stats" not in body["stream_options"]
+
+
+def _ids(server, n):
+    return server.output_ids(server.prompt_ids(server.requests[-1]), n, 0)
+
+
+def test_without_usage_a_local_tokenizer_counts_and_splits_by_offsets(openai_server, tiny_model_dir):
+    openai_server.vllm = False
+    openai_server.honour_usage = False
+    openai_server.tokens_per_chunk = 2
+    session = session_for(openai_server, tokenizer=str(tiny_model_dir))
+    result = run_one(session, max_new_tokens=7)
+    assert result.status == "ok", result.row.get("error")
+    # the tiny tokenizer splits on whitespace: one token per " t123" word, as the server sent them
+    assert result.row["output_tokens"] == 7
+    assert result.row["token_count_source"] == "tokenizer"
+    assert [s["n_tokens"] for s in result.steps] == [1, 2, 2, 2]
+
+
+def test_without_usage_the_servers_tokenize_endpoint_counts(openai_server):
+    openai_server.vllm = False
+    openai_server.honour_usage = False
+    result = run_one(session_for(openai_server), max_new_tokens=6)
+    assert result.status == "ok", result.row.get("error")
+    assert result.row["output_tokens"] == 6
+    assert result.row["token_count_source"] == "server-tokenize+chars"
+
+
+def test_nothing_to_count_with_is_a_failed_trial_not_a_guess(openai_server):
+    openai_server.vllm = False
+    openai_server.honour_usage = False
+    openai_server.serve_tokenize = False
+    result = run_one(session_for(openai_server), max_new_tokens=4)
+    assert result.status == "failed"
+    assert "cannot count the generated tokens" in result.row["error"]
+
+
+@pytest.mark.parametrize("vllm", [True, False])
+def test_end_of_sequence_token_is_counted_in_its_own_final_chunk(openai_server, vllm):
+    openai_server.vllm = vllm
+    openai_server.eos_after = 3
+    result = run_one(session_for(openai_server), max_new_tokens=10)
+    assert result.status == "ok", result.row.get("error")
+    assert result.row["output_tokens"] == 4  # 3 + EOS, as the local baseline counts it
+    assert result.row["finish_reason"] == "eos"
+    assert len(result.steps) == 4 and result.steps[-1]["n_tokens"] == 1
+    assert result.row["output_text"].count(" t") == 3
+
+
+def test_server_metrics_window_gives_server_ttft_and_speculative_acceptance(openai_server):
+    openai_server.tokens_per_chunk = 3
+    session = session_for(openai_server)
+    before = session.server_snapshot()
+    result = run_one(session, max_new_tokens=10)
+    figures = session.server_figures(before, 1)
+    assert figures["requests"] == 1
+    assert 20 <= figures["ttft_ms"] <= result.row["ttft_ms"]  # the client's TTFT adds HTTP and the network
+    assert figures["spec_drafts"] == 3
+    assert figures["spec_draft_tokens"] == 6 and figures["spec_accepted_tokens"] == 6
+    assert json.loads(figures["spec_accepted_per_pos"]) == [3, 3]
+    assert figures["generation_tokens"] == 10
+    assert "vllm:num_requests_running" not in figures.get("extra", {})  # a gauge has no delta
+
+
+def test_a_server_without_metrics_still_runs(openai_server):
+    openai_server.serve_metrics = False
+    session = session_for(openai_server)
+    assert session.server_snapshot() is None
+    assert run_one(session, max_new_tokens=3).status == "ok"
+
+
+def test_parallel_streams_are_each_timed_by_the_runner(openai_server):
+    openai_server.prefill_ms = 30
+    session = session_for(openai_server)
+    runner = TrialRunner(session, Device("cpu"))
+    plans = [
+        trial_plan(prompt=Prompt(id=f"p{i}", prompt=f"w{i} w{i + 1}"), max_new_tokens=8) for i in range(8)
+    ]
+    results = {}
+    t0 = time.perf_counter()
+    runner.run_group(plans, 4, lambda i, r: results.__setitem__(i, r), group=0)
+    wall_ms = (time.perf_counter() - t0) * 1000
+    assert sorted(results) == list(range(8))
+    assert all(r.status == "ok" for r in results.values())
+    assert openai_server.max_in_flight == 4
+    rows = [r.row for r in results.values()]
+    assert {r["concurrency"] for r in rows} == {4} and {r["concurrent_group"] for r in rows} == {0}
+    # each stream is timed from its own start: the server's per-request cost, not the group's
+    for r in rows:
+        assert r["ttft_ms"] >= 30 and 30 + 7 * 4 <= r["e2e_ms"] < 1000
+    offsets = sorted(r["group_offset_ms"] for r in rows)
+    assert offsets[4] >= 30 + 7 * 4  # the fifth stream starts when one of the first four has finished
+    assert offsets[3] < offsets[4]
+    assert wall_ms < 8 * (30 + 7 * 4)  # parallel: well under eight requests in a row
+
+
+@pytest.mark.parametrize(
+    ("setup", "params", "needle"),
+    [
+        (lambda s: setattr(s, "fail", (500, "engine exploded")), {}, "HTTP 500"),
+        (lambda s: setattr(s, "fail", (400, "max_tokens is too large")), {}, "max_tokens is too large"),
+        (lambda s: setattr(s, "drop_after", 2), {}, "closed the stream mid-answer"),
+        (lambda s: setattr(s, "stall_after", 0), {"timeout_s": 0.5}, "no first token"),
+        (lambda s: setattr(s, "stall_after", 2), {"timeout_s": 0.5}, "stalled"),
+    ],
+    ids=["http-500", "http-400-message", "dropped", "no-first-token", "stalled"],
+)
+def test_server_failures_fail_the_trial_with_the_reason(openai_server, setup, params, needle):
+    session = session_for(openai_server, **params)
+    setup(openai_server)
+    t0 = time.perf_counter()
+    result = run_one(session, max_new_tokens=6)
+    assert result.status == "failed"
+    assert needle in result.row["error"]
+    assert time.perf_counter() - t0 < 5  # timeouts, not hangs
+    openai_server.fail = openai_server.drop_after = openai_server.stall_after = None
+    assert run_one(session, max_new_tokens=3).status == "ok"  # the session survives
+
+
+def test_wrong_model_name_and_unreachable_server_fail_at_load(openai_server):
+    from workbench.errors import StrategyError
+
+    config = build_config(EndpointStrategy.Config, {"base_url": openai_server.base_url}, where="v")
+    with pytest.raises(StrategyError, match="serves fake-model, not 'other'"):
+        EndpointStrategy().load(
+            Variant(name="v", strategy="endpoint", model="other", config=config), Device("cpu")
+        )
+    config = build_config(EndpointStrategy.Config, {"base_url": closed_port_url(), "timeout_s": 2}, where="v")
+    with pytest.raises(StrategyError, match="cannot connect"):
+        EndpointStrategy().load(Variant(name="v", strategy="endpoint", config=config), Device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ('base_url = "ftp://example.org/v1"', "http:// or https://"),
+        ('base_url = "http://user:pw@127.0.0.1:8000/v1"', "must not carry credentials"),
+        ('api_key_env = "sk-abc123"', "names an environment variable"),
+        ('api = "responses"', "must be one of"),
+    ],
+)
+def test_bad_endpoint_parameters_are_spec_errors(extra, needle):
+    with pytest.raises(SpecError, match=needle):
+        parse_spec(
+            f'[[variants]]\nname = "e"\nstrategy = "endpoint"\n{extra}\n[[workloads]]\nname = "code"\n'
+        )
+
+
+def test_concurrency_can_be_swept():
+    spec = parse_spec(
+        '[[variants]]\nname = "e"\nstrategy = "endpoint"\nsweep = {concurrency = [1, 4]}\n'
+        '[[workloads]]\nname = "code"\n'
+    )
+    assert [(v.name, v.concurrency) for v in spec.variants] == [
+        ("e concurrency=1", 1),
+        ("e concurrency=4", 4),
+    ]
+
+
+def test_concurrency_is_refused_for_strategies_that_run_one_stream():
+    with pytest.raises(SpecError, match="runs one stream at a time"):
+        parse_spec(
+            '[[variants]]\nname = "f"\nstrategy = "fake"\nconcurrency = 4\n[[workloads]]\nname = "code"\n'
+        )
+    with pytest.raises(SpecError, match="at least 1"):
+        parse_spec(
+            '[[variants]]\nname = "e"\nstrategy = "endpoint"\nconcurrency = 0\n[[workloads]]\nname = "code"\n'
+        )
+
+
+# -- whole runs: CLI → worker process → SQLite ------------------------------------------------------
+
+
+def write_spec(tmp_path, body: str):
+    path = tmp_path / "spec.toml"
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+def db_rows(db, sql, params=()):
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()
+
+
+def test_a_run_mixes_local_and_endpoint_variants_with_server_figures(openai_server, tmp_path, db_path):
+    openai_server.tokens_per_chunk = 3
+    spec = write_spec(
+        tmp_path,
+        f"""
+        name = "served"
+        repetitions = 2
+        warmup = 1
+
+        [[variants]]
+        name = "local"
+        strategy = "fake"
+        prefill_ms = 5
+        decode_ms_per_token = 1
+
+        [[variants]]
+        name = "served"
+        strategy = "endpoint"
+        base_url = "{openai_server.base_url}"
+
+        [[variants]]
+        name = "served-x4"
+        strategy = "endpoint"
+        base_url = "{openai_server.base_url}"
+        concurrency = 4
+
+        [[workloads]]
+        name = "code"
+        limit = 4
+        max_new_tokens = 7
+        """,
+    )
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db_path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "srv TTFT ms" in result.output and "agg tok/s" in result.output
+    trials = db_rows(db_path, "select * from trials where warmup = 0 order by id")
+    served = [t for t in trials if t["variant"] == "served"]
+    assert len(served) == 8 and all(t["status"] == "ok" and t["output_tokens"] == 7 for t in served)
+    assert {t["timing_scope"] for t in served} == {"client"}
+    assert {t["timing_scope"] for t in trials if t["variant"] == "local"} == {"in-process"}
+    parallel = [t for t in trials if t["variant"] == "served-x4"]
+    assert {t["concurrency"] for t in parallel} == {4}
+    assert all(t["group_offset_ms"] is not None for t in parallel)
+    windows = db_rows(db_path, "select * from server_metrics")
+    seq = [w for w in windows if w["variant"] == "served"]
+    assert len(seq) == 9  # one window per trial, warm-up included (flagged)
+    assert all(w["trials"] == 1 and w["trial_id"] and w["requests"] == 1 for w in seq)
+    par = [w for w in windows if w["variant"] == "served-x4" and not w["warmup"]]
+    assert len(par) == 1 and par[0]["trials"] == 8 and par[0]["requests"] == 8 and par[0]["trial_id"] is None
+    assert not [w for w in windows if w["variant"] == "local"]
+    variants = {v["name"]: v for v in db_rows(db_path, "select * from variants")}
+    assert variants["served-x4"]["concurrency"] == 4 and variants["served"]["device"] == "remote"
+    assert json.loads(variants["served"]["server"])["served_model"] == "fake-model"
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["summary"]
+    by_variant = {s["variant"]: s for s in summary}
+    server = by_variant["served"]["server"]
+    assert 20 <= server["ttft_ms"] <= server["client_ttft_mean_ms"]
+    assert server["ttft_gap_ms"] >= 0 and server["requests"] == 8 and server["other_requests"] == 0
+    assert server["acceptance_rate"] == pytest.approx(1.0)
+    assert server["mean_accepted_length"] == pytest.approx(3.0)
+    assert by_variant["local"]["server"] is None
+    # four parallel streams against a server that batches ideally: about 4x the tokens per second
+    ratio = (
+        by_variant["served-x4"]["throughput_tokens_per_s"] / by_variant["served"]["throughput_tokens_per_s"]
+    )
+    assert 2.0 < ratio < 5.0
+    assert (tmp_path / "out" / "server_metrics.csv").exists()
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert "srv TTFT ms" in report and "agg tok/s" in report and " srv" in report
+
+
+def test_an_unreachable_server_fails_its_trials_and_the_run_goes_on(tmp_path, db_path):
+    spec = write_spec(
+        tmp_path,
+        f"""
+        repetitions = 1
+        warmup = 0
+
+        [[variants]]
+        name = "gone"
+        strategy = "endpoint"
+        base_url = "{closed_port_url()}"
+        timeout_s = 2
+
+        [[variants]]
+        name = "local"
+        strategy = "fake"
+        prefill_ms = 1
+        decode_ms_per_token = 0.1
+
+        [[workloads]]
+        name = "code"
+        limit = 2
+        max_new_tokens = 3
+        """,
+    )
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db_path)])
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output
+    trials = db_rows(db_path, "select variant, status, error from trials")
+    gone = [t for t in trials if t["variant"] == "gone"]
+    assert len(gone) == 2 and all(t["status"] == "failed" and "cannot connect" in t["error"] for t in gone)
+    assert all(t["status"] == "ok" for t in trials if t["variant"] == "local")
+
+
+def test_the_api_key_is_sent_but_never_stored(openai_server, tmp_path, db_path, monkeypatch):
+    secret = "sk-test-5f3c9a0b7d1e"
+    openai_server.require_key = secret
+    monkeypatch.setenv("WB_TEST_KEY", secret)
+    spec = write_spec(
+        tmp_path,
+        f"""
+        repetitions = 1
+        warmup = 0
+        [[variants]]
+        name = "keyed"
+        strategy = "endpoint"
+        base_url = "{openai_server.base_url}"
+        api_key_env = "WB_TEST_KEY"
+        [[workloads]]
+        name = "code"
+        limit = 1
+        max_new_tokens = 3
+        """,
+    )
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db_path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    files = [db_path, *db_path.parent.glob("results.db-*"), *(tmp_path / "out").iterdir()]
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
+    monkeypatch.delenv("WB_TEST_KEY")
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db_path)])
+    assert result.exit_code == 2
+    assert "WB_TEST_KEY" in result.output and "Traceback" not in result.output
+
+
+def test_a_wrong_api_key_fails_the_variant_with_the_servers_message(openai_server, tmp_path, db_path):
+    openai_server.require_key = "right"
+    os.environ["WB_WRONG_KEY"] = "wrong"
+    try:
+        spec = write_spec(
+            tmp_path,
+            f"""
+            repetitions = 1
+            warmup = 0
+            [[variants]]
+            name = "keyed"
+            strategy = "endpoint"
+            base_url = "{openai_server.base_url}"
+            api_key_env = "WB_WRONG_KEY"
+            [[workloads]]
+            name = "code"
+            limit = 1
+            max_new_tokens = 3
+            """,
+        )
+        result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db_path)])
+    finally:
+        del os.environ["WB_WRONG_KEY"]
+    assert result.exit_code == 3, result.output
+    (trial,) = db_rows(db_path, "select status, error from trials")
+    assert (
+        trial["status"] == "failed" and "HTTP 401" in trial["error"] and "Invalid API key" in trial["error"]
+    )
+
+
+# -- pieces: the metrics parser, the token split, the plan ----------------------------------------
+
+VLLM_METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="smollm2"} 1.0
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="stop",model_name="smollm2"} %(stop)s
+vllm:request_success_total{engine="0",finished_reason="length",model_name="smollm2"} %(length)s
+vllm:request_success_created{engine="0",finished_reason="stop",model_name="smollm2"} 1.79e+09
+vllm:request_success_total{engine="0",finished_reason="length",model_name="other"} %(other)s
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="smollm2"} 0.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="smollm2"} %(count)s
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="smollm2"} %(ttft_sum)s
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="smollm2"} %(drafts)s
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="smollm2"} %(draft_tokens)s
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="smollm2"} %(accepted)s
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="smollm2",position="0"} %(pos0)s
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="smollm2",position="1"} %(pos1)s
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="smollm2"} %(hits)s
+"""
+
+
+def _page(**values):
+    base = dict(stop=0, length=0, other=0, count=0, ttft_sum=0, drafts=0, draft_tokens=0, accepted=0)
+    return VLLM_METRICS % {**base, "pos0": 0, "pos1": 0, "hits": 0, **values}
+
+
+def test_vllm_metrics_page_deltas():
+    from strategies._prometheus import parse_prometheus, window_figures
+
+    before = parse_prometheus(_page(stop=2, count=2, ttft_sum=0.2, drafts=5, draft_tokens=20, accepted=9))
+    after = parse_prometheus(
+        _page(stop=3, length=2, other=7, count=5, ttft_sum=0.5, drafts=15, draft_tokens=60, accepted=33)
+        .replace('position="0"} 0', 'position="0"} 9')
+        .replace('position="1"} 0', 'position="1"} 4')
+        .replace(
+            'prefix_cache_hits_total{engine="0",model_name="smollm2"} 0',
+            'prefix_cache_hits_total{engine="0",model_name="smollm2"} 6',
+        )
+    )
+    figures = window_figures(before, after, "smollm2")
+    assert figures["requests"] == 3  # stop + length for this model; the other model's 7 are not ours
+    assert figures["ttft_ms"] == pytest.approx(100.0)  # (0.5 - 0.2) s over 3 requests
+    assert figures["ttft_count"] == 3
+    assert (figures["spec_drafts"], figures["spec_draft_tokens"], figures["spec_accepted_tokens"]) == (
+        10,
+        40,
+        24,
+    )
+    assert json.loads(figures["spec_accepted_per_pos"]) == [9, 4]
+    assert figures["extra"] == {"vllm:prefix_cache_hits_total": 6.0}  # counters that moved; no gauges
+
+
+@pytest.mark.parametrize(
+    ("chars", "total", "ends", "expected"),
+    [
+        ([3, 3, 3], 3, None, [1, 1, 1]),
+        ([3, 6, 3], 7, None, [2, 3, 2]),  # at least one per chunk with text, the rest by characters
+        ([3, 3, 0], 4, None, [2, 2, 0]),  # the finishing chunk gets the rest only in _recount (EOS)
+        ([4, 4], 3, [2, 4, 8], [2, 1]),  # a token belongs to the chunk that brought its last character
+        ([4, 4], 4, [2, 4, 8], [2, 2]),  # a token beyond the text (EOS) goes to the last chunk
+        ([2, 2, 2], 2, [3, 6], [0, 1, 1]),  # a chunk that completed no token holds none
+    ],
+)
+def test_split_counts(chars, total, ends, expected):
+    from strategies._endpoint import split_counts
+
+    counts = split_counts(chars, total, ends)
+    assert counts == expected and sum(counts) == total
+
+
+def test_concurrent_variants_run_each_workload_as_one_group():
+    from workbench.plan import plan_run, trial_groups
+
+    spec = parse_spec(
+        """
+        repetitions = 2
+        warmup = 1
+        [[variants]]
+        name = "seq"
+        strategy = "endpoint"
+        [[variants]]
+        name = "par"
+        strategy = "endpoint"
+        concurrency = 4
+        [[workloads]]
+        name = "code"
+        limit = 3
+        [[workloads]]
+        name = "chat"
+        limit = 2
+        """
+    )
+    seq, par = plan_run(spec)
+    assert sorted(map(repr, seq.trials)) == sorted(map(repr, par.trials))  # the same trials
+    assert [(t.workload, t.warmup) for t in par.trials] == [("code", True)] + [("code", False)] * 6 + [
+        ("chat", True)
+    ] + [("chat", False)] * 4
+    assert [len(g) for g in trial_groups(par.trials, 4)] == [1, 6, 1, 4]
+    assert trial_groups(seq.trials, 1) == [[i] for i in range(len(seq.trials))]
+
+
+def test_outputs_without_token_ids_are_compared_with_the_baseline_as_text(db_path):
+    from workbench.execute import mark_matches_baseline
+    from workbench.store import Store
+
+    store = Store(db_path)
+    run_id = store.create_run(name="r", spec_text="", baseline="local", version="0")
+    common = {
+        "workload": "w",
+        "prompt_id": "p",
+        "repetition": 0,
+        "warmup": 0,
+        "status": "ok",
+        "temperature": 0.0,
+    }
+    store.add_trial(
+        run_id, {**common, "variant": "local", "output_text": "Hello there", "output_token_ids": "[5, 6]"}
+    )
+    same = store.add_trial(run_id, {**common, "variant": "served", "output_text": "Hello there"})
+    other = store.add_trial(run_id, {**common, "variant": "served2", "output_text": "Hello world"})
+    mark_matches_baseline(store, run_id, "local")
+    by_id = {t["id"]: t for t in store.trials(run_id)}
+    assert by_id[same]["matches_baseline"] == 1
+    assert by_id[other]["matches_baseline"] == 0 and by_id[other]["first_divergence"] == 6

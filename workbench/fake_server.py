@@ -1,0 +1,447 @@
+"""A small real OpenAI-compatible streaming server with known costs, for tests and benchmarks.
+
+Standard library only: ``http.server`` in a thread on 127.0.0.1, HTTP/1.1 with chunked server-sent
+events, like vLLM's. It "serves" a deterministic pretend model: it waits ``prefill_ms`` (+
+``prefill_ms_per_token`` per prompt token), then sends ``tokens_per_chunk`` tokens every
+``decode_ms_per_token × tokens_per_chunk`` ms (several tokens per chunk imitate speculative decoding
+on the server). Parallel requests do not slow each other (ideal batching), so aggregate throughput
+grows with concurrency. It also serves ``/v1/models``, ``/version``, ``/tokenize`` and a Prometheus
+``/metrics`` page with vLLM's metric names, and can misbehave on purpose (HTTP errors, a stream that
+stops, a server that never answers)::
+
+    with FakeOpenAIServer(prefill_ms=30, decode_ms_per_token=5) as server:
+        ...  # a spec variant: strategy = "endpoint", base_url = server.base_url
+
+Every switch is an attribute; change them between requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+import zlib
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["FakeOpenAIServer"]
+
+VOCAB = 32_000
+EOS_ID = 2
+
+
+def words_to_ids(text: str) -> list[int]:
+    return [zlib.crc32(w.encode()) % VOCAB for w in text.split()]
+
+
+class FakeOpenAIServer:
+    def __init__(
+        self,
+        *,
+        model: str = "fake-model",
+        prefill_ms: float = 20.0,
+        prefill_ms_per_token: float = 0.0,
+        decode_ms_per_token: float = 4.0,
+        tokens_per_chunk: int = 1,
+        max_model_len: int = 4096,
+        vllm: bool = True,
+    ) -> None:
+        self.model = model
+        self.prefill_ms = prefill_ms
+        self.prefill_ms_per_token = prefill_ms_per_token
+        self.decode_ms_per_token = decode_ms_per_token
+        self.tokens_per_chunk = tokens_per_chunk
+        self.max_model_len = max_model_len
+        #: behave like vLLM: owned_by "vllm", /version, token ids and usage in every chunk on request
+        self.vllm = vllm
+        self.honour_usage = True  # stream_options.include_usage
+        self.serve_tokenize = True
+        self.serve_metrics = True
+        self.eos_after: int | None = None  # end the answer with EOS after this many tokens
+        self.fail: tuple[int, str] | None = None  # answer every generation request with this error
+        self.drop_after: int | None = None  # close the connection after this many chunks
+        self.stall_after: int | None = None  # send this many chunks, then nothing
+        self.require_key: str | None = None  # 401 unless "Authorization: Bearer <key>"
+        self.requests: list[dict[str, Any]] = []  # bodies of the generation requests received
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._counters: dict[str, float] = defaultdict(float)
+        self._histograms: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # sum, count
+        self._per_pos: dict[int, float] = defaultdict(float)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> FakeOpenAIServer:
+        handler = type("Handler", (_Handler,), {"app": self})
+        self._httpd = _Server(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def root(self) -> str:
+        assert self._httpd is not None, "start() the server first"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root}/v1"
+
+    # -- the pretend model -----------------------------------------------------------------------
+
+    def prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        if "messages" in body:
+            text = " ".join(f"<|{m.get('role')}|> {m.get('content', '')}" for m in body["messages"])
+            return words_to_ids(text + " <|assistant|>")
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list):
+            return [int(t) for t in prompt]
+        return words_to_ids(str(prompt))
+
+    def output_ids(self, prompt_ids: list[int], n: int, seed: int) -> list[int]:
+        base = zlib.crc32(repr((prompt_ids[:8], seed)).encode())
+        return [(base + 7919 * i) % VOCAB or 3 for i in range(n)]
+
+    @staticmethod
+    def token_text(token: int) -> str:
+        return "" if token == EOS_ID else f" t{token}"
+
+    # -- metrics ---------------------------------------------------------------------------------
+
+    def _record(self, **values: Any) -> None:
+        with self._lock:
+            for name, value in values.items():
+                if name.endswith("_seconds"):
+                    for v in value if isinstance(value, list) else [value]:
+                        self._histograms[name][0] += v
+                        self._histograms[name][1] += 1
+                elif name == "per_pos":
+                    for pos, v in value.items():
+                        self._per_pos[pos] += v
+                else:
+                    self._counters[name] += value
+
+    def metrics_text(self) -> str:
+        label = f'engine="0",model_name="{self.model}"'
+        lines = [
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+            "# TYPE vllm:num_requests_running gauge",
+            f"vllm:num_requests_running{{{label}}} {float(self.in_flight)}",
+        ]
+        with self._lock:
+            for name, value in sorted(self._counters.items()):
+                lines += [
+                    f"# TYPE vllm:{name} counter",
+                    f"vllm:{name}_total{{{label}}} {value}",
+                    f"vllm:{name}_created{{{label}}} 1.7e9",
+                ]
+            for name, (total, count) in sorted(self._histograms.items()):
+                lines += [
+                    f"# TYPE vllm:{name} histogram",
+                    f'vllm:{name}_bucket{{{label},le="0.1"}} {count}',
+                    f'vllm:{name}_bucket{{{label},le="+Inf"}} {count}',
+                    f"vllm:{name}_count{{{label}}} {count}",
+                    f"vllm:{name}_sum{{{label}}} {total}",
+                ]
+            if self._per_pos:
+                lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
+                for pos, value in sorted(self._per_pos.items()):
+                    lines.append(
+                        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{label},position="{pos}"}} {value}'
+                    )
+        return "\n".join(lines) + "\n"
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog (5) drops the SYNs of many parallel streams, which then
+    # retry a second later; uvicorn's is 2048.
+    request_queue_size = 1024
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return  # a client that hung up (a cancelled or failed trial) is not the server's problem
+
+
+class _Handler(BaseHTTPRequestHandler):
+    app: FakeOpenAIServer
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # like uvicorn: small SSE chunks leave at once instead of waiting for the client's ACK
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _text(self, status: int, text: str) -> None:
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str) -> None:
+        self._json(status, {"error": {"message": message, "type": "BadRequestError", "code": status}})
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def _authorized(self) -> bool:
+        key = self.app.require_key
+        if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+            return True
+        self._error(401, "Invalid API key")
+        return False
+
+    def _chunk(self, payload: str) -> None:
+        data = payload.encode()
+        self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _event(self, payload: Any) -> None:
+        self._chunk(f"data: {json.dumps(payload)}\n\n")
+
+    # -- routes ----------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        app = self.app
+        if not self._authorized():
+            return
+        if self.path == "/v1/models":
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": app.model,
+                            "object": "model",
+                            "owned_by": "vllm" if app.vllm else "fake",
+                            "max_model_len": app.max_model_len,
+                        }
+                    ],
+                },
+            )
+        elif self.path == "/version" and app.vllm:
+            self._json(200, {"version": "0.0.0-fake"})
+        elif self.path == "/metrics" and app.serve_metrics:
+            self._text(200, app.metrics_text())
+        else:
+            self._error(404, f"Not Found: {self.path}")
+
+    def do_POST(self) -> None:
+        app = self.app
+        try:
+            body = self._body()
+        except ValueError:
+            self._error(400, "invalid JSON body")
+            return
+        if not self._authorized():
+            return
+        if self.path == "/tokenize" and app.serve_tokenize:
+            ids = app.prompt_ids(body)
+            self._json(200, {"count": len(ids), "max_model_len": app.max_model_len, "tokens": ids})
+        elif self.path in ("/v1/completions", "/v1/chat/completions"):
+            self._generate(body, chat=self.path.endswith("chat/completions"))
+        else:
+            self._error(404, f"Not Found: {self.path}")
+
+    def _generate(self, body: dict[str, Any], *, chat: bool) -> None:
+        app = self.app
+        app.requests.append(body)
+        if app.fail is not None:
+            self._error(*app.fail)
+            return
+        if body.get("model") != app.model:
+            self._error(404, f"The model `{body.get('model')}` does not exist.")
+            return
+        if not body.get("stream"):
+            self._error(400, "this fake server only streams")
+            return
+        t_arrival = time.perf_counter()
+        prompt_ids = app.prompt_ids(body)
+        max_tokens = int(body.get("max_tokens") or 16)
+        if len(prompt_ids) + max_tokens > app.max_model_len:
+            self._error(400, f"This model's maximum context length is {app.max_model_len} tokens.")
+            return
+        tokens = app.output_ids(prompt_ids, max_tokens, int(body.get("seed") or 0))
+        finish = "length"
+        if app.eos_after is not None and app.eos_after < max_tokens and not body.get("ignore_eos"):
+            tokens = [*tokens[: app.eos_after], EOS_ID]
+            finish = "stop"
+        options = body.get("stream_options") or {}
+        usage_wanted = bool(options.get("include_usage")) and app.honour_usage
+        continuous = usage_wanted and bool(options.get("continuous_usage_stats")) and app.vllm
+        with_ids = bool(body.get("return_token_ids")) and app.vllm
+
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        with app._lock:
+            app.in_flight += 1
+            app.max_in_flight = max(app.max_in_flight, app.in_flight)
+        try:
+            self._stream(
+                body, chat, prompt_ids, tokens, finish, usage_wanted, continuous, with_ids, t_arrival
+            )
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (a cancelled trial)
+        finally:
+            with app._lock:
+                app.in_flight -= 1
+
+    def _stream(
+        self,
+        body: dict[str, Any],
+        chat: bool,
+        prompt_ids: list[int],
+        tokens: list[int],
+        finish: str,
+        usage_wanted: bool,
+        continuous: bool,
+        with_ids: bool,
+        t_arrival: float,
+    ) -> None:
+        app = self.app
+        kind = "chat.completion.chunk" if chat else "text_completion"
+
+        def usage(done: int) -> dict[str, int]:
+            return {
+                "prompt_tokens": len(prompt_ids),
+                "completion_tokens": done,
+                "total_tokens": len(prompt_ids) + done,
+            }
+
+        def chunk(ids: list[int], done: int, finish_reason: str | None, role: bool = False) -> dict[str, Any]:
+            text = "".join(app.token_text(t) for t in ids)
+            choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason}
+            if chat:
+                choice["delta"] = {"role": "assistant", "content": ""} if role else {"content": text}
+            else:
+                choice["text"] = text
+            if finish_reason == "stop":
+                choice["stop_reason"] = None
+            if with_ids and not role:
+                choice["token_ids"] = ids
+            payload: dict[str, Any] = {
+                "id": "cmpl-fake",
+                "object": kind,
+                "model": app.model,
+                "choices": [choice],
+            }
+            if continuous:
+                payload["usage"] = usage(done)
+            return payload
+
+        if chat:
+            self._event(chunk([], 0, None, role=True))
+        deadline = t_arrival + (app.prefill_ms + app.prefill_ms_per_token * len(prompt_ids)) / 1000
+        per_token = app.decode_ms_per_token / 1000
+        sent = chunks = 0
+        first_at = last_at = None
+        gaps: list[float] = []
+        drafts = draft_tokens = accepted = 0
+        per_pos: dict[int, float] = defaultdict(float)
+        spec = app.tokens_per_chunk - 1
+        while sent < len(tokens):
+            size = 1 if sent == 0 else app.tokens_per_chunk
+            piece = tokens[sent : sent + size]
+            if sent > 0:
+                deadline += per_token * len(piece)
+            if app.stall_after is not None and chunks >= app.stall_after:
+                app._stop.wait(3600)  # hold the connection open, send nothing
+                return
+            if app.drop_after is not None and chunks >= app.drop_after:
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            _sleep_until(deadline)
+            sent += len(piece)
+            if sent > len(piece) and spec > 0:
+                drafts += 1
+                draft_tokens += spec
+                accepted += len(piece) - 1
+                for pos in range(len(piece) - 1):
+                    per_pos[pos] += 1
+            now = time.perf_counter()
+            if first_at is None:
+                first_at = now
+            else:
+                gaps.append(now - last_at)  # type: ignore[operator]
+            last_at = now
+            done = sent == len(tokens)
+            if done:  # the server counts the request as finished before its last chunk leaves
+                e2e = now - t_arrival
+                app._record(
+                    request_success=1,
+                    prompt_tokens=len(prompt_ids),
+                    generation_tokens=len(tokens),
+                    time_to_first_token_seconds=first_at - t_arrival,
+                    inter_token_latency_seconds=gaps,
+                    e2e_request_latency_seconds=e2e,
+                    request_queue_time_seconds=0.0,
+                    request_prefill_time_seconds=first_at - t_arrival,
+                    request_decode_time_seconds=now - first_at,
+                    request_time_per_output_token_seconds=(now - first_at) / max(len(tokens) - 1, 1),
+                    **(
+                        {
+                            "spec_decode_num_drafts": drafts,
+                            "spec_decode_num_draft_tokens": draft_tokens,
+                            "spec_decode_num_accepted_tokens": accepted,
+                            "per_pos": per_pos,
+                        }
+                        if spec > 0
+                        else {}
+                    ),
+                )
+            self._event(chunk(piece, sent, finish if done else None))
+            chunks += 1
+        if usage_wanted:
+            self._event(
+                {"id": "cmpl-fake", "object": kind, "model": app.model, "choices": [], "usage": usage(sent)}
+            )
+        self._chunk("data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def _sleep_until(deadline: float) -> None:
+    # No spinning: with many parallel streams, spinning threads would fight over the GIL.
+    remaining = deadline - time.perf_counter()
+    if remaining > 0:
+        time.sleep(remaining)

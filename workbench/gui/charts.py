@@ -1,0 +1,609 @@
+"""The charts, drawn with pyqtgraph — one module for the GUI and for headless export.
+
+API (the data comes from :mod:`workbench.chartdata`, which needs no Qt)::
+
+    from workbench.analysis import analyze_run
+    from workbench.gui import charts
+
+    analysis = analyze_run(store, run_id)                   # headless: stats, phases, roofline...
+    data = analysis.charts()[0]        # every chart the run has data for; [0] is the headline
+    # (or one at a time: workbench.chartdata.headline_chart(summaries, labels), speedup_chart(analysis),
+    #  timeline_charts(analysis), sweep_charts, acceptance_chart, memory_chart, roofline_chart)
+    widget = charts.build(data)        # a pg.GraphicsLayoutWidget, ready to put in a layout
+    widget.setMinimumSize(*charts.preferred_size(data))     # the size that fits its labels
+    charts.fill(widget, other_data)    # redraw the same widget with new data (same or another chart)
+    charts.save_png(data, "headline.png", scale=2)          # offscreen, 2x pixels
+    charts.save_svg(data, "headline.svg")
+    png_bytes = charts.png_bytes(data)                      # for embedding (HTML report)
+    charts.qcolour("#0072B2"); charts.variant_qcolours(data.variants)
+    charts.plot_items(widget)          # its pg.PlotItem panels (to link axes, add a crosshair...)
+
+``build`` and ``fill`` only draw; they never show a window. ``chart.name`` is a stable id (the export
+file stem: ``headline``, ``speedup``, ``timeline-<workload>``, ``ttft-vs-input``...), ``chart.rows()``
+its data (what the CSV export holds), ``chart.title`` and ``chart.notes`` its caption. Colours come from
+:func:`workbench.chartdata.variant_colours` (Okabe–Ito, by run order), so a variant has the same colour
+in every chart and in the report's tables. Every axis carries its unit; bars carry their values.
+
+Export renders the very widget the GUI shows: PNG through pyqtgraph's ``ImageExporter`` (which
+re-renders the scene at the requested width, so text and lines stay sharp at 2x), SVG by rendering the
+scene into a ``QSvgGenerator``. pyqtgraph 0.14's own ``SVGExporter`` cannot be used on Qt 6.12: it
+parses Qt's SVG path data assuming ``x,y`` pairs only and fails on the ``Z`` (close path) commands Qt
+now writes (pyqtgraph#3495), and even with that patched it misplaces plot items against their axes.
+The scene rendered straight into ``QSvgGenerator`` with the widget's logical DPI as resolution gives
+an SVG that matches the PNG (``tests/test_charts.py`` renders both and compares them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import html
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
+
+from .. import chartdata as cd
+
+__all__ = [
+    "build",
+    "ensure_app",
+    "fill",
+    "plot_items",
+    "png_bytes",
+    "preferred_size",
+    "qcolour",
+    "render",
+    "save_png",
+    "save_svg",
+    "svg_bytes",
+    "variant_qcolours",
+]
+
+BACKGROUND = "#ffffff"
+FOREGROUND = "#222222"
+GRID = "#d9d9d9"
+FONT_PX = 13  # tick labels, value labels
+LABEL_PX = 14  # axis titles
+TITLE_PX = 16
+WIDTH = 1000  # default logical width of an exported chart (px; PNG is scale x this)
+
+
+def qcolour(hex_colour: str, alpha: int = 255) -> QtGui.QColor:
+    colour = QtGui.QColor(hex_colour)
+    colour.setAlpha(alpha)
+    return colour
+
+
+def variant_qcolours(variants: tuple[str, ...] | list[str]) -> dict[str, QtGui.QColor]:
+    return {name: qcolour(c) for name, c in cd.variant_colours(variants).items()}
+
+
+def _font(px: int, bold: bool = False) -> QtGui.QFont:
+    font = QtGui.QFont()
+    font.setPixelSize(px)
+    font.setBold(bold)
+    return font
+
+
+def _text_colour_on(hex_colour: str) -> str:
+    """Black or white, whichever contrasts more with ``hex_colour`` (WCAG relative luminance)."""
+
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(hex_colour[i : i + 2], 16) / 255) for i in (1, 3, 5))
+    lum = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    return "#000000" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "#ffffff"
+
+
+def _fmt_ms(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+# -- widgets -------------------------------------------------------------------------------------------
+
+
+def build(chart: cd.Chart, parent: QtWidgets.QWidget | None = None) -> pg.GraphicsLayoutWidget:
+    """A new widget showing ``chart``."""
+    widget = pg.GraphicsLayoutWidget(parent=parent)
+    widget.setBackground(BACKGROUND)
+    fill(widget, chart)
+    return widget
+
+
+def fill(widget: pg.GraphicsLayoutWidget, chart: cd.Chart) -> None:
+    """Clear ``widget`` and draw ``chart`` into it."""
+    builder = _BUILDERS.get(type(chart))
+    if builder is None:
+        raise TypeError(f"no chart builder for {type(chart).__name__}")
+    widget.clear()
+    widget.ci.setContentsMargins(10, 10, 20, 10)
+    if chart.title:
+        widget.addLabel(chart.title, row=0, col=0, colspan=2, size=f"{TITLE_PX}px", color=FOREGROUND)
+        widget.nextRow()
+    builder(widget, chart)
+    if chart.notes:
+        lines = [html.escape(line) for note in chart.notes for line in textwrap.wrap(note, 125)]
+        widget.nextRow()
+        widget.addLabel("<br>".join(lines), colspan=2, size=f"{FONT_PX}px", color="#555555")
+
+
+def plot_items(widget: pg.GraphicsLayoutWidget) -> list[pg.PlotItem]:
+    """The plot panels of a chart widget, left to right, top to bottom (e.g. to link axes)."""
+    return [item for item in widget.ci.items if isinstance(item, pg.PlotItem)]
+
+
+def preferred_size(chart: cd.Chart) -> tuple[int, int]:
+    """Logical size (px) that fits ``chart`` without overlapping labels."""
+    if isinstance(chart, cd.HeadlineChart):
+        rows = sum(len(g.bars) + 1 for g in chart.groups)
+        return WIDTH, 150 + 34 * rows
+    if isinstance(chart, cd.SpeedupChart):
+        rows = len({(p.workload, p.variant) for p in chart.points if p.metric == "e2e"}) + len(
+            chart.workloads
+        )
+        return WIDTH, 150 + 34 * rows
+    if isinstance(chart, cd.RooflineChart):
+        return WIDTH, 150 + 34 * (len(chart.rows_) + len(chart.workloads))
+    if isinstance(chart, cd.MemoryChart):
+        return WIDTH, 170 + 40 * len(chart.bars)
+    return WIDTH, 580
+
+
+def _plot(widget: pg.GraphicsLayoutWidget, row: int | None = None, col: int | None = None) -> pg.PlotItem:
+    plot = widget.addPlot(row=row, col=col)
+    plot.setMenuEnabled(False)
+    plot.hideButtons()
+    plot.getViewBox().setMouseEnabled(x=True, y=False)
+    for name in ("left", "bottom", "right", "top"):
+        axis = plot.getAxis(name)
+        axis.setPen(pg.mkPen(FOREGROUND))
+        axis.setTextPen(pg.mkPen(FOREGROUND))
+        axis.setTickFont(_font(FONT_PX))
+        axis.enableAutoSIPrefix(False)
+    return plot
+
+
+def _axis_label(plot: pg.PlotItem, side: str, axis: cd.Axis) -> None:
+    plot.setLabel(side, axis.text, **{"font-size": f"{LABEL_PX}px", "color": FOREGROUND})
+
+
+def _text(
+    plot: pg.PlotItem, x: float, y: float, text: str, colour: str, anchor: tuple[float, float], **kw: Any
+) -> pg.TextItem | None:
+    if not text:
+        return None
+    item = pg.TextItem(text=text, color=colour, anchor=anchor)
+    item.setFont(_font(kw.get("px", FONT_PX), kw.get("bold", False)))
+    item.setPos(x, y)
+    item.setZValue(10)  # above bars
+    plot.addItem(item)
+    return item
+
+
+def _grouped_rows(
+    plot: pg.PlotItem, groups: list[tuple[str, list[str]]], *, gap: float = 1.4, x: float = 0.0
+) -> list[list[float]]:
+    """Lay out horizontal-bar rows top to bottom: a bold header row per group, then one row per label
+    (ticks on the left axis). Returns the y of each row, per group."""
+    plot.invertY(True)
+    ticks: list[tuple[float, str]] = []
+    positions: list[list[float]] = []
+    y = 0.0
+    for header, labels in groups:
+        if header:
+            _text(plot, x, y, header, FOREGROUND, (0, 0.5), bold=True)  # at the left edge of the x range
+        else:
+            y -= 1  # no header row
+        ys = []
+        for label in labels:
+            y += 1
+            ys.append(y)
+            ticks.append((y, label))
+        positions.append(ys)
+        y += gap
+    plot.getAxis("left").setTicks([ticks, []])
+    plot.setYRange(-0.7, y - gap + 0.7, padding=0)
+    return positions
+
+
+def _time_unit(longest_ms: float) -> tuple[float, str]:
+    """Milliseconds, or seconds once times reach 10 s (axis ticks stay short)."""
+    return (1000.0, "s") if longest_ms >= 10_000 else (1.0, "ms")
+
+
+def _headline(widget: pg.GraphicsLayoutWidget, chart: cd.HeadlineChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=True, y=False, alpha=0.15)
+    longest_ms = max((b.total_ms for g in chart.groups for b in g.bars), default=1.0) or 1.0
+    div, unit = _time_unit(longest_ms)
+    _axis_label(plot, "bottom", cd.Axis(chart.x_axis.label, unit))
+    longest = longest_ms / div
+    colours = chart.colours
+    groups = [
+        (g.workload + (f"  —  {g.label}" if g.label else ""), [b.variant for b in g.bars])
+        for g in chart.groups
+    ]
+    edge = pg.mkPen("#333333", width=0.8)
+    for group, ys in zip(chart.groups, _grouped_rows(plot, groups), strict=True):
+        dark = [colours.get(b.variant, cd.OKABE_ITO[-1]) for b in group.bars]
+        light = [cd.lighten(c) for c in dark]
+        prefill = [b.prefill_ms / div for b in group.bars]
+        decode = [b.decode_ms / div for b in group.bars]
+        pens = [edge] * len(ys)
+        plot.addItem(
+            pg.BarGraphItem(x0=[0.0] * len(ys), y=ys, height=0.66, width=prefill, brushes=light, pens=pens)
+        )
+        plot.addItem(pg.BarGraphItem(x0=prefill, y=ys, height=0.66, width=decode, brushes=dark, pens=pens))
+        for bar, y, p, d, dc, lc in zip(group.bars, ys, prefill, decode, dark, light, strict=True):
+            # values on the bars: inside a segment when it is wide enough, the total after the bar
+            for x0, width, fill_colour in ((0.0, p, lc), (p, d, dc)):
+                if width >= 0.09 * longest:
+                    _text(plot, x0 + width / 2, y, _fmt_ms(width), _text_colour_on(fill_colour), (0.5, 0.5))
+            label = f"{_fmt_ms(p + d)} {unit} · prefill {bar.prefill_share:.0%}"
+            _text(plot, p + d + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+    plot.setXRange(0, longest * 1.32, padding=0)
+    plot.setLimits(xMin=0)
+
+
+def _line(plot: pg.PlotItem, *args: Any, **kwargs: Any) -> pg.PlotDataItem:
+    """``plot.plot`` with antialiased lines (smooth in PNG and SVG alike)."""
+    return plot.plot(*args, antialias=True, **kwargs)
+
+
+def _legend(widget: pg.GraphicsLayoutWidget, entries: list[tuple[str, str]], per_line: int = 4) -> None:
+    """A legend row under the plot: a colour square and a text per entry. Outside the plot it never
+    hides data, and it scales with the export (pyqtgraph's in-plot legend stays 1x in a 2x PNG)."""
+    if not entries:
+        return
+    items = [
+        f'<span style="color:{colour}">&#9632;</span>&nbsp;{html.escape(text)}' for colour, text in entries
+    ]
+    lines = ["&nbsp;&nbsp;&nbsp;&nbsp;".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
+    widget.nextRow()
+    widget.addLabel("<br>".join(lines), colspan=2, size=f"{FONT_PX + 1}px", color=FOREGROUND)
+
+
+def _timeline(widget: pg.GraphicsLayoutWidget, chart: cd.TimelineChart) -> None:
+    plot = _plot(widget)
+    plot.getViewBox().setMouseEnabled(x=True, y=True)
+    plot.showGrid(x=True, y=True, alpha=0.15)
+    div, unit = _time_unit(max((s.t_ms[-1] for s in chart.series), default=1.0))
+    _axis_label(plot, "bottom", cd.Axis(chart.x_axis.label, unit))
+    _axis_label(plot, "left", chart.y_axis)
+    colours = chart.colours
+    entries = []
+    for s in chart.series:
+        # a step function: the count jumps when a step delivers its tokens
+        xs, ys = [s.t_ms[0] / div], [s.tokens[0]]
+        for t, n in zip(s.t_ms[1:], s.tokens[1:], strict=True):
+            xs += [t / div, t / div]
+            ys += [ys[-1], n]
+        colour = colours.get(s.variant, cd.OKABE_ITO[-1])
+        _line(plot, xs, ys, pen=pg.mkPen(colour, width=2.5))
+        if len(s.t_ms) > 1:  # the first token: where prefill ends
+            _line(
+                plot,
+                [s.t_ms[1] / div],
+                [s.tokens[1]],
+                pen=None,
+                symbol="o",
+                symbolSize=8,
+                symbolBrush=colour,
+                symbolPen=pg.mkPen(colour),
+            )
+            entries.append(
+                (
+                    colour,
+                    f"{s.variant}: first token {_fmt_ms(s.t_ms[1] / div)} {unit}, done {_fmt_ms(s.t_ms[-1] / div)} {unit}",
+                )
+            )
+    plot.setLimits(xMin=0, yMin=0)
+    _legend(widget, entries, per_line=2)
+
+
+def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
+    plot = _plot(widget)
+    plot.getViewBox().setMouseEnabled(x=True, y=True)
+    plot.showGrid(x=True, y=True, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    _axis_label(plot, "left", chart.y_axis)
+    colours = chart.colours
+    entries = []
+    top = 0.0
+    for s in chart.series:
+        colour = colours.get(s.variant, cd.OKABE_ITO[-1])
+        lo = [v if v is not None else y for v, y in zip(s.lo, s.y, strict=True)]
+        hi = [v if v is not None else y for v, y in zip(s.hi, s.y, strict=True)]
+        top = max(top, *hi)
+        low = pg.PlotCurveItem(list(s.x), lo, pen=pg.mkPen(None), antialias=True)
+        high = pg.PlotCurveItem(list(s.x), hi, pen=pg.mkPen(None), antialias=True)
+        plot.addItem(low)
+        plot.addItem(high)
+        plot.addItem(pg.FillBetweenItem(low, high, brush=qcolour(colour, 60)))
+        _line(
+            plot,
+            list(s.x),
+            list(s.y),
+            pen=pg.mkPen(colour, width=2),
+            symbol="o",
+            symbolSize=7,
+            symbolBrush=colour,
+            symbolPen=pg.mkPen(colour),
+        )
+        if s.slope is not None and s.intercept is not None:
+            x0, x1 = min(s.x), max(s.x)
+            _line(
+                plot,
+                [x0, x1],
+                [s.intercept + s.slope * x0, s.intercept + s.slope * x1],
+                pen=pg.mkPen(colour, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
+            )
+        slope = f": fit {s.slope:+.3g} {chart.slope_unit}" if s.slope is not None else ""
+        entries.append((colour, f"{s.variant}{slope}"))
+    plot.setLimits(xMin=0)
+    plot.setYRange(0, top * 1.08 or 1, padding=0)
+    _legend(widget, entries, per_line=2)
+
+
+def _speedup(widget: pg.GraphicsLayoutWidget, chart: cd.SpeedupChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=True, y=False, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    colours = chart.colours
+    e2e = [p for p in chart.points if p.metric == "e2e"]
+    groups = [
+        (w, [p.variant for p in e2e if p.workload == w])
+        for w in chart.workloads
+        if any(p.workload == w for p in e2e)
+    ]
+    lows = [min(p.lo if p.lo is not None else p.value, 1.0) for p in e2e]
+    highs = [max(p.hi if p.hi is not None else p.value, 1.0) for p in e2e]
+    left, right = min(lows, default=0.5), max(highs, default=2.0)
+    span = max(right - left, 0.2)
+    x_min, x_max = max(0.0, left - 0.08 * span), right + 0.55 * span
+    plot.addItem(
+        pg.InfiniteLine(
+            pos=1.0, angle=90, pen=pg.mkPen("#555555", width=1.2, style=QtCore.Qt.PenStyle.DashLine)
+        )
+    )
+    for (workload, _), ys in zip(groups, _grouped_rows(plot, groups, x=x_min), strict=True):
+        points = [p for p in e2e if p.workload == workload]
+        for p, y in zip(points, ys, strict=True):
+            colour = colours.get(p.variant, cd.OKABE_ITO[-1])
+            if p.lo is not None and p.hi is not None:
+                plot.addItem(
+                    pg.ErrorBarItem(
+                        x=np.array([p.value]),
+                        y=np.array([y]),
+                        left=np.array([p.value - p.lo]),
+                        right=np.array([p.hi - p.value]),
+                        beam=0.25,
+                        pen=pg.mkPen(colour, width=2),
+                    )
+                )
+            _line(
+                plot,
+                [p.value],
+                [y],
+                pen=None,
+                symbol="o",
+                symbolSize=13,
+                symbolPen=pg.mkPen(colour, width=2),
+                symbolBrush=colour if p.significant else BACKGROUND,
+            )
+            ci = f" [{p.lo:.2f}–{p.hi:.2f}]" if p.lo is not None and p.hi is not None else ""
+            verdict = "faster" if p.value > 1 else "slower"
+            verdict = verdict if p.significant else "not significant" if ci else verdict
+            end = max(p.hi if p.hi is not None else p.value, p.value)
+            _text(plot, end + 0.02 * span, y, f"{p.value:.2f}x{ci} · {verdict}", FOREGROUND, (0, 0.5))
+    plot.setXRange(x_min, x_max, padding=0)
+
+
+def _acceptance(widget: pg.GraphicsLayoutWidget, chart: cd.AcceptanceChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=False, y=True, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    _axis_label(plot, "left", chart.y_axis)
+    colours = chart.colours
+    variants = list(chart.counts)
+    entries = []
+    lengths = sorted({k for c in chart.counts.values() for k in c})
+    width = 0.8 / max(len(variants), 1)
+    top = 0.0
+    for i, variant in enumerate(variants):
+        shares = chart.shares(variant)
+        xs = [k - 0.4 + width * (i + 0.5) for k in shares]
+        colour = colours.get(variant, cd.OKABE_ITO[-1])
+        mean = chart.mean_length(variant)
+        bars = pg.BarGraphItem(
+            x=xs,
+            height=list(shares.values()),
+            width=width * 0.92,
+            brush=colour,
+            pen=pg.mkPen("#333333", width=0.8),
+        )
+        plot.addItem(bars)
+        entries.append((colour, f"{variant}: mean {mean:.2f} tokens per step" if mean else variant))
+        for x, share in zip(xs, shares.values(), strict=True):
+            _text(plot, x, share, f"{share:.0f}", FOREGROUND, (0.5, 1.0), px=FONT_PX - 1)
+            top = max(top, share)
+    plot.getAxis("bottom").setTicks([[(k, str(k)) for k in lengths], []])
+    plot.setXRange(min(lengths, default=1) - 0.6, max(lengths, default=1) + 0.6, padding=0)
+    plot.setYRange(0, top * 1.12 or 1, padding=0)
+    _legend(widget, entries, per_line=3)
+
+
+def _memory(widget: pg.GraphicsLayoutWidget, chart: cd.MemoryChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=True, y=False, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    colours = chart.colours
+    ys = _grouped_rows(plot, [("", [b.variant for b in chart.bars])], gap=0)[0]
+    longest = max((b.peak_mb for b in chart.bars), default=1.0) or 1.0
+    edge = pg.mkPen("#333333", width=0.8)
+    for b, y in zip(chart.bars, ys, strict=True):
+        colour = colours.get(b.variant, cd.OKABE_ITO[-1])
+        weights = min(b.weights_mb or 0.0, b.peak_mb)
+        plot.addItem(
+            pg.BarGraphItem(x0=[0], y=[y], height=0.62, width=[weights], brush=cd.lighten(colour), pen=edge)
+        )
+        plot.addItem(
+            pg.BarGraphItem(
+                x0=[weights], y=[y], height=0.62, width=[b.peak_mb - weights], brush=colour, pen=edge
+            )
+        )
+        label = f"peak {b.peak_mb:,.0f} MB" + (f" · weights {b.weights_mb:,.0f} MB" if b.weights_mb else "")
+        _text(plot, b.peak_mb + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+    plot.setXRange(0, longest * 1.45, padding=0)
+
+
+def _roofline(widget: pg.GraphicsLayoutWidget, chart: cd.RooflineChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=True, y=False, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    colours = chart.colours
+    groups = [(w, [r.variant for r in chart.rows_ if r.workload == w]) for w in chart.workloads]
+    longest = max((max(r.limit_tokens_per_s, r.decode_tokens_per_s) for r in chart.rows_), default=1.0) or 1.0
+    for (workload, _), ys in zip(groups, _grouped_rows(plot, groups), strict=True):
+        for r, y in zip([r for r in chart.rows_ if r.workload == workload], ys, strict=True):
+            colour = colours.get(r.variant, cd.OKABE_ITO[-1])
+            plot.addItem(
+                pg.BarGraphItem(
+                    x0=[0],
+                    y=[y],
+                    height=0.62,
+                    width=[r.decode_tokens_per_s],
+                    brush=colour,
+                    pen=pg.mkPen("#333333", width=0.8),
+                )
+            )
+            plot.addItem(
+                pg.BarGraphItem(
+                    x0=[0],
+                    y=[y],
+                    height=0.8,
+                    width=[r.limit_tokens_per_s],
+                    brush=pg.mkBrush(None),
+                    pen=pg.mkPen(colour, width=2, style=QtCore.Qt.PenStyle.DashLine),
+                )
+            )
+            end = max(r.limit_tokens_per_s, r.decode_tokens_per_s)
+            label = f"{_fmt_ms(r.decode_tokens_per_s)} tok/s · {r.fraction:.0%} of {_fmt_ms(r.limit_tokens_per_s)}"
+            _text(plot, end + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+    plot.setXRange(0, longest * 1.5, padding=0)
+
+
+_BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
+    cd.HeadlineChart: _headline,
+    cd.TimelineChart: _timeline,
+    cd.SweepChart: _sweep,
+    cd.SpeedupChart: _speedup,
+    cd.AcceptanceChart: _acceptance,
+    cd.MemoryChart: _memory,
+    cd.RooflineChart: _roofline,
+}
+
+
+# -- headless rendering ------------------------------------------------------------------------------
+
+
+def ensure_app() -> QtWidgets.QApplication:
+    """The running QApplication, or a new one — offscreen when there is no display (CLI export on a
+    server, CI)."""
+    app = QtWidgets.QApplication.instance()
+    if app is None:
+        if sys.platform.startswith("linux") and not (
+            os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        ):
+            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        app = QtWidgets.QApplication(sys.argv[:1])
+    return app  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def render(chart: cd.Chart, size: tuple[int, int] | None = None) -> Iterator[pg.GraphicsLayoutWidget]:
+    """``with render(chart) as widget:`` — ``chart`` in a laid-out widget that is never shown on
+    screen (for export). The widget is destroyed on leaving the block: pyqtgraph items left to the
+    interpreter's final garbage collection crash PySide6 at exit."""
+    app = ensure_app()
+    widget = build(chart)
+    try:
+        widget.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen)
+        widget.resize(*(size or preferred_size(chart)))
+        widget.show()  # lays the scene out at that size; nothing appears on a screen
+        app.processEvents()
+        yield widget
+    finally:
+        widget.close()
+        del widget
+        gc.collect()
+
+
+def _png_image(widget: pg.GraphicsLayoutWidget, scale: float) -> QtGui.QImage:
+    from pyqtgraph.exporters import ImageExporter
+
+    exporter = ImageExporter(widget.scene())
+    exporter.parameters()["width"] = round(widget.width() * scale)
+    exporter.parameters()["background"] = qcolour(BACKGROUND)
+    image = exporter.export(toBytes=True)
+    image.setDotsPerMeterX(round(image.dotsPerMeterX() * scale))  # prints at the logical size
+    image.setDotsPerMeterY(round(image.dotsPerMeterY() * scale))
+    return image
+
+
+def png_bytes(chart: cd.Chart, *, scale: float = 2.0, size: tuple[int, int] | None = None) -> bytes:
+    with render(chart, size) as widget:
+        image = _png_image(widget, scale)
+    buffer = QtCore.QBuffer()
+    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    return bytes(buffer.data())
+
+
+def save_png(
+    chart: cd.Chart, path: str | os.PathLike[str], *, scale: float = 2.0, size: tuple[int, int] | None = None
+) -> Path:
+    path = Path(path)
+    path.write_bytes(png_bytes(chart, scale=scale, size=size))
+    return path
+
+
+def svg_bytes(chart: cd.Chart, *, size: tuple[int, int] | None = None) -> bytes:
+    with render(chart, size) as widget:
+        scene = widget.scene()
+        source = widget.viewRect()  # what the widget shows (the scene may extend beyond it)
+        buffer = QtCore.QBuffer()
+        buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+        generator = QtSvg.QSvgGenerator()
+        generator.setOutputDevice(buffer)
+        generator.setSize(QtCore.QSize(round(source.width()), round(source.height())))
+        generator.setViewBox(QtCore.QRectF(0, 0, source.width(), source.height()))
+        generator.setResolution(widget.logicalDpiX())  # else axes are scaled by 72/96 against the data
+        generator.setTitle(chart.title or chart.key)
+        painter = QtGui.QPainter(generator)
+        try:
+            painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+            painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing)
+            painter.fillRect(QtCore.QRectF(0, 0, source.width(), source.height()), qcolour(BACKGROUND))
+            scene.render(painter, QtCore.QRectF(0, 0, source.width(), source.height()), source)
+        finally:
+            painter.end()
+    return bytes(buffer.data())
+
+
+def save_svg(chart: cd.Chart, path: str | os.PathLike[str], *, size: tuple[int, int] | None = None) -> Path:
+    path = Path(path)
+    path.write_bytes(svg_bytes(chart, size=size))
+    return path

@@ -1,0 +1,462 @@
+"""Prefill or decode? The phase a workload spends its time in, predicted before a run and measured
+after it, and what to do about it.
+
+- **Measured**: the prefill share of a workload = median TTFT / (median TTFT + median time after the
+  first token), of the reference (baseline) variant — the same numbers as the headline chart's bar.
+- **Label**: ``prefill-heavy`` when that share is at least :data:`PREFILL_HEAVY` (60 %),
+  ``decode-heavy`` when it is at most :data:`DECODE_HEAVY` (40 %), else ``balanced``. At 60 % a phase
+  dominates: halving it saves at least 30 % of the request, halving the other at most 20 %.
+- **Predicted** (no run, no DB, no tokenizer — the GUI shows it while workloads are picked): from the
+  typical input and output lengths, with a :class:`CostModel` (prefill cost per input token, decode cost
+  per output token). Defaults per device kind (:data:`DEFAULT_COST_MODELS`); a run refines them with
+  measured slopes (:meth:`CostModel.from_trials`). After a run the measured label wins, and a
+  disagreement with the prediction is reported with its cause.
+- **Advice** names the levers for the phase that dominates, cites the measured numbers, and says which
+  levers in the run actually helped, by how much.
+
+Thresholds and defaults are documented in ``docs/analysis.md``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .analysis import Estimate, GroupSummary
+    from .workloads import Workload
+
+__all__ = [
+    "DECODE_HEAVY",
+    "DEFAULT_COST_MODELS",
+    "LEVERS",
+    "PREFILL_HEAVY",
+    "CostModel",
+    "LeverResult",
+    "Prediction",
+    "WorkloadPhase",
+    "classify",
+    "estimate_tokens",
+    "measure_phases",
+    "predict_workload",
+    "typical_lengths",
+]
+
+PREFILL_HEAVY = 0.60
+DECODE_HEAVY = 0.40
+CHARS_PER_TOKEN = 4.0  # English text with a BPE tokenizer: a rough, documented estimate
+TOKENS_PER_MESSAGE = 4  # chat-template tokens around each message
+
+#: What a strategy is, as a lever: (lever name, the phase it targets).
+LEVERS: dict[str, tuple[str, str]] = {
+    "quantized": ("weight quantization", "decode"),
+    "speculative": ("speculative decoding", "decode"),
+    "prompt-lookup": ("speculative decoding with prompt lookup", "decode"),
+    "hf-assisted": ("assisted generation", "decode"),
+    "prefix-cache": ("KV-cache reuse", "prefill"),
+    "context-trim": ("context trimming", "prefill"),
+    "baseline": ("precision/settings", "both"),
+}
+
+_ADVICE = {
+    "prefill": "reuse the KV cache of shared prefixes (prefix caching), compress the prompt, trim the context",
+    "decode": "batch requests (more tokens per weight read), speculative decoding (several tokens per target "
+    "pass), weight quantization (fewer bytes read per token)",
+}
+
+
+def classify(prefill_share: float) -> str:
+    if prefill_share >= PREFILL_HEAVY:
+        return "prefill-heavy"
+    if prefill_share <= DECODE_HEAVY:
+        return "decode-heavy"
+    return "balanced"
+
+
+# -- the cost model and the prediction -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """TTFT ≈ ``prefill_fixed_ms + prefill_ms_per_token × input tokens``; the time after the first token
+    ≈ ``decode_ms_per_token × (output tokens − 1)``. Only the ratio of the two slopes decides the label;
+    the absolute values matter once they are measured."""
+
+    prefill_ms_per_token: float
+    decode_ms_per_token: float
+    prefill_fixed_ms: float = 0.0
+    source: str = "default"
+    measured: bool = False
+
+    @property
+    def decode_to_prefill(self) -> float:
+        """How many prompt tokens cost as much to prefill as one token to decode."""
+        return (
+            self.decode_ms_per_token / self.prefill_ms_per_token
+            if self.prefill_ms_per_token > 0
+            else float("inf")
+        )
+
+    def predict(self, input_tokens: float, output_tokens: float) -> Prediction:
+        prefill = self.prefill_fixed_ms + self.prefill_ms_per_token * max(input_tokens, 0.0)
+        decode = self.decode_ms_per_token * max(output_tokens - 1, 0.0)
+        share = prefill / (prefill + decode) if prefill + decode > 0 else 0.0
+        return Prediction(share, classify(share), input_tokens, output_tokens, self)
+
+    @classmethod
+    def default(cls, device: str = "cpu") -> CostModel:
+        return DEFAULT_COST_MODELS.get(device.split(":")[0], DEFAULT_COST_MODELS["cpu"])
+
+    @classmethod
+    def from_trials(cls, trials: Sequence[dict[str, Any]], source: str = "measured") -> CostModel | None:
+        """Fit to measured trials (``ok``, not warm-up): TTFT against input tokens by least squares when
+        the inputs differ in length (else TTFT / input tokens), decode ms per token = median TPOT."""
+        ok = [t for t in trials if t.get("status", "ok") == "ok" and not t.get("warmup")]
+        points = [(t["input_tokens"], t["ttft_ms"]) for t in ok if t.get("input_tokens") and t.get("ttft_ms")]
+        tpots = [t["tpot_ms"] for t in ok if t.get("tpot_ms")]
+        if not points or not tpots:
+            return None
+        slope, intercept = fit_line([p[0] for p in points], [p[1] for p in points])
+        if slope is None or slope <= 0:
+            slope, intercept = statistics.median(p[1] / p[0] for p in points), 0.0
+        return cls(
+            prefill_ms_per_token=slope,
+            decode_ms_per_token=statistics.median(tpots),
+            prefill_fixed_ms=max(intercept or 0.0, 0.0),
+            source=source,
+            measured=True,
+        )
+
+
+#: Before any measurement. Prefill runs all prompt tokens through the weights at once (compute-bound);
+#: decode reads all weights for each token (bandwidth-bound), so the ratio of the two per-token costs is
+#: about the device's FLOP/s per byte/s: ~100+ on datacenter GPUs, ~10-20 on CPUs. Relative units.
+DEFAULT_COST_MODELS: dict[str, CostModel] = {
+    "cuda": CostModel(
+        0.01, 1.0, source="default for GPUs: a decode token costs as much as 100 prompt tokens"
+    ),
+    "mps": CostModel(
+        1 / 40, 1.0, source="default for Apple GPUs: a decode token costs as much as 40 prompt tokens"
+    ),
+    "cpu": CostModel(
+        1 / 15, 1.0, source="default for CPUs: a decode token costs as much as 15 prompt tokens"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    prefill_share: float
+    label: str
+    input_tokens: float
+    output_tokens: float
+    model: CostModel
+
+    def describe(self) -> str:
+        return (
+            f"predicted {self.label} (prefill ~{self.prefill_share:.0%} of e2e) from ~{self.input_tokens:,.0f} "
+            f"input and ~{self.output_tokens:,.0f} output tokens"
+        )
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens in ``text`` without a tokenizer (``CHARS_PER_TOKEN`` characters per token)."""
+    return max(1, round(len(text) / CHARS_PER_TOKEN))
+
+
+def typical_lengths(workload: Workload) -> tuple[float, float]:
+    """Median input and output tokens of a workload's prompts, without a model: exact for the sweeps
+    (their prompts are cut to a token count), estimated from characters otherwise; the output is the
+    prompt's ``max_new_tokens`` (a model that stops early makes it shorter: see the measured label)."""
+    inputs, outputs = [], []
+    for item in workload.items:
+        p = item.prompt
+        if p.input_tokens is not None:
+            inputs.append(p.input_tokens)
+        elif p.messages is not None:
+            inputs.append(sum(estimate_tokens(m["content"]) + TOKENS_PER_MESSAGE for m in p.messages))
+        else:
+            inputs.append(estimate_tokens(p.prompt or ""))
+        outputs.append(item.max_new_tokens)
+    return float(statistics.median(inputs)), float(statistics.median(outputs))
+
+
+def predict_workload(workload: Workload, model: CostModel | None = None, device: str = "cpu") -> Prediction:
+    """The phase label of ``workload`` before any run (``model``: e.g. measured in an earlier run)."""
+    input_tokens, output_tokens = typical_lengths(workload)
+    return (model or CostModel.default(device)).predict(input_tokens, output_tokens)
+
+
+# -- measured phases and advice --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeverResult:
+    """How a variant of the run did against the reference on one workload."""
+
+    variant: str
+    strategy: str
+    lever: str
+    targets: str  # prefill | decode | both
+    speedup_e2e: Estimate | None
+    speedup_ttft: Estimate | None
+    speedup_decode: Estimate | None
+
+    @property
+    def verdict(self) -> str:
+        est = self.speedup_e2e
+        if est is None or est.value is None:
+            return "unknown"
+        if est.lo is None:
+            return "faster" if est.value > 1 else "slower"  # one trial: no interval
+        if est.lo > 1:
+            return "faster"
+        if est.hi is not None and est.hi < 1:
+            return "slower"
+        return "no clear change"
+
+    def describe(self) -> str:
+        est = self.speedup_e2e
+        if est is None or est.value is None:
+            return f"{self.variant} ({self.lever}): no comparable trials"
+        ci = f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else " (no CI: one trial per prompt)"
+        parts = []
+        for name, e in (("TTFT", self.speedup_ttft), ("decode", self.speedup_decode)):
+            if e is not None and e.value is not None:
+                parts.append(f"{name} {e.value:.2f}x")
+        split = "".join(f", {part}" for part in parts)
+        return f"{self.variant} ({self.lever}): e2e {est.value:.2f}x{ci}{split}"
+
+
+@dataclass
+class WorkloadPhase:
+    """The measured phase of one workload, from the reference variant's trials, with its advice."""
+
+    workload: str
+    variant: str  # the reference variant whose trials were measured
+    prefill_ms: float  # median TTFT
+    decode_ms: float  # median e2e − TTFT
+    prefill_share: float
+    label: str
+    input_tokens: float | None  # medians of the measured trials
+    output_tokens: float | None
+    max_new_tokens: float | None
+    ttft_ms_per_input_token: float | None  # fitted over the reference variant's trials of the whole run
+    decode_ms_per_token: float | None  # median TPOT on this workload
+    prediction: Prediction | None = None
+    levers: list[LeverResult] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+
+    @property
+    def headline(self) -> str:
+        """e.g. ``decode-heavy: prefill 12 % of e2e``."""
+        return f"{self.label}: prefill {self.prefill_share:.0%} of e2e"
+
+    @property
+    def disagrees(self) -> bool:
+        return self.prediction is not None and self.prediction.label != self.label
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "variant": self.variant,
+            "prefill_ms": self.prefill_ms,
+            "decode_ms": self.decode_ms,
+            "prefill_share": self.prefill_share,
+            "label": self.label,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "max_new_tokens": self.max_new_tokens,
+            "ttft_ms_per_input_token": self.ttft_ms_per_input_token,
+            "decode_ms_per_token": self.decode_ms_per_token,
+            "predicted_label": self.prediction.label if self.prediction else None,
+            "predicted_prefill_share": self.prediction.prefill_share if self.prediction else None,
+            "prediction_disagrees": self.disagrees,
+            "levers": [
+                {
+                    "variant": lever.variant,
+                    "strategy": lever.strategy,
+                    "lever": lever.lever,
+                    "targets": lever.targets,
+                    "verdict": lever.verdict,
+                    "speedup_e2e": lever.speedup_e2e.to_dict() if lever.speedup_e2e else None,
+                }
+                for lever in self.levers
+            ],
+            "advice": self.advice,
+        }
+
+
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float | None, float | None]:
+    """Least-squares slope and intercept; ``(None, None)`` when x does not vary."""
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if x.size < 2 or float(np.ptp(x)) == 0:
+        return None, None
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(slope), float(intercept)
+
+
+def measure_phases(
+    summaries: Sequence[GroupSummary],
+    trials: Sequence[dict[str, Any]],
+    reference: str | None,
+    *,
+    strategies: dict[str, str] | None = None,
+    device: str = "cpu",
+) -> list[WorkloadPhase]:
+    """One :class:`WorkloadPhase` per workload, measured on ``reference`` (the baseline variant; the
+    first variant when there is none). ``trials``: the run's trial rows; ``strategies``: variant →
+    strategy, to name the levers."""
+    if not summaries:
+        return []
+    reference = reference if any(s.variant == reference for s in summaries) else summaries[0].variant
+    ref_trials = [
+        t for t in trials if t["variant"] == reference and t["status"] == "ok" and not t.get("warmup")
+    ]
+    model = CostModel.from_trials(ref_trials, source=f"measured on {reference}")
+    default = CostModel.default(device)
+    phases = []
+    for s in summaries:
+        if s.variant != reference:
+            continue
+        prefill, decode = s.metrics["ttft_ms"].value, s.metrics["decode_phase_ms"].value
+        if prefill is None or decode is None or prefill + decode <= 0:
+            continue
+        share = prefill / (prefill + decode)
+        rows = [t for t in ref_trials if t["workload"] == s.workload]
+        budget = [t["max_new_tokens"] for t in rows if t.get("max_new_tokens")]
+        phase = WorkloadPhase(
+            workload=s.workload,
+            variant=reference,
+            prefill_ms=prefill,
+            decode_ms=decode,
+            prefill_share=share,
+            label=classify(share),
+            input_tokens=s.metrics["input_tokens"].value,
+            output_tokens=s.metrics["output_tokens"].value,
+            max_new_tokens=float(statistics.median(budget)) if budget else None,
+            ttft_ms_per_input_token=model.prefill_ms_per_token if model else None,
+            decode_ms_per_token=s.metrics["tpot_ms"].value,
+        )
+        if phase.input_tokens is not None:
+            phase.prediction = default.predict(
+                phase.input_tokens, phase.max_new_tokens or phase.output_tokens or 1
+            )
+        phase.levers = [
+            _lever(o, (strategies or {}).get(o.variant, ""))
+            for o in summaries
+            if o.workload == s.workload and o.variant != reference
+        ]
+        phase.advice = advise(phase, model)
+        phases.append(phase)
+    return phases
+
+
+def _lever(summary: GroupSummary, strategy: str) -> LeverResult:
+    lever, targets = LEVERS.get(strategy, (strategy or "other", "both"))
+    return LeverResult(
+        summary.variant,
+        strategy,
+        lever,
+        targets,
+        summary.speedup_e2e,
+        summary.speedup_ttft,
+        summary.speedup_decode,
+    )
+
+
+def advise(phase: WorkloadPhase, measured: CostModel | None = None) -> list[str]:
+    """Plain-words advice for one workload, citing the measured numbers."""
+    lines = []
+    tokens_in = f" at {phase.input_tokens:,.0f} input tokens" if phase.input_tokens else ""
+    tokens_out = f" at {phase.output_tokens:,.0f} output tokens" if phase.output_tokens else ""
+    slope = (
+        f"; TTFT grows {_num(phase.ttft_ms_per_input_token)} ms per input token"
+        if phase.ttft_ms_per_input_token
+        else ""
+    )
+    per_token = (
+        f"; {_num(phase.decode_ms_per_token)} ms per output token ({_num(1000 / phase.decode_ms_per_token)} tok/s)"
+        if phase.decode_ms_per_token
+        else ""
+    )
+    prefill_pct, decode_pct = f"{phase.prefill_share:.0%}", f"{1 - phase.prefill_share:.0%}"
+    if phase.label == "prefill-heavy":
+        lines.append(f"Prefill is {prefill_pct} of e2e{tokens_in}{slope}.")
+        lines.append(f"Levers for prefill: {_ADVICE['prefill']}.")
+    elif phase.label == "decode-heavy":
+        lines.append(f"Decode is {decode_pct} of e2e{tokens_out}{per_token}.")
+        lines.append(f"Levers for decode: {_ADVICE['decode']}.")
+    else:
+        larger = "decode" if phase.prefill_share < 0.5 else "prefill"
+        lines.append(
+            f"Balanced: prefill {prefill_pct}{tokens_in}, decode {decode_pct}{tokens_out}; both matter, "
+            f"{larger} a little more."
+        )
+        lines.append(
+            f"Start with {larger} levers: {_ADVICE[larger]}; then {_ADVICE['decode' if larger == 'prefill' else 'prefill']}."
+        )
+    helped = [lever for lever in phase.levers if lever.verdict == "faster"]
+    hurt = [lever for lever in phase.levers if lever.verdict == "slower"]
+    flat = [lever for lever in phase.levers if lever.verdict == "no clear change"]
+    if helped:
+        best = max(helped, key=lambda lever: lever.speedup_e2e.value)  # type: ignore[union-attr]
+        lines.append(
+            "In this run, helped: " + "; ".join(lever.describe() for lever in _by_speedup(helped)) + "."
+        )
+        if best.targets not in (phase.label.split("-")[0], "both") and phase.label != "balanced":
+            lines.append(
+                f"{best.variant} targets {best.targets}, yet it helped this {phase.label} workload: "
+                "check which phase it sped up (TTFT vs decode speed-up above)."
+            )
+    if hurt:
+        lines.append("Slower here: " + "; ".join(lever.describe() for lever in _by_speedup(hurt)) + ".")
+    if flat:
+        lines.append("No significant change: " + "; ".join(lever.describe() for lever in flat) + ".")
+    if phase.disagrees and phase.prediction is not None:
+        lines.append(_disagreement(phase, phase.prediction, measured))
+    return lines
+
+
+def _num(value: float) -> str:
+    """A measured number at a readable precision: 1,290 · 77.5 · 0.0484."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def _by_speedup(levers: list[LeverResult]) -> list[LeverResult]:
+    return sorted(levers, key=lambda lever: -(lever.speedup_e2e.value or 0))  # type: ignore[union-attr]
+
+
+def _disagreement(phase: WorkloadPhase, prediction: Prediction, measured: CostModel | None) -> str:
+    """Why the measured label differs from the one predicted before the run: shorter outputs than the
+    budget, and/or a decode/prefill cost ratio unlike the default's."""
+    reasons = []
+    if phase.output_tokens and phase.max_new_tokens and phase.output_tokens < 0.67 * phase.max_new_tokens:
+        reasons.append(
+            f"outputs stopped at a median {phase.output_tokens:,.0f} of {phase.max_new_tokens:,.0f} allowed tokens"
+        )
+    cost = ""
+    if measured is not None:
+        expected, actual = prediction.model.decode_to_prefill, measured.decode_to_prefill
+        cost = f"a decode token costs as much as {_num(actual)} prompt tokens here (the default assumes {_num(expected)})"
+        if actual > 1.5 * expected or actual < expected / 1.5:
+            reasons.append(cost)
+    if not reasons:
+        reasons.append("the share is close to a threshold" + (f"; {cost}" if cost else ""))
+        if measured is not None and measured.prefill_fixed_ms > 0:
+            reasons.append(
+                f"TTFT has a fixed part of {_num(measured.prefill_fixed_ms)} ms that the default ignores"
+            )
+    why = "; ".join(reasons)
+    return (
+        f"Finding: {prediction.describe()}, but measured {phase.label} "
+        f"(prefill {phase.prefill_share:.0%}). Why: {why}."
+    )

@@ -1,0 +1,372 @@
+"""A run as a document: a Markdown summary and one self-contained HTML report.
+
+Both are built from a :class:`~workbench.analysis.RunAnalysis` and need no Qt; the charts come in as
+already rendered PNG bytes (the HTML embeds them as ``data:`` URIs — no external resource, so the file
+can be mailed or attached to a design doc) or as file names (the Markdown links them).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+
+from .analysis import Estimate, RunAnalysis
+from .chartdata import variant_colours
+
+__all__ = ["environment_lines", "html_report", "markdown_report", "results_table"]
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def _ratio(est: Estimate | None) -> str:
+    if est is None or est.value is None:
+        return ""
+    text = f"{est.value:.2f}x"
+    if est.lo is not None and est.hi is not None:
+        text += f" [{est.lo:.2f}–{est.hi:.2f}]"
+        if not est.lo <= 1.0 <= est.hi:
+            text += "*"
+    return text
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None else f"{value:.0%}"
+
+
+def results_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
+    """Medians per variant × workload with speed-ups (the CLI's comparison, as strings)."""
+    headers = [
+        "variant",
+        "workload",
+        "n",
+        "in tok",
+        "out tok",
+        "TTFT ms",
+        "TPOT ms",
+        "decode tok/s",
+        "e2e ms",
+        "peak MB",
+        "e2e speed-up",
+        "TTFT speed-up",
+        "decode speed-up",
+        "accepted",
+        "draft/verify",
+        "match",
+    ]
+    # Served variants (endpoint): the server's own TTFT beside the client's; parallel streams: the
+    # concurrency and the aggregate tokens/s. Only when some variant has them.
+    served = any(s.server for s in analysis.summaries)
+    parallel = any(s.concurrency > 1 for s in analysis.summaries)
+    if served:
+        headers.insert(headers.index("TTFT ms") + 1, "srv TTFT ms")
+    if parallel:
+        at = headers.index("e2e ms") + 1
+        headers[at:at] = ["conc", "agg tok/s"]
+    rows = []
+    for s in analysis.summaries:
+        m = s.metrics
+        accepted = ""
+        rate, length, where = s.acceptance_rate, s.mean_accepted_length, ""
+        if rate is None and s.server and s.server.get("acceptance_rate") is not None:
+            rate, length, where = s.server["acceptance_rate"], s.server["mean_accepted_length"], " srv"
+        if rate is not None:
+            accepted = f"{rate:.0%}"
+            if length is not None:
+                accepted += f" ({length:.2f} tok/step)"
+            accepted += where
+        split = ""
+        if s.draft_share is not None and s.verify_share is not None:
+            split = f"{s.draft_share:.0%} / {s.verify_share:.0%}"
+        match = ""
+        if s.matches_baseline is not None:
+            match = f"{s.matches_baseline:.0%}"
+            if s.matches_baseline < 1 and s.match_fraction is not None:
+                match += f" ({s.match_fraction:.0%} tok)"
+        row = [
+            s.variant,
+            s.workload,
+            f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
+            _fmt(m["input_tokens"].value, 0),
+            _fmt(m["output_tokens"].value, 0),
+            _fmt(m["ttft_ms"].value, 1),
+        ]
+        if served:
+            row.append(_fmt(s.server.get("ttft_ms") if s.server else None, 1))
+        row += [
+            _fmt(m["tpot_ms"].value, 2),
+            _fmt(m["decode_tokens_per_s"].value, 1),
+            _fmt(m["e2e_ms"].value, 0),
+        ]
+        if parallel:
+            row += [str(s.concurrency), _fmt(s.throughput_tokens_per_s, 1)]
+        row += [
+            _fmt(m["peak_memory_mb"].value, 0),
+            _ratio(s.speedup_e2e),
+            _ratio(s.speedup_ttft),
+            _ratio(s.speedup_decode),
+            accepted,
+            split,
+            match,
+        ]
+        rows.append(row)
+    return headers, rows
+
+
+def _phase_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "workload",
+        "measured",
+        "prefill share",
+        "in tok",
+        "out tok (of allowed)",
+        "predicted before the run",
+    ]
+    rows = []
+    for p in analysis.phases:
+        predicted = ""
+        if p.prediction is not None:
+            predicted = f"{p.prediction.label} ({p.prediction.prefill_share:.0%})"
+            predicted += " — differs" if p.disagrees else " — agrees"
+        out = _fmt(p.output_tokens, 0) + (f" ({_fmt(p.max_new_tokens, 0)})" if p.max_new_tokens else "")
+        rows.append([p.workload, p.label, f"{p.prefill_share:.0%}", _fmt(p.input_tokens, 0), out, predicted])
+    return headers, rows
+
+
+def _roofline_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "variant",
+        "workload",
+        "decode tok/s",
+        "limit tok/s",
+        "of limit",
+        "weights MB",
+        "KV MB/token step",
+    ]
+    rows = [
+        [
+            r.variant,
+            r.workload,
+            _fmt(r.decode_tokens_per_s, 1),
+            _fmt(r.limit_tokens_per_s, 1),
+            _pct(r.fraction),
+            _fmt(r.weights_mb, 0),
+            _fmt(r.kv_mb, 2),
+        ]
+        for r in analysis.roofline
+        if r.limit_tokens_per_s
+    ]
+    return headers, rows
+
+
+def _variants_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "variant",
+        "strategy",
+        "model",
+        "device",
+        "dtype",
+        "load s",
+        "weights MB",
+        "bandwidth GB/s",
+        "status",
+    ]
+    rows = [
+        [
+            v["name"],
+            v.get("strategy") or "",
+            v.get("model") or "",
+            v.get("device") or "",
+            v.get("dtype") or "",
+            _fmt(v["load_ms"] / 1000 if v.get("load_ms") else None, 1),
+            _fmt(v.get("weights_mb") or None, 0),
+            _fmt(v.get("memory_bandwidth_gbs"), 1),
+            (v.get("status") or "") + (f": {v['error']}" if v.get("error") else ""),
+        ]
+        for v in analysis.variants
+    ]
+    return headers, rows
+
+
+def environment_lines(analysis: RunAnalysis) -> list[str]:
+    """The machine in a few lines."""
+    host = analysis.environment.get("host", {}) if isinstance(analysis.environment, dict) else {}
+    if not host:
+        return ["(no environment recorded)"]
+    packages = host.get("packages", {})
+    gpu = (
+        f"GPU {host['gpu']} ({host.get('gpu_memory_gb')} GB, driver {host.get('cuda_driver')})"
+        if host.get("gpu")
+        else "no GPU"
+    )
+    lines = [
+        f"CPU {host.get('cpu')} ×{host.get('cpu_count')}, {host.get('memory_gb')} GB RAM, {gpu}",
+        f"{host.get('os')}, Python {host.get('python')}",
+        "packages: " + ", ".join(f"{k} {v}" for k, v in packages.items()),
+    ]
+    if host.get("torch_threads"):
+        lines.append(f"torch threads: {host['torch_threads']}")
+    return lines
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _title(analysis: RunAnalysis) -> str:
+    run = analysis.run
+    return f"Run {run['id']}: {run.get('name') or ''}".rstrip(": ")
+
+
+def _meta(analysis: RunAnalysis) -> str:
+    run = analysis.run
+    started = (run.get("started_at") or "")[:19].replace("T", " ")
+    parts = [f"status {run.get('status')}", f"started {started} UTC"]
+    if analysis.baseline:
+        parts.append(f"speed-ups vs **{analysis.baseline}**")
+    if analysis.cost_model is not None:
+        parts.append(
+            f"measured costs: prefill {analysis.cost_model.prefill_ms_per_token:.3g} ms per input token, "
+            f"decode {analysis.cost_model.decode_ms_per_token:.3g} ms per output token"
+        )
+    return " · ".join(parts)
+
+
+_FOOTNOTE = (
+    "Medians over measured trials (warm-ups excluded); speed-ups are ratios of medians vs the baseline "
+    "with a bootstrap 95 % CI (resampled within each prompt), * when the CI excludes 1. Prefill share = "
+    "median TTFT / (median TTFT + median time after the first token), of the baseline; prefill-heavy "
+    "≥ 60 %, decode-heavy ≤ 40 %."
+)
+
+
+def markdown_report(analysis: RunAnalysis, images: dict[str, str] | None = None) -> str:
+    """The run as Markdown. ``images``: chart name → relative file to link (e.g. ``headline.png``)."""
+    images = images or {}
+    charts = {c.name: c for c in analysis.charts()}
+    out = [f"# {_title(analysis)}", "", _meta(analysis), ""]
+
+    def image(name: str) -> None:
+        if name in images and name in charts:
+            out.extend([f"![{charts[name].title}]({images[name]})", ""])
+
+    out += ["## Where the time goes", ""]
+    image("headline")
+    if analysis.phases:
+        out += [_md_table(*_phase_table(analysis)), ""]
+    for p in analysis.phases:
+        out += [f"### {p.workload} — {p.headline}", ""]
+        out += [f"- {line}" for line in p.advice]
+        out.append("")
+    out += ["## Results", "", _md_table(*results_table(analysis)), "", _FOOTNOTE, ""]
+    image("speedup")
+    rest = [name for name in charts if name not in ("headline", "speedup") and name in images]
+    if rest:
+        out += ["## Charts", ""]
+        for name in rest:
+            image(name)
+    headers, rows = _roofline_table(analysis)
+    if rows:
+        out += ["## Decode roofline", "", _md_table(headers, rows), ""]
+    out += ["## Variants", "", _md_table(*_variants_table(analysis)), ""]
+    out += ["## Environment", ""] + [f"- {line}" for line in environment_lines(analysis)] + [""]
+    return "\n".join(out)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;max-width:1100px;margin:2em auto;
+padding:0 1em;line-height:1.45}
+h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+h3{margin-bottom:.3em}.meta{color:#555}
+table{border-collapse:collapse;margin:.8em 0;font-size:.88em}
+th,td{border:1px solid #ddd;padding:.3em .55em;text-align:right;white-space:nowrap}
+th{background:#f4f4f4}td:first-child,td:nth-child(2),th:first-child,th:nth-child(2){text-align:left}
+.swatch{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.35em;vertical-align:-.05em}
+figure{margin:1.2em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{color:#555;font-size:.9em}.label{font-weight:600}.finding{background:#fff6e0;padding:.1em .3em}
+ul{margin-top:.3em}.note{color:#555;font-size:.9em}code{background:#f4f4f4;padding:0 .2em}
+"""
+
+
+def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], colours: dict[str, str]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for i, c in enumerate(row):
+            text = html.escape(str(c))
+            if i == 0 and c in colours:
+                text = f'<span class="swatch" style="background:{colours[c]}"></span>{text}'
+            cells.append(f"<td>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def html_report(analysis: RunAnalysis, pngs: dict[str, bytes] | None = None) -> str:
+    """One self-contained HTML page: charts embedded as PNG ``data:`` URIs, tables, phases, advice,
+    environment. ``pngs``: chart name → PNG bytes (without them the report has tables only)."""
+    pngs = pngs or {}
+    charts = {c.name: c for c in analysis.charts()}
+    colours = variant_colours(analysis.variant_names)
+    esc = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(_title(analysis))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{esc(_title(analysis))}</h1>",
+        f'<p class="meta">{esc(_meta(analysis)).replace("**", "")}</p>',
+    ]
+
+    def figure(name: str) -> None:
+        if name in pngs and name in charts:
+            chart = charts[name]
+            data = base64.b64encode(pngs[name]).decode("ascii")
+            caption = " ".join(chart.notes)
+            parts.append(
+                f'<figure><img src="data:image/png;base64,{data}" alt="{esc(chart.title)}">'
+                f"<figcaption>{esc(caption)}</figcaption></figure>"
+            )
+
+    parts.append("<h2>Where the time goes</h2>")
+    figure("headline")
+    if analysis.phases:
+        parts.append(_html_table(*_phase_table(analysis), colours={}))
+    for p in analysis.phases:
+        parts.append(f'<h3>{esc(p.workload)} — <span class="label">{esc(p.headline)}</span></h3><ul>')
+        for line in p.advice:
+            css = ' class="finding"' if line.startswith("Finding:") else ""
+            parts.append(f"<li><span{css}>{esc(line)}</span></li>")
+        parts.append("</ul>")
+    parts.append("<h2>Results</h2>")
+    parts.append(_html_table(*results_table(analysis), colours=colours))
+    parts.append(f'<p class="note">{esc(_FOOTNOTE)}</p>')
+    figure("speedup")
+    rest = [name for name in charts if name not in ("headline", "speedup") and name in pngs]
+    if rest:
+        parts.append("<h2>Charts</h2>")
+        for name in rest:
+            figure(name)
+    headers, rows = _roofline_table(analysis)
+    if rows:
+        parts.append("<h2>Decode roofline</h2>")
+        parts.append(_html_table(headers, rows, colours))
+    parts.append("<h2>Variants</h2>")
+    parts.append(_html_table(*_variants_table(analysis), colours=colours))
+    parts.append("<h2>Environment</h2><ul>")
+    parts += [f"<li>{esc(line)}</li>" for line in environment_lines(analysis)]
+    parts.append("</ul>")
+    spec = analysis.run.get("spec")
+    if spec:
+        parts.append(f"<h2>Spec</h2><pre>{esc(spec)}</pre>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
