@@ -25,12 +25,17 @@ def test_ttft_and_tpot_match_injected_costs():
     row = result.row
     assert result.status == "ok"
     assert row["output_tokens"] == 11
-    assert row["ttft_ms"] == pytest.approx(30, abs=2)
-    assert row["tpot_ms"] == pytest.approx(5, abs=0.5)
-    assert row["decode_ms"] == pytest.approx(50, abs=3)
-    assert row["decode_tokens_per_s"] == pytest.approx(200, rel=0.1)
-    assert row["e2e_ms"] >= row["ttft_ms"] + row["decode_ms"]
-    assert row["prefill_tokens_per_s"] == pytest.approx(8 / 0.030, rel=0.1)
+    # The fake waits for absolute deadlines: nothing ends early, a loaded machine makes a step late
+    # (and the next gap shorter by as much). Bounds below are exact, above they leave room for load;
+    # benchmarks/fidelity.py checks the figures to +-3 % on a quiet machine.
+    late = 40
+    assert 29.5 <= row["ttft_ms"] < 30 + late
+    last_token = row["ttft_ms"] + row["decode_ms"]
+    assert 79.5 <= last_token < 80 + late
+    assert row["tpot_ms"] == pytest.approx(row["decode_ms"] / 10)
+    assert row["decode_tokens_per_s"] == pytest.approx(10 / row["decode_ms"] * 1e3)
+    assert row["e2e_ms"] >= last_token
+    assert row["prefill_tokens_per_s"] == pytest.approx(8 / row["ttft_ms"] * 1e3)
     assert row["input_tokens"] == 8
     assert len(result.steps) == 11
     assert row["peak_memory_mb"] > 0
@@ -49,8 +54,9 @@ def test_multi_token_steps_give_per_token_tpot_and_per_step_itl():
     row = result.row
     assert row["output_tokens"] == 13
     assert len(result.steps) == 4  # 1 (prefill) + 3 steps of 4 tokens
-    assert row["tpot_ms"] == pytest.approx(2, abs=0.3)
-    assert row["itl_p50_ms"] == pytest.approx(8, abs=1)  # one gap per step, 4 tokens each
+    assert row["tpot_ms"] == pytest.approx(row["decode_ms"] / 12)  # per token
+    assert 5 + 24 - 0.5 <= row["ttft_ms"] + row["decode_ms"] < 5 + 24 + 40
+    assert row["itl_p50_ms"] >= 4  # one gap per step of 4 tokens (8 ms on a quiet machine)
     assert row["draft_tokens_proposed"] == 9
     assert row["draft_tokens_accepted"] == 9
     assert row["draft_steps"] == 3

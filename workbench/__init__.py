@@ -5,12 +5,7 @@ The public surface for scripts and plugin authors; see ``docs/`` for the guides.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("llm-workbench")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+unknown"
+from typing import Any
 
 from .errors import ModelSourceError, SpecError, StoreError, StrategyError, WorkbenchError
 from .strategy import Cancelled, Output, Probe, Prompt, Request, Session, Strategy
@@ -30,3 +25,18 @@ __all__ = [
     "WorkbenchError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The version is looked up on first use: importlib.metadata costs ~0.1 s, which the desktop app's
+    # start-up (window on screen before the slow imports) does not pay.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        global __version__
+        try:
+            __version__ = version("llm-workbench")
+        except PackageNotFoundError:  # running from a source tree that was not installed
+            __version__ = "0.0.0+unknown"
+        return __version__
+    raise AttributeError(f"module 'workbench' has no attribute {name!r}")

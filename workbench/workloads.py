@@ -26,7 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Item", "Workload", "builtin_names", "builtin_workload", "load_jsonl"]
+__all__ = ["Item", "Workload", "builtin_names", "builtin_workload", "inline_items", "load_jsonl"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,24 @@ def load_jsonl(path: str | Path, *, default_max_new_tokens: int) -> tuple[Item, 
         seen.add(items[-1].prompt.id)
     if not items:
         raise SpecError(f"{path}: no prompts (expected one JSON object per line)")
+    return tuple(items)
+
+
+def inline_items(prompts: Any, where: str, *, default_max_new_tokens: int) -> tuple[Item, ...]:
+    """A spec's inline ``prompts``: a list of strings (ids ``p1``, ``p2``...) or of tables shaped like
+    JSONL lines. Lets a workload typed into the GUI travel inside the spec (and the run's record)."""
+    if not isinstance(prompts, list) or not prompts:
+        raise SpecError(f"{where}: 'prompts' must be a non-empty list of strings or tables")
+    items: list[Item] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(prompts):
+        at = f"{where}: prompts[{i}]"
+        if isinstance(entry, str):
+            entry = {"id": f"p{i + 1}", "prompt": entry}
+        items.append(_item(entry, at, default_max_new_tokens))
+        if items[-1].prompt.id in seen:
+            raise SpecError(f"{at}: duplicate id {items[-1].prompt.id!r}")
+        seen.add(items[-1].prompt.id)
     return tuple(items)
 
 

@@ -1,1 +1,17 @@
-"""The desktop app and the chart module (Qt lives only here; see docs/architecture.md)."""
+"""The desktop app and the chart module (Qt lives only here; see docs/architecture.md).
+
+``import workbench.gui`` is cheap and imports neither Qt nor torch; :func:`run_gui` starts the app.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["run_gui"]
+
+
+def run_gui(*args: Any, **kwargs: Any) -> int:
+    """Open the main window (see :func:`workbench.gui.app.run_gui`); returns the exit code."""
+    from .app import run_gui as _run_gui
+
+    return _run_gui(*args, **kwargs)

@@ -19,28 +19,13 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from ..dbpath import default_db_path, resolve_db_path
 from ..errors import StoreError
 from .schema import migrations
 
 __all__ = ["RUN_STATUSES", "Store", "default_db_path", "resolve_db_path"]
 
 RUN_STATUSES = ("running", "ok", "partial", "failed", "cancelled")
-ENV_VAR = "WORKBENCH_DB"
-
-
-def default_db_path() -> Path:
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("workbench", appauthor=False)) / "results.db"
-
-
-def resolve_db_path(db: str | os.PathLike[str] | None) -> Path:
-    """``--db`` wins, then ``$WORKBENCH_DB``, then ``results.db`` in the platform user-data dir."""
-    if db:
-        return Path(db).expanduser()
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR]).expanduser()
-    return default_db_path()
 
 
 def now_iso() -> str:

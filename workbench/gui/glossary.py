@@ -1,0 +1,45 @@
+"""One plain sentence per term, shown as tooltips on column headers, form fields and charts.
+
+The definitions follow docs/metrics.md (vLLM's); keep them in step.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TERMS", "explain"]
+
+TERMS: dict[str, str] = {
+    "TTFT": "Time to first token: how long the model reads the prompt (prefill) before the first new "
+    "token is ready.",
+    "prefill tok/s": "Prompt tokens read per second during prefill (input tokens ÷ TTFT).",
+    "TPOT": "Time per output token: decode time divided by the tokens after the first; lower means "
+    "faster writing.",
+    "decode tok/s": "Tokens written per second after the first one (the inverse of TPOT).",
+    "ITL": "Inter-token latency: the gap between two deliveries of tokens; a speculative step delivers "
+    "several tokens at once, so its gaps are fewer and longer.",
+    "e2e": "End to end: the whole request, prefill plus decode.",
+    "peak memory": "Most memory the variant held during a trial: the CUDA allocator's peak on a GPU, "
+    "the worker process's resident memory on a CPU.",
+    "acceptance": "Share of the drafted tokens that the target model accepted; higher means more tokens "
+    "per expensive target step.",
+    "accepted length": "Tokens a speculative step delivers on average: 1 from the target plus the "
+    "accepted draft tokens.",
+    "speed-up": "The baseline's median divided by this variant's (decode: the other way round), with a "
+    "95 % bootstrap interval; * marks an interval that excludes 1.",
+    "match": "Share of greedy outputs identical to the baseline's; in brackets the share of equal "
+    "tokens when some differ (quantization and other dtypes drift, speculative decoding must not).",
+    "prefill share": "Share of the end-to-end time spent before the first token: high means the input "
+    "dominates (prefill-heavy), low means the output does (decode-heavy).",
+    "phase": "Which phase dominates the baseline's time on this workload: prefill-heavy when reading the "
+    "prompt takes most of it, decode-heavy when writing the answer does, balanced in between.",
+    "repetitions": "Measured trials per prompt; more repetitions give tighter confidence intervals.",
+    "warm-up": "Trials per workload run first and left out of the statistics (caches, lazy "
+    "initialisation, clocks ramping up).",
+    "max new tokens": "Output budget for every prompt; 'per workload' keeps each workload's own setting.",
+    "limit": "Use only the first N prompts of each workload (quick looks); 'all' runs every prompt.",
+}
+
+
+def explain(term: str) -> str:
+    """The sentence for ``term`` (case-insensitive), or an empty string."""
+    lowered = {k.lower(): v for k, v in TERMS.items()}
+    return lowered.get(term.lower(), "")

@@ -1,0 +1,184 @@
+"""Loading what the results view shows, off the UI thread — and off its GIL.
+
+:func:`load_results` reads a run (or two) with its own database connection and analyses it
+(medians, bootstrap intervals, phases, the charts' data). That is seconds of Python-heavy work on a
+big run, repeated as trials land during a run; in a thread of the GUI process it would compete with
+the UI thread for the GIL and make the window stutter. :class:`ResultsLoader` therefore runs it in
+one long-lived child process (spawned, not forked: the GUI process has threads), and hands the
+result — plain dataclasses, pickled — to a callback. Frozen (packaged) builds, where spawning the
+interpreter is not possible, and ``WORKBENCH_GUI_LOADER=thread`` use a thread instead.
+
+No Qt here: the child process imports this module and the analysis, never Qt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ResultsData", "ResultsLoader", "environment_line", "load_results"]
+
+
+@dataclass
+class ResultsData:
+    """What one view of the results shows; the variant names carry ``RUN:`` when two runs are compared."""
+
+    run_ids: tuple[int, ...]
+    runs: list[dict[str, Any]]
+    variants: list[dict[str, Any]]
+    trials: list[dict[str, Any]]  # warm-ups included (flagged); every status
+    summaries: list[Any]  # analysis.GroupSummary
+    baseline: str | None
+    failures: list[str] = field(default_factory=list)  # variants that crashed or failed to load
+    analysis: Any = None  # analysis.RunAnalysis (one run)
+    charts: list[Any] = field(default_factory=list)  # chartdata.Chart, headline first
+    comparisons: list[Any] = field(default_factory=list)  # analysis.RunComparison (two runs, by name)
+    unmatched: list[str] = field(default_factory=list)  # variants only one of the two runs has
+
+    @property
+    def phases(self) -> list[Any]:
+        return list(self.analysis.phases) if self.analysis is not None else []
+
+    @property
+    def title(self) -> str:
+        if len(self.runs) == 1:
+            r = self.runs[0]
+            return f"Run {r['id']} — {r['name']} ({r['status']})"
+        return "Compare " + " vs ".join(f"run {r['id']} ({r['name']})" for r in self.runs)
+
+    @property
+    def running(self) -> bool:
+        return any(r["status"] == "running" for r in self.runs)
+
+
+def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None = None) -> ResultsData:
+    """Read the runs and analyse them (medians, bootstrap CIs, speed-ups, phases, the charts' data);
+    two runs: their variants side by side and matched by name. Safe in any thread."""
+    from .. import chartdata
+    from ..analysis import analyze_run, compare_runs, summarize
+    from ..store import Store
+
+    store = Store(db_path, create=False)
+    try:
+        runs = [store.resolve_run(run_id) for run_id in run_ids]
+        prefix = len(runs) > 1
+        variants: list[dict[str, Any]] = []
+        trials: list[dict[str, Any]] = []
+        failures: list[str] = []
+        for run in runs:
+            tag = f"{run['id']}:" if prefix else ""
+            for v in store.variants(run["id"]):
+                variants.append({**v, "name": tag + v["name"]})
+                if v["status"] == "failed" and v.get("error"):
+                    failures.append(f"{tag}{v['name']}: {v['error']}")
+            for t in store.trials(run["id"], include_warmup=True):
+                trials.append({**t, "variant": tag + t["variant"]} if prefix else t)
+        if baseline is None and runs:
+            baseline = runs[0]["baseline"]
+            if prefix and baseline:
+                baseline = f"{runs[0]['id']}:{baseline}"
+        names = {t["variant"] for t in trials}
+        data = ResultsData(tuple(run_ids), runs, variants, trials, [], baseline, failures)
+        if not prefix:
+            data.analysis = analyze_run(store, runs[0]["id"])
+            data.summaries = data.analysis.summaries
+            data.charts = data.analysis.charts()
+            return data
+        data.summaries = summarize(trials, baseline if baseline in names else None)
+        view = _Compared(
+            data.summaries, baseline if baseline in names else None, [v["name"] for v in variants]
+        )
+        data.charts = [
+            c
+            for c in (chartdata.headline_chart(data.summaries), chartdata.speedup_chart(view))
+            if c is not None and (not isinstance(c, chartdata.HeadlineChart) or c.groups)
+        ]
+        a, b = runs
+        data.comparisons, data.unmatched = compare_runs(
+            store.trials(a["id"]), store.trials(b["id"]), a["id"], b["id"]
+        )
+        return data
+    finally:
+        store.close()
+
+
+@dataclass
+class _Compared:
+    """What the chart data builders read of an analysis, for two runs side by side."""
+
+    summaries: list[Any]
+    baseline: str | None
+    variant_names: list[str]
+
+
+def _ready() -> bool:
+    """Run in the child once at start: import what :func:`load_results` needs while the UI starts."""
+    from .. import analysis, chartdata, store  # noqa: F401
+
+    return True
+
+
+class ResultsLoader:
+    """One load at a time is what the window asks for; the pool holds one worker (process or thread)."""
+
+    def __init__(self, *, processes: bool | None = None) -> None:
+        if processes is None:
+            processes = (
+                not getattr(sys, "frozen", False) and os.environ.get("WORKBENCH_GUI_LOADER") != "thread"
+            )
+        self.processes = processes
+        self._executor: Executor | None = None
+
+    def _pool(self) -> Executor:
+        if self._executor is None:
+            if self.processes:
+                import multiprocessing
+
+                self._executor = ProcessPoolExecutor(
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn")
+                )
+            else:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results")
+        return self._executor
+
+    def warm_up(self) -> None:
+        """Start the worker now, so that the first load does not wait for its imports."""
+        self._pool().submit(_ready)
+
+    def submit(self, db_path: Path, run_ids: Sequence[int], done: Callable[[Any], None]) -> None:
+        """Load in the worker; ``done`` gets the :class:`ResultsData` or the exception (from a pool
+        thread: hand it to the UI thread with a queued signal)."""
+        future = self._pool().submit(load_results, db_path, tuple(run_ids))
+
+        def finished(f: Future[Any]) -> None:
+            exc = f.exception()
+            if isinstance(exc, BrokenProcessPool):  # the worker died: a new one next time
+                self._executor = None
+            done(exc if exc is not None else f.result())
+
+        future.add_done_callback(finished)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+
+def environment_line(run: dict[str, Any]) -> str:
+    """One line on the machine a run was measured on."""
+    env = json.loads(run.get("environment") or "{}").get("host", {})
+    if not env:
+        return ""
+    packages = env.get("packages", {})
+    gpu = f"GPU {env['gpu']}" if env.get("gpu") else "no GPU"
+    return (
+        f"{env.get('cpu')} ×{env.get('cpu_count')}, {env.get('memory_gb')} GB, {gpu}; "
+        f"torch {packages.get('torch')}, transformers {packages.get('transformers')}"
+    )
