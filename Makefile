@@ -30,7 +30,8 @@ $(VENV)/.gptq: $(VENV)/.installed
 gptq: $(VENV)/.gptq
 
 # Not part of `setup`/`test`: a cold install builds GPTQModel and pypcre (C) from source, 3.5-4 min on
-# the 2-core CI machine (docs/quantized.md). Without it the GPTQ tests that need GPTQModel skip.
+# the 2-core CI machine (docs/quantized.md). Without it the GPTQ tests that need GPTQModel skip; CI
+# (.ci/run) runs this target after `make test`.
 gptq-check: gptq
 	$(BIN)/python -m pytest tests/test_gptq.py $(PYTEST_ARGS)
 
