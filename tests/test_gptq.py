@@ -167,10 +167,13 @@ def test_without_gptqmodel_the_cli_exits_2_with_one_line(tiny_model_dir, tmp_pat
 
 def test_a_missing_import_of_gptqmodel_is_named(monkeypatch):
     real = importlib.util.find_spec
+    # everything GPTQModel imports is there (whatever this environment has installed) except pypcre
     monkeypatch.setattr(
         quantized.importlib.util,
         "find_spec",
-        lambda name, *a: real("json") if name == "gptqmodel" else None if name == "pcre" else real(name, *a),
+        lambda name, *a: (
+            None if name == "pcre" else real("json") if name in _gptq.GPTQ_REQUIREMENTS else real(name, *a)
+        ),
     )
     reason = _gptq.gptq_unavailable_reason()
     assert (
