@@ -24,15 +24,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_OK, EXIT_BAD_INPUT, EXIT_SOME_FAILED, EXIT_CANCELLED = 0, 2, 3, 130
 
 
-class _Group(click.Group):
+class _OneLineErrors:
     """Turns library errors into one clear line (exit 2) at the edge."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            return super().invoke(ctx)  # type: ignore[misc]
         except WorkbenchError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(EXIT_BAD_INPUT)
+
+
+class _Group(_OneLineErrors, click.Group):
+    pass
+
+
+class _Command(_OneLineErrors, click.Command):
+    pass
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -590,45 +598,60 @@ def strategies(verbose: bool, as_json: bool) -> None:
 
 # -- the desktop app -----------------------------------------------------------------------------
 
-
-@cli.command()
-@db_option
-@click.option(
-    "--screenshot",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Open the run (the latest by default), render it headless, save the window as this PNG and exit.",
+TAB_CHOICES = (
+    "experiment",
+    "results",
+    "history",
+    "log",
+    "headline",
+    "timeline",
+    "sweeps",
+    "speedup",
+    "acceptance",
+    "memory",
 )
-@click.option(
-    "--tab",
-    type=click.Choice(
+
+
+def gui_options(f: F) -> F:
+    """The options `workbench gui` and the packaged `workbench-viewer` share."""
+    for option in reversed(
         [
-            "experiment",
-            "results",
-            "history",
-            "log",
-            "headline",
-            "timeline",
-            "sweeps",
-            "speedup",
-            "acceptance",
-            "memory",
+            db_option,
+            click.option(
+                "--screenshot",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Open the run (the latest by default), render it headless, save the window as this "
+                "PNG and exit.",
+            ),
+            click.option(
+                "--tab",
+                type=click.Choice(TAB_CHOICES),
+                help="The tab to show (with --screenshot: the tab to capture); the last six are the chart "
+                "tabs.",
+            ),
+            click.option(
+                "--run",
+                "run_ref",
+                default="latest",
+                show_default=True,
+                help="The run to open: an id or a name.",
+            ),
+            click.option(
+                "--smoke",
+                is_flag=True,
+                help="Check this install and exit: open the database (default: the bundled sample from "
+                "`workbench demo`) offscreen, export its headline chart, check that Qt found a font, "
+                "print one line. Exit 0 when all is well, 2 with one Error: line when not.",
+            ),
         ]
-    ),
-    help="The tab to show (with --screenshot: the tab to capture); the last six are the chart tabs.",
-)
-@click.option(
-    "--run", "run_ref", default="latest", show_default=True, help="The run to open: an id or a name."
-)
-@click.option(
-    "--viewer", is_flag=True, help="Viewer mode: browse, compare and export only (no Run controls)."
-)
-def gui(db: Path | None, screenshot: Path | None, tab: str | None, run_ref: str, viewer: bool) -> None:
-    """The desktop app: build an experiment, run it, watch prefill/decode charts fill in, compare runs.
+    ):
+        f = option(f)
+    return f
 
-    Opens the database given with --db (else $WORKBENCH_DB, else the one opened last time, else the
-    default). Without torch installed it opens in viewer mode: databases can be browsed, compared and
-    exported, and the Run controls say what to install.
-    """
+
+def _start_gui(
+    db: Path | None, screenshot: Path | None, tab: str | None, run_ref: str, viewer: bool, smoke: bool
+) -> None:
     import importlib.util
 
     missing = [m for m in ("PySide6", "pyqtgraph") if importlib.util.find_spec(m) is None]
@@ -636,9 +659,61 @@ def gui(db: Path | None, screenshot: Path | None, tab: str | None, run_ref: str,
         raise WorkbenchError(
             f"the desktop app needs {' and '.join(missing)}: pip install 'llm-workbench[gui]'"
         )
+    if smoke:
+        if screenshot is not None or tab is not None or run_ref != "latest":
+            raise WorkbenchError("--smoke takes only --db (it checks the latest run)")
+        from .gui.smoke import run_smoke
+
+        click.echo(run_smoke(db))
+        sys.exit(EXIT_OK)
     from .gui import run_gui
 
     sys.exit(run_gui(db, screenshot=screenshot, tab=tab, run=run_ref, viewer=viewer))
+
+
+@cli.command()
+@gui_options
+@click.option(
+    "--viewer", is_flag=True, help="Viewer mode: browse, compare and export only (no Run controls)."
+)
+def gui(
+    db: Path | None, screenshot: Path | None, tab: str | None, run_ref: str, smoke: bool, viewer: bool
+) -> None:
+    """The desktop app: build an experiment, run it, watch prefill/decode charts fill in, compare runs.
+
+    Opens the database given with --db (else $WORKBENCH_DB, else the one opened last time, else the
+    default). Without torch installed it opens in viewer mode: databases can be browsed, compared and
+    exported, and the Run controls say what to install.
+    """
+    _start_gui(db, screenshot, tab, run_ref, viewer, smoke)
+
+
+@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("database", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@gui_options
+@click.version_option(package_name="llm-workbench", prog_name="workbench-viewer")
+def viewer(
+    database: Path | None,
+    db: Path | None,
+    screenshot: Path | None,
+    tab: str | None,
+    run_ref: str,
+    smoke: bool,
+) -> None:
+    """The Workbench viewer: open, compare and export result databases (no engine, no GPU needed).
+
+    DATABASE (or --db) is the results database to open; without it, $WORKBENCH_DB, else the one
+    opened last time, else the default. This is `workbench gui --viewer`, and what the analysts'
+    package installs as `workbench-viewer`.
+    """
+    if database is not None and db is not None and database != db:
+        raise WorkbenchError("give the database once: as DATABASE or with --db")
+    _start_gui(database or db, screenshot, tab, run_ref, True, smoke)
+
+
+def viewer_main() -> None:
+    """The `workbench-viewer` command (console script and the packaged app's entry point)."""
+    viewer(prog_name="workbench-viewer")
 
 
 # -- formatting ---------------------------------------------------------------------------------

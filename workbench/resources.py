@@ -1,29 +1,36 @@
 """Where the built-in resources (workloads, icons, stylesheet) are.
 
 In the repository they sit in the top-level ``resources/`` folder (design card); an installed wheel
-carries the same folder as the package ``workbench._resources``; a packaged app may point
-``WORKBENCH_RESOURCES`` at its copy.
+carries the same folder as the package ``workbench._resources``; the packaged viewer (PyInstaller,
+``packaging/``) has it as ``resources/`` in its bundle folder. ``WORKBENCH_RESOURCES`` overrides all.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from functools import cache
 from pathlib import Path
 
-__all__ = ["resource_path"]
+__all__ = ["installed_root", "resource_path"]
 
 
 @cache
 def _root() -> Path:
     if os.environ.get("WORKBENCH_RESOURCES"):
         return Path(os.environ["WORKBENCH_RESOURCES"])
-    source_tree = Path(__file__).resolve().parent.parent / "resources"
-    if source_tree.is_dir():
-        return source_tree
-    from importlib import resources
+    if getattr(sys, "frozen", False) and hasattr(sys, "_MEIPASS"):
+        return Path(sys._MEIPASS) / "resources"
+    installed = installed_root()
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parent.parent / "resources"  # the repository's
 
-    return Path(str(resources.files("workbench._resources")))
+
+def installed_root() -> Path:
+    """Where an installed wheel keeps ``resources/``: the package ``workbench._resources``, a folder
+    inside ``workbench/`` (the packaged viewer's build collects it from there)."""
+    return Path(__file__).resolve().parent / "_resources"
 
 
 def resource_path(*parts: str) -> Path:

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, QTimer, QtMsgType, qInstallMessageHandler
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from ..errors import WorkbenchError
+from ..resources import resource_path
 
 __all__ = ["SCREENSHOT_SIZE", "TAB_NAMES", "dispose", "make_app", "run_gui", "save_screenshot"]
 
@@ -64,6 +66,9 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     app.setApplicationName("Workbench")
     app.setOrganizationName("workbench")
     app.setApplicationDisplayName("Workbench")
+    app.setWindowIcon(QIcon(str(resource_path("icons", "workbench.png"))))
+    if getattr(sys, "frozen", False):
+        app.setDesktopFileName("workbench-viewer")  # the packaged viewer's .desktop entry (Wayland)
     return app  # type: ignore[return-value]
 
 

@@ -61,15 +61,15 @@ def viewer_reason(force: bool = False) -> str | None:
     """Why this install cannot run experiments (viewer mode), or None when it can."""
     import importlib.util
 
-    if force or os.environ.get("WORKBENCH_VIEWER"):
-        return (
-            "This is the viewer: it opens, compares and exports result databases. To run experiments, "
-            "install the engine: pip install 'llm-workbench[engine]'."
-        )
     if getattr(sys, "frozen", False):
         return (
             "This packaged viewer opens, compares and exports result databases. To run experiments, "
             "install Workbench with the engine: pip install 'llm-workbench[engine]'."
+        )
+    if force or os.environ.get("WORKBENCH_VIEWER"):
+        return (
+            "This is the viewer: it opens, compares and exports result databases. To run experiments, "
+            "install the engine: pip install 'llm-workbench[engine]'."
         )
     if importlib.util.find_spec("torch") is None:
         return (
