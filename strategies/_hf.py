@@ -16,7 +16,7 @@ from workbench.spec import Variant
 from workbench.strategy import Prompt, Request
 from workbench.timing import Device
 
-__all__ = ["HFModel", "Sampler", "Stopper", "load_hf_model", "resolve_dtype"]
+__all__ = ["HFModel", "Sampler", "Stopper", "load_hf_model", "resolve_dtype", "wrap_hf_model"]
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -100,6 +100,12 @@ def load_hf_model(
         )
     except OSError as exc:
         raise ModelSourceError(f"cannot load model {variant.model!r}: {str(exc).splitlines()[0]}") from None
+    return wrap_hf_model(model, tokenizer, device, dtype)
+
+
+def wrap_hf_model(model: Any, tokenizer: Any, device: Device, dtype: torch.dtype) -> HFModel:
+    """An :class:`HFModel` around an already loaded causal LM and its tokenizer (EOS ids, context
+    length, float footprint); used by :func:`load_hf_model` and by loaders of other libraries."""
     model.eval()
     generation_config = getattr(model, "generation_config", None)
     eos: set[int] = set()

@@ -15,12 +15,15 @@ method                 what it does                                             
                        format, which needs ``dtype = "bfloat16"``
 ``bnb-int8``           bitsandbytes LLM.int8() via transformers' ``BitsAndBytesConfig``  cpu, cuda
 ``bnb-nf4``            bitsandbytes 4-bit NormalFloat, same route                      cpu, cuda
-``gptq``               not implemented here: reported unavailable unless GPTQModel is  (cuda)
-                       installed; then it only loads an already GPTQ-quantized model
+``gptq``               GPTQModel: loads a GPTQ checkpoint as it is, or quantizes a     cpu, cuda
+                       float model on load (``bits``, ``group_size``) with a calibration
+                       set from the built-in workload texts and caches the result
+                       (``strategies/_gptq.py``)
 =====================  =============================================================  ==========
 
 ``auto`` takes the first method available on the device, in the order of :data:`AUTO_ORDER` (the
-fastest decode measured on an x86 CPU first; measurements in ``docs/quantized.md``).
+fastest decode measured on an x86 CPU first; measurements in ``docs/quantized.md``); never ``gptq``,
+whose first load of a model spends minutes calibrating.
 
 The output embedding (``lm_head``) is never quantized, for every method: transformers does the same
 for bitsandbytes, it keeps tied input/output embeddings tied (quantizing a tied ``lm_head`` would
@@ -42,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from workbench.errors import StrategyError
 from workbench.strategy import Session, Strategy, field_help
 
+from ._gptq import gptq_unavailable_reason
 from .baseline import BaselineSession, torch_unavailable_reason
 
 if TYPE_CHECKING:
@@ -50,7 +54,7 @@ if TYPE_CHECKING:
 
 #: ``auto`` picks the first of these that is available on the device. Order from decode tok/s
 #: measured on SmolLM2-135M, float32, x86 CPU (see docs/quantized.md). ``gptq`` is never chosen:
-#: it needs a model that is already GPTQ-quantized.
+#: quantizing a model with it takes minutes of calibration on its first load.
 AUTO_ORDER = ("int8-weight-only", "bnb-int8", "int4-weight-only", "bnb-nf4", "int8-dynamic")
 
 TORCHAO_METHODS = ("int8-weight-only", "int8-dynamic", "int4-weight-only")
@@ -73,10 +77,22 @@ class QuantizedConfig:
         default="auto",
     )
     group_size: Literal[32, 64, 128, 256] = field_help(
-        "int4-weight-only: weights per scale/zero group; layers whose input size is not a multiple "
-        "stay unquantized (64 fits SmolLM2's 576-wide layers; 128 would not)",
+        "int4-weight-only and gptq: weights per scale/zero group; int4-weight-only leaves layers whose "
+        "input size is not a multiple unquantized (64 fits SmolLM2's 576-wide layers; 128 would not)",
         default=64,
     )
+    bits: Literal[4, 8] = field_help(
+        "gptq: bits per weight when quantizing on load (a GPTQ checkpoint brings its own)", default=4
+    )
+    calibration_samples: int = field_help(
+        "gptq: calibration sequences (up to 512 tokens each) cut from the built-in workloads chat, code, "
+        "rag and summarise (36 at most); more is slower to quantize, once",
+        default=32,
+    )
+
+    def __post_init__(self) -> None:
+        if self.calibration_samples < 1:
+            raise ValueError(f"calibration_samples must be at least 1, got {self.calibration_samples}")
 
 
 def _version(dist: str) -> tuple[int, ...]:
@@ -116,12 +132,7 @@ def method_unavailable_reason(method: str, device_type: str | None = None) -> st
             return f"bitsandbytes runs on cpu and cuda here, not on {device_type}"
         return None
     if method == "gptq":
-        if importlib.util.find_spec("gptqmodel") is None:
-            return (
-                "needs GPTQModel, which requires torch >= 2.14.1; see docs "
-                "(quantizing with GPTQ is not implemented, only loading GPTQ checkpoints)"
-            )
-        return None
+        return gptq_unavailable_reason()
     raise StrategyError(f"unknown quantization method {method!r}; choose one of {', '.join(METHODS)}")
 
 
@@ -254,6 +265,11 @@ class QuantizedSession(BaselineSession):
     method: str = ""
     #: how many linear layers were quantized
     quantized_layers: int = 0
+    #: gptq: GPTQModel's kernel class(es), the checkpoint loaded, seconds spent quantizing in this load
+    #: (``None`` when a cached or pre-quantized checkpoint was loaded)
+    kernels: tuple[str, ...] = ()
+    checkpoint: str | None = None
+    quantize_s: float | None = None
 
 
 def _quiet_bnb_int8() -> None:
@@ -275,7 +291,7 @@ def _quiet_bnb_int8() -> None:
 
 class QuantizedStrategy(Strategy):
     name = "quantized"
-    description = "The baseline on a quantized model (torchao int8/int4, bitsandbytes int8/nf4)"
+    description = "The baseline on a quantized model (torchao int8/int4, bitsandbytes int8/nf4, GPTQ)"
     Config = QuantizedConfig
     supports_batching = True  # the baseline loop, batched (BaselineSession.generate_batch)
 
@@ -285,15 +301,25 @@ class QuantizedStrategy(Strategy):
             return None
         if torch_unavailable_reason() is not None:
             return torch_unavailable_reason()
-        return "no quantization method is available: " + "; ".join(
-            f"{m}: {r}" for m, r in reasons.items() if m != "gptq"
-        )
+        return "no quantization method is available: " + "; ".join(f"{m}: {r}" for m, r in reasons.items())
+
+    def preflight(self, variant: Variant) -> None:
+        """The variant's own method must be installed, not just some method: `workbench run` refuses
+        a spec naming one that is not (exit 2) before anything runs. (The device is not resolved
+        yet; ``load`` checks the method against it.)"""
+        config = variant.config if isinstance(variant.config, QuantizedConfig) else QuantizedConfig()
+        if config.method != "auto":
+            reason = method_unavailable_reason(config.method)
+            if reason is not None:
+                raise StrategyError(f"method {config.method!r} is not available here: {reason}")
 
     def load(self, variant: Variant, device: Device) -> Session:
         config: QuantizedConfig = variant.config if variant.config is not None else QuantizedConfig()
         from ._hf import load_hf_model, resolve_dtype
 
         method = resolve_method(config.method, device.type)
+        if method == "gptq":
+            return self._load_gptq(variant, device, config)
         if method in BNB_METHODS:
             quant = _bnb_config(method, resolve_dtype(variant.dtype, device))
             if method == "bnb-int8":
@@ -302,22 +328,8 @@ class QuantizedStrategy(Strategy):
             layers = sum(1 for m in hf.model.modules() if type(m).__name__ in ("Linear8bitLt", "Linear4bit"))
         else:
             hf = load_hf_model(variant, device)
-            if method == "gptq":
-                quant = getattr(hf.model.config, "quantization_config", None)
-                kind = (
-                    quant.get("quant_method")
-                    if isinstance(quant, dict)
-                    else getattr(quant, "quant_method", None)
-                )
-                if str(kind).lower().removeprefix("quantizationmethod.") != "gptq":
-                    raise StrategyError(
-                        f"method 'gptq' loads GPTQ-quantized checkpoints only; {variant.model!r} is not one "
-                        "(quantizing with GPTQ is not implemented)"
-                    )
-                layers = 0
-            else:
-                layers = _quantize_torchao(hf, method, config, device)
-        if layers == 0 and method != "gptq":
+            layers = _quantize_torchao(hf, method, config, device)
+        if layers == 0:
             raise StrategyError(
                 f"method {method!r} quantized no layer of {variant.model!r}"
                 + (
@@ -330,4 +342,25 @@ class QuantizedStrategy(Strategy):
         session = QuantizedSession(hf)
         session.method = method
         session.quantized_layers = layers
+        return session
+
+    def _load_gptq(self, variant: Variant, device: Device, config: QuantizedConfig) -> QuantizedSession:
+        from ._gptq import load_gptq
+
+        loaded = load_gptq(
+            variant,
+            device,
+            bits=config.bits,
+            group_size=config.group_size,
+            calibration_samples=config.calibration_samples,
+        )
+        if loaded.layers == 0:
+            raise StrategyError(f"method 'gptq': GPTQModel loaded {variant.model!r} with no quantized layer")
+        loaded.hf.weights_mb = quantized_weights_mb(loaded.hf.model)
+        session = QuantizedSession(loaded.hf)
+        session.method = "gptq"
+        session.quantized_layers = loaded.layers
+        session.kernels = loaded.kernels
+        session.checkpoint = str(loaded.checkpoint)
+        session.quantize_s = loaded.quantize_s
         return session

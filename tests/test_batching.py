@@ -76,6 +76,12 @@ def test_a_batched_variant_runs_through_the_worker(db_path):
     by_name = {s.variant: s for s in summarize(trials, "one")}
     # ideal batching: four requests in the time of about one: aggregate tokens/s well above one stream's
     assert by_name["four"].throughput_tokens_per_s > 2.5 * by_name["one"].metrics["decode_tokens_per_s"].value
+    # the advice knows the batched variant as the batching lever (a decode lever)
+    from workbench.analysis import analyze_run
+
+    (phase,) = analyze_run(store, result.run_id).phases
+    (lever,) = [lv for lv in phase.levers if lv.variant == "four"]
+    assert (lever.lever, lever.targets) == ("batching", "decode")
 
 
 torch = pytest.importorskip("torch")
@@ -120,3 +126,26 @@ def test_the_batched_loop_matches_one_at_a_time(tiny_model_dir, strategy):
         assert len(out.token_ids) == request.max_new_tokens
         assert out.token_ids == alone.token_ids  # greedy: padding and batching change nothing
     assert json.dumps([o.finish_reason for o in outputs]) == json.dumps(["length"] * 3)
+
+
+def test_a_swept_parameter_gets_its_own_chart(db_path):
+    """``sweep = {batch_size = [1, 2, 4]}``: the charts plot decode speed and TTFT against the value."""
+    from workbench.analysis import analyze_run
+    from workbench.chartdata import ParameterSweepChart, run_charts
+
+    text = (
+        "repetitions = 1\nwarmup = 0\n"
+        '[[variants]]\nname = "b"\nstrategy = "fake"\nprefill_ms = 5\ndecode_ms_per_token = 4\n'
+        "sweep = {batch_size = [1, 2, 4]}\n"
+        '[[workloads]]\nname = "code"\nlimit = 4\nmax_new_tokens = 5\n'
+    )
+    store = Store(db_path)
+    result = RunExecutor(parse_spec(text), store).run()
+    assert result.status == "ok"
+    charts = [c for c in run_charts(analyze_run(store, result.run_id)) if isinstance(c, ParameterSweepChart)]
+    assert {c.kind for c in charts} == {"decode", "ttft"}
+    decode = next(c for c in charts if c.kind == "decode")
+    assert decode.name == "decode-vs-batch_size-b" and decode.x_axis.label == "batch_size"
+    (series,) = decode.series
+    assert series.variant == "code" and series.x == (1.0, 2.0, 4.0)
+    assert {r["x"] for r in decode.rows()} == {1.0, 2.0, 4.0}

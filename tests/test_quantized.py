@@ -137,14 +137,6 @@ def test_nothing_installed_makes_the_strategy_unavailable(tiny_model_dir, no_qua
         QuantizedStrategy().load(variant(tiny_model_dir), CPU)
 
 
-def test_gptq_is_reported_unavailable_without_gptqmodel(tiny_model_dir):
-    if importlib.util.find_spec("gptqmodel") is not None:
-        pytest.skip("gptqmodel is installed")
-    assert "GPTQModel" in method_unavailable_reason("gptq")
-    with pytest.raises(StrategyError, match=r"^method 'gptq' is not available here: needs GPTQModel"):
-        QuantizedStrategy().load(variant(tiny_model_dir, method="gptq"), CPU)
-
-
 def test_available_when_one_method_is():
     if all(method_unavailable_reason(m) for m in METHODS):
         assert QuantizedStrategy().available()

@@ -360,6 +360,77 @@ def sweep_charts(analysis: Any) -> list[SweepChart]:
     return charts
 
 
+# -- (iii b) a swept variant parameter (spec ``sweep``) -----------------------------------------------
+
+
+@dataclass
+class ParameterSweepChart(SweepChart):
+    """A metric against the value of a swept variant parameter (``sweep = {num_draft_tokens = [...]}``):
+    one line per workload, medians with CI bands and a fitted line."""
+
+    key: ClassVar[str] = "parameter-sweep"
+    param: str = ""
+    base: str = ""  # the variant name the sweep expanded from
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-vs-{_slug(self.param)}-{_slug(self.base)}"
+
+
+def parameter_sweep_charts(analysis: Any) -> list[ParameterSweepChart]:
+    """For every spec sweep over a numeric parameter: decode tok/s and TTFT against its value."""
+    import json
+
+    groups: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)  # (base, param) -> variant -> value
+    for v in analysis.variants:
+        param = v.get("sweep_param")
+        if not param:
+            continue
+        try:
+            value = json.loads(v.get("sweep_value") or "null")
+        except ValueError:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue  # a dtype or model sweep has no axis: the other charts compare those variants
+        base = v["name"].removesuffix(f" {param}={v.get('sweep_value')}").strip()
+        groups[(base, param)][v["name"]] = float(value)
+    charts = []
+    for (base, param), values in groups.items():
+        if len(values) < 2:
+            continue
+        for kind, y_key, axis in (
+            ("decode", "decode_tokens_per_s", Axis("decode speed", "tok/s")),
+            ("ttft", "ttft_ms", Axis("TTFT", "ms")),
+        ):
+            rows = [
+                {**t, "variant": t["workload"], "_x": values[t["variant"]]}
+                for t in analysis.trials
+                if t["variant"] in values
+            ]
+            series = _sweep(rows, "_x", y_key)
+            if not series:
+                continue
+            workloads = tuple(s.variant for s in series)
+            charts.append(
+                ParameterSweepChart(
+                    title=f"{axis.label[:1].upper()}{axis.label[1:]} vs {param} ({base})",
+                    variants=workloads,
+                    kind=kind,
+                    series=tuple(series),
+                    source=base,
+                    x_axis=Axis(param, ""),
+                    y_axis=axis,
+                    slope_unit=f"{axis.unit} per unit of {param}",
+                    param=param,
+                    base=base,
+                    notes=[
+                        "One line per workload: medians with bootstrap 95 % CI bands; dashed: least-squares fit."
+                    ],
+                )
+            )
+    return charts
+
+
 # -- (iv) speed-ups -----------------------------------------------------------------------------------
 
 
@@ -584,6 +655,7 @@ def run_charts(analysis: Any) -> list[Chart]:
     charts.append(speedup_chart(analysis))
     charts.extend(timeline_charts(analysis))
     charts.extend(sweep_charts(analysis))
+    charts.extend(parameter_sweep_charts(analysis))
     charts.append(acceptance_chart(analysis))
     charts.append(memory_chart(analysis))
     charts.append(roofline_chart(analysis))

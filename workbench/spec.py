@@ -16,7 +16,7 @@ from typing import Any
 from . import registry
 from .errors import ModelSourceError, SpecError, StrategyError
 from .models import parse_source
-from .strategy import build_config, model_source_fields
+from .strategy import COMMON_VARIANT_KEYS, build_config, model_source_fields
 from .timing import check_device_name
 from .workloads import (
     Workload,
@@ -53,16 +53,7 @@ _TOP_KEYS = {
     "top_p",
     "top_k",
 }
-_VARIANT_KEYS = {
-    "name",
-    "model",
-    "strategy",
-    "dtype",
-    "device",
-    "trust_remote_code",
-    "concurrency",
-    "batch_size",
-}
+_VARIANT_KEYS = COMMON_VARIANT_KEYS  # the keys every variant has; everything else is a strategy parameter
 _WORKLOAD_KEYS = {
     "name",
     "file",

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .timing import Device
 
 __all__ = [
+    "COMMON_VARIANT_KEYS",
     "Cancelled",
     "ConfigField",
     "NoConfig",
@@ -320,7 +321,7 @@ def build_config(config_cls: type, params: dict[str, Any], *, where: str) -> Any
     known = {f.name for f in dataclasses.fields(config_cls)}
     for key in params:
         if key not in known:
-            raise SpecError(f"{where}: unknown key '{key}'{_suggest(key, known | _COMMON_KEYS)}")
+            raise SpecError(f"{where}: unknown key '{key}'{_suggest(key, known | COMMON_VARIANT_KEYS)}")
     values = {key: _coerce(value, hints[key], f"{where}: key '{key}'") for key, value in params.items()}
     try:
         return config_cls(**values)
@@ -330,17 +331,20 @@ def build_config(config_cls: type, params: dict[str, Any], *, where: str) -> Any
         raise SpecError(f"{where}: {exc}") from None
 
 
-# Keys every variant has (see workbench.spec); offered as suggestions for misspelt keys too.
-_COMMON_KEYS = {
-    "name",
-    "model",
-    "strategy",
-    "dtype",
-    "device",
-    "trust_remote_code",
-    "concurrency",
-    "batch_size",
-}
+# Keys every variant has, beside its strategy parameters (workbench.spec reads them; they are offered
+# as suggestions for misspelt keys too).
+COMMON_VARIANT_KEYS = frozenset(
+    {
+        "name",
+        "model",
+        "strategy",
+        "dtype",
+        "device",
+        "trust_remote_code",
+        "concurrency",
+        "batch_size",
+    }
+)
 
 
 def _suggest(key: str, known: set[str]) -> str:

@@ -509,6 +509,7 @@ _BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
     cd.HeadlineChart: _headline,
     cd.TimelineChart: _timeline,
     cd.SweepChart: _sweep,
+    cd.ParameterSweepChart: _sweep,
     cd.SpeedupChart: _speedup,
     cd.AcceptanceChart: _acceptance,
     cd.MemoryChart: _memory,
