@@ -18,6 +18,11 @@ from typing import Any, TypeVar
 import click
 
 from .errors import WorkbenchError
+from .formatting import acceptance_text as _acceptance
+from .formatting import fmt as _fmt
+from .formatting import match_text as _match
+from .formatting import ratio as _ratio
+from .formatting import timing_cells
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -444,24 +449,7 @@ def _print_comparison(
     parallel = any(s.concurrency > 1 for s in summaries)
     rows = []
     for s in summaries:
-        m = s.metrics
-        row = [
-            s.variant,
-            s.workload,
-            f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
-            _fmt(m["input_tokens"].value, 0),
-            _fmt(m["output_tokens"].value, 0),
-            _fmt(m["ttft_ms"].value, 1),
-        ]
-        if served:
-            row.append(_fmt(s.server.get("ttft_ms") if s.server else None, 1))
-        row += [
-            _fmt(m["tpot_ms"].value, 2),
-            _fmt(m["decode_tokens_per_s"].value, 1),
-            _fmt(m["e2e_ms"].value, 0),
-        ]
-        if parallel:
-            row += [str(s.concurrency), _fmt(s.throughput_tokens_per_s, 1)]
+        row = timing_cells(s, served=served, parallel=parallel)
         row += [_ratio(s.speedup_e2e), _ratio(s.speedup_decode), _acceptance(s), _match(s)]
         rows.append(row)
     headers = ["variant", "workload", "n", "in tok", "out tok", "TTFT ms"]
@@ -717,51 +705,6 @@ def viewer_main() -> None:
 
 
 # -- formatting ---------------------------------------------------------------------------------
-
-
-def _fmt(value: float | None, digits: int) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.{digits}f}"
-
-
-def _ratio(est: Any) -> str:
-    if est is None or est.value is None:
-        return ""
-    text = f"{est.value:.2f}x"
-    if est.lo is not None:
-        text += f" [{est.lo:.2f}–{est.hi:.2f}]"
-        if not est.lo <= 1.0 <= est.hi:
-            text += "*"
-    return text
-
-
-def _acceptance(summary: Any) -> str:
-    """Draft acceptance rate and mean accepted length (tokens per verification step); a server's own
-    speculative decoding (from its metrics) is marked "srv"."""
-    rate, length, where = summary.acceptance_rate, summary.mean_accepted_length, ""
-    if rate is None and summary.server and summary.server.get("acceptance_rate") is not None:
-        rate, length, where = (
-            summary.server["acceptance_rate"],
-            summary.server["mean_accepted_length"],
-            " srv",
-        )
-    if rate is None:
-        return ""
-    text = f"{rate:.0%}"
-    if length is not None:
-        text += f" ({length:.1f} tok/step)"
-    return text + where
-
-
-def _match(summary: Any) -> str:
-    """Share of outputs identical to the baseline's, and of tokens when some differ."""
-    if summary.matches_baseline is None:
-        return ""
-    text = f"{summary.matches_baseline:.0%}"
-    if summary.matches_baseline < 1 and summary.match_fraction is not None:
-        text += f" ({summary.match_fraction:.0%} tok)"
-    return text
 
 
 def _short(text: str, width: int = 40) -> str:

@@ -11,27 +11,13 @@ import base64
 import html
 from collections.abc import Sequence
 
-from .analysis import Estimate, RunAnalysis
+from .analysis import RunAnalysis
 from .chartdata import variant_colours
+from .formatting import acceptance_text, match_text, timing_cells
+from .formatting import fmt as _fmt
+from .formatting import ratio as _ratio
 
 __all__ = ["environment_lines", "html_report", "markdown_report", "results_table"]
-
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.{digits}f}"
-
-
-def _ratio(est: Estimate | None) -> str:
-    if est is None or est.value is None:
-        return ""
-    text = f"{est.value:.2f}x"
-    if est.lo is not None and est.hi is not None:
-        text += f" [{est.lo:.2f}–{est.hi:.2f}]"
-        if not est.lo <= 1.0 <= est.hi:
-            text += "*"
-    return text
 
 
 def _pct(value: float | None) -> str:
@@ -70,48 +56,18 @@ def results_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
     rows = []
     for s in analysis.summaries:
         m = s.metrics
-        accepted = ""
-        rate, length, where = s.acceptance_rate, s.mean_accepted_length, ""
-        if rate is None and s.server and s.server.get("acceptance_rate") is not None:
-            rate, length, where = s.server["acceptance_rate"], s.server["mean_accepted_length"], " srv"
-        if rate is not None:
-            accepted = f"{rate:.0%}"
-            if length is not None:
-                accepted += f" ({length:.2f} tok/step)"
-            accepted += where
         split = ""
         if s.draft_share is not None and s.verify_share is not None:
             split = f"{s.draft_share:.0%} / {s.verify_share:.0%}"
-        match = ""
-        if s.matches_baseline is not None:
-            match = f"{s.matches_baseline:.0%}"
-            if s.matches_baseline < 1 and s.match_fraction is not None:
-                match += f" ({s.match_fraction:.0%} tok)"
-        row = [
-            s.variant,
-            s.workload,
-            f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
-            _fmt(m["input_tokens"].value, 0),
-            _fmt(m["output_tokens"].value, 0),
-            _fmt(m["ttft_ms"].value, 1),
-        ]
-        if served:
-            row.append(_fmt(s.server.get("ttft_ms") if s.server else None, 1))
-        row += [
-            _fmt(m["tpot_ms"].value, 2),
-            _fmt(m["decode_tokens_per_s"].value, 1),
-            _fmt(m["e2e_ms"].value, 0),
-        ]
-        if parallel:
-            row += [str(s.concurrency), _fmt(s.throughput_tokens_per_s, 1)]
+        row = timing_cells(s, served=served, parallel=parallel)
         row += [
             _fmt(m["peak_memory_mb"].value, 0),
             _ratio(s.speedup_e2e),
             _ratio(s.speedup_ttft),
             _ratio(s.speedup_decode),
-            accepted,
+            acceptance_text(s, digits=2),
             split,
-            match,
+            match_text(s),
         ]
         rows.append(row)
     return headers, rows

@@ -1,0 +1,74 @@
+"""How figures are written in text: the CLI's tables and the Markdown/HTML reports share these, so a
+number reads the same everywhere. Headless and light (no numpy, no Qt)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["acceptance_text", "fmt", "match_text", "ratio", "timing_cells"]
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def ratio(est: Any) -> str:
+    """A speed-up with its CI; ``*`` when the CI excludes 1."""
+    if est is None or est.value is None:
+        return ""
+    text = f"{est.value:.2f}x"
+    if est.lo is not None and est.hi is not None:
+        text += f" [{est.lo:.2f}–{est.hi:.2f}]"
+        if not est.lo <= 1.0 <= est.hi:
+            text += "*"
+    return text
+
+
+def acceptance_text(summary: Any, digits: int = 1) -> str:
+    """Draft acceptance rate and mean accepted length (tokens per verification step); a server's own
+    speculative decoding (from its metrics) is marked "srv"."""
+    rate, length, where = summary.acceptance_rate, summary.mean_accepted_length, ""
+    if rate is None and summary.server and summary.server.get("acceptance_rate") is not None:
+        rate, length, where = (
+            summary.server["acceptance_rate"],
+            summary.server["mean_accepted_length"],
+            " srv",
+        )
+    if rate is None:
+        return ""
+    text = f"{rate:.0%}"
+    if length is not None:
+        text += f" ({length:.{digits}f} tok/step)"
+    return text + where
+
+
+def match_text(summary: Any) -> str:
+    """Share of outputs identical to the baseline's, and of tokens when some differ."""
+    if summary.matches_baseline is None:
+        return ""
+    text = f"{summary.matches_baseline:.0%}"
+    if summary.matches_baseline < 1 and summary.match_fraction is not None:
+        text += f" ({summary.match_fraction:.0%} tok)"
+    return text
+
+
+def timing_cells(summary: Any, *, served: bool, parallel: bool) -> list[str]:
+    """The cells every comparison table starts with: variant, workload, n, token counts, TTFT (and the
+    server's, for served variants), TPOT, decode tok/s, e2e (and concurrency + aggregate tok/s)."""
+    s, m = summary, summary.metrics
+    cells = [
+        s.variant,
+        s.workload,
+        f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
+        fmt(m["input_tokens"].value, 0),
+        fmt(m["output_tokens"].value, 0),
+        fmt(m["ttft_ms"].value, 1),
+    ]
+    if served:
+        cells.append(fmt(s.server.get("ttft_ms") if s.server else None, 1))
+    cells += [fmt(m["tpot_ms"].value, 2), fmt(m["decode_tokens_per_s"].value, 1), fmt(m["e2e_ms"].value, 0)]
+    if parallel:
+        cells += [str(s.concurrency), fmt(s.throughput_tokens_per_s, 1)]
+    return cells
