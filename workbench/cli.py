@@ -23,6 +23,7 @@ from .formatting import fmt as _fmt
 from .formatting import match_text as _match
 from .formatting import ratio as _ratio
 from .formatting import timing_cells
+from .gui import TAB_NAMES as TAB_CHOICES  # Qt-free; the app itself is imported lazily
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -585,19 +586,6 @@ def strategies(verbose: bool, as_json: bool) -> None:
 
 
 # -- the desktop app -----------------------------------------------------------------------------
-
-TAB_CHOICES = (
-    "experiment",
-    "results",
-    "history",
-    "log",
-    "headline",
-    "timeline",
-    "sweeps",
-    "speedup",
-    "acceptance",
-    "memory",
-)
 
 
 def gui_options(f: F) -> F:

@@ -7,7 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["run_gui"]
+__all__ = ["TAB_NAMES", "run_gui"]
+
+#: names ``--tab`` accepts: the main tabs, then the chart tabs of the results (here, Qt-free, so the
+#: CLI can offer them without importing Qt)
+TAB_NAMES = (
+    "experiment",
+    "results",
+    "history",
+    "log",
+    "headline",
+    "timeline",
+    "sweeps",
+    "speedup",
+    "acceptance",
+    "memory",
+)
 
 
 def run_gui(*args: Any, **kwargs: Any) -> int:

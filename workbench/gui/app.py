@@ -19,23 +19,11 @@ from PySide6.QtWidgets import QApplication
 
 from ..errors import WorkbenchError
 from ..resources import resource_path
+from . import TAB_NAMES
 
 __all__ = ["SCREENSHOT_SIZE", "TAB_NAMES", "dispose", "make_app", "run_gui", "save_screenshot"]
 
 SCREENSHOT_SIZE = (1400, 900)
-#: names ``--tab`` accepts: the main tabs, then the chart tabs of the results
-TAB_NAMES = (
-    "experiment",
-    "results",
-    "history",
-    "log",
-    "headline",
-    "timeline",
-    "sweeps",
-    "speedup",
-    "acceptance",
-    "memory",
-)
 
 
 def check_display() -> None:
