@@ -209,3 +209,22 @@ def closed_port_url() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+def load_session(model_dir, strategy, **params):
+    """A loaded session of ``strategy`` on a model folder, through the spec parser and the registry
+    (parameters as spec keys; strings, numbers and booleans)."""
+    from workbench import registry
+    from workbench.spec import parse_spec
+    from workbench.timing import Device
+
+    def toml(value):
+        return ("true" if value else "false") if isinstance(value, bool) else repr(value).replace("'", '"')
+
+    extra = "".join(f"{k} = {toml(v)}\n" for k, v in params.items())
+    spec = parse_spec(
+        f'[[variants]]\nname = "v"\nmodel = "{model_dir}"\nstrategy = "{strategy}"\ndtype = "float32"\n'
+        f'{extra}[[workloads]]\nname = "code"\n'
+    )
+    v = spec.variants[0]
+    return registry.get(v.strategy_ref)().load(v, Device("cpu"))

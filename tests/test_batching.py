@@ -86,11 +86,9 @@ def test_a_batched_variant_runs_through_the_worker(db_path):
 
 torch = pytest.importorskip("torch")
 
-from conftest import tiny_prompt  # noqa: E402
+from conftest import load_session, tiny_prompt  # noqa: E402
 
-from workbench import registry  # noqa: E402
 from workbench.strategy import Prompt, Request  # noqa: E402
-from workbench.timing import Device  # noqa: E402
 
 
 class ListProbe:
@@ -103,13 +101,8 @@ class ListProbe:
 
 @pytest.mark.parametrize("strategy", ["baseline", "quantized"])
 def test_the_batched_loop_matches_one_at_a_time(tiny_model_dir, strategy):
-    extra = 'method = "int8-weight-only"\n' if strategy == "quantized" else ""
-    spec = parse_spec(
-        f'[[variants]]\nname = "v"\nmodel = "{tiny_model_dir}"\nstrategy = "{strategy}"\ndtype = "float32"\n'
-        f'{extra}[[workloads]]\nname = "code"\n'
-    )
-    v = spec.variants[0]
-    session = registry.get(v.strategy_ref)().load(v, Device("cpu"))
+    extra = {"method": "int8-weight-only"} if strategy == "quantized" else {}
+    session = load_session(tiny_model_dir, strategy, **extra)
     texts = [tiny_prompt(5), tiny_prompt(23, 4), tiny_prompt(11, 9)]  # different lengths: left padding
     budgets = [7, 12, 4]  # different budgets: some requests stop early
     requests = []

@@ -44,23 +44,13 @@ def test_oldest_turns_go_in_pairs_and_keep_system_and_last_question():
 
 torch = pytest.importorskip("torch")
 
+from conftest import load_session as load  # noqa: E402
 from conftest import tiny_prompt, trial_plan  # noqa: E402
 
-from workbench import registry  # noqa: E402
 from workbench.runner import TrialRunner  # noqa: E402
 from workbench.spec import parse_spec  # noqa: E402
 from workbench.strategy import Prompt  # noqa: E402
 from workbench.timing import Device  # noqa: E402
-
-
-def load(model_dir, strategy, **params):
-    extra = "".join(f"{k} = {v!r}\n" for k, v in params.items()).replace("'", '"')
-    spec = parse_spec(
-        f'[[variants]]\nname = "v"\nmodel = "{model_dir}"\nstrategy = "{strategy}"\ndtype = "float32"\n'
-        f'{extra}[[workloads]]\nname = "code"\n'
-    )
-    v = spec.variants[0]
-    return registry.get(v.strategy_ref)().load(v, Device("cpu"))
 
 
 @pytest.fixture(scope="module")
