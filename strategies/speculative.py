@@ -62,6 +62,12 @@ class SpeculativeConfig:
         "vocabulary. Lossless either way: the target verifies every token",
         default=0,
     )
+    draft_kv_dtype: Literal["auto", "model", "float32"] = field_help(
+        "dtype of the draft's KV cache and attention: model = the draft's own dtype; auto = float32 for a "
+        "bfloat16/float16 draft on a CPU (CPUs without native half-precision arithmetic run attention ~4x "
+        "slower in it, while half-precision weights halve the matmul time), else the draft's dtype",
+        default="auto",
+    )
     adaptive: bool = field_help(
         "adapt the draft length per step: +2 after a fully accepted draft, -1 otherwise "
         "(between 1 and 2 x num_draft_tokens)",
@@ -88,6 +94,18 @@ class DraftModelDrafter:
         self.k = config.num_draft_tokens
         self.max_k = 2 * config.num_draft_tokens
         self.cache: Any = None
+        self.kv_dtype: Any = None  # storage dtype of the draft's cache (None: the draft's dtype)
+        import torch
+
+        if config.draft_kv_dtype == "float32" or (
+            config.draft_kv_dtype == "auto"
+            and hf.device.type == "cpu"
+            and hf.dtype in (torch.bfloat16, torch.float16)
+        ):
+            from ._attention import use_workbench_attention
+
+            if hf.dtype != torch.float32 and use_workbench_attention(hf.model):
+                self.kv_dtype = torch.float32
         self.cached: list[int] = []  # the tokens whose keys/values the draft cache holds
         self.sampler: Any = None
         # draft_vocab: the output layer restricted to frequent ids (+ each prompt's ids, per request)
@@ -95,27 +113,40 @@ class DraftModelDrafter:
         self.subset_ids: Any = None  # ids the draft can propose (None: the full vocabulary)
         self.subset_weight: Any = None
         if 0 < config.draft_vocab < vocab_limit:
-            import torch
-
             self.frequent = torch.arange(config.draft_vocab, device=hf.torch_device)
 
-    def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
+    def _new_cache(self) -> Any:
+        """A cache that grows in place (in ``kv_dtype``), or transformers' own for layouts it cannot hold."""
         from transformers import DynamicCache
+
+        from ._attention import GrowingCache
+
+        try:
+            return GrowingCache(self.hf.model.config, dtype=self.kv_dtype or self.hf.dtype)
+        except ValueError:
+            return DynamicCache(config=self.hf.model.config)
+
+    def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
+        from ._attention import GrowingCache
 
         self.k = self.config.num_draft_tokens
         self.sampler = sampler
-        self.cache = DynamicCache(config=self.hf.model.config)
+        self.cache = self._new_cache()
         self.cached = []
         if self.frequent is not None:
             self._restrict_head(request.input_ids)
         if self.reuse_target:
             # Same model, other precision: the target's keys/values for the prompt are what the draft
             # would compute (more exactly, even). Copies, so the target's cache is never touched.
-            dtype = self.hf.model.dtype
-            for idx, layer in enumerate(target_cache.layers):
-                self.cache.update(
-                    layer.keys.to(dtype=dtype, copy=True), layer.values.to(dtype=dtype, copy=True), idx
-                )
+            if isinstance(self.cache, GrowingCache):  # copies into its own buffers, in its dtype
+                for idx, layer in enumerate(target_cache.layers):
+                    self.cache.update(layer.keys, layer.values, idx)
+            else:
+                dtype = self.hf.model.dtype
+                for idx, layer in enumerate(target_cache.layers):
+                    self.cache.update(
+                        layer.keys.to(dtype=dtype, copy=True), layer.values.to(dtype=dtype, copy=True), idx
+                    )
             self.cached = list(request.input_ids)
             return
         # Prefill the draft on the prompt now, beside the target's prefill (it counts in the TTFT,

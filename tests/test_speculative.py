@@ -111,6 +111,9 @@ def sessions(models):
         "self": load(t, SPEC, draft=str(t), adaptive=False),  # auto: reuses the target's prefill
         "self-own": load(t, SPEC, draft=str(t), draft_prefill="own", num_draft_tokens=3),
         "self-bf16": load(t, SPEC, draft=str(t), draft_dtype="bfloat16", num_draft_tokens=3),
+        "self-bf16-kv": load(
+            t, SPEC, draft=str(t), draft_dtype="bfloat16", num_draft_tokens=3, draft_kv_dtype="model"
+        ),
         "truncated": load(t, SPEC, draft=str(models["truncated"])),
         # a draft that may only propose ids < 60 or ids of the prompt (draft_vocab)
         "truncated-subset": load(t, SPEC, draft=str(models["truncated"]), draft_vocab=60),
@@ -158,7 +161,8 @@ def baseline_outputs(sessions):
 
 
 @pytest.mark.parametrize(
-    "name", ["pld", "pld-short", "self", "self-own", "self-bf16", "truncated", "truncated-subset", "random"]
+    "name",
+    ["pld", "pld-short", "self", "self-own", "self-bf16", "self-bf16-kv", "truncated", "truncated-subset", "random"],
 )
 def test_greedy_output_is_token_identical_to_baseline(sessions, baseline_outputs, name):
     s = sessions[name]
@@ -196,7 +200,9 @@ def test_self_draft_accepts_everything(sessions):
     assert len(out.token_ids) == 30
 
 
-@pytest.mark.parametrize(("name", "reuses"), [("self", True), ("self-bf16", True), ("self-own", False)])
+@pytest.mark.parametrize(
+    ("name", "reuses"), [("self", True), ("self-bf16", True), ("self-bf16-kv", True), ("self-own", False)]
+)
 def test_draft_prefill_from_target_skips_the_drafts_prompt_pass(sessions, name, reuses, monkeypatch):
     s = sessions[name]
     drafter = s.drafter
@@ -208,8 +214,9 @@ def test_draft_prefill_from_target_skips_the_drafts_prompt_pass(sessions, name, 
     prompt_len = len(request.input_ids)
     assert (max(fed) < prompt_len) is reuses  # reused: the draft never runs the prompt
     assert drafter.cache.get_seq_length() >= prompt_len  # either way its cache holds the prompt
-    if reuses:
-        assert drafter.cache.layers[0].keys.dtype == drafter.hf.model.dtype
+    # a bf16 draft on a CPU keeps its cache (and attention) in float32 unless told to use its own dtype
+    expected = {"self-bf16": torch.float32, "self-bf16-kv": torch.bfloat16}.get(name, drafter.hf.model.dtype)
+    assert drafter.cache.layers[0].keys.dtype == expected
 
 
 def test_a_restricted_draft_vocabulary_proposes_only_its_subset(sessions, monkeypatch):
