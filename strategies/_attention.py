@@ -102,7 +102,9 @@ class GrowingLayer(DynamicLayer):
         self.is_initialized = True
         dtype = self.store_dtype or key_states.dtype
         self._keys = key_states.new_empty((*key_states.shape[:2], 0, key_states.shape[-1]), dtype=dtype)
-        self._values = value_states.new_empty((*value_states.shape[:2], 0, value_states.shape[-1]), dtype=dtype)
+        self._values = value_states.new_empty(
+            (*value_states.shape[:2], 0, value_states.shape[-1]), dtype=dtype
+        )
         self._view()
 
     def _view(self) -> None:

@@ -162,7 +162,17 @@ def baseline_outputs(sessions):
 
 @pytest.mark.parametrize(
     "name",
-    ["pld", "pld-short", "self", "self-own", "self-bf16", "self-bf16-kv", "truncated", "truncated-subset", "random"],
+    [
+        "pld",
+        "pld-short",
+        "self",
+        "self-own",
+        "self-bf16",
+        "self-bf16-kv",
+        "truncated",
+        "truncated-subset",
+        "random",
+    ],
 )
 def test_greedy_output_is_token_identical_to_baseline(sessions, baseline_outputs, name):
     s = sessions[name]
