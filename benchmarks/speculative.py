@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-new-tokens", "-n", type=int, default=96)
     parser.add_argument("--repetitions", "-r", type=int, default=2)
-    parser.add_argument("--num-draft-tokens", "-k", type=int, default=4)
+    parser.add_argument("--num-draft-tokens", "-k", type=int, default=6)
     parser.add_argument("--pld-tokens", type=int, default=10, help="prompt lookup draft length")
     parser.add_argument("--draft-dtype", default="bfloat16", choices=["float32", "float16", "bfloat16"])
     parser.add_argument("--db", type=Path, help="keep the results database here")

@@ -107,10 +107,10 @@ def wrap_hf_model(model: Any, tokenizer: Any, device: Device, dtype: torch.dtype
     """An :class:`HFModel` around an already loaded causal LM and its tokenizer (EOS ids, context
     length, float footprint); used by :func:`load_hf_model` and by loaders of other libraries."""
     model.eval()
-    if device.type == "cpu":  # masked grouped-query attention without copying the cache (see _attention)
-        from ._attention import use_workbench_attention
+    if device.type == "cpu":  # attention and output-layer kernels for CPUs (see strategies._cpu)
+        from ._cpu import use_cpu_kernels
 
-        use_workbench_attention(model)
+        use_cpu_kernels(model)
     generation_config = getattr(model, "generation_config", None)
     eos: set[int] = set()
     for value in (getattr(generation_config, "eos_token_id", None), tokenizer.eos_token_id):

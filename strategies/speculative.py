@@ -102,7 +102,7 @@ class DraftModelDrafter:
             and hf.device.type == "cpu"
             and hf.dtype in (torch.bfloat16, torch.float16)
         ):
-            from ._attention import use_workbench_attention
+            from ._cpu import use_workbench_attention
 
             if hf.dtype != torch.float32 and use_workbench_attention(hf.model):
                 self.kv_dtype = torch.float32
@@ -119,7 +119,7 @@ class DraftModelDrafter:
         """A cache that grows in place (in ``kv_dtype``), or transformers' own for layouts it cannot hold."""
         from transformers import DynamicCache
 
-        from ._attention import GrowingCache
+        from ._cpu import GrowingCache
 
         try:
             return GrowingCache(self.hf.model.config, dtype=self.kv_dtype or self.hf.dtype)
@@ -127,7 +127,7 @@ class DraftModelDrafter:
             return DynamicCache(config=self.hf.model.config)
 
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
-        from ._attention import GrowingCache
+        from ._cpu import GrowingCache
 
         self.k = self.config.num_draft_tokens
         self.sampler = sampler

@@ -1,4 +1,4 @@
-"""strategies._attention: the in-place KV cache and the CPU attention every CPU model is switched to
+"""strategies._cpu: the in-place KV cache and the CPU attention every CPU model is switched to
 (masked grouped-query attention without copying the cache; attention in the cache's dtype)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def tiny(tiny_model_dir):
 def test_growing_cache_keeps_what_dynamic_cache_keeps_through_updates_crops_and_growth(tiny):
     from transformers import DynamicCache
 
-    from strategies._attention import GrowingCache
+    from strategies._cpu import GrowingCache
 
     grow, ref = GrowingCache(tiny.config), DynamicCache(config=tiny.config)
     gen = torch.Generator().manual_seed(0)
@@ -37,7 +37,7 @@ def test_growing_cache_keeps_what_dynamic_cache_keeps_through_updates_crops_and_
 
 
 def test_growing_cache_stores_in_its_own_dtype(tiny):
-    from strategies._attention import GrowingCache
+    from strategies._cpu import GrowingCache
 
     cache = GrowingCache(tiny.config, dtype=torch.float32)
     k = torch.randn(1, 2, 4, 8, dtype=torch.bfloat16)
@@ -55,7 +55,7 @@ def test_workbench_sdpa_gives_sdpa_logits_with_a_mask_prefill_and_one_token(tiny
 
     from transformers import DynamicCache
 
-    from strategies._attention import use_workbench_attention
+    from strategies._cpu import use_workbench_attention
 
     assert tiny.config.num_key_value_heads < tiny.config.num_attention_heads  # grouped-query
     ours = copy.deepcopy(tiny)
@@ -74,7 +74,7 @@ def test_workbench_sdpa_gives_sdpa_logits_with_a_mask_prefill_and_one_token(tiny
 def test_a_half_precision_model_attends_in_float32_over_a_float32_cache(tiny):
     import copy
 
-    from strategies._attention import GrowingCache, use_workbench_attention
+    from strategies._cpu import GrowingCache, use_workbench_attention
 
     half = copy.deepcopy(tiny).to(torch.bfloat16)
     use_workbench_attention(half)
@@ -88,3 +88,45 @@ def test_a_half_precision_model_attends_in_float32_over_a_float32_cache(tiny):
     assert cache.layers[0].keys.dtype == torch.float32 and cache.get_seq_length() == 23
     # bf16 weights: close to the float32 model, not equal
     torch.testing.assert_close(step.float(), reference[:, -3:], rtol=0.05, atol=0.05)
+
+
+def test_the_few_row_output_layer_computes_the_same_logits(tiny):
+    import copy
+
+    from strategies._cpu import use_few_row_head
+
+    ours = copy.deepcopy(tiny)
+    assert use_few_row_head(ours)
+    head = ours.get_output_embeddings()
+    gen = torch.Generator().manual_seed(3)
+    with torch.inference_mode():
+        for rows in (1, 2, 5, 32, 33):
+            x = torch.randn(1, rows, tiny.config.hidden_size, generator=gen)
+            got, want = head(x), torch.nn.functional.linear(x, head.weight)  # same weight tensor:
+            # another copy of it may differ in the last bit (alignment picks the kernel's code path)
+            assert got.shape == want.shape == (1, rows, tiny.config.vocab_size)
+            if rows == 1 or rows > 32:  # outside 2-32 rows: linear itself
+                assert torch.equal(got, want)
+            else:
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        half = head.to(torch.bfloat16)  # dtypes that differ from the weight's: linear decides
+        x = torch.randn(1, 3, tiny.config.hidden_size, generator=gen, dtype=torch.bfloat16)
+        assert torch.equal(half(x), torch.nn.functional.linear(x, half.weight))
+
+
+def test_models_whose_output_layer_is_not_a_plain_linear_keep_it():
+    from strategies._cpu import use_few_row_head
+
+    class Scaled(torch.nn.Linear):
+        pass
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = Scaled(4, 8)
+
+        def get_output_embeddings(self):
+            return self.head
+
+    assert not use_few_row_head(Model())
+    assert not use_few_row_head(torch.nn.Linear(2, 2))  # no get_output_embeddings at all
