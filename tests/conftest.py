@@ -211,7 +211,7 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def load_session(model_dir, strategy, **params):
+def load_session(model_dir, strategy, device="cpu", **params):
     """A loaded session of ``strategy`` on a model folder, through the spec parser and the registry
     (parameters as spec keys; strings, numbers and booleans)."""
     from workbench import registry
@@ -227,4 +227,5 @@ def load_session(model_dir, strategy, **params):
         f'{extra}[[workloads]]\nname = "code"\n'
     )
     v = spec.variants[0]
-    return registry.get(v.strategy_ref)().load(v, Device("cpu"))
+    kind, _, index = device.partition(":")
+    return registry.get(v.strategy_ref)().load(v, Device(kind, int(index) if index else None))
