@@ -7,10 +7,13 @@ What is measured
 
     baseline       plain decoding (the reference)
     prompt-lookup  our loop, n-gram drafts from the prompt
-    speculative    our loop, draft = the same model in ``--draft-dtype`` (bfloat16: half the bytes per
+    speculative    our loop, draft = the same model in ``--draft-dtype`` (float16: half the bytes per
                    token, so it drafts faster on a CPU; same tokenizer by construction)
     hf-assisted    transformers' assisted generation with the same draft and draft length
                    (constant schedule, no confidence cut-off), to cross-check our loop
+    baseline-end   the baseline again, last: a shared machine's speed drifts over minutes (±10-30 %
+                   seen here), so the reference is the median over both baseline runs' trials and
+                   the drift between them is printed
 
     Decode tok/s is the stored ``decode_tokens_per_s`` (tokens after the first / first → last token).
 
@@ -67,6 +70,11 @@ draft_dtype = "{draft_dtype}"
 num_draft_tokens = {k}
 confidence_threshold = 0.0
 
+[[variants]]
+name = "baseline-end"
+model = "demo:smollm2-135m"
+dtype = "float32"
+
 [[workloads]]
 name = "summarise"
 limit = 1
@@ -82,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repetitions", "-r", type=int, default=2)
     parser.add_argument("--num-draft-tokens", "-k", type=int, default=6)
     parser.add_argument("--pld-tokens", type=int, default=10, help="prompt lookup draft length")
-    parser.add_argument("--draft-dtype", default="bfloat16", choices=["float32", "float16", "bfloat16"])
+    parser.add_argument("--draft-dtype", default="float16", choices=["float32", "float16", "bfloat16"])
     parser.add_argument("--db", type=Path, help="keep the results database here")
     args = parser.parse_args(argv)
 
@@ -112,10 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     def median(variant: str, key: str) -> float:
         return statistics.median(t[key] for t in by_variant[variant] if t["status"] == "ok")
 
-    base = median("baseline", "decode_tokens_per_s")
+    both = [t for v in ("baseline", "baseline-end") for t in by_variant[v] if t["status"] == "ok"]
+    base = statistics.median(t["decode_tokens_per_s"] for t in both)
+    drift = median("baseline-end", "decode_tokens_per_s") / median("baseline", "decode_tokens_per_s")
     print(
         f"\ndemo:smollm2-135m float32, summarise/doc-1, {args.max_new_tokens} new tokens, "
         f"{args.repetitions} reps; draft {args.draft_dtype}, k = {args.num_draft_tokens}; db {db}\n"
+        f"reference: median over both baseline runs, {base:.2f} tok/s (the last ran at {drift:.2f}x the "
+        "first: the machine's drift)\n"
     )
     print(
         f"{'variant':<14} {'decode tok/s':>12} {'vs baseline':>11} {'TTFT ms':>9} {'acceptance':>10} "

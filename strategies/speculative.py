@@ -10,7 +10,7 @@ was accepted, -1 otherwise (at least 1, at most twice ``num_draft_tokens``); it 
 ``num_draft_tokens`` for every request, so trials do not depend on the ones before them.
 
 The draft needs the prompt in its KV cache before it can draft. When the draft is the target's own model
-at another precision (the demo's bf16 draft), the target's prefill cache already holds what it needs:
+at another precision (the demo's fp16 draft), the target's prefill cache already holds what it needs:
 ``draft_prefill = "from-target"`` (the default for that case) casts the target's keys/values to the
 draft's dtype instead of running a second prefill, so speculative decoding costs nothing in the TTFT.
 A different draft model prefills the prompt itself (``own``), and that time is part of the TTFT.
