@@ -11,8 +11,9 @@ was accepted, -1 otherwise (at least 1, at most twice ``num_draft_tokens``); it 
 
 The draft needs the prompt in its KV cache before it can draft. When the draft is the target's own model
 at another precision (the demo's fp16 draft), the target's prefill cache already holds what it needs:
-``draft_prefill = "from-target"`` (the default for that case) casts the target's keys/values to the
-draft's dtype instead of running a second prefill, so speculative decoding costs nothing in the TTFT.
+``draft_prefill = "from-target"`` (the default for that case) copies the target's keys/values into the
+draft's cache (cast to the cache's dtype: ``draft_kv_dtype``) instead of running a second prefill, so
+speculative decoding costs nothing in the TTFT.
 A different draft model prefills the prompt itself (``own``), and that time is part of the TTFT.
 
 Draft and target must share a tokenizer (token ids are exchanged directly); a draft larger than the
