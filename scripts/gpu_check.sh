@@ -82,7 +82,7 @@ TOML
 
 status=0
 timeout 420 workbench run "$out/gpu-check.toml" --db "$out/gpu.db" || status=$?
-workbench show --db "$out/gpu.db" >"$out/show.txt" 2>&1 || true
+workbench show latest --db "$out/gpu.db" >"$out/show.txt" 2>&1 || true
 cat "$out/show.txt"
 workbench export --db "$out/gpu.db" latest --out "$out/charts" --format csv,md >/dev/null 2>&1 || true
 timeout 120 "$py" -m pytest -q -m cuda tests >"$out/pytest.txt" 2>&1 || status=$?
