@@ -148,13 +148,7 @@ class TrialRunner:
         started relative to the group, so the group's aggregate tokens/s can be recomputed.
         """
         lock = threading.Lock()
-        ready: list[tuple[int, dict[str, Any], Request]] = []
-        for index, plan in enumerate(plans):
-            prepared = self._prepare(plan)
-            if isinstance(prepared, TrialResult):
-                on_result(index, prepared)
-            else:
-                ready.append((index, *prepared))
+        ready = self._prepare_all(plans, on_result)
         pending = iter(ready)
         errors: list[BaseException] = []
         group_t0 = self.clock.now_ns()
@@ -184,6 +178,20 @@ class TrialRunner:
             t.join()
         if errors:
             raise errors[0]
+
+    def _prepare_all(
+        self, plans: Sequence[TrialPlan], on_result: Callable[[int, TrialResult], None]
+    ) -> list[tuple[int, dict[str, Any], Request]]:
+        """Tokenize every plan (untimed); a plan that cannot run is reported through ``on_result`` at
+        once, the others come back as (index, row, request)."""
+        ready: list[tuple[int, dict[str, Any], Request]] = []
+        for index, plan in enumerate(plans):
+            prepared = self._prepare(plan)
+            if isinstance(prepared, TrialResult):
+                on_result(index, prepared)
+            else:
+                ready.append((index, *prepared))
+        return ready
 
     def _prepare(self, plan: TrialPlan) -> tuple[dict[str, Any], Request] | TrialResult:
         row: dict[str, Any] = {
@@ -265,13 +273,7 @@ class TrialRunner:
         request's TTFT and TPOT are its own as a user of the batch sees them, and the group's aggregate
         tokens/s is recomputable (``concurrent_group``, ``group_offset_ms`` = 0). A request's ``e2e_ms``
         ends at its last token (a request that stopped early does not wait for the batch)."""
-        ready: list[tuple[int, dict[str, Any], Request]] = []
-        for index, plan in enumerate(plans):
-            prepared = self._prepare(plan)
-            if isinstance(prepared, TrialResult):
-                on_result(index, prepared)
-            else:
-                ready.append((index, *prepared))
+        ready = self._prepare_all(plans, on_result)
         if not ready:
             return
         for _, row, _ in ready:
