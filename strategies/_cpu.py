@@ -181,10 +181,15 @@ class GrowingLayer(DynamicLayer):
             self._view()
 
     def batch_repeat_interleave(self, repeats: int) -> None:
-        raise NotImplementedError("GrowingCache holds one sequence")
+        if self._keys is not None and self._values is not None:
+            self._keys = self._keys.repeat_interleave(repeats, dim=0)
+            self._values = self._values.repeat_interleave(repeats, dim=0)
+            self._view()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        raise NotImplementedError("GrowingCache holds one sequence")
+        if self._keys is not None and self._values is not None:
+            self._keys, self._values = self._keys[indices, ...], self._values[indices, ...]
+            self._view()
 
 
 class GrowingCache(DynamicCache):

@@ -36,6 +36,23 @@ def test_growing_cache_keeps_what_dynamic_cache_keeps_through_updates_crops_and_
             assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
 
 
+def test_growing_cache_repeats_and_selects_batch_rows_like_dynamic_cache(tiny):
+    from transformers import DynamicCache
+
+    from strategies._cpu import GrowingCache
+
+    grow, ref = GrowingCache(tiny.config), DynamicCache(config=tiny.config)
+    k = torch.randn(2, 2, 5, 8, generator=torch.Generator().manual_seed(4))
+    for cache in (grow, ref):
+        cache.update(k, -k, 0)
+        cache.batch_repeat_interleave(3)
+        cache.batch_select_indices(torch.tensor([0, 4, 5]))
+    assert torch.equal(grow.layers[0].keys, ref.layers[0].keys)
+    assert torch.equal(grow.layers[0].values, ref.layers[0].values)
+    keys, _ = grow.update(k[:1].expand(3, -1, -1, -1), k[:1].expand(3, -1, -1, -1), 0)  # still grows
+    assert keys.shape == (3, 2, 10, 8)
+
+
 def test_growing_cache_stores_in_its_own_dtype(tiny):
     from strategies._cpu import GrowingCache
 
