@@ -6,44 +6,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import tiny_prompt  # noqa: E402
+from conftest import ListProbe, load_session, request_for, tiny_prompt  # noqa: E402
 
-from workbench import registry  # noqa: E402
-from workbench.spec import parse_spec  # noqa: E402
-from workbench.strategy import Cancelled, Prompt, Request  # noqa: E402
-from workbench.timing import Device  # noqa: E402
-
-
-class ListProbe:
-    def __init__(self, cancel_after: int | None = None) -> None:
-        self.steps: list[list[int]] = []
-        self.cancel_after = cancel_after
-
-    def step(self, token_ids, **kw) -> None:
-        self.steps.append(list(token_ids))
-        if self.cancel_after is not None and len(self.steps) >= self.cancel_after:
-            raise Cancelled
-
-    @property
-    def tokens(self) -> list[int]:
-        return [t for s in self.steps for t in s]
-
-
-def load(model_dir, dtype="float32"):
-    spec = parse_spec(
-        f'[[variants]]\nname = "b"\nmodel = "{model_dir}"\ndtype = "{dtype}"\n[[workloads]]\nname = "code"\n'
-    )
-    return registry.get("baseline")().load(spec.variants[0], Device("cpu"))
+from workbench.strategy import Cancelled, Prompt  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def session(tiny_model_dir):
-    return load(tiny_model_dir)
-
-
-def request_for(session, text, **kw):
-    ids = session.encode(Prompt(id="p", prompt=text))
-    return Request(prompt=Prompt(id="p", prompt=text), input_ids=tuple(ids), **kw)
+    return load_session(tiny_model_dir, "baseline")
 
 
 @pytest.mark.parametrize("start,n_words,max_new", [(0, 5, 20), (3, 40, 33), (11, 120, 64)])
@@ -137,7 +107,7 @@ def test_cancel_propagates_from_the_probe(session):
 
 
 def test_dtype_is_applied(tiny_model_dir):
-    s = load(tiny_model_dir, dtype="bfloat16")
+    s = load_session(tiny_model_dir, "baseline", dtype="bfloat16")
     assert s.dtype == "bfloat16"
     assert next(s.hf.model.parameters()).dtype == torch.bfloat16
     out = s.generate(request_for(s, tiny_prompt(6), max_new_tokens=5, ignore_eos=True), ListProbe())

@@ -86,17 +86,9 @@ def test_a_batched_variant_runs_through_the_worker(db_path):
 
 torch = pytest.importorskip("torch")
 
-from conftest import load_session, tiny_prompt  # noqa: E402
+from conftest import ListProbe, load_session, tiny_prompt  # noqa: E402
 
 from workbench.strategy import Prompt, Request  # noqa: E402
-
-
-class ListProbe:
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-
-    def step(self, token_ids, **kw) -> None:
-        self.tokens.extend(token_ids)
 
 
 @pytest.mark.parametrize("strategy", ["baseline", "quantized"])

@@ -265,19 +265,6 @@ def test_quantize_on_load_writes_one_complete_cache_entry(first_load, gptq_cache
     assert result.row["output_tokens"] == 7
 
 
-@pytest.fixture(scope="module")
-def float32_mb(tiny_model_dir):
-    from workbench import registry
-
-    spec = parse_spec(
-        f'[[variants]]\nname = "b"\nmodel = "{tiny_model_dir}"\ndtype = "float32"\n[[workloads]]\nname = "code"\n'
-    )
-    baseline = registry.get("baseline")().load(spec.variants[0], CPU)
-    mb = baseline.weights_mb
-    baseline.close()
-    return mb
-
-
 @needs_gptqmodel
 def test_the_second_load_reuses_the_cache_and_generates_the_same_tokens(
     first_load, tiny_model_dir, gptq_cache, monkeypatch

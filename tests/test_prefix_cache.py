@@ -7,29 +7,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import ListProbe, tiny_prompt, trial_plan  # noqa: E402
 from conftest import load_session as load  # noqa: E402
-from conftest import tiny_prompt, trial_plan  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 from workbench.runner import TrialRunner  # noqa: E402
 from workbench.spec import parse_spec  # noqa: E402
 from workbench.strategy import Prompt, Request  # noqa: E402
 from workbench.timing import Device  # noqa: E402
-
-
-class ListProbe:
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-
-    def step(self, token_ids, **kw) -> None:
-        self.tokens.extend(token_ids)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

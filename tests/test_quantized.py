@@ -19,7 +19,6 @@ from strategies.quantized import (  # noqa: E402
     method_unavailable_reason,
     quantized_weights_mb,
 )
-from workbench import registry  # noqa: E402
 from workbench.errors import SpecError, StrategyError  # noqa: E402
 from workbench.runner import TrialRunner  # noqa: E402
 from workbench.spec import parse_spec  # noqa: E402
@@ -48,17 +47,6 @@ def variant(model_dir, **params):
 def run(session, prompt, temperature=0.0, max_new_tokens=7):
     plan = trial_plan(prompt, max_new_tokens, temperature=temperature, top_p=0.9, seed=5, ignore_eos=True)
     return TrialRunner(session, CPU).run(plan)
-
-
-@pytest.fixture(scope="module")
-def float32_mb(tiny_model_dir):
-    spec = parse_spec(
-        f'[[variants]]\nname = "b"\nmodel = "{tiny_model_dir}"\ndtype = "float32"\n[[workloads]]\nname = "code"\n'
-    )
-    session = registry.get("baseline")().load(spec.variants[0], CPU)
-    mb = session.weights_mb
-    session.close()
-    return mb
 
 
 @pytest.mark.parametrize("method", list(PACKAGE))

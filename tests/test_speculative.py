@@ -9,7 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import tiny_prompt, trial_plan  # noqa: E402
+from conftest import ListProbe, request_for, tiny_prompt, trial_plan  # noqa: E402
+from conftest import load_session as load  # noqa: E402
 
 from workbench.errors import SpecError, StrategyError  # noqa: E402
 from workbench.runner import TrialRunner  # noqa: E402
@@ -17,43 +18,10 @@ from workbench.spec import parse_spec  # noqa: E402
 from workbench.strategy import Cancelled, Prompt, Request  # noqa: E402
 from workbench.timing import Device  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 PLD = "strategies.prompt_lookup:PromptLookupStrategy"
 SPEC = "strategies.speculative:SpeculativeStrategy"
-
-
-class ListProbe:
-    def __init__(self, cancel_after: int | None = None) -> None:
-        self.steps: list[list[int]] = []
-        self.info: list[dict] = []
-        self.cancel_after = cancel_after
-
-    def step(self, token_ids, **kw) -> None:
-        self.steps.append(list(token_ids))
-        self.info.append(kw)
-        if self.cancel_after is not None and len(self.steps) >= self.cancel_after:
-            raise Cancelled
-
-    @property
-    def tokens(self) -> list[int]:
-        return [t for s in self.steps for t in s]
-
-
-def variant(model_dir, strategy, **params):
-    extra = "".join(
-        f"{k} = {v!r}\n".replace("True", "true").replace("False", "false") for k, v in params.items()
-    )
-    spec = parse_spec(
-        f'[[variants]]\nname = "v"\nmodel = "{model_dir}"\nstrategy = "{strategy}"\ndtype = "float32"\n'
-        f'{extra}[[workloads]]\nname = "code"\n'
-    )
-    return spec.variants[0]
-
-
-def load(model_dir, strategy, **params):
-    from workbench import registry
-
-    v = variant(model_dir, strategy, **params)
-    return registry.get(v.strategy_ref)().load(v, Device("cpu"))
 
 
 def _save_variant(src, dst, *, layers: int, seed: int | None = None, extra_tokens=()):
@@ -77,16 +45,6 @@ def _save_variant(src, dst, *, layers: int, seed: int | None = None, extra_token
     model.eval().save_pretrained(dst)
     tok.save_pretrained(dst)
     return dst
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The tiny models are latency-bound: on a busy machine extra intra-op threads only spin (a
-    prefill of 55 tokens measured 3 ms on 1 thread vs 260 ms on 2 contended ones)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -119,11 +77,6 @@ def sessions(models):
         "truncated-subset": load(t, SPEC, draft=str(models["truncated"]), draft_vocab=60),
         "random": load(t, SPEC, draft=str(models["random"]), num_draft_tokens=3),
     }
-
-
-def request_for(session, text, **kw):
-    ids = session.encode(Prompt(id="p", prompt=text))
-    return Request(prompt=Prompt(id="p", prompt=text), input_ids=tuple(ids), **kw)
 
 
 REPETITIVE = [" ".join([tiny_prompt(12, 3)] * 3), " ".join([tiny_prompt(20)] * 2) + " " + tiny_prompt(5)]
