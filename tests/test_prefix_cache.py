@@ -10,12 +10,12 @@ torch = pytest.importorskip("torch")
 from conftest import ListProbe, tiny_prompt, trial_plan  # noqa: E402
 from conftest import load_session as load  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 from workbench.runner import TrialRunner  # noqa: E402
 from workbench.spec import parse_spec  # noqa: E402
 from workbench.strategy import Prompt, Request  # noqa: E402
 from workbench.timing import Device  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
