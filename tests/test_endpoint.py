@@ -7,7 +7,6 @@ the worker process and a real SQLite file.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import textwrap
 import time
@@ -264,6 +263,26 @@ def write_spec(tmp_path, body: str):
     return path
 
 
+def keyed_spec(tmp_path, base_url: str, key_env: str):
+    """One endpoint variant whose API key comes from ``key_env``, one short code prompt."""
+    return write_spec(
+        tmp_path,
+        f"""
+        repetitions = 1
+        warmup = 0
+        [[variants]]
+        name = "keyed"
+        strategy = "endpoint"
+        base_url = "{base_url}"
+        api_key_env = "{key_env}"
+        [[workloads]]
+        name = "code"
+        limit = 1
+        max_new_tokens = 3
+        """,
+    )
+
+
 def db_rows(db, sql, params=()):
     conn = sqlite3.connect(db)
     conn.row_factory = sqlite3.Row
@@ -382,22 +401,7 @@ def test_the_api_key_is_sent_but_never_stored(openai_server, tmp_path, db_path, 
     secret = "sk-test-5f3c9a0b7d1e"
     openai_server.require_key = secret
     monkeypatch.setenv("WB_TEST_KEY", secret)
-    spec = write_spec(
-        tmp_path,
-        f"""
-        repetitions = 1
-        warmup = 0
-        [[variants]]
-        name = "keyed"
-        strategy = "endpoint"
-        base_url = "{openai_server.base_url}"
-        api_key_env = "WB_TEST_KEY"
-        [[workloads]]
-        name = "code"
-        limit = 1
-        max_new_tokens = 3
-        """,
-    )
+    spec = keyed_spec(tmp_path, openai_server.base_url, "WB_TEST_KEY")
     result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db_path), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     files = [db_path, *db_path.parent.glob("results.db-*"), *(tmp_path / "out").iterdir()]
@@ -409,29 +413,13 @@ def test_the_api_key_is_sent_but_never_stored(openai_server, tmp_path, db_path, 
     assert "WB_TEST_KEY" in result.output and "Traceback" not in result.output
 
 
-def test_a_wrong_api_key_fails_the_variant_with_the_servers_message(openai_server, tmp_path, db_path):
+def test_a_wrong_api_key_fails_the_variant_with_the_servers_message(
+    openai_server, tmp_path, db_path, monkeypatch
+):
     openai_server.require_key = "right"
-    os.environ["WB_WRONG_KEY"] = "wrong"
-    try:
-        spec = write_spec(
-            tmp_path,
-            f"""
-            repetitions = 1
-            warmup = 0
-            [[variants]]
-            name = "keyed"
-            strategy = "endpoint"
-            base_url = "{openai_server.base_url}"
-            api_key_env = "WB_WRONG_KEY"
-            [[workloads]]
-            name = "code"
-            limit = 1
-            max_new_tokens = 3
-            """,
-        )
-        result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db_path)])
-    finally:
-        del os.environ["WB_WRONG_KEY"]
+    monkeypatch.setenv("WB_WRONG_KEY", "wrong")
+    spec = keyed_spec(tmp_path, openai_server.base_url, "WB_WRONG_KEY")
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db_path)])
     assert result.exit_code == 3, result.output
     (trial,) = db_rows(db_path, "select status, error from trials")
     assert (
