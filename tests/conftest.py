@@ -35,6 +35,18 @@ def db_path(tmp_path):
     return tmp_path / "results.db"
 
 
+def db_rows(db, sql: str, params=()) -> list[dict]:
+    """The rows of a query on a results database, as dicts."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()
+
+
 class ListProbe:
     """A probe that keeps each step's token ids and keyword info; raises ``Cancelled`` after
     ``cancel_after`` steps when given."""

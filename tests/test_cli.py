@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import db_rows
 
 from workbench import __version__
 from workbench.cli import cli
@@ -61,15 +62,6 @@ def invoke(*args: str | Path, **kwargs) -> Result:
 def write(path: Path, text: str) -> Path:
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     return path
-
-
-def rows(db: Path, sql: str, params=()) -> list[dict]:
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(sql, params)]
-    finally:
-        conn.close()
 
 
 def assert_one_error_line(result: Result, *needles: str) -> str:
@@ -167,12 +159,12 @@ def test_run_exits_0_and_prints_the_table(recorded):
 
 def test_run_records_trials_and_steps(recorded):
     db = recorded["db"]
-    (run,) = rows(db, "select * from runs where id = 1")
+    (run,) = db_rows(db, "select * from runs where id = 1")
     assert run["name"] == "two-fakes" and run["status"] == "ok"
     assert run["finished_at"] and run["started_at"]
     assert "prefill_ms = 2" in run["spec"]
     assert json.loads(run["environment"])  # host recorded
-    trials = rows(db, "select * from trials where run_id = 1 order by id")
+    trials = db_rows(db, "select * from trials where run_id = 1 order by id")
     # warm-up 1 per workload + 2 prompts × 2 repetitions, per variant
     assert len(trials) == 2 * (1 + 4)
     assert {t["status"] for t in trials} == {"ok"}
@@ -183,7 +175,7 @@ def test_run_records_trials_and_steps(recorded):
         assert t["ttft_ms"] > 0 and t["e2e_ms"] >= t["ttft_ms"]
     fast = [t for t in trials if t["variant"] == "fast" and not t["warmup"]]
     assert {t["matches_baseline"] for t in fast} == {1}  # same tokens as the baseline "slow"
-    steps = rows(db, "select * from steps where trial_id = ? order by idx", [trials[0]["id"]])
+    steps = db_rows(db, "select * from steps where trial_id = ? order by idx", [trials[0]["id"]])
     assert [s["n_tokens"] for s in steps] == [1, 1, 1, 1]
 
 
@@ -348,9 +340,9 @@ def test_failed_trials_exit_3_and_are_recorded(tmp_path):
     assert "Traceback" not in result.output
     assert "failed: fast/code/code-1: RuntimeError: fake failure on prompt 'code-1'" in result.stderr
     assert "Run 1 partial: 6 ok, 2 failed" in result.stderr
-    (run,) = rows(db, "select * from runs")
+    (run,) = db_rows(db, "select * from runs")
     assert run["status"] == "partial"
-    trials = rows(db, "select * from trials order by id")
+    trials = db_rows(db, "select * from trials order by id")
     assert len(trials) == 8
     failed = [t for t in trials if t["status"] == "failed"]
     assert [(t["variant"], t["prompt_id"]) for t in failed] == [("fast", "code-1"), ("fast", "code-1")]
@@ -509,7 +501,7 @@ def test_nothing_recorded_is_lost(tmp_path, good_spec):
     db = tmp_path / "results.db"
     assert invoke("run", good_spec, "--db", db).exit_code == 0
     before = invoke("runs", "--db", db, "--json")
-    trials_before = rows(db, "select * from trials")
+    trials_before = db_rows(db, "select * from trials")
     assert len(trials_before) == 1
     bad = write(
         tmp_path / "bad.toml",
@@ -521,7 +513,7 @@ def test_nothing_recorded_is_lost(tmp_path, good_spec):
     assert json.loads(after.stdout) == json.loads(before.stdout)
     (run,) = json.loads(after.stdout)
     assert (run["id"], run["name"], run["status"], run["trials"]) == (1, "good", "ok", 1)
-    assert rows(db, "select * from trials") == trials_before
+    assert db_rows(db, "select * from trials") == trials_before
 
 
 def test_uncached_hub_model_offline_is_bad_input(tmp_path, monkeypatch):

@@ -7,13 +7,12 @@ the worker process and a real SQLite file.
 from __future__ import annotations
 
 import json
-import sqlite3
 import textwrap
 import time
 
 import pytest
 from click.testing import CliRunner
-from conftest import closed_port_url, trial_plan
+from conftest import closed_port_url, db_rows, trial_plan
 
 from workbench import registry
 from workbench.cli import cli
@@ -281,15 +280,6 @@ def keyed_spec(tmp_path, base_url: str, key_env: str):
         max_new_tokens = 3
         """,
     )
-
-
-def db_rows(db, sql, params=()):
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(sql, params)]
-    finally:
-        conn.close()
 
 
 def test_a_run_mixes_local_and_endpoint_variants_with_server_figures(openai_server, tmp_path, db_path):

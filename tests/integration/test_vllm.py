@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import textwrap
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
+from conftest import db_rows
 
 from workbench.cli import cli
 
@@ -145,15 +145,6 @@ def servers(tmp_path_factory):
             server.stop()
 
 
-def rows(db: Path, sql: str) -> list[dict]:
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(sql)]
-    finally:
-        conn.close()
-
-
 def test_a_spec_mixing_a_local_variant_and_vllm_endpoints(servers, tmp_path):
     prompts = tmp_path / "copy.jsonl"
     prompts.write_text("\n".join(json.dumps(p) for p in PROMPTS) + "\n", encoding="utf-8")
@@ -211,7 +202,7 @@ def test_a_spec_mixing_a_local_variant_and_vllm_endpoints(servers, tmp_path):
     assert result.exit_code == 0, result.output
     assert "srv TTFT ms" in result.output and "agg tok/s" in result.output
 
-    trials = rows(db, "select * from trials where warmup = 0")
+    trials = db_rows(db, "select * from trials where warmup = 0")
     assert len(trials) == 4 * 2 * 2
     assert all(t["status"] == "ok" and t["output_tokens"] == 16 for t in trials)
     served = [t for t in trials if t["variant"] != "local"]
@@ -229,7 +220,7 @@ def test_a_spec_mixing_a_local_variant_and_vllm_endpoints(servers, tmp_path):
     assert sum(t["match_fraction"] for t in served) / len(served) > 0.5
     assert {t["concurrency"] for t in trials if t["variant"] == "vllm-x2"} == {2}
 
-    windows = rows(db, "select * from server_metrics where warmup = 0")
+    windows = db_rows(db, "select * from server_metrics where warmup = 0")
     plain = [w for w in windows if w["variant"] == "vllm"]
     assert len(plain) == 4 and all(w["trials"] == 1 and w["requests"] == 1 and w["trial_id"] for w in plain)
     for w in plain:  # the server's TTFT is inside the client's: the gap is HTTP, network, queueing
