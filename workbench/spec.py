@@ -301,23 +301,23 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         check_device_name(device)
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
-    concurrency = _get(data, "concurrency", int, where, default=1)
-    if concurrency < 1:
-        raise SpecError(f"{where}: 'concurrency' must be at least 1")
-    if concurrency > 1 and not strategy_cls.supports_concurrency:
-        raise SpecError(
-            f"{where}: strategy '{strategy_cls.name}' runs one stream at a time; 'concurrency' applies to "
-            "strategies that serve parallel requests (endpoint)"
-        )
-    batch_size = _get(data, "batch_size", int, where, default=1)
-    if batch_size < 1:
-        raise SpecError(f"{where}: 'batch_size' must be at least 1")
-    if batch_size > 1 and not strategy_cls.supports_batching:
-        raise SpecError(
-            f"{where}: strategy '{strategy_cls.name}' decodes one sequence at a time; 'batch_size' applies to "
-            "baseline and quantized (speculative decoding accepts a different number of tokens per sequence "
-            "each step: see docs/levers.md)"
-        )
+    concurrency = _request_count(
+        data,
+        "concurrency",
+        where,
+        strategy_cls.supports_concurrency,
+        f"strategy '{strategy_cls.name}' runs one stream at a time; 'concurrency' applies to "
+        "strategies that serve parallel requests (endpoint)",
+    )
+    batch_size = _request_count(
+        data,
+        "batch_size",
+        where,
+        strategy_cls.supports_batching,
+        f"strategy '{strategy_cls.name}' decodes one sequence at a time; 'batch_size' applies to "
+        "baseline and quantized (speculative decoding accepts a different number of tokens per sequence "
+        "each step: see docs/levers.md)",
+    )
     if batch_size > 1 and concurrency > 1:
         raise SpecError(f"{where}: set 'batch_size' or 'concurrency', not both")
     return Variant(
@@ -445,6 +445,16 @@ def _check_keys(data: dict[str, Any], known: set[str], where: str) -> None:
 
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _request_count(data: dict[str, Any], key: str, where: str, supported: bool, refusal: str) -> int:
+    """``concurrency`` / ``batch_size``: at least 1, above 1 only where the strategy supports it."""
+    value = _get(data, key, int, where, default=1)
+    if value < 1:
+        raise SpecError(f"{where}: '{key}' must be at least 1")
+    if value > 1 and not supported:
+        raise SpecError(f"{where}: {refusal}")
+    return value
 
 
 def _get(data: dict[str, Any], key: str, kind: type, where: str, *, default: Any) -> Any:
