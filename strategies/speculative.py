@@ -98,14 +98,13 @@ class DraftModelDrafter:
         self.kv_dtype: Any = None  # storage dtype of the draft's cache (None: the draft's dtype)
         import torch
 
-        if config.draft_kv_dtype == "float32" or (
-            config.draft_kv_dtype == "auto"
-            and hf.device.type == "cpu"
-            and hf.dtype in (torch.bfloat16, torch.float16)
-        ):
+        wanted = config.draft_kv_dtype == "float32" or (
+            config.draft_kv_dtype == "auto" and hf.device.type == "cpu"
+        )
+        if wanted and hf.dtype in (torch.bfloat16, torch.float16):
             from ._cpu import use_workbench_attention
 
-            if hf.dtype != torch.float32 and use_workbench_attention(hf.model):
+            if use_workbench_attention(hf.model):  # it casts queries to the cache's dtype
                 self.kv_dtype = torch.float32
         self.cached: list[int] = []  # the tokens whose keys/values the draft cache holds
         self.sampler: Any = None
