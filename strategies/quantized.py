@@ -272,6 +272,28 @@ class QuantizedSession(BaselineSession):
     quantize_s: float | None = None
 
 
+def _pack_for_cpu_now(model: Any) -> None:
+    """On a CPU with AVX512-BF16, bitsandbytes (0.49-0.50) repacks each 4-bit weight for its fused
+    kernel at the first forward, which changes the weights' footprint and would land in the first
+    trial. Two fixes here: a layer narrower than one block (64 inputs; only toy models have one) keeps
+    the generic 4-bit path (the repacking reshapes its scales to ``in_features // 64`` = 0 columns and
+    fails), and one token goes through the model now, so the repacking happens at load and
+    ``weights_mb`` measures the layout the trials use."""
+    import torch
+
+    packs = False
+    for module in model.modules():
+        state = getattr(getattr(module, "weight", None), "quant_state", None)
+        if getattr(module, "support_avx512bf16_for_cpu", False) and state is not None:
+            if module.in_features < state.blocksize:
+                module.support_avx512bf16_for_cpu = False
+            else:
+                packs = True
+    if packs:
+        with torch.no_grad():
+            model(input_ids=torch.zeros((1, 1), dtype=torch.long))
+
+
 def _quiet_bnb_int8() -> None:
     """bitsandbytes' int8 matmul logs a warning on *every* call with float32 inputs ("inputs will be
     cast to float16"): once per layer per token. Drop that one message."""
@@ -326,6 +348,8 @@ class QuantizedStrategy(Strategy):
                 _quiet_bnb_int8()
             hf = load_hf_model(variant, device, model_kwargs={"quantization_config": quant})
             layers = sum(1 for m in hf.model.modules() if type(m).__name__ in ("Linear8bitLt", "Linear4bit"))
+            if method == "bnb-nf4" and device.type == "cpu":
+                _pack_for_cpu_now(hf.model)
         else:
             hf = load_hf_model(variant, device)
             layers = _quantize_torchao(hf, method, config, device)
