@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from strategies._cpu import GrowingCache
     from strategies._hf import wrap_hf_model
-    from workbench.models import materialize, parse_source
-    from workbench.timing import Device
-    from workbench.workloads import builtin_workload
+    from workbench.core.device import Device
+    from workbench.spec.sources import materialize, parse_source
+    from workbench.spec.workloads import builtin_workload
 
     torch.set_grad_enabled(False)
     where = materialize(parse_source("demo:smollm2-135m"))

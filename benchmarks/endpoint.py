@@ -1,7 +1,7 @@
 """Client-side fidelity of the ``endpoint`` strategy, and whether N parallel streams stay parallel.
 
 What is measured
-    ``workbench.fake_server.FakeOpenAIServer`` (stdlib HTTP on 127.0.0.1, chunked SSE like vLLM's)
+    ``workbench.testing.fake_server.FakeOpenAIServer`` (stdlib HTTP on 127.0.0.1, chunked SSE like vLLM's)
     waits known amounts of time: ``prefill_ms`` before the first token, then ``decode_ms_per_token``
     per token, ``tokens_per_chunk`` tokens per event; parallel requests do not slow each other (ideal
     batching). A spec with endpoint variants is run through the real path — ``RunExecutor`` → a worker
@@ -31,11 +31,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workbench.analysis import summarize
-from workbench.execute import RunExecutor
-from workbench.fake_server import FakeOpenAIServer
-from workbench.spec import parse_spec
+from workbench.analysis.summary import summarize
+from workbench.run.execute import RunExecutor
+from workbench.spec.parse import parse_spec
 from workbench.store import Store
+from workbench.testing.fake_server import FakeOpenAIServer
 
 PREFILL_MS = 40.0
 DECODE_MS = 8.0

@@ -5,7 +5,7 @@ What is measured
     ``prefill_ms + prefill_ms_per_token * input_tokens`` before the first token, then
     ``decode_ms_per_token`` per further token (delivered ``tokens_per_step`` at a time). A spec with
     several fake variants is built in code and run through the real path — ``RunExecutor`` → one
-    ``python -m workbench.worker`` process per variant → ``TrialRunner`` → JSON events → the SQLite
+    ``python -m workbench.run.worker`` process per variant → ``TrialRunner`` → JSON events → the SQLite
     store — on the built-in ``code`` workload (3 prompts) and a long prompt from the built-in
     ``sweep-input`` workload (2000 tokens, so the per-input-token prefill cost is visible).
     The trials are then read back from the store and, per (variant, prompt), the median measured
@@ -15,7 +15,7 @@ What is measured
         truth TPOT = decode_ms_per_token
 
     Also checked (recomputation): every stored trial's metrics equal those recomputed from its stored
-    ``steps`` rows with ``workbench.metrics.trial_metrics`` (the contract that every figure in
+    ``steps`` rows with ``workbench.run.metrics.trial_metrics`` (the contract that every figure in
     ``trials`` can be recomputed from ``steps``).
 
 Pass criterion (exit 0; exit 1 otherwise)
@@ -41,11 +41,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from workbench.execute import RunExecutor
-from workbench.metrics import StepRecord, TrialMetrics, trial_metrics
-from workbench.plan import plan_run
-from workbench.runner import encode_prompt
-from workbench.spec import parse_spec
+from workbench.run.execute import RunExecutor
+from workbench.run.metrics import StepRecord, TrialMetrics, trial_metrics
+from workbench.run.plan import plan_run
+from workbench.run.runner import encode_prompt
+from workbench.spec.parse import parse_spec
 from workbench.store import Store
 from workbench.testing import FakeSession
 

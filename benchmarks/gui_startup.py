@@ -59,8 +59,8 @@ max_new_tokens = 8
 
 
 def make_db(path: Path) -> None:
-    from workbench.execute import RunExecutor
-    from workbench.spec import parse_spec
+    from workbench.run.execute import RunExecutor
+    from workbench.spec.parse import parse_spec
     from workbench.store import Store
 
     with Store(path) as store:

@@ -5,7 +5,7 @@ What is measured
     fixed prompt and exactly N new tokens, two ways:
 
     runner    the ``baseline`` strategy through the real path: a one-variant spec run by
-              ``RunExecutor`` (a fresh ``python -m workbench.worker`` process that loads the model,
+              ``RunExecutor`` (a fresh ``python -m workbench.run.worker`` process that loads the model,
               runs one warm-up trial, then the measured trials; the prompt comes from a small JSONL
               workload written to a temp dir, ``ignore_eos = true``). Figures are the stored
               trials' ``decode_tokens_per_s`` = (N - 1) / (last step - first step).
@@ -126,7 +126,7 @@ class TimingStreamer:
 
 
 def build_spec(workload_file: Path, args: argparse.Namespace) -> Any:
-    from workbench.spec import parse_spec
+    from workbench.spec.parse import parse_spec
 
     text = f"""
 name = "benchmark: runner overhead"
@@ -151,7 +151,7 @@ ignore_eos = true
 
 def run_runner(spec: Any, db: Path) -> dict[str, Any]:
     """One RunExecutor run (fresh worker process); the measured trials' figures."""
-    from workbench.execute import RunExecutor
+    from workbench.run.execute import RunExecutor
     from workbench.store import Store
 
     store = Store(db)
@@ -214,8 +214,8 @@ def host_profile(
     import dataclasses
 
     from strategies.baseline import BaselineSession
-    from workbench.plan import plan_run
-    from workbench.runner import TrialRunner
+    from workbench.run.plan import plan_run
+    from workbench.run.runner import TrialRunner
 
     model = hf.model
     forward = model.forward
@@ -311,8 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     from strategies._hf import load_hf_model
-    from workbench.strategy import Prompt
-    from workbench.timing import resolve_device
+    from workbench.core.device import resolve_device
+    from workbench.core.strategy import Prompt
 
     hf_logging.disable_progress_bar()
     n = args.max_new_tokens

@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, help="keep the results database here")
     args = parser.parse_args(argv)
 
-    from workbench.execute import RunExecutor
-    from workbench.spec import parse_spec
+    from workbench.run.execute import RunExecutor
+    from workbench.spec.parse import parse_spec
     from workbench.store import Store
 
     text = SPEC.format(

@@ -19,11 +19,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from workbench.errors import StrategyError
-from workbench.strategy import FinishReason, Output, Probe, Prompt, Request, Session
-
-from ._prometheus import Scrape, parse_prometheus, requests_done, window_figures
-from .endpoint import EndpointConfig
+from strategies._prometheus import Scrape, parse_prometheus, requests_done, window_figures
+from strategies.endpoint import EndpointConfig
+from workbench.core.errors import StrategyError
+from workbench.core.strategy import FinishReason, Output, Probe, Prompt, Request, Session
 
 __all__ = ["EndpointSession", "split_counts"]
 
@@ -567,7 +566,7 @@ def _load_tokenizer(source: str) -> Any:
             "tokenizer needs transformers (pip install 'llm-workbench[engine]'), or leave tokenizer unset "
             "to count with the server"
         ) from None
-    from workbench.models import materialize, parse_source
+    from workbench.spec.sources import materialize, parse_source
 
     where = materialize(parse_source(source), log=_log)
     try:

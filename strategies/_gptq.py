@@ -36,14 +36,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.errors import ModelSourceError, StrategyError
+from workbench.core.errors import ModelSourceError, StrategyError
 
 if TYPE_CHECKING:
-    from workbench.models import ModelSource
-    from workbench.spec import Variant
-    from workbench.timing import Device
-
-    from ._hf import HFModel
+    from strategies._hf import HFModel
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
+    from workbench.spec.sources import ModelSource
 
 __all__ = [
     "CALIBRATION_WORKLOADS",
@@ -159,7 +158,7 @@ def calibration_set(tokenizer: Any, samples: int, *, window: int = CALIBRATION_W
     (chat, code, rag, summarise, chat, ...), each workload's in file order, until ``samples`` are
     chosen or the texts run out. Same tokenizer, same ``samples`` -> same list, on every machine.
     """
-    from workbench.workloads import builtin_workload
+    from workbench.spec.workloads import builtin_workload
 
     per_workload: list[list[list[int]]] = []
     seen: set[tuple[int, ...]] = set()
@@ -198,7 +197,7 @@ def calibration_digest(calibration: Sequence[Sequence[int]]) -> str:
 def source_identity(source: ModelSource, folder: Path) -> str:
     """What makes a model source *these* weights: the demo model's checksum, a hub snapshot's
     commit, or a local folder's (GGUF file's) path with each weight and config file's size and mtime."""
-    from workbench.models import DEMO_MODELS
+    from workbench.spec.sources import DEMO_MODELS
 
     if source.kind == "demo":
         demo = DEMO_MODELS[source.ref.split(":", 1)[1]]
@@ -228,7 +227,7 @@ class CacheEntry:
 
 
 def gptq_cache_root() -> Path:
-    from workbench.models import cache_dir
+    from workbench.spec.sources import cache_dir
 
     return cache_dir() / "gptq"
 
@@ -470,9 +469,8 @@ def load_gptq(
     import torch
     from transformers import AutoTokenizer
 
-    from workbench.models import materialize, parse_source
-
-    from ._hf import _log, resolve_dtype, wrap_hf_model
+    from strategies._hf import _log, resolve_dtype, wrap_hf_model
+    from workbench.spec.sources import materialize, parse_source
 
     log = log or _log
     source = parse_source(variant.model)

@@ -10,11 +10,11 @@ from typing import Any
 
 import torch
 
-from workbench.errors import ModelSourceError, StrategyError
-from workbench.models import materialize, parse_source
-from workbench.spec import Variant
-from workbench.strategy import Prompt, Request
-from workbench.timing import Device
+from workbench.core.device import Device
+from workbench.core.errors import ModelSourceError, StrategyError
+from workbench.core.strategy import Prompt, Request
+from workbench.core.variant import Variant
+from workbench.spec.sources import materialize, parse_source
 
 __all__ = ["HFModel", "Sampler", "Stopper", "load_hf_model", "resolve_dtype", "wrap_hf_model"]
 
@@ -108,7 +108,7 @@ def wrap_hf_model(model: Any, tokenizer: Any, device: Device, dtype: torch.dtype
     length, float footprint); used by :func:`load_hf_model` and by loaders of other libraries."""
     model.eval()
     if device.type == "cpu":  # attention and output-layer kernels for CPUs (see strategies._cpu)
-        from ._cpu import use_cpu_kernels
+        from strategies._cpu import use_cpu_kernels
 
         use_cpu_kernels(model)
     generation_config = getattr(model, "generation_config", None)

@@ -29,9 +29,8 @@ from typing import Any, Protocol
 import torch
 from transformers import DynamicCache
 
-from workbench.strategy import Output, Probe, Request
-
-from ._hf import HFModel, Sampler, Stopper
+from strategies._hf import HFModel, Sampler, Stopper
+from workbench.core.strategy import Output, Probe, Request
 
 __all__ = ["Draft", "Drafter", "crop_cache", "generate_speculative"]
 

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from workbench.roofline import kv_bytes_per_token
-from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy
+from workbench.core.shapes import kv_bytes_per_token
+from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
 
 if TYPE_CHECKING:
-    from workbench.spec import Variant
-    from workbench.timing import Device
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
 
 
 @dataclass
@@ -79,7 +79,7 @@ class BaselineSession(HFSession):
         import torch
         from transformers import DynamicCache
 
-        from ._hf import Sampler, Stopper
+        from strategies._hf import Sampler, Stopper
 
         hf = self.hf
         device = hf.torch_device
@@ -141,7 +141,7 @@ def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any
     """Token-by-token decode after a prefill: ``cache`` holds the prompt, ``logits`` are the prefill's
     scores for the last prompt position. Returns the tokens and the finish reason. Call it under
     ``torch.inference_mode()``."""
-    from ._hf import Sampler, Stopper
+    from strategies._hf import Sampler, Stopper
 
     sampler = Sampler(request, hf.torch_device)
     stopper = Stopper(request, hf.eos_ids, hf.decode)
@@ -167,6 +167,6 @@ class BaselineStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from ._hf import load_hf_model
+        from strategies._hf import load_hf_model
 
         return BaselineSession(load_hf_model(variant, device))

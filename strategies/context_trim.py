@@ -22,13 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy, field_help
-
-from .baseline import HFSession, decode_loop, torch_unavailable_reason
+from strategies.baseline import HFSession, decode_loop, torch_unavailable_reason
+from workbench.core.config import field_help
+from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
 
 if TYPE_CHECKING:
-    from workbench.spec import Variant
-    from workbench.timing import Device
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
 
 
 @dataclass
@@ -130,6 +130,6 @@ class ContextTrimStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from ._hf import load_hf_model
+        from strategies._hf import load_hf_model
 
         return ContextTrimSession(load_hf_model(variant, device), variant.config or ContextTrimConfig())

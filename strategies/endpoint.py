@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from workbench.errors import StrategyError
-from workbench.strategy import Session, Strategy, field_help, model_field
+from workbench.core.config import field_help, model_field
+from workbench.core.errors import StrategyError
+from workbench.core.strategy import Session, Strategy
 
 if TYPE_CHECKING:
-    from workbench.spec import Variant
-    from workbench.timing import Device
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -108,6 +109,6 @@ class EndpointStrategy(Strategy):
             raise StrategyError(f"the environment variable {env} (api_key_env) is not set")
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from ._endpoint import EndpointSession
+        from strategies._endpoint import EndpointSession
 
         return EndpointSession.connect(variant.config, variant.model)

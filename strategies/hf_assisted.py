@@ -15,14 +15,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.errors import StrategyError
-from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help, model_field
-
-from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
+from strategies.baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
+from workbench.core.config import field_help, model_field
+from workbench.core.errors import StrategyError
+from workbench.core.strategy import Output, Probe, Request, Session, Strategy
 
 if TYPE_CHECKING:
-    from workbench.spec import Variant
-    from workbench.timing import Device
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
 
 
 @dataclass
@@ -129,8 +129,8 @@ class HFAssistedStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from ._hf import load_hf_model
-        from .speculative import check_compatible
+        from strategies._hf import load_hf_model
+        from strategies.speculative import check_compatible
 
         config: HFAssistedConfig = variant.config if variant.config is not None else HFAssistedConfig()
         target = load_hf_model(variant, device)

@@ -28,13 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
-
-from .baseline import HFSession, decode_loop, torch_unavailable_reason
+from strategies.baseline import HFSession, decode_loop, torch_unavailable_reason
+from workbench.core.config import field_help
+from workbench.core.strategy import Output, Probe, Request, Session, Strategy
 
 if TYPE_CHECKING:
-    from workbench.spec import Variant
-    from workbench.timing import Device
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
 
 
 @dataclass
@@ -131,7 +131,7 @@ class PrefixCacheSession(HFSession):
         return cache
 
     def _keep(self, prompt_id: str, prompt: tuple[int, ...], cache: Any) -> None:
-        from ._speculative import crop_cache
+        from strategies._speculative import crop_cache
 
         crop_cache(cache, len(prompt))  # the prompt's keys/values; this cache is ours, no copy needed
         self.entries.append(_Entry(prompt_id, prompt, cache))
@@ -153,6 +153,6 @@ class PrefixCacheStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from ._hf import load_hf_model
+        from strategies._hf import load_hf_model
 
         return PrefixCacheSession(load_hf_model(variant, device), variant.config or PrefixCacheConfig())

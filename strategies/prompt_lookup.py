@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
-
-from .baseline import HFSession, torch_unavailable_reason
+from strategies.baseline import HFSession, torch_unavailable_reason
+from workbench.core.config import field_help
+from workbench.core.strategy import Output, Probe, Request, Session, Strategy
 
 if TYPE_CHECKING:
-    from workbench.spec import Variant
-    from workbench.timing import Device
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
 
 
 @dataclass
@@ -70,7 +70,7 @@ class PromptLookupDrafter:
         pass
 
     def propose(self, tokens: list[int], max_tokens: int) -> Any:
-        from ._speculative import Draft
+        from strategies._speculative import Draft
 
         c = self.config
         return Draft(find_draft(tokens, c.max_ngram_size, c.min_ngram_size, min(c.num_tokens, max_tokens)))
@@ -85,7 +85,7 @@ class PromptLookupSession(HFSession):
         self.drafter = PromptLookupDrafter(config)
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from ._speculative import generate_speculative
+        from strategies._speculative import generate_speculative
 
         return generate_speculative(self.hf, self.drafter, request, probe)
 
@@ -99,7 +99,7 @@ class PromptLookupStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from ._hf import load_hf_model
+        from strategies._hf import load_hf_model
 
         config = variant.config if variant.config is not None else PromptLookupConfig()
         return PromptLookupSession(load_hf_model(variant, device), config)

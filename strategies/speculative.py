@@ -26,14 +26,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.errors import StrategyError
-from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help, model_field
-
-from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
+from strategies.baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
+from workbench.core.config import field_help, model_field
+from workbench.core.errors import StrategyError
+from workbench.core.strategy import Output, Probe, Request, Session, Strategy
 
 if TYPE_CHECKING:
-    from workbench.spec import Variant
-    from workbench.timing import Device
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
 
 # Encoded by both tokenizers: words, digits, punctuation, whitespace runs, non-ASCII.
 _PROBE_TEXT = "The quick brown fox, 1234 jumps over\n\tthe lazy dog. Ünïcödé — 漢字 🙂 def f(x): return x"
@@ -102,7 +102,7 @@ class DraftModelDrafter:
             config.draft_kv_dtype == "auto" and hf.device.type == "cpu"
         )
         if wanted and hf.dtype in (torch.bfloat16, torch.float16):
-            from ._cpu import use_workbench_attention
+            from strategies._cpu import use_workbench_attention
 
             if use_workbench_attention(hf.model):  # it casts queries to the cache's dtype
                 self.kv_dtype = torch.float32
@@ -119,7 +119,7 @@ class DraftModelDrafter:
         """A cache that grows in place (in ``kv_dtype``), or transformers' own for layouts it cannot hold."""
         from transformers import DynamicCache
 
-        from ._cpu import GrowingCache
+        from strategies._cpu import GrowingCache
 
         try:
             return GrowingCache(self.hf.model.config, dtype=self.kv_dtype or self.hf.dtype)
@@ -127,7 +127,7 @@ class DraftModelDrafter:
             return DynamicCache(config=self.hf.model.config)
 
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
-        from ._cpu import GrowingCache
+        from strategies._cpu import GrowingCache
 
         self.k = self.config.num_draft_tokens
         self.sampler = sampler
@@ -182,7 +182,7 @@ class DraftModelDrafter:
 
     def _sync(self, tokens: list[int]) -> int:
         """Crop the cache to its longest prefix shared with ``tokens``; return that length."""
-        from ._speculative import crop_cache
+        from strategies._speculative import crop_cache
 
         common = 0
         limit = min(len(self.cached), len(tokens) - 1)  # always feed at least one token
@@ -196,7 +196,7 @@ class DraftModelDrafter:
     def propose(self, tokens: list[int], max_tokens: int) -> Any:
         import torch
 
-        from ._speculative import Draft
+        from strategies._speculative import Draft
 
         k = min(self.k, max_tokens)
         common = self._sync(tokens)
@@ -243,7 +243,7 @@ class SpeculativeSession(HFSession):
         self.drafter = DraftModelDrafter(draft_hf, config, vocab_limit, reuse_target)
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from ._speculative import generate_speculative
+        from strategies._speculative import generate_speculative
 
         return generate_speculative(self.hf, self.drafter, request, probe)
 
@@ -304,7 +304,7 @@ class SpeculativeStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from ._hf import load_hf_model
+        from strategies._hf import load_hf_model
 
         config: SpeculativeConfig = variant.config
         if config is None:

@@ -57,7 +57,7 @@ class ListProbe:
         self.cancel_after = cancel_after
 
     def step(self, token_ids, **kw) -> None:
-        from workbench.strategy import Cancelled
+        from workbench.core.strategy import Cancelled
 
         self.steps.append(list(token_ids))
         self.info.append(kw)
@@ -71,7 +71,7 @@ class ListProbe:
 
 def request_for(session, text, **kw):
     """A request for a raw-text prompt, tokenized by ``session``."""
-    from workbench.strategy import Prompt, Request
+    from workbench.core.strategy import Prompt, Request
 
     prompt = Prompt(id="p", prompt=text)
     return Request(prompt=prompt, input_ids=tuple(session.encode(prompt)), **kw)
@@ -166,8 +166,8 @@ def tiny_prompt(n_words: int = 12, start: int = 0) -> str:
 
 def trial_plan(prompt="a b c d e f g h", max_new_tokens: int = 10, **overrides):
     """A one-trial plan for running a session through the real TrialRunner (greedy by default)."""
-    from workbench.plan import TrialPlan
-    from workbench.strategy import Prompt
+    from workbench.core.strategy import Prompt
+    from workbench.run.plan import TrialPlan
 
     if isinstance(prompt, str):
         prompt = Prompt(id="p1", prompt=prompt)
@@ -245,8 +245,8 @@ limit = 3
 @pytest.fixture(scope="session")
 def fake_run_db(tmp_path_factory):
     """A real results DB holding one finished run of FAKE_LEVERS_SPEC (run id 1)."""
-    from workbench.execute import RunExecutor
-    from workbench.spec import parse_spec
+    from workbench.run.execute import RunExecutor
+    from workbench.spec.parse import parse_spec
     from workbench.store import Store
 
     path = tmp_path_factory.mktemp("fake-run") / "results.db"
@@ -259,7 +259,7 @@ def fake_run_db(tmp_path_factory):
 @pytest.fixture
 def openai_server():
     """A real local OpenAI-compatible streaming server (stdlib, in a thread) with known costs."""
-    from workbench.fake_server import FakeOpenAIServer
+    from workbench.testing.fake_server import FakeOpenAIServer
 
     with FakeOpenAIServer(prefill_ms=20, decode_ms_per_token=4) as server:
         yield server
@@ -278,9 +278,9 @@ def closed_port_url() -> str:
 def load_session(model_dir, strategy, device="cpu", dtype="float32", **params):
     """A loaded session of ``strategy`` on a model folder, through the spec parser and the registry
     (parameters as spec keys; strings, numbers and booleans)."""
-    from workbench import registry
-    from workbench.spec import parse_spec
-    from workbench.timing import Device
+    from workbench.core import registry
+    from workbench.core.device import Device
+    from workbench.spec.parse import parse_spec
 
     def toml(value):
         return ("true" if value else "false") if isinstance(value, bool) else repr(value).replace("'", '"')

@@ -6,7 +6,10 @@ import itertools
 
 import pytest
 
-from workbench.analysis import analyze_run, bootstrap_median, compare_runs, speedup, summarize
+from workbench.analysis.compare import compare_runs
+from workbench.analysis.run import analyze_run
+from workbench.analysis.stats import bootstrap_median, speedup
+from workbench.analysis.summary import summarize
 from workbench.store import Store
 
 

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 from conftest import ListProbe, load_session, request_for, tiny_prompt  # noqa: E402
 
-from workbench.strategy import Cancelled, Prompt  # noqa: E402
+from workbench.core.strategy import Cancelled, Prompt  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from workbench.errors import SpecError
-from workbench.execute import RunExecutor
-from workbench.plan import plan_run, trial_groups
-from workbench.spec import parse_spec
+from workbench.core.errors import SpecError
+from workbench.run.execute import RunExecutor
+from workbench.run.plan import plan_run, trial_groups
+from workbench.spec.parse import parse_spec
 from workbench.store import Store
 
 CODE = '[[workloads]]\nname = "code"\nlimit = 3\nmax_new_tokens = 6\n'
@@ -71,13 +71,13 @@ def test_a_batched_variant_runs_through_the_worker(db_path):
     assert {t["batch_size"] for t in single} == {1}
     (variant,) = [v for v in store.variants(result.run_id) if v["name"] == "four"]
     assert variant["batch_size"] == 4
-    from workbench.analysis import summarize
+    from workbench.analysis.summary import summarize
 
     by_name = {s.variant: s for s in summarize(trials, "one")}
     # ideal batching: four requests in the time of about one: aggregate tokens/s well above one stream's
     assert by_name["four"].throughput_tokens_per_s > 2.5 * by_name["one"].metrics["decode_tokens_per_s"].value
     # the advice knows the batched variant as the batching lever (a decode lever)
-    from workbench.analysis import analyze_run
+    from workbench.analysis.run import analyze_run
 
     (phase,) = analyze_run(store, result.run_id).phases
     (lever,) = [lv for lv in phase.levers if lv.variant == "four"]
@@ -88,7 +88,7 @@ torch = pytest.importorskip("torch")
 
 from conftest import ListProbe, load_session, tiny_prompt  # noqa: E402
 
-from workbench.strategy import Prompt, Request  # noqa: E402
+from workbench.core.strategy import Prompt, Request  # noqa: E402
 
 
 @pytest.mark.parametrize("strategy", ["baseline", "quantized"])
@@ -115,8 +115,9 @@ def test_the_batched_loop_matches_one_at_a_time(tiny_model_dir, strategy):
 
 def test_a_swept_parameter_gets_its_own_chart(db_path):
     """``sweep = {batch_size = [1, 2, 4]}``: the charts plot decode speed and TTFT against the value."""
-    from workbench.analysis import analyze_run
-    from workbench.chartdata import ParameterSweepChart, run_charts
+    from workbench.analysis.run import analyze_run
+    from workbench.charts import run_charts
+    from workbench.charts.sweeps import ParameterSweepChart
 
     text = (
         "repetitions = 1\nwarmup = 0\n"

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from workbench import chartdata as cd
-from workbench.analysis import summarize
+from workbench import charts as cd
+from workbench.analysis.summary import summarize
 from workbench.store import Store
 
 pytest.importorskip("pyqtgraph")
@@ -143,7 +143,7 @@ def test_the_qt_binding_does_not_drop_references_to_none(qapp):
 
 
 def test_every_chart_of_a_run_has_known_data_and_draws(fake_run_db, qapp):
-    from workbench.analysis import analyze_run
+    from workbench.analysis.run import analyze_run
 
     with Store(fake_run_db, create=False) as store:
         analysis = analyze_run(store, 1)

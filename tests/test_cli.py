@@ -547,9 +547,9 @@ def test_a_strategy_not_available_here_is_bad_input(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", ["demo.toml", "demo-full.toml"])
 def test_packaged_demo_specs_are_valid(name):
     """The specs `workbench demo [--full]` runs parse, use registered strategies and four kinds of lever."""
-    from workbench.plan import plan_run
-    from workbench.resources import resource_path
-    from workbench.spec import load_spec
+    from workbench.core.resources import resource_path
+    from workbench.run.plan import plan_run
+    from workbench.spec.parse import load_spec
 
     spec = load_spec(resource_path("specs", name))
     kinds = {v.strategy for v in spec.variants}
@@ -560,8 +560,8 @@ def test_packaged_demo_specs_are_valid(name):
 
 
 def test_the_levers_spec_is_valid():
-    from workbench.resources import resource_path
-    from workbench.spec import load_spec
+    from workbench.core.resources import resource_path
+    from workbench.spec.parse import load_spec
 
     spec = load_spec(resource_path("specs", "levers.toml"))
     assert {"baseline", "prefix-cache", "context-trim"} <= {v.strategy for v in spec.variants}

@@ -47,10 +47,10 @@ torch = pytest.importorskip("torch")
 from conftest import load_session as load  # noqa: E402
 from conftest import tiny_prompt, trial_plan  # noqa: E402
 
-from workbench.runner import TrialRunner  # noqa: E402
-from workbench.spec import parse_spec  # noqa: E402
-from workbench.strategy import Prompt  # noqa: E402
-from workbench.timing import Device  # noqa: E402
+from workbench.core.device import Device  # noqa: E402
+from workbench.core.strategy import Prompt  # noqa: E402
+from workbench.run.runner import TrialRunner  # noqa: E402
+from workbench.spec.parse import parse_spec  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_a_long_chat_drops_its_oldest_turns(runners):
     assert auto.row["trimmed_tokens"] > 0 and auto.row["input_tokens"] - auto.row["trimmed_tokens"] <= 24
     assert middle.row["input_tokens"] - middle.row["trimmed_tokens"] == 24
     session = runners["trim"].session
-    from workbench.strategy import Request
+    from workbench.core.strategy import Request
 
     kept = session.trim(Request(prompt=prompt, input_ids=tuple(session.encode(prompt)), max_new_tokens=1))
     # whole turns went: what is left is the encoding of the conversation's last turns, from a question on
@@ -100,7 +100,7 @@ def test_a_long_chat_drops_its_oldest_turns(runners):
 
 
 def test_bad_budget():
-    from workbench.errors import SpecError
+    from workbench.core.errors import SpecError
 
     with pytest.raises(SpecError, match="max_input_tokens must be at least 8"):
         parse_spec(

@@ -7,11 +7,12 @@ import dataclasses
 import pytest
 from conftest import tiny_prompt, trial_plan
 
-from workbench import registry
-from workbench.runner import TrialRunner
-from workbench.spec import Variant
-from workbench.strategy import Prompt, Session, Strategy, config_fields
-from workbench.timing import Device
+from workbench.core import registry
+from workbench.core.config import config_fields
+from workbench.core.device import Device
+from workbench.core.strategy import Prompt, Session, Strategy
+from workbench.core.variant import Variant
+from workbench.run.runner import TrialRunner
 
 NAMES = registry.names()
 

@@ -13,8 +13,8 @@ torch = pytest.importorskip("torch")
 
 from conftest import load_session, tiny_prompt, trial_plan  # noqa: E402
 
-from workbench.runner import TrialRunner  # noqa: E402
-from workbench.timing import Device, resolve_device  # noqa: E402
+from workbench.core.device import Device, resolve_device  # noqa: E402
+from workbench.run.runner import TrialRunner  # noqa: E402
 
 pytestmark = [
     pytest.mark.cuda,

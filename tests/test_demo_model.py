@@ -14,12 +14,12 @@ torch = pytest.importorskip("torch")
 
 from click.testing import CliRunner  # noqa: E402
 
-from workbench import registry  # noqa: E402
 from workbench.cli import cli  # noqa: E402
-from workbench.models import ensure_demo_model  # noqa: E402
-from workbench.spec import parse_spec  # noqa: E402
-from workbench.strategy import Prompt, Request  # noqa: E402
-from workbench.timing import Device  # noqa: E402
+from workbench.core import registry  # noqa: E402
+from workbench.core.device import Device  # noqa: E402
+from workbench.core.strategy import Prompt, Request  # noqa: E402
+from workbench.spec.parse import parse_spec  # noqa: E402
+from workbench.spec.sources import ensure_demo_model  # noqa: E402
 
 pytestmark = pytest.mark.demo
 
@@ -90,7 +90,7 @@ max_new_tokens = 8
     result = CliRunner().invoke(cli, ["run", str(tmp_path / "spec.toml"), "--db", str(db)])
     assert result.exit_code == 0, result.output
     assert "bf16" in result.output and "decode tok/s" in result.output
-    from workbench.metrics import StepRecord, trial_metrics
+    from workbench.run.metrics import StepRecord, trial_metrics
     from workbench.store import Store
 
     store = Store(db, create=False)

@@ -14,14 +14,16 @@ import pytest
 from click.testing import CliRunner
 from conftest import closed_port_url, db_rows, trial_plan
 
-from workbench import registry
 from workbench.cli import cli
-from workbench.errors import SpecError
-from workbench.fake_server import FakeOpenAIServer
-from workbench.runner import TrialRunner
-from workbench.spec import Variant, parse_spec
-from workbench.strategy import Prompt, build_config
-from workbench.timing import Device
+from workbench.core import registry
+from workbench.core.config import build_config
+from workbench.core.device import Device
+from workbench.core.errors import SpecError
+from workbench.core.strategy import Prompt
+from workbench.core.variant import Variant
+from workbench.run.runner import TrialRunner
+from workbench.spec.parse import parse_spec
+from workbench.testing.fake_server import FakeOpenAIServer
 
 EndpointStrategy = registry.get("endpoint")
 CHAT = Prompt(id="chat", messages=({"role": "user", "content": "say something"},))
@@ -203,7 +205,7 @@ def test_server_failures_fail_the_trial_with_the_reason(openai_server, setup, pa
 
 
 def test_wrong_model_name_and_unreachable_server_fail_at_load(openai_server):
-    from workbench.errors import StrategyError
+    from workbench.core.errors import StrategyError
 
     config = build_config(EndpointStrategy.Config, {"base_url": openai_server.base_url}, where="v")
     with pytest.raises(StrategyError, match="serves fake-model, not 'other'"):
@@ -493,7 +495,7 @@ def test_split_counts(chars, total, ends, expected):
 
 
 def test_concurrent_variants_run_each_workload_as_one_group():
-    from workbench.plan import plan_run, trial_groups
+    from workbench.run.plan import plan_run, trial_groups
 
     spec = parse_spec(
         """
@@ -524,7 +526,7 @@ def test_concurrent_variants_run_each_workload_as_one_group():
 
 
 def test_outputs_without_token_ids_are_compared_with_the_baseline_as_text(db_path):
-    from workbench.execute import mark_matches_baseline
+    from workbench.run.execute import mark_matches_baseline
     from workbench.store import Store
 
     store = Store(db_path)

@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from workbench.execute import RunExecutor
-from workbench.spec import parse_spec
+from workbench.run.execute import RunExecutor
+from workbench.spec.parse import parse_spec
 from workbench.store import Store
 
 FAKE = """
@@ -178,7 +178,7 @@ ignore_eos = true
 
 
 def test_compare_outputs_finds_the_first_divergence():
-    from workbench.execute import compare_outputs
+    from workbench.run.execute import compare_outputs
 
     assert compare_outputs([1, 2, 3], [1, 2, 3]) == {
         "matches_baseline": 1,

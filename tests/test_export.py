@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from workbench.analysis import analyze_run
+from workbench.analysis.phases import classify
+from workbench.analysis.run import analyze_run
 from workbench.cli import cli
-from workbench.phases import classify
 from workbench.store import Store
 
 pytest.importorskip("pyqtgraph")
@@ -182,10 +182,10 @@ def test_bad_format_and_bad_folder_are_one_line_errors(fake_run_db, tmp_path):
 
 
 def test_without_qt_csv_and_md_still_work_and_charts_say_what_to_install(fake_run_db, tmp_path, monkeypatch):
-    import workbench.export
+    import workbench.report.export
 
     reason = "drawing charts needs PySide6 (pip install 'llm-workbench[gui]')"
-    monkeypatch.setattr(workbench.export, "charts_unavailable", lambda: reason)
+    monkeypatch.setattr(workbench.report.export, "charts_unavailable", lambda: reason)
     result = invoke("export", "1", "--out", tmp_path / "a", "--format", "png,csv", "--db", fake_run_db)
     assert result.exit_code == 2
     assert re.search(r"Error: cannot export png: .*pip install 'llm-workbench\[gui\]'", result.output)

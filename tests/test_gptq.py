@@ -32,12 +32,12 @@ from strategies._gptq import (  # noqa: E402
 )
 from strategies.quantized import QuantizedStrategy, quantized_weights_mb  # noqa: E402
 from workbench.cli import cli  # noqa: E402
-from workbench.errors import SpecError, StrategyError  # noqa: E402
-from workbench.runner import TrialRunner  # noqa: E402
-from workbench.spec import parse_spec  # noqa: E402
-from workbench.strategy import Prompt  # noqa: E402
-from workbench.timing import Device  # noqa: E402
-from workbench.workloads import builtin_workload  # noqa: E402
+from workbench.core.device import Device  # noqa: E402
+from workbench.core.errors import SpecError, StrategyError  # noqa: E402
+from workbench.core.strategy import Prompt  # noqa: E402
+from workbench.run.runner import TrialRunner  # noqa: E402
+from workbench.spec.parse import parse_spec  # noqa: E402
+from workbench.spec.workloads import builtin_workload  # noqa: E402
 
 CPU = Device("cpu")
 HAS_GPTQMODEL = _gptq.gptq_unavailable_reason() is None

@@ -20,13 +20,13 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from workbench.analysis import summarize
-from workbench.execute import RunExecutor
+from workbench.analysis.summary import summarize
 from workbench.gui.draft import SpecDraft
 from workbench.gui.main_window import MainWindow
 from workbench.gui.results import COLUMNS
 from workbench.gui.settings import GuiSettings
-from workbench.spec import parse_spec
+from workbench.run.execute import RunExecutor
+from workbench.spec.parse import parse_spec
 from workbench.store import Store
 
 FAKE_SPEC = """
@@ -164,7 +164,7 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
     assert [w.name for w in spec.workloads] == ["code"]
     assert "8 measured trials" in b.status.text()  # 2 variants × 2 prompts × 2 repetitions
     # before any run, each ticked workload shows its predicted phase (code: short in, short out)
-    from workbench.phases import predict_workload
+    from workbench.analysis.phases import predict_workload
 
     assert b.predictions["code"] == predict_workload(spec.workloads[0])
     assert f"predicted <b>{b.predictions['code'].label}</b>" in b.builtin_labels["code"][0].text()
@@ -541,7 +541,7 @@ def test_invalid_form_disables_run_with_the_reason(qtbot, db_path):
 
 
 def test_unavailable_strategies_are_greyed_with_the_reason(qtbot, db_path, monkeypatch):
-    from workbench import registry
+    from workbench.core import registry
 
     real = registry.list_strategies
 

@@ -8,11 +8,11 @@ torch = pytest.importorskip("torch")
 
 from conftest import tiny_prompt, trial_plan  # noqa: E402
 
-from workbench import registry  # noqa: E402
-from workbench.runner import TrialRunner  # noqa: E402
-from workbench.spec import parse_spec  # noqa: E402
-from workbench.strategy import Prompt  # noqa: E402
-from workbench.timing import Device  # noqa: E402
+from workbench.core import registry  # noqa: E402
+from workbench.core.device import Device  # noqa: E402
+from workbench.core.strategy import Prompt  # noqa: E402
+from workbench.run.runner import TrialRunner  # noqa: E402
+from workbench.spec.parse import parse_spec  # noqa: E402
 
 
 def load(model_dir, strategy, extra=""):

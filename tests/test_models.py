@@ -7,9 +7,9 @@ import zipfile
 
 import pytest
 
-from workbench import models
-from workbench.errors import ModelSourceError
-from workbench.models import DemoModel, materialize, parse_source, preflight
+from workbench.core.errors import ModelSourceError
+from workbench.spec import sources as models
+from workbench.spec.sources import DemoModel, materialize, parse_source, preflight
 
 
 def test_classification(tmp_path):

@@ -53,7 +53,7 @@ def test_every_resource_file_is_package_data():
 
 
 def test_the_sample_database_is_a_small_finished_demo_run():
-    from workbench.resources import resource_path
+    from workbench.core.resources import resource_path
     from workbench.store import Store
 
     assert resource_path("sample", "demo.db") == SAMPLE
@@ -220,7 +220,7 @@ def test_the_launcher_gives_qt_a_utf8_locale_and_passes_the_arguments(fake_insta
 
 
 def test_frozen_app_finds_resources_in_its_bundle_and_says_it_is_the_packaged_viewer(monkeypatch, tmp_path):
-    from workbench import resources
+    from workbench.core import resources
     from workbench.gui.main_window import viewer_reason
 
     monkeypatch.setattr(sys, "frozen", True, raising=False)
@@ -233,7 +233,7 @@ def test_frozen_app_finds_resources_in_its_bundle_and_says_it_is_the_packaged_vi
 def test_installed_layout_is_preferred_to_a_resources_folder_beside_the_package(monkeypatch, tmp_path):
     """In site-packages a top-level `resources/` may belong to another project: an installed wheel
     uses its own `workbench/_resources`."""
-    from workbench import resources
+    from workbench.core import resources
 
     monkeypatch.setattr(resources, "installed_root", lambda: tmp_path)
     monkeypatch.delenv("WORKBENCH_RESOURCES", raising=False)

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.analysis import summarize
-from workbench.phases import (
+from workbench.analysis.phases import (
     DECODE_HEAVY,
     PREFILL_HEAVY,
     CostModel,
     classify,
-    fit_line,
     measure_phases,
     predict_workload,
     typical_lengths,
 )
-from workbench.workloads import builtin_workload
+from workbench.analysis.stats import fit_line
+from workbench.analysis.summary import summarize
+from workbench.spec.workloads import builtin_workload
 
 
 def trial(variant, workload, prompt, ttft, after, *, rep=0, inp=1000, out=100, budget=100, strategy=""):

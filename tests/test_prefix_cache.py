@@ -10,10 +10,10 @@ torch = pytest.importorskip("torch")
 from conftest import ListProbe, tiny_prompt, trial_plan  # noqa: E402
 from conftest import load_session as load  # noqa: E402
 
-from workbench.runner import TrialRunner  # noqa: E402
-from workbench.spec import parse_spec  # noqa: E402
-from workbench.strategy import Prompt, Request  # noqa: E402
-from workbench.timing import Device  # noqa: E402
+from workbench.core.device import Device  # noqa: E402
+from workbench.core.strategy import Prompt, Request  # noqa: E402
+from workbench.run.runner import TrialRunner  # noqa: E402
+from workbench.spec.parse import parse_spec  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -107,7 +107,7 @@ def test_the_runner_records_cached_tokens(tiny_model_dir):
     [("max_cached_tokens", 0, "max_cached_tokens must be at least 1"), ("reset", '"sometimes"', "reset")],
 )
 def test_bad_parameters(key, value, problem):
-    from workbench.errors import SpecError
+    from workbench.core.errors import SpecError
 
     with pytest.raises(SpecError, match=problem):
         parse_spec(

@@ -19,11 +19,11 @@ from strategies.quantized import (  # noqa: E402
     method_unavailable_reason,
     quantized_weights_mb,
 )
-from workbench.errors import SpecError, StrategyError  # noqa: E402
-from workbench.runner import TrialRunner  # noqa: E402
-from workbench.spec import parse_spec  # noqa: E402
-from workbench.strategy import Prompt  # noqa: E402
-from workbench.timing import Device  # noqa: E402
+from workbench.core.device import Device  # noqa: E402
+from workbench.core.errors import SpecError, StrategyError  # noqa: E402
+from workbench.core.strategy import Prompt  # noqa: E402
+from workbench.run.runner import TrialRunner  # noqa: E402
+from workbench.spec.parse import parse_spec  # noqa: E402
 
 CPU = Device("cpu")
 PACKAGE = {

@@ -6,16 +6,18 @@ import json
 
 import pytest
 
-from workbench import roofline
-from workbench.analysis import analyze_run
+from workbench.analysis import roofline
+from workbench.analysis.run import analyze_run
+from workbench.core import shapes
+from workbench.run import bandwidth
 from workbench.store import Store
 
 
 def test_kv_bytes_and_the_limit_have_known_values():
     shape = {"layers": 30, "kv_heads": 3, "head_dim": 64, "bytes_per_element": 4}
-    assert roofline.kv_bytes_per_token(shape) == 2 * 30 * 3 * 64 * 4
-    assert roofline.kv_bytes_per_token(None) is None
-    assert roofline.kv_bytes_per_token({"layers": 2}) is None
+    assert shapes.kv_bytes_per_token(shape) == 2 * 30 * 3 * 64 * 4
+    assert shapes.kv_bytes_per_token(None) is None
+    assert shapes.kv_bytes_per_token({"layers": 2}) is None
     # 100 GB/s over 1,000 MiB of weights
     limit = roofline.roofline_tokens_per_s(100, 1000)
     assert limit == pytest.approx(100e9 / (1000 * 2**20))
@@ -28,8 +30,8 @@ def test_kv_bytes_and_the_limit_have_known_values():
 
 def test_cpu_bandwidth_is_measured_and_the_best_figure_is_cached_per_machine(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
-    monkeypatch.delenv(roofline.ENV_OVERRIDE, raising=False)
-    first = roofline.device_bandwidth("cpu")
+    monkeypatch.delenv(bandwidth.ENV_OVERRIDE, raising=False)
+    first = bandwidth.device_bandwidth("cpu")
     assert 0.1 < first.gbs < 10_000 and not first.cached
     assert "numpy copy" in first.method
     cache = json.loads((tmp_path / "bandwidth.json").read_text())
@@ -37,29 +39,29 @@ def test_cpu_bandwidth_is_measured_and_the_best_figure_is_cached_per_machine(tmp
     assert entry["gbs"] == first.gbs
 
     # a busy machine measures less: the cached best stays
-    monkeypatch.setattr(roofline, "measure_bandwidth", lambda d: roofline.Bandwidth(first.gbs / 2, "busy"))
-    again = roofline.device_bandwidth("cpu")
+    monkeypatch.setattr(bandwidth, "measure_bandwidth", lambda d: bandwidth.Bandwidth(first.gbs / 2, "busy"))
+    again = bandwidth.device_bandwidth("cpu")
     assert again.cached and again.gbs == first.gbs
     # a better measurement replaces it
-    monkeypatch.setattr(roofline, "measure_bandwidth", lambda d: roofline.Bandwidth(first.gbs * 2, "idle"))
-    better = roofline.device_bandwidth("cpu")
+    monkeypatch.setattr(bandwidth, "measure_bandwidth", lambda d: bandwidth.Bandwidth(first.gbs * 2, "idle"))
+    better = bandwidth.device_bandwidth("cpu")
     assert not better.cached and better.gbs == first.gbs * 2
     (entry,) = json.loads((tmp_path / "bandwidth.json").read_text()).values()
     assert entry["gbs"] == first.gbs * 2
 
 
 def test_the_environment_variable_overrides_the_measurement(monkeypatch):
-    monkeypatch.setenv(roofline.ENV_OVERRIDE, "123.5")
-    assert roofline.device_bandwidth("cuda:0").gbs == 123.5
+    monkeypatch.setenv(bandwidth.ENV_OVERRIDE, "123.5")
+    assert bandwidth.device_bandwidth("cuda:0").gbs == 123.5
 
 
 def test_an_unwritable_cache_does_not_fail(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("WORKBENCH_CACHE", str(blocker / "sub"))
-    monkeypatch.delenv(roofline.ENV_OVERRIDE, raising=False)
-    monkeypatch.setattr(roofline, "measure_bandwidth", lambda device: roofline.Bandwidth(42.0, "test"))
-    assert roofline.device_bandwidth("cpu").gbs == 42.0
+    monkeypatch.delenv(bandwidth.ENV_OVERRIDE, raising=False)
+    monkeypatch.setattr(bandwidth, "measure_bandwidth", lambda device: bandwidth.Bandwidth(42.0, "test"))
+    assert bandwidth.device_bandwidth("cpu").gbs == 42.0
 
 
 def test_the_run_records_bandwidth_and_the_analysis_computes_limits(fake_run_db):
@@ -77,9 +79,9 @@ def test_the_run_records_bandwidth_and_the_analysis_computes_limits(fake_run_db)
 
 
 def test_hf_sessions_report_their_kv_cache_size(tiny_model_dir):
-    from workbench.registry import get
-    from workbench.spec import variant_from_dict
-    from workbench.timing import Device
+    from workbench.core.device import Device
+    from workbench.core.registry import get
+    from workbench.spec.parse import variant_from_dict
 
     variant = variant_from_dict(
         {

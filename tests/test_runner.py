@@ -7,11 +7,11 @@ import time
 import pytest
 from conftest import trial_plan
 
-from workbench.metrics import StepRecord, trial_metrics
-from workbench.runner import TrialRunner
-from workbench.strategy import Output, Prompt, Session
+from workbench.core.device import Device
+from workbench.core.strategy import Output, Prompt, Session
+from workbench.run.metrics import StepRecord, trial_metrics
+from workbench.run.runner import TrialRunner
 from workbench.testing import FakeConfig, FakeSession
-from workbench.timing import Device
 
 plan = trial_plan
 

@@ -7,10 +7,10 @@ import textwrap
 
 import pytest
 
-from workbench.errors import ModelSourceError, SpecError, StrategyError, WorkbenchError
-from workbench.spec import Spec, load_spec, parse_spec, variant_from_dict
+from workbench.core.errors import ModelSourceError, SpecError, StrategyError, WorkbenchError
+from workbench.spec.parse import Spec, load_spec, parse_spec, variant_from_dict
+from workbench.spec.workloads import builtin_workload
 from workbench.testing import FakeConfig
-from workbench.workloads import builtin_workload
 
 FAKE = '[[variants]]\nname = "a"\nstrategy = "fake"\n'
 CODE = '[[workloads]]\nname = "code"\n'
@@ -128,7 +128,7 @@ def test_repetitions_warmup_seed_and_sampling_settings():
 
 
 def test_plan_warms_every_workload_first_and_caps_warmup_tokens():
-    from workbench.plan import plan_run
+    from workbench.run.plan import plan_run
 
     text = "repetitions = 2\nwarmup = 1\nwarmup_max_new_tokens = 4\n" + FAKE
     text += '[[workloads]]\nname = "code"\nlimit = 2\nmax_new_tokens = 24\n'
@@ -470,7 +470,7 @@ def test_model_source_parameters_follow_the_rules_of_model(tmp_path):
 
 
 def test_the_demo_spec_shows_every_kind_of_lever():
-    from workbench.resources import resource_path
+    from workbench.core.resources import resource_path
 
     spec = load_spec(resource_path("specs", "demo.toml"))
     assert {v.strategy for v in spec.variants} == {"baseline", "quantized", "prompt-lookup", "speculative"}

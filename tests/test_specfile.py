@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from workbench.errors import SpecError
-from workbench.resources import resource_path
-from workbench.spec import load_spec, parse_spec
-from workbench.specfile import spec_to_toml
+from workbench.core.errors import SpecError
+from workbench.core.resources import resource_path
+from workbench.spec.parse import load_spec, parse_spec
+from workbench.spec.writer import spec_to_toml
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from workbench.errors import StoreError
+from workbench.core.errors import StoreError
 from workbench.store import Store, resolve_db_path
 from workbench.store.schema import migrations
 

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from workbench.errors import SpecError
-from workbench.resources import resource_path
-from workbench.runner import encode_prompt
-from workbench.strategy import Prompt
+from workbench.core.errors import SpecError
+from workbench.core.resources import resource_path
+from workbench.core.strategy import Prompt
+from workbench.run.runner import encode_prompt
+from workbench.spec.workloads import as_chat, builtin_names, builtin_workload, load_jsonl, with_max_new_tokens
 from workbench.testing import FakeConfig, FakeSession
-from workbench.workloads import as_chat, builtin_names, builtin_workload, load_jsonl, with_max_new_tokens
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ModelSourceError, SpecError, StoreError, StrategyError, WorkbenchError
-from .strategy import Cancelled, Output, Probe, Prompt, Request, Session, Strategy
+from workbench.core.errors import ModelSourceError, SpecError, StoreError, StrategyError, WorkbenchError
+from workbench.core.strategy import Cancelled, Output, Probe, Prompt, Request, Session, Strategy
 
 __all__ = [
     "Cancelled",

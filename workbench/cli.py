@@ -1,6 +1,6 @@
 """The ``workbench`` command: a thin click layer over the library.
 
-Every :class:`~workbench.errors.WorkbenchError` becomes one ``Error: ...`` line and exit code 2 — no
+Every :class:`~workbench.core.errors.WorkbenchError` becomes one ``Error: ...`` line and exit code 2 — no
 traceback. ``run`` exits 0 when every trial succeeded, 3 when some failed (they are recorded), 130
 when cancelled (finished trials are kept).
 """
@@ -17,13 +17,13 @@ from typing import Any, TypeVar
 
 import click
 
-from .errors import WorkbenchError
-from .formatting import acceptance_text as _acceptance
-from .formatting import fmt as _fmt
-from .formatting import match_text as _match
-from .formatting import ratio as _ratio
-from .formatting import timing_cells
-from .gui import TAB_NAMES as TAB_CHOICES  # Qt-free; the app itself is imported lazily
+from workbench.core.errors import WorkbenchError
+from workbench.gui import TAB_NAMES as TAB_CHOICES  # Qt-free; the app itself is imported lazily
+from workbench.report.formatting import acceptance_text as _acceptance
+from workbench.report.formatting import fmt as _fmt
+from workbench.report.formatting import match_text as _match
+from workbench.report.formatting import ratio as _ratio
+from workbench.report.formatting import timing_cells
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,7 +77,7 @@ def json_option(f: F) -> F:
 
 
 def _open_store(db: Path | None, *, create: bool) -> Any:
-    from .store import Store, resolve_db_path
+    from workbench.store import Store, resolve_db_path
 
     return Store(resolve_db_path(db), create=create)
 
@@ -102,7 +102,7 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
     Exit codes: 0 every trial succeeded, 3 some failed (recorded with the reason), 2 bad input,
     130 cancelled.
     """
-    from .spec import load_spec
+    from workbench.spec.parse import load_spec
 
     spec = load_spec(spec_path)
     code = _execute(spec, db, out, as_json)
@@ -138,14 +138,14 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
     resources/specs/demo.toml (copy it to start your own). Then opens the desktop app on the run,
     where there is a display.
     """
-    from .resources import resource_path
-    from .spec import load_spec
+    from workbench.core.resources import resource_path
+    from workbench.spec.parse import load_spec
 
     spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
     code = _execute(spec, db, out, as_json)
     if not no_gui and not as_json and code in (EXIT_OK, EXIT_SOME_FAILED) and gui_available():
-        from .dbpath import resolve_db_path
-        from .gui import run_gui
+        from workbench.gui import run_gui
+        from workbench.store.paths import resolve_db_path
 
         click.echo("Opening the desktop app on the run (--no-gui to skip)…", err=True)
         run_gui(resolve_db_path(db), run="latest")
@@ -167,7 +167,7 @@ def gui_available() -> bool:
 
 
 def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
-    from .execute import RunExecutor, preflight_spec
+    from workbench.run.execute import RunExecutor, preflight_spec
 
     preflight_spec(spec)  # before the database is touched
     store = _open_store(db, create=True)
@@ -288,7 +288,7 @@ def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> 
     run_row = store.resolve_run(run_ref)
     variants = store.variants(run_row["id"])
     if as_json:
-        from .analysis import analyze_run
+        from workbench.analysis.run import analyze_run
 
         env = json.loads(run_row["environment"] or "{}")
         analysis = analyze_run(store, run_row["id"], baseline)
@@ -370,7 +370,7 @@ def compare(run_ref: str, run2_ref: str | None, db: Path | None, baseline: str |
 
 
 def _print_run_comparison(store: Any, a: dict[str, Any], b: dict[str, Any], *, as_json: bool) -> None:
-    from .analysis import compare_runs
+    from workbench.analysis.compare import compare_runs
 
     results, unmatched = compare_runs(store.trials(a["id"]), store.trials(b["id"]), a["id"], b["id"])
     if as_json:
@@ -408,7 +408,7 @@ def _print_run_comparison(store: Any, a: dict[str, Any], b: dict[str, Any], *, a
 
 
 def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None) -> list[Any]:
-    from .analysis import summarize
+    from workbench.analysis.summary import summarize
 
     trials: list[dict[str, Any]] = []
     windows: list[dict[str, Any]] = []
@@ -476,7 +476,7 @@ def _print_comparison(
 
 def _print_phases(store: Any, run_row: dict[str, Any], baseline: str | None) -> None:
     """Per workload: the measured phase label, the prediction, and the advice lines."""
-    from .analysis import analyze_run
+    from workbench.analysis.run import analyze_run
 
     analysis = analyze_run(store, run_row["id"], baseline)
     if not analysis.phases:
@@ -519,7 +519,7 @@ def export(run_ref: str, out: Path, formats: str | None, baseline: str | None, d
     """Write a run's charts and data, headless: PNG (2x) and SVG per chart, CSV of the trials, steps,
     summary and of every chart's data, summary.md, and report.html (one self-contained page: charts,
     tables, phases and advice, environment). RUN is an id, a name or 'latest'."""
-    from .export import parse_formats
+    from workbench.report.export import parse_formats
 
     wanted = parse_formats(formats)
     store = _open_store(db, create=False)
@@ -528,7 +528,7 @@ def export(run_ref: str, out: Path, formats: str | None, baseline: str | None, d
 
 
 def _export(store: Any, run_id: int, out: Path, formats: Any, baseline: str | None) -> None:
-    from .export import export_run
+    from workbench.report.export import export_run
 
     written, notes = export_run(store, run_id, out, formats, baseline=baseline)
     for note in notes:
@@ -545,8 +545,8 @@ def _export(store: Any, run_id: int, out: Path, formats: Any, baseline: str | No
 @json_option
 def strategies(verbose: bool, as_json: bool) -> None:
     """Every registered strategy (built-in and plugins), whether it can run here and why not."""
-    from .registry import list_strategies
-    from .strategy import config_fields
+    from workbench.core.config import config_fields
+    from workbench.core.registry import list_strategies
 
     infos = list_strategies()
     if as_json:
@@ -638,11 +638,11 @@ def _start_gui(
     if smoke:
         if screenshot is not None or tab is not None or run_ref != "latest":
             raise WorkbenchError("--smoke takes only --db (it checks the latest run)")
-        from .gui.smoke import run_smoke
+        from workbench.gui.smoke import run_smoke
 
         click.echo(run_smoke(db))
         sys.exit(EXIT_OK)
-    from .gui import run_gui
+    from workbench.gui import run_gui
 
     sys.exit(run_gui(db, screenshot=screenshot, tab=tab, run=run_ref, viewer=viewer))
 

@@ -27,6 +27,6 @@ TAB_NAMES = (
 
 def run_gui(*args: Any, **kwargs: Any) -> int:
     """Open the main window (see :func:`workbench.gui.app.run_gui`); returns the exit code."""
-    from .app import run_gui as _run_gui
+    from workbench.gui.app import run_gui as _run_gui
 
     return _run_gui(*args, **kwargs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..cli import cli
+from workbench.cli import cli
 
 if __name__ == "__main__":
     cli(["gui", *sys.argv[1:]], prog_name="workbench")

@@ -17,9 +17,9 @@ from PySide6.QtCore import QEvent, QObject, QTimer, QtMsgType, qInstallMessageHa
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
-from ..errors import WorkbenchError
-from ..resources import resource_path
-from . import TAB_NAMES
+from workbench.core.errors import WorkbenchError
+from workbench.core.resources import resource_path
+from workbench.gui import TAB_NAMES
 
 __all__ = ["SCREENSHOT_SIZE", "TAB_NAMES", "dispose", "make_app", "run_gui", "save_screenshot"]
 
@@ -62,7 +62,7 @@ def make_app(argv: list[str] | None = None) -> QApplication:
 
 def resolve_gui_db(db: Path | None, settings: Any) -> Path:
     """``--db``, then ``$WORKBENCH_DB``, then the database opened last time, then the default."""
-    from ..dbpath import resolve_db_path
+    from workbench.store.paths import resolve_db_path
 
     if db is not None or os.environ.get("WORKBENCH_DB"):
         return resolve_db_path(db)
@@ -81,8 +81,8 @@ def run_gui(
     viewer: bool = False,
 ) -> int:
     """Open the main window; returns the exit code."""
-    from .main_window import MainWindow, viewer_reason
-    from .settings import GuiSettings
+    from workbench.gui.main_window import MainWindow, viewer_reason
+    from workbench.gui.settings import GuiSettings
 
     if tab is not None and tab not in TAB_NAMES:
         raise WorkbenchError(f"unknown tab {tab!r}; tabs: {', '.join(TAB_NAMES)}")
@@ -99,7 +99,7 @@ def run_gui(
     if screenshot is not None and not db_path.exists():
         raise WorkbenchError(f"no results database at {db_path}")
     if screenshot is not None and db_path.exists():  # not a database, or not ours: one line, exit 2
-        from ..store import Store
+        from workbench.store import Store
 
         Store(db_path, create=False).close()
     window = MainWindow(db_path, settings=settings, viewer=viewer_reason(viewer), open_run=run)

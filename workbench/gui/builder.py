@@ -36,11 +36,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..errors import WorkbenchError
-from ..spec import DTYPES, Spec
-from .draft import SpecDraft, unique_name
-from .forms import ModelSourceEdit, ParamForm
-from .glossary import explain
+from workbench.core.errors import WorkbenchError
+from workbench.gui.draft import SpecDraft, unique_name
+from workbench.gui.forms import ModelSourceEdit, ParamForm
+from workbench.gui.glossary import explain
+from workbench.spec.parse import DTYPES, Spec
 
 __all__ = ["ExperimentBuilder", "PromptsDialog"]
 
@@ -237,8 +237,8 @@ class ExperimentBuilder(QWidget):
         self.run_btn.clicked.connect(self.runRequested)
 
     def _load_strategies(self) -> None:
-        from ..registry import list_strategies
-        from ..workloads import builtin_names, builtin_workload
+        from workbench.core.registry import list_strategies
+        from workbench.spec.workloads import builtin_names, builtin_workload
 
         for info in list_strategies():
             self._strategies[info.name] = info
@@ -302,7 +302,7 @@ class ExperimentBuilder(QWidget):
         except WorkbenchError as exc:
             self.spec, self.error = None, str(exc)
         if self.spec is not None:
-            from ..plan import plan_run
+            from workbench.run.plan import plan_run
 
             plans = plan_run(self.spec)
             measured = sum(p.measured for p in plans)
@@ -325,7 +325,7 @@ class ExperimentBuilder(QWidget):
     def _show_predictions(self, spec: Spec) -> None:
         """Before any run: is each workload prefill- or decode-heavy? (from its typical input and output
         lengths; the run's measurement wins, and a disagreement is pointed out in the results)."""
-        from ..phases import predict_workload
+        from workbench.analysis.phases import predict_workload
 
         self.predictions = {w.name: predict_workload(w) for w in spec.workloads}
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
@@ -432,8 +432,8 @@ class ExperimentBuilder(QWidget):
 
     def _strategy_fields(self, name: str) -> list[Any]:
         if name not in self._fields_cache:
-            from ..registry import get
-            from ..strategy import config_fields
+            from workbench.core.config import config_fields
+            from workbench.core.registry import get
 
             try:
                 self._fields_cache[name] = config_fields(get(name).Config)

@@ -1,13 +1,13 @@
 """The charts, drawn with pyqtgraph — one module for the GUI and for headless export.
 
-API (the data comes from :mod:`workbench.chartdata`, which needs no Qt)::
+API (the data comes from :mod:`workbench.charts`, which needs no Qt)::
 
     from workbench.analysis import analyze_run
     from workbench.gui import charts
 
     analysis = analyze_run(store, run_id)                   # headless: stats, phases, roofline...
     data = analysis.charts()[0]        # every chart the run has data for; [0] is the headline
-    # (or one at a time: workbench.chartdata.headline_chart(summaries, labels), speedup_chart(analysis),
+    # (or one at a time: workbench.charts.headline.headline_chart(summaries, labels), speedup_chart(analysis),
     #  timeline_charts(analysis), sweep_charts, acceptance_chart, memory_chart, roofline_chart)
     widget = charts.build(data)        # a pg.GraphicsLayoutWidget, ready to put in a layout
     widget.setMinimumSize(*charts.preferred_size(data))     # the size that fits its labels
@@ -21,7 +21,7 @@ API (the data comes from :mod:`workbench.chartdata`, which needs no Qt)::
 ``build`` and ``fill`` only draw; they never show a window. ``chart.name`` is a stable id (the export
 file stem: ``headline``, ``speedup``, ``timeline-<workload>``, ``ttft-vs-input``...), ``chart.rows()``
 its data (what the CSV export holds), ``chart.title`` and ``chart.notes`` its caption. Colours come from
-:func:`workbench.chartdata.variant_colours` (Okabe–Ito, by run order), so a variant has the same colour
+:func:`workbench.charts.base.variant_colours` (Okabe–Ito, by run order), so a variant has the same colour
 in every chart and in the report's tables. Every axis carries its unit; bars carry their values.
 
 Export renders the very widget the GUI shows: PNG through pyqtgraph's ``ImageExporter`` (which
@@ -49,7 +49,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 
-from .. import chartdata as cd
+from workbench import charts as cd
 
 __all__ = [
     "build",

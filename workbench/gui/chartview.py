@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .. import chartdata as cd
-from . import charts
+from workbench import charts as cd
+from workbench.gui import charts
 
 __all__ = ["CHART_TABS", "ChartHover", "ChartPanel", "copy_chart", "describe", "export_chart"]
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelSourceError, SpecError
-from ..spec import Spec, parse_spec
-from ..specfile import spec_to_toml
+from workbench.core.errors import ModelSourceError, SpecError
+from workbench.spec.parse import Spec, parse_spec
+from workbench.spec.writer import spec_to_toml
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -114,7 +114,7 @@ class SpecDraft:
 
     def _absolute_paths(self) -> None:
         """Relative paths are relative to the spec's folder: moving the spec makes them absolute."""
-        from ..models import parse_source
+        from workbench.spec.sources import parse_source
 
         def absolute(value: str) -> str:
             p = Path(value).expanduser()

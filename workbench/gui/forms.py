@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..models import DEMO_MODELS
-from ..strategy import ConfigField
+from workbench.core.config import ConfigField
+from workbench.spec.sources import DEMO_MODELS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -267,7 +267,7 @@ def _as_text(value: Any, f: ConfigField) -> str:
         return ""
     if f.type in ("str", "str | None") and isinstance(value, str):
         return value
-    from ..specfile import toml_value
+    from workbench.spec.writer import toml_value
 
     try:
         return toml_value(value)

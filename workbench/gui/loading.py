@@ -61,9 +61,11 @@ class ResultsData:
 def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None = None) -> ResultsData:
     """Read the runs and analyse them (medians, bootstrap CIs, speed-ups, phases, the charts' data);
     two runs: their variants side by side and matched by name. Safe in any thread."""
-    from .. import chartdata
-    from ..analysis import analyze_run, compare_runs, summarize
-    from ..store import Store
+    from workbench import charts as chartdata
+    from workbench.analysis.compare import compare_runs
+    from workbench.analysis.run import analyze_run
+    from workbench.analysis.summary import summarize
+    from workbench.store import Store
 
     store = Store(db_path, create=False)
     try:
@@ -120,7 +122,9 @@ class _Compared:
 
 def _ready() -> bool:
     """Run in the child once at start: import what :func:`load_results` needs while the UI starts."""
-    from .. import analysis, chartdata, store  # noqa: F401
+    import workbench.analysis.run
+    import workbench.charts
+    import workbench.store  # noqa: F401
 
     return True
 

@@ -37,8 +37,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .glossary import TERMS
-from .settings import GuiSettings
+from workbench.gui.glossary import TERMS
+from workbench.gui.settings import GuiSettings
 
 __all__ = ["MainWindow", "viewer_reason"]
 
@@ -232,7 +232,7 @@ class MainWindow(QMainWindow):
         self.results_stack = QStackedWidget()
         self.results_stack.addWidget(self.welcome)
         self.results_stack.addWidget(self.results_page)
-        from .history import HistoryPanel
+        from workbench.gui.history import HistoryPanel
 
         self.history = HistoryPanel()
         self.log = QPlainTextEdit()
@@ -275,7 +275,7 @@ class MainWindow(QMainWindow):
         self.history.deleteRequested.connect(self.delete_run)
 
     def _build_results_page(self) -> QWidget:
-        from .results import SummaryTableModel, make_table_view
+        from workbench.gui.results import SummaryTableModel, make_table_view
 
         page = QWidget()
         self.results_title = QLabel()
@@ -403,11 +403,11 @@ class MainWindow(QMainWindow):
     def _finish_startup(self) -> None:
         if self.is_ready:
             return
-        from .loading import ResultsLoader
+        from workbench.gui.loading import ResultsLoader
 
         self.loader = ResultsLoader()
         self.loader.warm_up()  # its worker imports the analysis while the rest is built here
-        from .builder import ExperimentBuilder
+        from workbench.gui.builder import ExperimentBuilder
 
         self.builder = ExperimentBuilder()
         self.builder.setObjectName("builder")
@@ -415,7 +415,7 @@ class MainWindow(QMainWindow):
         self.builder.runRequested.connect(self.start_run)
         self.builder.save_btn.clicked.connect(self.save_spec_as)
         self.experiment_page.layout().addWidget(self.builder)
-        from .chartview import ChartPanel
+        from workbench.gui.chartview import ChartPanel
 
         self.charts = ChartPanel()
         self.results_split.insertWidget(0, self.charts)
@@ -447,8 +447,8 @@ class MainWindow(QMainWindow):
     # -- database --------------------------------------------------------------------------------
 
     def _open_store(self, path: Path, *, create: bool, quiet: bool = False) -> bool:
-        from ..errors import WorkbenchError
-        from ..store import Store
+        from workbench.core.errors import WorkbenchError
+        from workbench.store import Store
 
         if not path.exists() and not create:
             self.db_path, self.store = path, None  # created by the first run
@@ -533,7 +533,7 @@ class MainWindow(QMainWindow):
         if isinstance(data, Exception):
             self.show_error("Results", str(data))
             return
-        from .loading import environment_line
+        from workbench.gui.loading import environment_line
 
         self.results = data
         self.results_title.setText(data.title)
@@ -581,7 +581,7 @@ class MainWindow(QMainWindow):
                 self.show_tab("experiment")
                 self.show_error("Run", f"The experiment has a mistake: {self.builder.error}")
                 return False
-        from .running import RunThread
+        from workbench.gui.running import RunThread
 
         thread = RunThread(spec, self.db_path, self)
         thread.runCreated.connect(self._on_run_created)
@@ -605,8 +605,8 @@ class MainWindow(QMainWindow):
         return True
 
     def run_demo(self) -> None:
-        from ..resources import resource_path
-        from .draft import SpecDraft
+        from workbench.core.resources import resource_path
+        from workbench.gui.draft import SpecDraft
 
         if self.viewer:
             self.show_error("Run the demo", self.viewer)
@@ -637,7 +637,7 @@ class MainWindow(QMainWindow):
         self.show_runs((run_id,))
 
     def _on_progress(self, info: Any) -> None:
-        from .running import format_eta
+        from workbench.gui.running import format_eta
 
         self.progress.setRange(0, max(info.total, 1))
         self.progress.setValue(info.done)
@@ -713,8 +713,8 @@ class MainWindow(QMainWindow):
         return self.open_database(path)
 
     def open_spec(self, path: Path) -> bool:
-        from ..errors import WorkbenchError
-        from .draft import SpecDraft
+        from workbench.core.errors import WorkbenchError
+        from workbench.gui.draft import SpecDraft
 
         try:
             draft = SpecDraft.load(path)
@@ -746,7 +746,7 @@ class MainWindow(QMainWindow):
             self._save_to(Path(path))
 
     def _save_to(self, path: Path) -> bool:
-        from ..errors import WorkbenchError
+        from workbench.core.errors import WorkbenchError
 
         try:
             self.builder.draft.save(path)
@@ -772,7 +772,7 @@ class MainWindow(QMainWindow):
 
     def export_chart(self, chart: Any, kind: str = "png", *, path: Path | None = None) -> Path | None:
         """Ask where (PNG or SVG, by the filter chosen), then write exactly what `workbench export` does."""
-        from .chartview import export_chart
+        from workbench.gui.chartview import export_chart
 
         if path is None:
             filters = "PNG image, 2x (*.png);;SVG image (*.svg)"
@@ -796,7 +796,7 @@ class MainWindow(QMainWindow):
         return written
 
     def copy_current_chart(self) -> bool:
-        from .chartview import copy_chart
+        from workbench.gui.chartview import copy_chart
 
         chart = self._chart_or_complain()
         if chart is None:
@@ -808,8 +808,8 @@ class MainWindow(QMainWindow):
 
     def export_report(self, *_: Any, path: Path | None = None) -> Path | None:
         """The HTML report of the run on screen (what `workbench export --format html` writes)."""
-        from ..report import html_report
-        from . import charts as qt_charts
+        from workbench.gui import charts as qt_charts
+        from workbench.report.documents import html_report
 
         analysis = self._single_analysis("Export report")
         if analysis is None:
@@ -834,8 +834,8 @@ class MainWindow(QMainWindow):
 
     def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
         """Everything `workbench export RUN --out DIR` writes (charts, data, Markdown, HTML)."""
-        from ..errors import WorkbenchError
-        from ..export import export_run
+        from workbench.core.errors import WorkbenchError
+        from workbench.report.export import export_run
 
         analysis = self._single_analysis("Export")
         if analysis is None or self.store is None:
@@ -865,8 +865,8 @@ class MainWindow(QMainWindow):
         return self.results.analysis
 
     def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
-        from ..errors import WorkbenchError
-        from ..export import export_data
+        from workbench.core.errors import WorkbenchError
+        from workbench.report.export import export_data
 
         if self.results is None or len(self.results.run_ids) != 1 or self.store is None:
             self.show_error("Export", "Open a run first (History tab).")
@@ -974,7 +974,7 @@ class MainWindow(QMainWindow):
         box.open()
 
     def show_about(self) -> None:
-        from .. import __version__
+        from workbench import __version__
 
         QMessageBox.about(
             self,

@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
-from .glossary import explain
+from workbench.gui.glossary import explain
 
 __all__ = ["COLUMNS", "SummaryTableModel", "make_table_view"]
 

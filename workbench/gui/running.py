@@ -1,4 +1,4 @@
-"""Running an experiment from the GUI: the CLI's :class:`~workbench.execute.RunExecutor` in a QThread.
+"""Running an experiment from the GUI: the CLI's :class:`~workbench.run.execute.RunExecutor` in a QThread.
 
 The models run in the executor's worker processes (one per variant), never in the GUI process, which
 therefore never imports torch. This thread only waits on the workers' event pipes and writes the
@@ -17,8 +17,8 @@ from typing import Any
 
 from PySide6.QtCore import QThread, Signal
 
-from ..errors import WorkbenchError
-from ..spec import Spec
+from workbench.core.errors import WorkbenchError
+from workbench.spec.parse import Spec
 
 __all__ = ["ProgressInfo", "RunThread", "format_eta"]
 
@@ -88,8 +88,8 @@ class RunThread(QThread):
         return self._cancel_requested
 
     def run(self) -> None:  # in the thread
-        from ..execute import RunExecutor, preflight_spec
-        from ..store import Store
+        from workbench.run.execute import RunExecutor, preflight_spec
+        from workbench.store import Store
 
         self._start = time.monotonic()
         store = None

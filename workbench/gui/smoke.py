@@ -5,7 +5,7 @@ demo's run; copied because the installed one sits in a read-only folder and SQLi
 database it opens) — in the main window in viewer mode, offscreen, waits until the latest run is
 analysed, exports its headline chart as a PNG the way ``Ctrl+E`` does, reads the file back, checks
 that Qt found a real font (with none it draws every letter as a box and says nothing), prints one
-line and returns. Any failure is a :class:`~workbench.errors.WorkbenchError` (one ``Error:`` line).
+line and returns. Any failure is a :class:`~workbench.core.errors.WorkbenchError` (one ``Error:`` line).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 __all__ = ["MIN_COLOURS", "run_smoke", "sample_db"]
 
@@ -27,7 +27,7 @@ MIN_COLOURS = 16
 
 def sample_db() -> Path:
     """The sample results database that ships with the app (``workbench demo``'s run)."""
-    from ..resources import resource_path
+    from workbench.core.resources import resource_path
 
     return resource_path("sample", "demo.db")
 
@@ -53,10 +53,10 @@ def _check(db: Path, png: Path, started: float) -> str:
     from PySide6 import __version__ as pyside_version
     from PySide6.QtGui import QFontDatabase, QFontInfo, QGuiApplication, QImage
 
-    from .. import __version__
-    from ..store import Store
-    from .app import _wait_for, dispose, make_app
-    from .main_window import MainWindow, viewer_reason
+    from workbench import __version__
+    from workbench.gui.app import _wait_for, dispose, make_app
+    from workbench.gui.main_window import MainWindow, viewer_reason
+    from workbench.store import Store
 
     app = make_app()
     family = QFontInfo(app.font()).family()

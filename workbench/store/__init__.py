@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .db import RUN_STATUSES, Store, default_db_path, resolve_db_path
+from workbench.store.db import RUN_STATUSES, Store, default_db_path, resolve_db_path
 
 __all__ = ["RUN_STATUSES", "Store", "default_db_path", "resolve_db_path"]

@@ -19,9 +19,9 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from ..dbpath import default_db_path, resolve_db_path
-from ..errors import StoreError
-from .schema import migrations
+from workbench.core.errors import StoreError
+from workbench.store.paths import default_db_path, resolve_db_path
+from workbench.store.schema import migrations
 
 __all__ = ["RUN_STATUSES", "Store", "default_db_path", "resolve_db_path"]
 

@@ -1,6 +1,6 @@
 """The worker process: loads one variant and runs its trials, streaming events to the parent.
 
-Started as ``python -m workbench.worker`` by :mod:`workbench.execute` (the CLI and the GUI use the
+Started as ``python -m workbench.run.worker`` by :mod:`workbench.run.execute` (the CLI and the GUI use the
 same path). The job (one variant and its planned trials) arrives as one JSON document on stdin.
 Events leave as JSON lines on the process's *original* stdout; everything else that writes to
 stdout (libraries, C code) is redirected to stderr first, so nothing can corrupt the event stream.
@@ -85,13 +85,13 @@ def main() -> int:
 
 def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     # Imported here so that a failing import is reported as a load failure, not a silent crash.
-    from . import registry
-    from .environment import snapshot
-    from .errors import WorkbenchError, describe_exception
-    from .plan import TrialPlan, trial_groups
-    from .runner import TrialResult, TrialRunner
-    from .spec import variant_from_dict
-    from .timing import resolve_device
+    from workbench.core import registry
+    from workbench.core.device import resolve_device
+    from workbench.core.errors import WorkbenchError, describe_exception
+    from workbench.run.environment import snapshot
+    from workbench.run.plan import TrialPlan, trial_groups
+    from workbench.run.runner import TrialResult, TrialRunner
+    from workbench.spec.parse import variant_from_dict
 
     try:
         variant = variant_from_dict(job["variant"])
@@ -169,7 +169,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
 
 def _server_call(fn: Any, *args: Any) -> Any:
     """Server-side metrics are extra information: a failure to read them never fails a trial."""
-    from .errors import describe_exception
+    from workbench.core.errors import describe_exception
 
     try:
         return fn(*args)
@@ -180,7 +180,7 @@ def _server_call(fn: Any, *args: Any) -> Any:
 
 def _bandwidth(device: str) -> float | None:
     """The device's memory bandwidth (cached per machine); never fails a run."""
-    from .roofline import device_bandwidth
+    from workbench.run.bandwidth import device_bandwidth
 
     try:
         return device_bandwidth(device).gbs

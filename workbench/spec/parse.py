@@ -9,16 +9,17 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import registry
-from .errors import ModelSourceError, SpecError, StrategyError
-from .models import parse_source
-from .strategy import COMMON_VARIANT_KEYS, build_config, model_source_fields
-from .timing import check_device_name
-from .workloads import (
+from workbench.core import registry
+from workbench.core.config import COMMON_VARIANT_KEYS, build_config, model_source_fields
+from workbench.core.device import check_device_name
+from workbench.core.errors import ModelSourceError, SpecError, StrategyError
+from workbench.core.variant import Variant
+from workbench.spec.sources import parse_source
+from workbench.spec.workloads import (
     Workload,
     as_chat,
     builtin_names,
@@ -30,12 +31,12 @@ from .workloads import (
     with_max_new_tokens,
 )
 
+__all__ = ["DTYPES", "Spec", "load_spec", "parse_spec", "spec_from_dict", "variant_from_dict"]
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-__all__ = ["DTYPES", "Spec", "Variant", "load_spec", "parse_spec"]
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 
@@ -70,44 +71,6 @@ _WORKLOAD_KEYS = {
     "output_tokens",
     "prompts",
 }
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A named thing to compare: model source + strategy + its parameters + dtype + device."""
-
-    name: str
-    strategy: str  # the strategy's registered name (stored in the DB)
-    model: str = ""
-    dtype: str = "auto"
-    device: str = "auto"
-    trust_remote_code: bool = False
-    #: parallel streams (strategies that serve parallel requests, e.g. ``endpoint``); 1 = sequential
-    concurrency: int = 1
-    #: prompts decoded together in one batch (left padding, attention mask); 1 = one at a time
-    batch_size: int = 1
-    params: dict[str, Any] = field(default_factory=dict)
-    #: the strategy's ``Config`` instance built from ``params``
-    config: Any = None
-    #: the spec's ``strategy`` value as written: an entry-point name or ``package.module:Class``
-    strategy_ref: str = ""
-    #: for a variant expanded from a ``sweep``: the swept key and this variant's value
-    sweep_param: str | None = None
-    sweep_value: Any = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The variant as spec keys (what the worker process receives)."""
-        return {
-            "name": self.name,
-            "strategy": self.strategy_ref or self.strategy,
-            "model": self.model,
-            "dtype": self.dtype,
-            "device": self.device,
-            "trust_remote_code": self.trust_remote_code,
-            "concurrency": self.concurrency,
-            "batch_size": self.batch_size,
-            **self.params,
-        }
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
-from .errors import ModelSourceError
+from workbench.core.errors import ModelSourceError
 
 __all__ = ["DEMO_MODELS", "DemoModel", "ModelSource", "cache_dir", "materialize", "parse_source", "preflight"]
 

@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from . import __version__
-from .errors import StrategyError, WorkbenchError
-from .plan import TrialPlan, VariantPlan, plan_run
-from .spec import Spec
-from .store import Store
-from .strategy import model_source_fields
+from workbench import __version__
+from workbench.core.config import model_source_fields
+from workbench.core.errors import StrategyError, WorkbenchError
+from workbench.run.plan import TrialPlan, VariantPlan, plan_run
+from workbench.spec.parse import Spec
+from workbench.store import Store
 
 __all__ = ["Progress", "RunExecutor", "RunResult", "run_spec"]
 
@@ -310,7 +310,7 @@ class RunExecutor:
             kwargs["start_new_session"] = True  # the terminal's Ctrl-C reaches only us; we forward it
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
         proc = subprocess.Popen(
-            [self._python, "-m", "workbench.worker"],
+            [self._python, "-m", "workbench.run.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -350,9 +350,9 @@ class RunExecutor:
 def preflight_spec(spec: Spec) -> None:
     """Refuse, before anything is recorded, variants that cannot run here: a strategy that is not
     available (torch missing, no GPU...) or a model that cannot be had (an uncached hub id while
-    offline, a folder without weights). Raises a :class:`~workbench.errors.WorkbenchError`."""
-    from . import registry
-    from .models import parse_source, preflight
+    offline, a folder without weights). Raises a :class:`~workbench.core.errors.WorkbenchError`."""
+    from workbench.core import registry
+    from workbench.spec.sources import parse_source, preflight
 
     for v in spec.variants:
         strategy_cls = registry.get(v.strategy_ref or v.strategy)

@@ -1,6 +1,6 @@
 """A run as a document: a Markdown summary and one self-contained HTML report.
 
-Both are built from a :class:`~workbench.analysis.RunAnalysis` and need no Qt; the charts come in as
+Both are built from a :class:`~workbench.analysis.run.RunAnalysis` and need no Qt; the charts come in as
 already rendered PNG bytes (the HTML embeds them as ``data:`` URIs — no external resource, so the file
 can be mailed or attached to a design doc) or as file names (the Markdown links them).
 """
@@ -11,11 +11,11 @@ import base64
 import html
 from collections.abc import Sequence
 
-from .analysis import RunAnalysis
-from .chartdata import variant_colours
-from .formatting import acceptance_text, match_text, timing_cells
-from .formatting import fmt as _fmt
-from .formatting import ratio as _ratio
+from workbench.analysis.run import RunAnalysis
+from workbench.charts.base import variant_colours
+from workbench.report.formatting import acceptance_text, match_text, timing_cells
+from workbench.report.formatting import fmt as _fmt
+from workbench.report.formatting import ratio as _ratio
 
 __all__ = ["environment_lines", "html_report", "markdown_report", "results_table"]
 

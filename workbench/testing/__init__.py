@@ -24,11 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .strategy import Output, Probe, Prompt, Request, Session, Strategy, field_help
+from workbench.core.config import field_help
+from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
 
 if TYPE_CHECKING:
-    from .spec import Variant
-    from .timing import Device
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
 
 __all__ = ["FakeConfig", "FakeSession", "FakeStrategy", "wait_until_ns"]
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 __all__ = ["installed_root", "resource_path"]
 
+_PACKAGE = Path(__file__).resolve().parents[1]  # the ``workbench`` folder
+
 
 @cache
 def _root() -> Path:
@@ -24,13 +26,13 @@ def _root() -> Path:
     installed = installed_root()
     if installed.is_dir():
         return installed
-    return Path(__file__).resolve().parent.parent / "resources"  # the repository's
+    return _PACKAGE.parent / "resources"  # the repository's
 
 
 def installed_root() -> Path:
     """Where an installed wheel keeps ``resources/``: the package ``workbench._resources``, a folder
     inside ``workbench/`` (the packaged viewer's build collects it from there)."""
-    return Path(__file__).resolve().parent / "_resources"
+    return _PACKAGE / "_resources"
 
 
 def resource_path(*parts: str) -> Path:

@@ -16,8 +16,9 @@ import zlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .spec import Spec, Variant
-from .strategy import Prompt
+from workbench.core.strategy import Prompt
+from workbench.core.variant import Variant
+from workbench.spec.parse import Spec
 
 __all__ = ["TrialPlan", "VariantPlan", "plan_run", "trial_groups"]
 

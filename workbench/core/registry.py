@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
-from .errors import StrategyError
-from .strategy import Strategy
+from workbench.core.errors import StrategyError
+from workbench.core.strategy import Strategy
 
 __all__ = ["GROUP", "StrategyInfo", "get", "list_strategies", "names"]
 

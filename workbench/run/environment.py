@@ -9,7 +9,7 @@ import platform
 import sys
 from typing import Any
 
-from .timing import Device
+from workbench.core.device import Device
 
 __all__ = ["snapshot"]
 

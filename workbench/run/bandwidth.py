@@ -1,19 +1,11 @@
-"""The memory-bandwidth roofline of decode: how fast decoding could go if reading bytes were all it did.
+"""The device's memory bandwidth, measured where the run happens (the worker process, before the
+model loads), for the decode roofline (``workbench.analysis.roofline``).
 
-Each decode step reads every weight once and the KV cache so far, so with memory bandwidth ``B``
-
-    decode tok/s ≤ B / (weight bytes + KV-cache bytes at that length)
-
-(one token per step; a speculative step yields several tokens per weight read, so speculative variants
-can exceed this single-token limit, which is exactly their point).
-
-The bandwidth is *measured* where the run happens (the worker process, before the model loads): a
-device-to-device copy on CUDA, a multi-threaded numpy copy on CPU, about 0.2 s; the best figure seen is
-cached per machine and device in the workbench cache folder (``bandwidth.json``: a busy machine only
-lowers a measurement, so a low one never sticks) and stored with the run's
-variants (``variants.memory_bandwidth_gbs``, and the run's environment JSON). The analysis then needs no
-torch: the viewer computes limits from what was stored. ``$WORKBENCH_BANDWIDTH_GBS`` overrides the
-measurement (a datasheet figure, or a test's known value).
+A device-to-device copy on CUDA, a multi-threaded numpy copy on CPU, about 0.2 s; the best figure seen
+is cached per machine and device in the workbench cache folder (``bandwidth.json``: a busy machine only
+lowers a measurement, so a low one never sticks) and stored with the run's variants
+(``variants.memory_bandwidth_gbs``, and the run's environment JSON). ``$WORKBENCH_BANDWIDTH_GBS``
+overrides the measurement (a datasheet figure, or a test's known value).
 """
 
 from __future__ import annotations
@@ -28,16 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "ENV_OVERRIDE",
-    "Bandwidth",
-    "RooflineRow",
-    "device_bandwidth",
-    "kv_bytes_per_token",
-    "measure_bandwidth",
-    "roofline_rows",
-    "roofline_tokens_per_s",
-]
+__all__ = ["ENV_OVERRIDE", "Bandwidth", "device_bandwidth", "measure_bandwidth"]
 
 ENV_OVERRIDE = "WORKBENCH_BANDWIDTH_GBS"
 _CACHE_FILE = "bandwidth.json"
@@ -51,30 +34,6 @@ class Bandwidth:
     gbs: float  # GB/s (1e9 bytes), bytes read + bytes written per second
     method: str  # how it was obtained
     cached: bool = False
-
-
-def kv_bytes_per_token(shape: dict[str, Any] | None) -> float | None:
-    """KV-cache bytes one token adds: keys and values, in every layer, for every KV head."""
-    if not shape:
-        return None
-    try:
-        return float(2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * shape["bytes_per_element"])
-    except (KeyError, TypeError):
-        return None
-
-
-def roofline_tokens_per_s(
-    bandwidth_gbs: float | None,
-    weights_mb: float | None,
-    kv_bytes_per_token: float | None = None,
-    context_tokens: float = 0.0,
-) -> float | None:
-    """The bandwidth limit of decode tok/s at ``context_tokens`` tokens in the KV cache; ``None`` when
-    the bandwidth or the weights are unknown."""
-    if not bandwidth_gbs or not weights_mb:
-        return None
-    bytes_per_token = weights_mb * 2**20 + (kv_bytes_per_token or 0.0) * max(context_tokens, 0.0)
-    return bandwidth_gbs * 1e9 / bytes_per_token
 
 
 def measure_bandwidth(device: str = "cpu") -> Bandwidth:
@@ -152,7 +111,7 @@ def _measure_torch_device(device: str) -> Bandwidth:
 
 def _machine_key(device: str) -> str:
     """What the cache is keyed by: this host, the device, and what it is (a swapped GPU re-measures)."""
-    from .environment import _cpu_model
+    from workbench.run.environment import _cpu_model
 
     what = _cpu_model()
     if device.startswith("cuda") and "torch" in sys.modules:
@@ -164,7 +123,7 @@ def _machine_key(device: str) -> str:
 
 
 def _cache_path() -> Path:
-    from .models import cache_dir
+    from workbench.spec.sources import cache_dir
 
     return cache_dir() / _CACHE_FILE
 
@@ -202,63 +161,3 @@ def device_bandwidth(device: str = "cpu") -> Bandwidth:
     except OSError:
         pass
     return measured
-
-
-@dataclass(frozen=True)
-class RooflineRow:
-    """One variant on one workload against its bandwidth limit."""
-
-    variant: str
-    workload: str
-    decode_tokens_per_s: float | None  # measured median
-    limit_tokens_per_s: float | None
-    bandwidth_gbs: float | None
-    weights_mb: float | None
-    kv_mb: float | None  # KV cache read per token at the median context
-    context_tokens: float  # median input + half the median output: the average decode position
-
-    @property
-    def fraction(self) -> float | None:
-        """Measured decode tok/s as a share of the limit (above 1 for speculative variants)."""
-        if not self.decode_tokens_per_s or not self.limit_tokens_per_s:
-            return None
-        return self.decode_tokens_per_s / self.limit_tokens_per_s
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "workload": self.workload,
-            "decode_tokens_per_s": self.decode_tokens_per_s,
-            "limit_tokens_per_s": self.limit_tokens_per_s,
-            "fraction_of_limit": self.fraction,
-            "bandwidth_gbs": self.bandwidth_gbs,
-            "weights_mb": self.weights_mb,
-            "kv_mb": self.kv_mb,
-            "context_tokens": self.context_tokens,
-        }
-
-
-def roofline_rows(summaries: Any, variants: list[dict[str, Any]]) -> list[RooflineRow]:
-    """Per variant × workload (``summaries`` from :func:`workbench.analysis.summarize`; ``variants``:
-    rows of the ``variants`` table, with the bandwidth, weights and KV size recorded at load)."""
-    by_name = {v["name"]: v for v in variants}
-    rows = []
-    for s in summaries:
-        v = by_name.get(s.variant, {})
-        context = (s.metrics["input_tokens"].value or 0.0) + (s.metrics["output_tokens"].value or 0.0) / 2
-        kv = v.get("kv_bytes_per_token")
-        rows.append(
-            RooflineRow(
-                variant=s.variant,
-                workload=s.workload,
-                decode_tokens_per_s=s.metrics["decode_tokens_per_s"].value,
-                limit_tokens_per_s=roofline_tokens_per_s(
-                    v.get("memory_bandwidth_gbs"), v.get("weights_mb"), kv, context
-                ),
-                bandwidth_gbs=v.get("memory_bandwidth_gbs"),
-                weights_mb=v.get("weights_mb"),
-                kv_mb=kv * context / 2**20 if kv else None,
-                context_tokens=context,
-            )
-        )
-    return rows

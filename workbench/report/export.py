@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .analysis import RunAnalysis, analyze_run
-from .errors import WorkbenchError
-from .store import Store
+from workbench.analysis.run import RunAnalysis, analyze_run
+from workbench.core.errors import WorkbenchError
+from workbench.store import Store
 
 __all__ = ["DEFAULT_FORMATS", "FORMATS", "charts_unavailable", "export_data", "export_run", "parse_formats"]
 
@@ -92,7 +92,7 @@ def export_run(
     charts = analysis.charts()
     pngs: dict[str, bytes] = {}
     if any(f in formats for f in _NEEDS_QT):
-        from .gui import charts as qt_charts
+        from workbench.gui import charts as qt_charts
 
         qt_charts.ensure_app()
         for chart in charts:
@@ -102,7 +102,7 @@ def export_run(
                 wrote(_write(out_dir / f"{chart.name}.png", pngs[chart.name]))
             if "svg" in formats:
                 wrote(_write(out_dir / f"{chart.name}.svg", qt_charts.svg_bytes(chart)))
-    from .report import html_report, markdown_report
+    from workbench.report.documents import html_report, markdown_report
 
     if "md" in formats:
         images = {c.name: f"{c.name}.png" for c in charts} if "png" in formats else {}

@@ -24,11 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from workbench.analysis.stats import fit_line
 
 if TYPE_CHECKING:
-    from .analysis import Estimate, GroupSummary
-    from .workloads import Workload
+    from workbench.analysis.stats import Estimate
+    from workbench.analysis.summary import GroupSummary
+    from workbench.spec.workloads import Workload
 
 __all__ = [
     "DECODE_HEAVY",
@@ -291,15 +292,6 @@ class WorkloadPhase:
             ],
             "advice": self.advice,
         }
-
-
-def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float | None, float | None]:
-    """Least-squares slope and intercept; ``(None, None)`` when x does not vary."""
-    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-    if x.size < 2 or float(np.ptp(x)) == 0:
-        return None, None
-    slope, intercept = np.polyfit(x, y, 1)
-    return float(slope), float(intercept)
 
 
 def measure_phases(

@@ -17,9 +17,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecError
-from .resources import resource_path
-from .strategy import Prompt
+from workbench.core.errors import SpecError
+from workbench.core.resources import resource_path
+from workbench.core.strategy import Prompt
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -21,11 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import describe_exception
-from .metrics import StepRecord, trial_metrics
-from .plan import TrialPlan
-from .strategy import Cancelled, Output, Prompt, Request, Session
-from .timing import Clock, Device, MemoryTracker
+from workbench.core.device import Device
+from workbench.core.errors import describe_exception
+from workbench.core.strategy import Cancelled, Output, Prompt, Request, Session
+from workbench.run.clock import Clock, MemoryTracker
+from workbench.run.metrics import StepRecord, trial_metrics
+from workbench.run.plan import TrialPlan
 
 __all__ = ["TrialResult", "TrialRunner", "encode_prompt"]
 

@@ -1,0 +1,107 @@
+"""Statistics primitives (a leaf: numpy only): medians with bootstrap confidence intervals,
+ratios of medians, a least-squares line.
+
+Bootstrap resampling is stratified by prompt: a workload's prompts differ (chat turn 1 vs turn 6) far
+more than repetitions of one prompt do, and every variant ran the same prompts. The seed is fixed: the
+same data always gives the same interval.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BOOTSTRAP_RESAMPLES", "Estimate", "bootstrap_median", "fit_line", "speedup"]
+
+BOOTSTRAP_RESAMPLES = 2000
+_SEED = 20261130  # fixed: the same data always gives the same interval
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A median with its bootstrap 95 % confidence interval (``lo``/``hi`` are ``None`` for n < 2)."""
+
+    value: float | None
+    lo: float | None = None
+    hi: float | None = None
+    n: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _strata(values: Sequence[float | None], strata: Sequence[Any] | None) -> list[np.ndarray]:
+    """Group non-missing values by stratum (the prompt): one array per stratum."""
+    groups: dict[Any, list[float]] = defaultdict(list)
+    keys = strata if strata is not None else [None] * len(values)
+    for value, key in zip(values, keys, strict=True):
+        if value is not None:
+            groups[key].append(float(value))
+    return [np.asarray(v, dtype=float) for v in groups.values()]
+
+
+def _resampled_medians(groups: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of ``resamples`` bootstrap samples, drawn with replacement *within* each stratum, so
+    that every resample holds the same prompts as the data (prompts differ far more than repetitions
+    of one prompt; resampling across them would measure the prompt mix, not the variant)."""
+    parts = [g[rng.integers(0, g.size, size=(resamples, g.size))] for g in groups]
+    return np.median(np.concatenate(parts, axis=1), axis=1)
+
+
+def bootstrap_median(
+    values: Sequence[float | None],
+    strata: Sequence[Any] | None = None,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> Estimate:
+    """Median with a bootstrap 95 % CI, resampling within ``strata`` (e.g. prompt ids) when given."""
+    groups = _strata(values, strata)
+    n = sum(g.size for g in groups)
+    if n == 0:
+        return Estimate(None, n=0)
+    median = float(np.median(np.concatenate(groups)))
+    if all(g.size < 2 for g in groups):
+        return Estimate(median, n=n)
+    samples = _resampled_medians(groups, resamples, np.random.default_rng(_SEED))
+    lo, hi = np.percentile(samples, [2.5, 97.5])
+    return Estimate(median, float(lo), float(hi), n)
+
+
+def speedup(
+    numerator: Sequence[float | None],
+    denominator: Sequence[float | None],
+    numerator_strata: Sequence[Any] | None = None,
+    denominator_strata: Sequence[Any] | None = None,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> Estimate | None:
+    """median(numerator) / median(denominator), with a bootstrap CI resampling both groups (within
+    strata when given)."""
+    a, b = _strata(numerator, numerator_strata), _strata(denominator, denominator_strata)
+    na, nb = sum(g.size for g in a), sum(g.size for g in b)
+    if na == 0 or nb == 0:
+        return None
+    med_b = float(np.median(np.concatenate(b)))
+    if med_b == 0:
+        return None
+    value = float(np.median(np.concatenate(a))) / med_b
+    if all(g.size < 2 for g in a) or all(g.size < 2 for g in b):
+        return Estimate(value, n=min(na, nb))
+    rng = np.random.default_rng(_SEED)
+    ra, rb = _resampled_medians(a, resamples, rng), _resampled_medians(b, resamples, rng)
+    ratios = ra[rb > 0] / rb[rb > 0]
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return Estimate(value, float(lo), float(hi), min(na, nb))
+
+
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float | None, float | None]:
+    """Least-squares slope and intercept; ``(None, None)`` when x does not vary."""
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if x.size < 2 or float(np.ptp(x)) == 0:
+        return None, None
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(slope), float(intercept)

@@ -1,0 +1,215 @@
+"""From recorded trials to answers: medians with bootstrap CIs per variant × workload, and speed-ups
+against the baseline variant as ratios of medians with their CIs.
+
+Warm-up trials and failed trials are excluded from every statistic (they are stored and counted).
+Bootstrap resampling is stratified by prompt: a workload's prompts differ (chat turn 1 vs turn 6) far
+more than repetitions of one prompt do, and every variant ran the same prompts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.analysis.stats import Estimate, bootstrap_median, speedup
+
+__all__ = ["METRICS", "GroupSummary", "server_summary", "summarize", "throughput"]
+
+#: metric column → (label, unit, higher_is_better)
+METRICS: dict[str, tuple[str, str, bool]] = {
+    "ttft_ms": ("TTFT", "ms", False),
+    "prefill_tokens_per_s": ("prefill", "tok/s", True),
+    "tpot_ms": ("TPOT", "ms", False),
+    "decode_tokens_per_s": ("decode", "tok/s", True),
+    "e2e_ms": ("e2e", "ms", False),
+    "decode_phase_ms": ("after TTFT", "ms", False),  # e2e − TTFT: the decode phase as the caller sees it
+    "itl_p50_ms": ("ITL p50", "ms", False),
+    "itl_p90_ms": ("ITL p90", "ms", False),
+    "itl_p99_ms": ("ITL p99", "ms", False),
+    "peak_memory_mb": ("peak mem", "MB", False),
+    "input_tokens": ("in", "tok", False),
+    "output_tokens": ("out", "tok", False),
+}
+
+
+@dataclass
+class GroupSummary:
+    variant: str
+    workload: str
+    n_ok: int
+    n_failed: int
+    metrics: dict[str, Estimate] = field(default_factory=dict)
+    speedup_e2e: Estimate | None = None  # baseline e2e / variant e2e
+    speedup_ttft: Estimate | None = None  # baseline TTFT / variant TTFT
+    speedup_decode: Estimate | None = None  # variant decode tok/s / baseline decode tok/s
+    matches_baseline: float | None = None  # fraction of greedy outputs equal to the baseline's
+    match_fraction: float | None = None  # mean share of output tokens equal to the baseline's
+    acceptance_rate: float | None = None  # accepted / proposed draft tokens (speculative strategies)
+    mean_accepted_length: float | None = None  # 1 + accepted / steps with a draft: tokens per verify
+    draft_share: float | None = None  # drafting's share of decode time (sum of steps' draft_ms / decode_ms)
+    verify_share: float | None = None  # verification's share of decode time
+    significant: bool | None = None  # e2e speed-up CI excludes 1
+    timing_scope: str | None = None  # in-process | client (a server's client: network + queueing included)
+    concurrency: int = 1  # parallel streams
+    throughput_tokens_per_s: float | None = None  # aggregate output tokens/s (all streams together)
+    server: dict[str, Any] | None = None  # the server's own figures (server_metrics), when it has any
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "variant": self.variant,
+            "workload": self.workload,
+            "n_ok": self.n_ok,
+            "n_failed": self.n_failed,
+            "timing_scope": self.timing_scope,
+            "concurrency": self.concurrency,
+            "throughput_tokens_per_s": self.throughput_tokens_per_s,
+            "server": self.server,
+            "matches_baseline": self.matches_baseline,
+            "match_fraction": self.match_fraction,
+            "acceptance_rate": self.acceptance_rate,
+            "mean_accepted_length": self.mean_accepted_length,
+            "draft_share": self.draft_share,
+            "verify_share": self.verify_share,
+            "significant": self.significant,
+        }
+        for name, est in self.metrics.items():
+            data[name] = est.to_dict()
+        for name in ("speedup_e2e", "speedup_ttft", "speedup_decode"):
+            est = getattr(self, name)
+            data[name] = est.to_dict() if est else None
+        return data
+
+
+def summarize(
+    trials: Sequence[dict[str, Any]],
+    baseline: str | None,
+    server_windows: Sequence[dict[str, Any]] = (),
+) -> list[GroupSummary]:
+    """Per (variant, workload), in the order they were run. ``trials`` are rows of the ``trials`` table,
+    optionally with ``draft_ms``/``verify_ms``: the sums of their steps' (:meth:`Store.step_totals`);
+    ``server_windows`` rows of ``server_metrics`` (the server's own figures, for endpoint variants)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for t in trials:
+        if not t.get("warmup"):
+            groups[(t["variant"], t["workload"])].append(t)
+    summaries = []
+    for (variant, workload), rows in groups.items():
+        ok = [_derived(r) for r in rows if r["status"] == "ok"]
+        summary = GroupSummary(
+            variant=variant,
+            workload=workload,
+            n_ok=len(ok),
+            n_failed=sum(r["status"] == "failed" for r in rows),
+            metrics={m: bootstrap_median([r.get(m) for r in ok], _prompts(ok)) for m in METRICS},
+        )
+        matches = [r["matches_baseline"] for r in ok if r.get("matches_baseline") is not None]
+        summary.matches_baseline = sum(matches) / len(matches) if matches else None
+        fractions = [r["match_fraction"] for r in ok if r.get("match_fraction") is not None]
+        summary.match_fraction = sum(fractions) / len(fractions) if fractions else None
+        proposed = sum(r.get("draft_tokens_proposed") or 0 for r in ok)
+        accepted = sum(r.get("draft_tokens_accepted") or 0 for r in ok)
+        draft_steps = sum(r.get("draft_steps") or 0 for r in ok)
+        if proposed:
+            summary.acceptance_rate = accepted / proposed
+        if draft_steps:
+            summary.mean_accepted_length = 1 + accepted / draft_steps
+        scopes = {r.get("timing_scope") for r in rows} - {None}
+        summary.timing_scope = "client" if "client" in scopes else (scopes.pop() if scopes else None)
+        summary.concurrency = max((r.get("concurrency") or 1 for r in rows), default=1)
+        summary.throughput_tokens_per_s = throughput(ok)
+        windows = [w for w in server_windows if (w["variant"], w["workload"]) == (variant, workload)]
+        summary.server = server_summary(windows, ok)
+        timed = [r for r in ok if r.get("draft_ms") is not None or r.get("verify_ms") is not None]
+        decode_ms = sum(r.get("decode_ms") or 0.0 for r in timed)
+        if timed and decode_ms > 0:
+            summary.draft_share = sum(r.get("draft_ms") or 0.0 for r in timed) / decode_ms
+            summary.verify_share = sum(r.get("verify_ms") or 0.0 for r in timed) / decode_ms
+        summaries.append(summary)
+    if baseline is not None:
+        reference = {
+            workload: [r for r in rows if r["status"] == "ok"]
+            for (variant, workload), rows in groups.items()
+            if variant == baseline
+        }
+        for s in summaries:
+            base = reference.get(s.workload)
+            if not base or s.variant == baseline:
+                continue
+            ok = [r for r in groups[(s.variant, s.workload)] if r["status"] == "ok"]
+            pb, po = _prompts(base), _prompts(ok)
+            s.speedup_e2e = speedup([r["e2e_ms"] for r in base], [r["e2e_ms"] for r in ok], pb, po)
+            s.speedup_ttft = speedup([r["ttft_ms"] for r in base], [r["ttft_ms"] for r in ok], pb, po)
+            s.speedup_decode = speedup(
+                [r["decode_tokens_per_s"] for r in ok], [r["decode_tokens_per_s"] for r in base], po, pb
+            )
+            if s.speedup_e2e and s.speedup_e2e.lo is not None:
+                s.significant = not (s.speedup_e2e.lo <= 1.0 <= s.speedup_e2e.hi)  # type: ignore[operator]
+    return summaries
+
+
+def throughput(ok: Sequence[dict[str, Any]]) -> float | None:
+    """Aggregate output tokens per second. Sequential trials: all tokens over the sum of their e2e
+    times. Parallel streams: all tokens over the wall time of each group (first start → last end,
+    from ``group_offset_ms`` + ``e2e_ms``) — the figure that grows with concurrency when a server
+    batches."""
+    tokens = sum(r.get("output_tokens") or 0 for r in ok)
+    spans: dict[Any, tuple[float, float]] = {}
+    seconds = 0.0
+    for r in ok:
+        if r.get("e2e_ms") is None:
+            continue
+        if r.get("group_offset_ms") is None or (r.get("concurrency") or 1) == 1:
+            seconds += r["e2e_ms"] / 1000
+            continue
+        start, end = r["group_offset_ms"], r["group_offset_ms"] + r["e2e_ms"]
+        lo, hi = spans.get(r.get("concurrent_group"), (start, end))
+        spans[r.get("concurrent_group")] = (min(lo, start), max(hi, end))
+    seconds += sum(hi - lo for lo, hi in spans.values()) / 1000
+    return tokens / seconds if seconds > 0 and tokens else None
+
+
+#: server_metrics columns averaged over windows, weighted by how many requests each mean covers
+_SERVER_MEANS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms", "prefill_ms", "decode_ms")
+
+
+def server_summary(windows: Sequence[dict[str, Any]], ok: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The server's own figures over a group's measured windows: request-weighted means of its
+    latencies (its histograms give sums and counts, hence means, not medians), speculative-decoding
+    acceptance from its counters, and the client's mean TTFT beside the server's: the gap is
+    network, HTTP and queueing in front of the engine."""
+    windows = [w for w in windows if not w.get("warmup")]
+    if not windows:
+        return None
+    out: dict[str, Any] = {"windows": len(windows)}
+    for column in _SERVER_MEANS:
+        weight_col = "ttft_count" if column == "ttft_ms" else "requests"
+        pairs = [(w[column], w.get(weight_col) or 1) for w in windows if w.get(column) is not None]
+        weight = sum(n for _, n in pairs)
+        out[column] = sum(v * n for v, n in pairs) / weight if weight else None
+    requests = sum(w.get("requests") or 0 for w in windows)
+    out["requests"] = requests
+    out["other_requests"] = max(requests - sum(w.get("trials") or 0 for w in windows), 0)
+    drafts = sum(w.get("spec_drafts") or 0 for w in windows)
+    proposed = sum(w.get("spec_draft_tokens") or 0 for w in windows)
+    accepted = sum(w.get("spec_accepted_tokens") or 0 for w in windows)
+    out["acceptance_rate"] = accepted / proposed if proposed else None
+    out["mean_accepted_length"] = 1 + accepted / drafts if drafts else None
+    client = [r["ttft_ms"] for r in ok if r.get("ttft_ms") is not None]
+    out["client_ttft_mean_ms"] = sum(client) / len(client) if client else None
+    if out["client_ttft_mean_ms"] is not None and out["ttft_ms"] is not None:
+        out["ttft_gap_ms"] = out["client_ttft_mean_ms"] - out["ttft_ms"]
+    else:
+        out["ttft_gap_ms"] = None
+    return out
+
+
+def _derived(row: dict[str, Any]) -> dict[str, Any]:
+    """A trial row plus the figures computed from its columns."""
+    e2e, ttft = row.get("e2e_ms"), row.get("ttft_ms")
+    return {**row, "decode_phase_ms": e2e - ttft if e2e is not None and ttft is not None else None}
+
+
+def _prompts(rows: Sequence[dict[str, Any]]) -> list[Any]:
+    return [r.get("prompt_id") for r in rows]

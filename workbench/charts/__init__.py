@@ -1,0 +1,67 @@
+"""What each chart shows, headless: plain chart objects (series, labels, units) built from a
+:class:`~workbench.analysis.run.RunAnalysis`, one module per chart kind. Their ``rows()`` are the CSV
+export; ``workbench.gui.charts`` draws them (the one module that does, for the GUI and for export).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.charts.acceptance import AcceptanceChart, acceptance_chart
+from workbench.charts.base import OKABE_ITO, Axis, Chart, lighten, variant_colours
+from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart
+from workbench.charts.memory import MemoryBar, MemoryChart, memory_chart
+from workbench.charts.roofline import RooflineChart, roofline_chart
+from workbench.charts.speedup import SpeedupChart, SpeedupPoint, speedup_chart
+from workbench.charts.sweeps import (
+    ParameterSweepChart,
+    SweepChart,
+    SweepSeries,
+    parameter_sweep_charts,
+    sweep_charts,
+)
+from workbench.charts.timeline import TimelineChart, timeline_charts
+
+__all__ = [
+    "OKABE_ITO",
+    "AcceptanceChart",
+    "Axis",
+    "Chart",
+    "HeadlineBar",
+    "HeadlineChart",
+    "HeadlineGroup",
+    "MemoryBar",
+    "MemoryChart",
+    "ParameterSweepChart",
+    "RooflineChart",
+    "SpeedupChart",
+    "SpeedupPoint",
+    "SweepChart",
+    "SweepSeries",
+    "TimelineChart",
+    "acceptance_chart",
+    "headline_chart",
+    "lighten",
+    "memory_chart",
+    "parameter_sweep_charts",
+    "roofline_chart",
+    "run_charts",
+    "speedup_chart",
+    "sweep_charts",
+    "timeline_charts",
+    "variant_colours",
+]
+
+
+def run_charts(analysis: Any) -> list[Chart]:
+    """Every chart a run has data for, in report order."""
+    labels = {p.workload: p.headline for p in analysis.phases}
+    charts: list[Chart | None] = [headline_chart(analysis.summaries, labels)]
+    charts.append(speedup_chart(analysis))
+    charts.extend(timeline_charts(analysis))
+    charts.extend(sweep_charts(analysis))
+    charts.extend(parameter_sweep_charts(analysis))
+    charts.append(acceptance_chart(analysis))
+    charts.append(memory_chart(analysis))
+    charts.append(roofline_chart(analysis))
+    return [c for c in charts if c is not None and (not isinstance(c, HeadlineChart) or c.groups)]

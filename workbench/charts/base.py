@@ -1,0 +1,82 @@
+"""What each chart shows — series, labels, units — as plain data, without Qt.
+
+The chart module (:mod:`workbench.gui.charts`) draws these objects with pyqtgraph, for the GUI and for
+headless export alike, so the GUI never draws a chart differently from an exported file. Keeping the
+shaping here means the CSV of every chart and the tests of its numbers need no Qt, and the viewer-only
+install (no ``gui`` extra) can still export the data behind each chart.
+
+Every chart has a ``key`` (the file stem on export), a ``title``, the ``variants`` it shows (in run
+order, which fixes their colours) and ``rows()``: its data in long format, one dict per plotted value,
+which is exactly what its CSV holds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = ["OKABE_ITO", "Axis", "Chart", "lighten", "variant_colours"]
+
+#: Okabe & Ito's colour-blind-safe palette, ordered for white backgrounds: blue first (the baseline
+#: usually runs first), yellow late (weak on white), black last.
+OKABE_ITO: tuple[str, ...] = (
+    "#0072B2",  # blue
+    "#E69F00",  # orange
+    "#009E73",  # bluish green
+    "#D55E00",  # vermillion
+    "#CC79A7",  # reddish purple
+    "#56B4E9",  # sky blue
+    "#F0E442",  # yellow
+    "#000000",  # black
+)
+
+
+def variant_colours(variants: Iterable[str]) -> dict[str, str]:
+    """One colour per variant, by position in run order: the same variant gets the same colour in
+    every chart of a run (and in the report's tables). Past eight variants the palette repeats."""
+    return {name: OKABE_ITO[i % len(OKABE_ITO)] for i, name in enumerate(dict.fromkeys(variants))}
+
+
+def lighten(colour: str, amount: float = 0.55) -> str:
+    """``colour`` (``#rrggbb``) mixed with white: the prefill shade of a variant's colour."""
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (round(c + (255 - c) * amount) for c in (r, g, b))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+@dataclass(frozen=True)
+class Axis:
+    label: str
+    unit: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+
+@dataclass
+class Chart:
+    """Base of every chart's data. Subclasses set ``key`` and implement ``rows``."""
+
+    key: ClassVar[str] = ""
+    title: str = ""
+    variants: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)  # caption lines under the chart
+
+    def rows(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        """File stem on export (``headline``, ``timeline-chat``...)."""
+        return self.key
+
+    @property
+    def colours(self) -> dict[str, str]:
+        return variant_colours(self.variants)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"

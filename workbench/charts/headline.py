@@ -1,0 +1,84 @@
+"""The headline chart: prefill and decode time stacked per variant, grouped by workload."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from workbench.charts.base import Axis, Chart
+
+__all__ = ["HeadlineBar", "HeadlineChart", "HeadlineGroup", "headline_chart"]
+
+
+# -- (i) the headline: where the time goes, per variant × workload -----------------------------------
+
+
+@dataclass(frozen=True)
+class HeadlineBar:
+    variant: str
+    prefill_ms: float  # median TTFT
+    decode_ms: float  # median of e2e − TTFT (everything after the first token)
+    n: int  # measured trials
+
+    @property
+    def total_ms(self) -> float:
+        return self.prefill_ms + self.decode_ms
+
+    @property
+    def prefill_share(self) -> float:
+        return self.prefill_ms / self.total_ms if self.total_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class HeadlineGroup:
+    workload: str
+    bars: tuple[HeadlineBar, ...]
+    label: str = ""  # e.g. "decode-heavy: prefill 12 % of e2e" (the phase classification)
+
+
+@dataclass
+class HeadlineChart(Chart):
+    """Horizontal stacked bars: prefill (TTFT) and decode time per variant, grouped by workload, one
+    shared time axis. The prefill segment is a light shade of the variant's colour, decode the full one."""
+
+    key: ClassVar[str] = "headline"
+    groups: tuple[HeadlineGroup, ...] = ()
+    x_axis: Axis = Axis("time per request, median", "ms")
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "workload": g.workload,
+                "variant": b.variant,
+                "prefill_ms": b.prefill_ms,
+                "decode_ms": b.decode_ms,
+                "total_ms": b.total_ms,
+                "prefill_share": b.prefill_share,
+                "n": b.n,
+                "phase": g.label,
+            }
+            for g in self.groups
+            for b in g.bars
+        ]
+
+
+def headline_chart(summaries: Sequence[Any], labels: dict[str, str] | None = None) -> HeadlineChart:
+    """From :func:`workbench.analysis.summary.summarize` output; ``labels`` maps a workload to its phase text."""
+    variants: dict[str, None] = {}
+    groups: dict[str, list[HeadlineBar]] = {}
+    for s in summaries:
+        variants.setdefault(s.variant)
+        prefill, decode = s.metrics["ttft_ms"].value, s.metrics["decode_phase_ms"].value
+        if prefill is None or decode is None:
+            continue
+        groups.setdefault(s.workload, []).append(HeadlineBar(s.variant, prefill, decode, s.n_ok))
+    return HeadlineChart(
+        title="Where the time goes: prefill (TTFT) vs decode",
+        variants=tuple(variants),
+        groups=tuple(
+            HeadlineGroup(workload, tuple(bars), (labels or {}).get(workload, ""))
+            for workload, bars in groups.items()
+        ),
+        notes=["Light: prefill (time to first token). Dark: decode (first token to the end). Medians."],
+    )

@@ -1,0 +1,47 @@
+"""The decode roofline: measured decode tok/s against the memory-bandwidth limit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from workbench.charts.base import Axis, Chart
+
+__all__ = ["RooflineChart", "roofline_chart"]
+
+
+@dataclass
+class RooflineChart(Chart):
+    """Measured decode tok/s per variant × workload against the memory-bandwidth limit."""
+
+    key: ClassVar[str] = "roofline"
+    rows_: tuple[Any, ...] = ()  # workbench.analysis.roofline.RooflineRow
+    bandwidth_gbs: float | None = None
+    x_axis: Axis = Axis("decode speed", "tok/s")
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in self.rows_]
+
+    @property
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(r.workload for r in self.rows_))
+
+
+def roofline_chart(analysis: Any) -> RooflineChart | None:
+    rows = tuple(r for r in analysis.roofline if r.limit_tokens_per_s and r.decode_tokens_per_s)
+    if not rows:
+        return None
+    bandwidths = sorted({round(r.bandwidth_gbs, 1) for r in rows if r.bandwidth_gbs})
+    bw = ", ".join(f"{b:g}" for b in bandwidths)
+    return RooflineChart(
+        title="Decode speed vs the memory-bandwidth limit",
+        variants=tuple(analysis.variant_names),
+        rows_=rows,
+        bandwidth_gbs=bandwidths[0] if bandwidths else None,
+        notes=[
+            f"Dashed outline: the limit = memory bandwidth ({bw} GB/s, recorded with the run) ÷ bytes read per "
+            "token (weights + KV cache at the median length). Speculative variants can pass it (several "
+            "tokens per weight read); others only when the copy benchmark understates what the model's reads "
+            "reach."
+        ],
+    )

@@ -1,0 +1,75 @@
+"""Speed-ups against the baseline variant, with their confidence intervals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from workbench.charts.base import Axis, Chart
+
+__all__ = ["SpeedupChart", "SpeedupPoint", "speedup_chart"]
+
+
+# -- (iv) speed-ups -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpeedupPoint:
+    workload: str
+    variant: str
+    metric: str  # e2e | ttft | decode
+    value: float
+    lo: float | None
+    hi: float | None
+
+    @property
+    def significant(self) -> bool:
+        return self.lo is not None and self.hi is not None and not (self.lo <= 1.0 <= self.hi)
+
+
+@dataclass
+class SpeedupChart(Chart):
+    """e2e speed-up vs the baseline per variant × workload, with bootstrap 95 % CI whiskers."""
+
+    key: ClassVar[str] = "speedup"
+    baseline: str = ""
+    points: tuple[SpeedupPoint, ...] = ()
+    x_axis: Axis = Axis("e2e speed-up vs the baseline (> 1 is faster)", "×")
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "workload": p.workload,
+                "variant": p.variant,
+                "metric": p.metric,
+                "speedup": p.value,
+                "ci_lo": p.lo,
+                "ci_hi": p.hi,
+                "significant": p.significant,
+                "baseline": self.baseline,
+            }
+            for p in self.points
+        ]
+
+    @property
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(p.workload for p in self.points))
+
+
+def speedup_chart(analysis: Any) -> SpeedupChart | None:
+    points = []
+    for s in analysis.summaries:
+        for metric, est in (("e2e", s.speedup_e2e), ("ttft", s.speedup_ttft), ("decode", s.speedup_decode)):
+            if est is not None and est.value is not None:
+                points.append(SpeedupPoint(s.workload, s.variant, metric, est.value, est.lo, est.hi))
+    if not any(p.metric == "e2e" for p in points):
+        return None
+    return SpeedupChart(
+        title=f"Speed-up vs {analysis.baseline}",
+        variants=tuple(analysis.variant_names),
+        baseline=analysis.baseline or "",
+        points=tuple(points),
+        notes=[
+            "Ratio of medians. Whiskers: bootstrap 95 % CI. Filled: the CI excludes 1 (significant); hollow: not."
+        ],
+    )

@@ -1,0 +1,207 @@
+"""Sweeps: TTFT against input length, decode tok/s against output length, and a metric against a
+swept strategy parameter.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from workbench.analysis.stats import bootstrap_median, fit_line
+from workbench.charts.base import Axis, Chart, _slug
+
+__all__ = ["ParameterSweepChart", "SweepChart", "SweepSeries", "parameter_sweep_charts", "sweep_charts"]
+
+
+# -- (iii) length sweeps -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepSeries:
+    variant: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]  # medians
+    lo: tuple[float | None, ...]  # bootstrap 95 % CI
+    hi: tuple[float | None, ...]
+    slope: float | None  # least-squares fit over every trial
+    intercept: float | None
+
+
+@dataclass
+class SweepChart(Chart):
+    """A metric against a length with CI bands and a fitted line per variant."""
+
+    key: ClassVar[str] = "sweep"
+    kind: str = "ttft"  # ttft | decode
+    series: tuple[SweepSeries, ...] = ()
+    source: str = ""  # the workload the points come from ("all workloads" when no sweep was run)
+    x_axis: Axis = Axis("input length", "tokens")
+    y_axis: Axis = Axis("TTFT", "ms")
+    slope_unit: str = "ms per input token"
+
+    @property
+    def name(self) -> str:
+        return "ttft-vs-input" if self.kind == "ttft" else "decode-vs-output"
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "variant": s.variant,
+                "x": x,
+                "median": y,
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "fit_slope": s.slope,
+                "fit_intercept": s.intercept,
+                "x_label": self.x_axis.text,
+                "y_label": self.y_axis.text,
+                "source": self.source,
+            }
+            for s in self.series
+            for x, y, lo, hi in zip(s.x, s.y, s.lo, s.hi, strict=True)
+        ]
+
+
+def _sweep(trials: Sequence[dict[str, Any]], x_key: str, y_key: str) -> list[SweepSeries]:
+    by_variant: dict[str, dict[float, list[tuple[float, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for t in trials:
+        x, y = t.get(x_key), t.get(y_key)
+        if t["status"] == "ok" and x is not None and y is not None:
+            by_variant[t["variant"]][float(x)].append((float(y), t.get("prompt_id")))
+    out = []
+    for variant, points in by_variant.items():
+        if len(points) < 2:
+            continue
+        xs = sorted(points)
+        estimates = [bootstrap_median([v for v, _ in points[x]]) for x in xs]
+        slope, intercept = fit_line([x for x in xs for _ in points[x]], [v for x in xs for v, _ in points[x]])
+        out.append(
+            SweepSeries(
+                variant,
+                tuple(xs),
+                tuple(float(e.value) for e in estimates),  # type: ignore[arg-type]
+                tuple(e.lo for e in estimates),
+                tuple(e.hi for e in estimates),
+                slope,
+                intercept,
+            )
+        )
+    return out
+
+
+def sweep_charts(analysis: Any) -> list[SweepChart]:
+    """TTFT vs input length (from ``sweep-input`` when it ran, else every workload's prompts) and decode
+    tok/s vs output length (from ``sweep-output``, else every trial)."""
+    charts = []
+    variants = tuple(analysis.variant_names)
+    for kind, sweep, x_key, y_key in (
+        ("ttft", "sweep-input", "input_tokens", "ttft_ms"),
+        ("decode", "sweep-output", "output_tokens", "decode_tokens_per_s"),
+    ):
+        trials = [t for t in analysis.trials if t["workload"] == sweep]
+        source = sweep
+        if not trials:
+            trials, source = analysis.trials, "all workloads"
+        series = _sweep(trials, x_key, y_key)
+        if not series:
+            continue
+        if kind == "ttft":
+            chart = SweepChart(
+                title=f"TTFT vs input length ({source})",
+                variants=variants,
+                kind=kind,
+                series=tuple(series),
+                source=source,
+                notes=[
+                    "Medians with bootstrap 95 % CI bands; dashed: least-squares fit (slope in the legend)."
+                ],
+            )
+        else:
+            chart = SweepChart(
+                title=f"Decode speed vs output length ({source})",
+                variants=variants,
+                kind=kind,
+                series=tuple(series),
+                source=source,
+                x_axis=Axis("output length", "tokens"),
+                y_axis=Axis("decode speed", "tok/s"),
+                slope_unit="tok/s per output token",
+                notes=[
+                    "Medians with bootstrap 95 % CI bands; dashed: least-squares fit (slope in the legend)."
+                ],
+            )
+        charts.append(chart)
+    return charts
+
+
+# -- (iii b) a swept variant parameter (spec ``sweep``) -----------------------------------------------
+
+
+@dataclass
+class ParameterSweepChart(SweepChart):
+    """A metric against the value of a swept variant parameter (``sweep = {num_draft_tokens = [...]}``):
+    one line per workload, medians with CI bands and a fitted line."""
+
+    key: ClassVar[str] = "parameter-sweep"
+    param: str = ""
+    base: str = ""  # the variant name the sweep expanded from
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-vs-{_slug(self.param)}-{_slug(self.base)}"
+
+
+def parameter_sweep_charts(analysis: Any) -> list[ParameterSweepChart]:
+    """For every spec sweep over a numeric parameter: decode tok/s and TTFT against its value."""
+    import json
+
+    groups: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)  # (base, param) -> variant -> value
+    for v in analysis.variants:
+        param = v.get("sweep_param")
+        if not param:
+            continue
+        try:
+            value = json.loads(v.get("sweep_value") or "null")
+        except ValueError:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue  # a dtype or model sweep has no axis: the other charts compare those variants
+        base = v["name"].removesuffix(f" {param}={v.get('sweep_value')}").strip()
+        groups[(base, param)][v["name"]] = float(value)
+    charts = []
+    for (base, param), values in groups.items():
+        if len(values) < 2:
+            continue
+        for kind, y_key, axis in (
+            ("decode", "decode_tokens_per_s", Axis("decode speed", "tok/s")),
+            ("ttft", "ttft_ms", Axis("TTFT", "ms")),
+        ):
+            rows = [
+                {**t, "variant": t["workload"], "_x": values[t["variant"]]}
+                for t in analysis.trials
+                if t["variant"] in values
+            ]
+            series = _sweep(rows, "_x", y_key)
+            if not series:
+                continue
+            workloads = tuple(s.variant for s in series)
+            charts.append(
+                ParameterSweepChart(
+                    title=f"{axis.label[:1].upper()}{axis.label[1:]} vs {param} ({base})",
+                    variants=workloads,
+                    kind=kind,
+                    series=tuple(series),
+                    source=base,
+                    x_axis=Axis(param, ""),
+                    y_axis=axis,
+                    slope_unit=f"{axis.unit} per unit of {param}",
+                    param=param,
+                    base=base,
+                    notes=[
+                        "One line per workload: medians with bootstrap 95 % CI bands; dashed: least-squares fit."
+                    ],
+                )
+            )
+    return charts

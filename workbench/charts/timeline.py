@@ -1,0 +1,66 @@
+"""Per-token timelines: tokens against time for one representative prompt, one line per variant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from workbench.charts.base import Axis, Chart, _slug
+
+__all__ = ["TimelineChart", "timeline_charts"]
+
+
+# -- (ii) token timeline ---------------------------------------------------------------------------------
+
+
+@dataclass
+class TimelineChart(Chart):
+    """Cumulative tokens vs time for one prompt, one line per variant: prefill is the flat start, a
+    speculative step is a jump of several tokens."""
+
+    key: ClassVar[str] = "timeline"
+    workload: str = ""
+    prompt_id: str = ""
+    series: tuple[Any, ...] = ()  # workbench.analysis.run.Timeline, one per variant
+    x_axis: Axis = Axis("time since the request", "ms")
+    y_axis: Axis = Axis("tokens generated", "tokens")
+
+    @property
+    def name(self) -> str:
+        return f"timeline-{_slug(self.workload)}"
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "variant": s.variant,
+                "workload": s.workload,
+                "prompt_id": s.prompt_id,
+                "step": i,
+                "t_ms": t,
+                "tokens": n,
+            }
+            for s in self.series
+            for i, (t, n) in enumerate(zip(s.t_ms, s.tokens, strict=True))
+        ]
+
+
+def timeline_charts(analysis: Any) -> list[TimelineChart]:
+    charts = []
+    variants = tuple(analysis.variant_names)
+    for workload in dict.fromkeys(t.workload for t in analysis.timelines):
+        series = tuple(t for t in analysis.timelines if t.workload == workload)
+        first = series[0]
+        tokens_in = f", {first.input_tokens:,} input tokens" if first.input_tokens else ""
+        charts.append(
+            TimelineChart(
+                title=f"Tokens over time — {workload} (prompt {first.prompt_id}{tokens_in})",
+                variants=variants,
+                workload=workload,
+                prompt_id=first.prompt_id,
+                series=series,
+                notes=[
+                    "Flat start: prefill (until the first token). Steps of several tokens: speculative decoding."
+                ],
+            )
+        )
+    return charts

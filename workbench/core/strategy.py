@@ -1,0 +1,262 @@
+"""The strategy contract: how a variant loads and generates, and how it reports tokens.
+
+A *strategy* only generates. The runner owns the clock: a strategy calls ``probe.step(token_ids)``
+each time new tokens are available on the host, and the runner timestamps that step after a device
+synchronize. Strategies never time themselves; they may pass sub-splits they measured themselves
+(``draft_ms``, ``verify_ms``) through the probe as extra information.
+
+Nothing in this module imports torch: the GUI and the viewer import it.
+
+Writing a strategy (see ``docs/strategies.md``)::
+
+    @dataclass
+    class MyConfig:
+        window: int = field(default=4, metadata={"help": "tokens looked back"})
+
+    class MyStrategy(Strategy):
+        name = "my-trick"
+        description = "One line that says what it does"
+        Config = MyConfig
+
+        def available(self) -> str | None:
+            return None if importlib.util.find_spec("torch") else "needs torch (pip install torch)"
+
+        def load(self, variant: Variant, device: Device) -> Session:
+            return MySession(...)
+
+and register it in your package's ``pyproject.toml``::
+
+    [project.entry-points."workbench.strategies"]
+    my-trick = "my_pkg.tricks:MyStrategy"
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+
+if TYPE_CHECKING:
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
+
+__all__ = [
+    "Cancelled",
+    "FinishReason",
+    "NoConfig",
+    "Output",
+    "Probe",
+    "Prompt",
+    "Request",
+    "Session",
+    "Strategy",
+]
+
+FinishReason = Literal["eos", "length", "stop"]
+
+
+class Cancelled(Exception):
+    """Raised by :meth:`Probe.step` when the run was cancelled. Strategies let it propagate."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt of a workload, before tokenization.
+
+    Exactly one of ``prompt`` (raw text, no chat template) and ``messages`` (chat turns, the model's
+    chat template is applied) is set. ``input_tokens`` asks the session to cut the encoded text to
+    exactly that many tokens (the input-length sweep).
+    """
+
+    id: str
+    prompt: str | None = None
+    messages: tuple[dict[str, str], ...] | None = None
+    input_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id}
+        if self.prompt is not None:
+            data["prompt"] = self.prompt
+        if self.messages is not None:
+            data["messages"] = [dict(m) for m in self.messages]
+        if self.input_tokens is not None:
+            data["input_tokens"] = self.input_tokens
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Prompt:
+        messages = data.get("messages")
+        return cls(
+            id=str(data["id"]),
+            prompt=data.get("prompt"),
+            messages=tuple(dict(m) for m in messages) if messages is not None else None,
+            input_tokens=data.get("input_tokens"),
+        )
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the runner hands to :meth:`Session.generate`: tokenized input plus generation settings.
+
+    ``temperature == 0`` means greedy. ``seed`` makes sampling reproducible and is the same for every
+    variant, so variants see identical prompts *and* identical random streams.
+    """
+
+    prompt: Prompt
+    input_ids: tuple[int, ...]
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+    ignore_eos: bool = False
+    stop: tuple[str, ...] = ()
+
+
+@dataclass
+class Output:
+    """What a strategy generated. ``token_ids`` must equal the concatenation of all probe steps.
+
+    A strategy that reported its steps as counts (``probe.step(n_tokens=...)``, e.g. a server that
+    streams text) returns ``token_ids=[]``; the trial then keeps the text only. ``input_tokens``
+    overrides ``len(request.input_ids)`` when the prompt was tokenized elsewhere (the server's own
+    count); ``token_count_source`` records how the tokens were counted (stored with the trial).
+
+    ``cached_tokens``: prompt tokens whose keys/values came from a cache instead of a prefill (KV-cache
+    reuse); ``trimmed_tokens``: prompt tokens the strategy removed before the prefill (context trimming).
+    The prompt's own length (``input_tokens``) is the same for every variant; the tokens actually
+    prefilled are ``input_tokens - cached_tokens - trimmed_tokens``.
+    """
+
+    token_ids: list[int]
+    text: str
+    finish_reason: FinishReason
+    input_tokens: int | None = None
+    token_count_source: str | None = None
+    cached_tokens: int = 0
+    trimmed_tokens: int = 0
+
+
+class Probe(Protocol):
+    """Handed to :meth:`Session.generate`; the only way a strategy reports progress."""
+
+    def step(
+        self,
+        token_ids: Sequence[int] = (),
+        *,
+        n_tokens: int | None = None,
+        draft_proposed: int = 0,
+        draft_accepted: int = 0,
+        draft_ms: float | None = None,
+        verify_ms: float | None = None,
+    ) -> None:
+        """Report tokens that just became available on the host (1 for plain decoding, several for a
+        speculative step). The runner synchronizes the device and timestamps the step. Raises
+        :class:`Cancelled` when the run is being cancelled.
+
+        A strategy that knows how many tokens arrived but not their ids (a server streaming text)
+        passes ``n_tokens`` instead of ``token_ids``."""
+        ...
+
+    def recount(self, n_tokens: Sequence[int]) -> None:
+        """Replace the token counts of every step reported so far (steps reported with ``n_tokens``
+        only), for a strategy that learns how many tokens each step held only once the whole output
+        is known (a server that streams text and reports usage at the end). The timestamps stay the
+        runner's; steps left with zero tokens are dropped."""
+        ...
+
+    def end(self) -> None:
+        """Mark the end of generation now, for a strategy with untimed bookkeeping left before it
+        returns (counting a server's tokens); ``e2e_ms`` ends here instead of at the return."""
+        ...
+
+
+class Session(ABC):
+    """A loaded variant: model weights in memory, ready to generate. Created by :meth:`Strategy.load`."""
+
+    #: Longest sequence (input + output tokens) the model accepts; ``None`` when unknown.
+    context_length: int | None = None
+    #: Size of the weights in memory (MB), for footprint comparisons; ``None`` when unknown.
+    weights_mb: float | None = None
+    #: What the variant's ``dtype = "auto"`` resolved to (``"float32"``...), for the record.
+    dtype: str | None = None
+    #: ``"in-process"``: the model runs in the worker, the clock sees the device. ``"client"``: the
+    #: session is a client of a server; its figures include network and queueing, and the worker's
+    #: memory is not the model's (``peak_memory_mb`` is not recorded). Stored with every trial.
+    timing_scope: str = "in-process"
+    #: What the session knows about the server it talks to (URL, version, served model...), stored
+    #: with the variant. Never a secret.
+    server_info: dict[str, Any] | None = None
+    #: KV-cache bytes one token adds (keys + values, all layers, all models resident), for the
+    #: decode roofline; ``None`` when unknown.
+    kv_bytes_per_token: float | None = None
+    #: The model's ``layers``, ``kv_heads``, ``head_dim``, ``bytes_per_element`` (recorded with the run).
+    model_shape: dict[str, int] | None = None
+
+    @abstractmethod
+    def encode(self, prompt: Prompt) -> list[int]:
+        """Tokenize a prompt (applying the chat template to messages). Not timed."""
+
+    @abstractmethod
+    def generate(self, request: Request, probe: Probe) -> Output:
+        """Generate for one request, calling ``probe.step`` as tokens appear."""
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Token ids back to text (used to build sweep prompts). Default: not supported."""
+        raise NotImplementedError(f"{type(self).__name__} cannot decode token ids")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release memory. The worker process ends after its variant anyway."""
+
+    def generate_batch(self, requests: Sequence[Request], probes: Sequence[Probe]) -> list[Output]:
+        """Generate for several requests at once (one batch: the same forward passes), reporting each
+        request's tokens through its own probe as they appear. Only for strategies with
+        ``supports_batching``; the runner starts every probe's clock at the same moment."""
+        raise NotImplementedError(f"{type(self).__name__} does not batch")
+
+    def server_snapshot(self) -> Any:
+        """Server-side counters before a group of trials (e.g. a Prometheus scrape), untimed; ``None``
+        when the session has no server to ask. Handed back to :meth:`server_figures`."""
+        return None
+
+    def server_figures(self, before: Any, requests: int) -> dict[str, Any] | None:
+        """The server's own figures for the group of trials since ``before`` (``requests`` of them
+        reached the server): the columns of the ``server_metrics`` table. Untimed."""
+        return None
+
+
+@dataclass
+class NoConfig:
+    """For strategies without parameters."""
+
+
+class Strategy(ABC):
+    """A way to load and run a variant. Subclass it, set the class attributes, register it."""
+
+    #: Entry-point name = the spec's ``strategy`` value = the value stored in the DB.
+    name: ClassVar[str]
+    #: One line for listings and the GUI.
+    description: ClassVar[str] = ""
+    #: Dataclass of the strategy's parameters; drives validation, the GUI form and the docs.
+    Config: ClassVar[type] = NoConfig
+    #: False for strategies that do not load a model (test doubles, remote endpoints).
+    requires_model: ClassVar[bool] = True
+    #: True when a session serves parallel ``generate`` calls (a variant's ``concurrency = N``):
+    #: the runner then drives N streams from N threads, each timed by its own probe.
+    supports_concurrency: ClassVar[bool] = False
+    #: True when its sessions implement :meth:`Session.generate_batch` (a variant's ``batch_size = N``).
+    supports_batching: ClassVar[bool] = False
+
+    def available(self) -> str | None:
+        """``None`` when the strategy can run here, else one sentence saying why not."""
+        return None
+
+    def preflight(self, variant: Variant) -> None:  # noqa: B027 - optional hook
+        """Check, before anything is recorded, what only this strategy knows can go wrong with a
+        variant here (a missing environment variable...). Raise a ``WorkbenchError``; cheap, no I/O
+        beyond the local machine."""
+
+    @abstractmethod
+    def load(self, variant: Variant, device: Device) -> Session:
+        """Load the model(s) of ``variant`` onto ``device`` (once per variant, not timed per trial)."""

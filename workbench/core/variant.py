@@ -1,0 +1,48 @@
+"""A variant: the named thing a run compares (model source + strategy + its parameters + dtype +
+device), as the spec parser builds it and a strategy's ``load`` receives it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Variant"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named thing to compare: model source + strategy + its parameters + dtype + device."""
+
+    name: str
+    strategy: str  # the strategy's registered name (stored in the DB)
+    model: str = ""
+    dtype: str = "auto"
+    device: str = "auto"
+    trust_remote_code: bool = False
+    #: parallel streams (strategies that serve parallel requests, e.g. ``endpoint``); 1 = sequential
+    concurrency: int = 1
+    #: prompts decoded together in one batch (left padding, attention mask); 1 = one at a time
+    batch_size: int = 1
+    params: dict[str, Any] = field(default_factory=dict)
+    #: the strategy's ``Config`` instance built from ``params``
+    config: Any = None
+    #: the spec's ``strategy`` value as written: an entry-point name or ``package.module:Class``
+    strategy_ref: str = ""
+    #: for a variant expanded from a ``sweep``: the swept key and this variant's value
+    sweep_param: str | None = None
+    sweep_value: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The variant as spec keys (what the worker process receives)."""
+        return {
+            "name": self.name,
+            "strategy": self.strategy_ref or self.strategy,
+            "model": self.model,
+            "dtype": self.dtype,
+            "device": self.device,
+            "trust_remote_code": self.trust_remote_code,
+            "concurrency": self.concurrency,
+            "batch_size": self.batch_size,
+            **self.params,
+        }

@@ -1,0 +1,21 @@
+"""What to run: a spec (TOML or the GUI's form) parsed into dataclasses with precise errors
+(:mod:`.parse`), its workloads (:mod:`.workloads`), model sources and their one-off conversions
+(:mod:`.sources`), and TOML writing (:mod:`.writer`).
+"""
+
+from __future__ import annotations
+
+from workbench.core.variant import Variant
+from workbench.spec.parse import DTYPES, Spec, load_spec, parse_spec, spec_from_dict, variant_from_dict
+from workbench.spec.workloads import Workload
+
+__all__ = [
+    "DTYPES",
+    "Spec",
+    "Variant",
+    "Workload",
+    "load_spec",
+    "parse_spec",
+    "spec_from_dict",
+    "variant_from_dict",
+]
