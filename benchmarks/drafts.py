@@ -2,7 +2,7 @@
 
 What is measured
     The target is ``demo:smollm2-135m`` in float32 on the CPU, as the demo runs it (with the CPU
-    kernels of ``strategies._cpu``). For a prompt (the first ``summarise`` document, 1,246 tokens,
+    kernels of ``workbench_strategies._cpu``). For a prompt (the first ``summarise`` document, 1,246 tokens,
     and the first ``code`` prompt) the target prefills once and greedily writes ``--tokens`` tokens;
     then, per candidate draft, starting from the target's prefill cache (as ``draft_prefill =
     "from-target"`` does):
@@ -41,8 +41,7 @@ from typing import Any
 def build_candidates(target: Any) -> dict[str, Callable[[], tuple[Any, Any]]]:
     """name -> a function building (model, kv dtype or None for the model's own)."""
     import torch
-
-    from strategies._cpu import use_cpu_kernels
+    from workbench_strategies._cpu import use_cpu_kernels
 
     def cast(dtype: torch.dtype, kv: torch.dtype | None, layers: int | None = None) -> Callable:
         def build() -> tuple[Any, Any]:
@@ -99,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+    from workbench_strategies._cpu import GrowingCache
+    from workbench_strategies._hf import wrap_hf_model
 
-    from strategies._cpu import GrowingCache
-    from strategies._hf import wrap_hf_model
     from workbench.core.device import Device
     from workbench.spec.sources import materialize, parse_source
     from workbench.spec.workloads import builtin_workload

@@ -11,7 +11,7 @@ What is measured
               trials' ``decode_tokens_per_s`` = (N - 1) / (last step - first step).
     generate  a bare ``model.generate(input_ids, attention_mask=..., max_new_tokens=N,
               do_sample=False, streamer=...)`` in this process on the same model
-              (loaded the same way, ``strategies._hf.load_hf_model``) and the same token ids. A
+              (loaded the same way, ``workbench_strategies._hf.load_hf_model``) and the same token ids. A
               streamer whose ``put()`` takes ``time.perf_counter()`` per token gives the same
               figure: (N - 1) / (last token time - first token time). TTFT = call -> first token.
 
@@ -213,7 +213,8 @@ def host_profile(
     end-to-end throughput comparison cannot on a noisy machine."""
     import dataclasses
 
-    from strategies.baseline import BaselineSession
+    from workbench_strategies.baseline import BaselineSession
+
     from workbench.run.plan import plan_run
     from workbench.run.runner import TrialRunner
 
@@ -309,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     from transformers.utils import logging as hf_logging
+    from workbench_strategies._hf import load_hf_model
 
-    from strategies._hf import load_hf_model
     from workbench.core.device import resolve_device
     from workbench.core.strategy import Prompt
 

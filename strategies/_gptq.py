@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any
 from workbench.core.errors import ModelSourceError, StrategyError
 
 if TYPE_CHECKING:
-    from strategies._hf import HFModel
     from workbench.core.device import Device
     from workbench.core.variant import Variant
     from workbench.spec.sources import ModelSource
+
+    from ._hf import HFModel
 
 __all__ = [
     "CALIBRATION_WORKLOADS",
@@ -469,8 +470,9 @@ def load_gptq(
     import torch
     from transformers import AutoTokenizer
 
-    from strategies._hf import _log, resolve_dtype, wrap_hf_model
     from workbench.spec.sources import materialize, parse_source
+
+    from ._hf import _log, resolve_dtype, wrap_hf_model
 
     log = log or _log
     source = parse_source(variant.model)

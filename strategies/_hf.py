@@ -108,7 +108,7 @@ def wrap_hf_model(model: Any, tokenizer: Any, device: Device, dtype: torch.dtype
     length, float footprint); used by :func:`load_hf_model` and by loaders of other libraries."""
     model.eval()
     if device.type == "cpu":  # attention and output-layer kernels for CPUs (see strategies._cpu)
-        from strategies._cpu import use_cpu_kernels
+        from ._cpu import use_cpu_kernels
 
         use_cpu_kernels(model)
     generation_config = getattr(model, "generation_config", None)

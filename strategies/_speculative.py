@@ -29,8 +29,9 @@ from typing import Any, Protocol
 import torch
 from transformers import DynamicCache
 
-from strategies._hf import HFModel, Sampler, Stopper
 from workbench.core.strategy import Output, Probe, Request
+
+from ._hf import HFModel, Sampler, Stopper
 
 __all__ = ["Draft", "Drafter", "crop_cache", "generate_speculative"]
 

@@ -79,7 +79,7 @@ class BaselineSession(HFSession):
         import torch
         from transformers import DynamicCache
 
-        from strategies._hf import Sampler, Stopper
+        from ._hf import Sampler, Stopper
 
         hf = self.hf
         device = hf.torch_device
@@ -141,7 +141,7 @@ def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any
     """Token-by-token decode after a prefill: ``cache`` holds the prompt, ``logits`` are the prefill's
     scores for the last prompt position. Returns the tokens and the finish reason. Call it under
     ``torch.inference_mode()``."""
-    from strategies._hf import Sampler, Stopper
+    from ._hf import Sampler, Stopper
 
     sampler = Sampler(request, hf.torch_device)
     stopper = Stopper(request, hf.eos_ids, hf.decode)
@@ -167,6 +167,6 @@ class BaselineStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from strategies._hf import load_hf_model
+        from ._hf import load_hf_model
 
         return BaselineSession(load_hf_model(variant, device))

@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from strategies.baseline import HFSession, decode_loop, torch_unavailable_reason
 from workbench.core.config import field_help
 from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
+
+from .baseline import HFSession, decode_loop, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -130,6 +131,6 @@ class ContextTrimStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from strategies._hf import load_hf_model
+        from ._hf import load_hf_model
 
         return ContextTrimSession(load_hf_model(variant, device), variant.config or ContextTrimConfig())

@@ -15,10 +15,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from strategies.baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
 from workbench.core.config import field_help, model_field
 from workbench.core.errors import StrategyError
 from workbench.core.strategy import Output, Probe, Request, Session, Strategy
+
+from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -129,8 +130,8 @@ class HFAssistedStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from strategies._hf import load_hf_model
-        from strategies.speculative import check_compatible
+        from ._hf import load_hf_model
+        from .speculative import check_compatible
 
         config: HFAssistedConfig = variant.config if variant.config is not None else HFAssistedConfig()
         target = load_hf_model(variant, device)

@@ -28,9 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from strategies.baseline import HFSession, decode_loop, torch_unavailable_reason
 from workbench.core.config import field_help
 from workbench.core.strategy import Output, Probe, Request, Session, Strategy
+
+from .baseline import HFSession, decode_loop, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -131,7 +132,7 @@ class PrefixCacheSession(HFSession):
         return cache
 
     def _keep(self, prompt_id: str, prompt: tuple[int, ...], cache: Any) -> None:
-        from strategies._speculative import crop_cache
+        from ._speculative import crop_cache
 
         crop_cache(cache, len(prompt))  # the prompt's keys/values; this cache is ours, no copy needed
         self.entries.append(_Entry(prompt_id, prompt, cache))
@@ -153,6 +154,6 @@ class PrefixCacheStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from strategies._hf import load_hf_model
+        from ._hf import load_hf_model
 
         return PrefixCacheSession(load_hf_model(variant, device), variant.config or PrefixCacheConfig())

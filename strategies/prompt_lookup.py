@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from strategies.baseline import HFSession, torch_unavailable_reason
 from workbench.core.config import field_help
 from workbench.core.strategy import Output, Probe, Request, Session, Strategy
+
+from .baseline import HFSession, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -70,7 +71,7 @@ class PromptLookupDrafter:
         pass
 
     def propose(self, tokens: list[int], max_tokens: int) -> Any:
-        from strategies._speculative import Draft
+        from ._speculative import Draft
 
         c = self.config
         return Draft(find_draft(tokens, c.max_ngram_size, c.min_ngram_size, min(c.num_tokens, max_tokens)))
@@ -85,7 +86,7 @@ class PromptLookupSession(HFSession):
         self.drafter = PromptLookupDrafter(config)
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from strategies._speculative import generate_speculative
+        from ._speculative import generate_speculative
 
         return generate_speculative(self.hf, self.drafter, request, probe)
 
@@ -99,7 +100,7 @@ class PromptLookupStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from strategies._hf import load_hf_model
+        from ._hf import load_hf_model
 
         config = variant.config if variant.config is not None else PromptLookupConfig()
         return PromptLookupSession(load_hf_model(variant, device), config)

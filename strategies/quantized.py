@@ -42,11 +42,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Literal
 
-from strategies._gptq import gptq_unavailable_reason
-from strategies.baseline import BaselineSession, torch_unavailable_reason
 from workbench.core.config import field_help
 from workbench.core.errors import StrategyError
 from workbench.core.strategy import Session, Strategy
+
+from ._gptq import gptq_unavailable_reason
+from .baseline import BaselineSession, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -337,7 +338,7 @@ class QuantizedStrategy(Strategy):
 
     def load(self, variant: Variant, device: Device) -> Session:
         config: QuantizedConfig = variant.config if variant.config is not None else QuantizedConfig()
-        from strategies._hf import load_hf_model, resolve_dtype
+        from ._hf import load_hf_model, resolve_dtype
 
         method = resolve_method(config.method, device.type)
         if method == "gptq":
@@ -369,7 +370,7 @@ class QuantizedStrategy(Strategy):
         return session
 
     def _load_gptq(self, variant: Variant, device: Device, config: QuantizedConfig) -> QuantizedSession:
-        from strategies._gptq import load_gptq
+        from ._gptq import load_gptq
 
         loaded = load_gptq(
             variant,

@@ -26,10 +26,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from strategies.baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
 from workbench.core.config import field_help, model_field
 from workbench.core.errors import StrategyError
 from workbench.core.strategy import Output, Probe, Request, Session, Strategy
+
+from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -102,7 +103,7 @@ class DraftModelDrafter:
             config.draft_kv_dtype == "auto" and hf.device.type == "cpu"
         )
         if wanted and hf.dtype in (torch.bfloat16, torch.float16):
-            from strategies._cpu import use_workbench_attention
+            from ._cpu import use_workbench_attention
 
             if use_workbench_attention(hf.model):  # it casts queries to the cache's dtype
                 self.kv_dtype = torch.float32
@@ -119,7 +120,7 @@ class DraftModelDrafter:
         """A cache that grows in place (in ``kv_dtype``), or transformers' own for layouts it cannot hold."""
         from transformers import DynamicCache
 
-        from strategies._cpu import GrowingCache
+        from ._cpu import GrowingCache
 
         try:
             return GrowingCache(self.hf.model.config, dtype=self.kv_dtype or self.hf.dtype)
@@ -127,7 +128,7 @@ class DraftModelDrafter:
             return DynamicCache(config=self.hf.model.config)
 
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
-        from strategies._cpu import GrowingCache
+        from ._cpu import GrowingCache
 
         self.k = self.config.num_draft_tokens
         self.sampler = sampler
@@ -182,7 +183,7 @@ class DraftModelDrafter:
 
     def _sync(self, tokens: list[int]) -> int:
         """Crop the cache to its longest prefix shared with ``tokens``; return that length."""
-        from strategies._speculative import crop_cache
+        from ._speculative import crop_cache
 
         common = 0
         limit = min(len(self.cached), len(tokens) - 1)  # always feed at least one token
@@ -196,7 +197,7 @@ class DraftModelDrafter:
     def propose(self, tokens: list[int], max_tokens: int) -> Any:
         import torch
 
-        from strategies._speculative import Draft
+        from ._speculative import Draft
 
         k = min(self.k, max_tokens)
         common = self._sync(tokens)
@@ -243,7 +244,7 @@ class SpeculativeSession(HFSession):
         self.drafter = DraftModelDrafter(draft_hf, config, vocab_limit, reuse_target)
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from strategies._speculative import generate_speculative
+        from ._speculative import generate_speculative
 
         return generate_speculative(self.hf, self.drafter, request, probe)
 
@@ -304,7 +305,7 @@ class SpeculativeStrategy(Strategy):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant, device: Device) -> Session:
-        from strategies._hf import load_hf_model
+        from ._hf import load_hf_model
 
         config: SpeculativeConfig = variant.config
         if config is None:

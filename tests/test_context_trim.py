@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from strategies.context_trim import drop_oldest_turns, trim_middle
+from workbench_strategies.context_trim import drop_oldest_turns, trim_middle
 
 
 def test_trim_middle_keeps_head_and_tail():

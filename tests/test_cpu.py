@@ -1,4 +1,4 @@
-"""strategies._cpu: the in-place KV cache and the CPU attention every CPU model is switched to
+"""workbench_strategies._cpu: the in-place KV cache and the CPU attention every CPU model is switched to
 (masked grouped-query attention without copying the cache; attention in the cache's dtype)."""
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ def tiny(tiny_model_dir):
 
 def test_growing_cache_keeps_what_dynamic_cache_keeps_through_updates_crops_and_growth(tiny):
     from transformers import DynamicCache
-
-    from strategies._cpu import GrowingCache
+    from workbench_strategies._cpu import GrowingCache
 
     grow, ref = GrowingCache(tiny.config), DynamicCache(config=tiny.config)
     gen = torch.Generator().manual_seed(0)
@@ -38,8 +37,7 @@ def test_growing_cache_keeps_what_dynamic_cache_keeps_through_updates_crops_and_
 
 def test_growing_cache_repeats_and_selects_batch_rows_like_dynamic_cache(tiny):
     from transformers import DynamicCache
-
-    from strategies._cpu import GrowingCache
+    from workbench_strategies._cpu import GrowingCache
 
     grow, ref = GrowingCache(tiny.config), DynamicCache(config=tiny.config)
     k = torch.randn(2, 2, 5, 8, generator=torch.Generator().manual_seed(4))
@@ -54,7 +52,7 @@ def test_growing_cache_repeats_and_selects_batch_rows_like_dynamic_cache(tiny):
 
 
 def test_growing_cache_stores_in_its_own_dtype(tiny):
-    from strategies._cpu import GrowingCache
+    from workbench_strategies._cpu import GrowingCache
 
     cache = GrowingCache(tiny.config, dtype=torch.float32)
     k = torch.randn(1, 2, 4, 8, dtype=torch.bfloat16)
@@ -71,8 +69,7 @@ def test_workbench_sdpa_gives_sdpa_logits_with_a_mask_prefill_and_one_token(tiny
     import copy
 
     from transformers import DynamicCache
-
-    from strategies._cpu import use_workbench_attention
+    from workbench_strategies._cpu import use_workbench_attention
 
     assert tiny.config.num_key_value_heads < tiny.config.num_attention_heads  # grouped-query
     ours = copy.deepcopy(tiny)
@@ -91,7 +88,7 @@ def test_workbench_sdpa_gives_sdpa_logits_with_a_mask_prefill_and_one_token(tiny
 def test_a_half_precision_model_attends_in_float32_over_a_float32_cache(tiny):
     import copy
 
-    from strategies._cpu import GrowingCache, use_workbench_attention
+    from workbench_strategies._cpu import GrowingCache, use_workbench_attention
 
     half = copy.deepcopy(tiny).to(torch.bfloat16)
     use_workbench_attention(half)
@@ -110,7 +107,7 @@ def test_a_half_precision_model_attends_in_float32_over_a_float32_cache(tiny):
 def test_the_few_row_output_layer_computes_the_same_logits(tiny):
     import copy
 
-    from strategies._cpu import use_few_row_head
+    from workbench_strategies._cpu import use_few_row_head
 
     ours = copy.deepcopy(tiny)
     assert use_few_row_head(ours)
@@ -132,7 +129,7 @@ def test_the_few_row_output_layer_computes_the_same_logits(tiny):
 
 
 def test_models_whose_output_layer_is_not_a_plain_linear_keep_it():
-    from strategies._cpu import use_few_row_head
+    from workbench_strategies._cpu import use_few_row_head
 
     class Scaled(torch.nn.Linear):
         pass

@@ -21,8 +21,8 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch"),
 ]
 
-SPEC = "strategies.speculative:SpeculativeStrategy"
-PLD = "strategies.prompt_lookup:PromptLookupStrategy"
+SPEC = "workbench_strategies.speculative:SpeculativeStrategy"
+PLD = "workbench_strategies.prompt_lookup:PromptLookupStrategy"
 
 
 def run(session, prompt: str, n: int = 24):
@@ -32,7 +32,7 @@ def run(session, prompt: str, n: int = 24):
 
 
 def test_auto_device_and_dtype_on_cuda():
-    from strategies._hf import resolve_dtype
+    from workbench_strategies._hf import resolve_dtype
 
     device = resolve_device("auto")
     assert device.type == "cuda"

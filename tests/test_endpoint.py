@@ -451,7 +451,7 @@ def _page(**values):
 
 
 def test_vllm_metrics_page_deltas():
-    from strategies._prometheus import parse_prometheus, window_figures
+    from workbench_strategies.endpoint.prometheus import parse_prometheus, window_figures
 
     before = parse_prometheus(_page(stop=2, count=2, ttft_sum=0.2, drafts=5, draft_tokens=20, accepted=9))
     after = parse_prometheus(
@@ -488,7 +488,7 @@ def test_vllm_metrics_page_deltas():
     ],
 )
 def test_split_counts(chars, total, ends, expected):
-    from strategies._endpoint import split_counts
+    from workbench_strategies.endpoint.session import split_counts
 
     counts = split_counts(chars, total, ends)
     assert counts == expected and sum(counts) == total

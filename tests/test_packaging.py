@@ -52,6 +52,21 @@ def test_every_resource_file_is_package_data():
     assert missing == [], f"not in pyproject's packages/package-data: {missing}"
 
 
+def test_every_python_package_folder_is_listed():
+    """pyproject lists the packages by hand (two folders install under other names); a package folder
+    missing from the list would be missing from every wheel, and so from the packaged viewer."""
+    setuptools = _pyproject()["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    names = {"workbench": "workbench", "strategies": "workbench_strategies"}
+    found = set()
+    for folder, name in names.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / folder)
+            found.add(".".join([name, *rel.parts]))
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+    assert setuptools["package-dir"]["workbench_strategies"] == "strategies"
+
+
 def test_the_sample_database_is_a_small_finished_demo_run():
     from workbench.core.resources import resource_path
     from workbench.store import Store

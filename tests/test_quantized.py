@@ -10,15 +10,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import tiny_prompt, trial_plan  # noqa: E402
-
-from strategies import quantized  # noqa: E402
-from strategies.quantized import (  # noqa: E402
+from workbench_strategies import quantized  # noqa: E402
+from workbench_strategies.quantized import (  # noqa: E402
     AUTO_ORDER,
     METHODS,
     QuantizedStrategy,
     method_unavailable_reason,
     quantized_weights_mb,
 )
+
 from workbench.core.device import Device  # noqa: E402
 from workbench.core.errors import SpecError, StrategyError  # noqa: E402
 from workbench.core.strategy import Prompt  # noqa: E402
@@ -38,7 +38,7 @@ PACKAGE = {
 def variant(model_dir, **params):
     keys = "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in params.items())
     spec = parse_spec(
-        f'[[variants]]\nname = "q"\nmodel = "{model_dir}"\nstrategy = "strategies.quantized:QuantizedStrategy"\n'
+        f'[[variants]]\nname = "q"\nmodel = "{model_dir}"\nstrategy = "workbench_strategies.quantized:QuantizedStrategy"\n'
         f'dtype = "float32"\ndevice = "cpu"\n{keys}[[workloads]]\nname = "code"\n'
     )
     return spec.variants[0]

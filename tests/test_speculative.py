@@ -1,4 +1,4 @@
-"""``speculative`` and ``prompt-lookup`` (the shared draft → verify loop in strategies._speculative):
+"""``speculative`` and ``prompt-lookup`` (the shared draft → verify loop in workbench_strategies._speculative):
 greedy output identical to the baseline, step accounting, stopping, the runner, sampling exactness."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from workbench.spec.parse import parse_spec  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-PLD = "strategies.prompt_lookup:PromptLookupStrategy"
-SPEC = "strategies.speculative:SpeculativeStrategy"
+PLD = "workbench_strategies.prompt_lookup:PromptLookupStrategy"
+SPEC = "workbench_strategies.speculative:SpeculativeStrategy"
 
 
 def _save_variant(src, dst, *, layers: int, seed: int | None = None, extra_tokens=()):
@@ -291,7 +291,7 @@ def _chi2_critical(df: int, z: float = 3.09) -> float:
 
 def _exact_distributions(session, request):
     """Exact target probabilities of (t1, t2) and of t3 under the baseline's sampling distribution."""
-    from strategies._hf import Sampler
+    from workbench_strategies._hf import Sampler
 
     model = session.hf.model
     sampler = Sampler(request, torch.device("cpu"))
@@ -356,8 +356,8 @@ def test_sampling_matches_the_target_distribution(sessions, name, both_paths):
 def test_rejection_rule_reproduces_the_target_distribution(draft_kind):
     """The verify rule alone, on a 4-token vocabulary: whatever the draft, the first emitted token is
     distributed as p (incl. a draft token p gives no mass, which must always be rejected)."""
-    from strategies._hf import Sampler
-    from strategies._speculative import Draft, _accept
+    from workbench_strategies._hf import Sampler
+    from workbench_strategies._speculative import Draft, _accept
 
     p = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4]])
     q = torch.tensor([0.1, 0.5, 0.1, 0.3])
@@ -430,7 +430,7 @@ def test_different_tokenizer_with_same_size_is_refused(models, tmp_path):
 
 
 def test_prompt_lookup_finds_the_most_recent_longest_match():
-    from strategies.prompt_lookup import find_draft
+    from workbench_strategies.prompt_lookup import find_draft
 
     seq = [1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 2, 3]
     assert find_draft(seq, 3, 1, 3) == [7, 8, 5]  # suffix (2, 3): latest earlier match at index 5

@@ -11,12 +11,9 @@ import difflib
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from workbench.core.errors import SpecError
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "COMMON_VARIANT_KEYS",

@@ -19,10 +19,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from strategies._prometheus import Scrape, parse_prometheus, requests_done, window_figures
-from strategies.endpoint import EndpointConfig
 from workbench.core.errors import StrategyError
 from workbench.core.strategy import FinishReason, Output, Probe, Prompt, Request, Session
+
+from .config import EndpointConfig
+from .prometheus import Scrape, parse_prometheus, requests_done, window_figures
 
 __all__ = ["EndpointSession", "split_counts"]
 
