@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from workbench.analysis.phases import classify
 from workbench.analysis.run import analyze_run
+from workbench.charts import run_charts
 from workbench.cli import cli
 from workbench.store import Store
 
@@ -53,7 +54,7 @@ def exported(fake_run_db, tmp_path_factory):
 
 def test_every_chart_in_every_format(exported):
     out, analysis, result = exported
-    names = [c.name for c in analysis.charts()]
+    names = [c.name for c in run_charts(analysis)]
     assert names[:2] == ["headline", "speedup"]
     assert {
         "timeline-rag",
@@ -81,7 +82,7 @@ def test_every_chart_in_every_format(exported):
 
 def test_pngs_are_2x_and_svgs_parse_and_render(exported, qapp):
     out, analysis, _ = exported
-    for chart in analysis.charts():
+    for chart in run_charts(analysis):
         img = QtGui.QImage(str(out / f"{chart.name}.png"))
         w, h = qt_charts.preferred_size(chart)
         assert (img.width(), img.height()) == (2 * w, 2 * h), chart.name
@@ -126,7 +127,7 @@ def test_html_report_is_self_contained(exported):
     page = Page()
     page.feed(text)
     images = [attrs for tag, attrs in page.tags if tag == "img"]
-    assert len(images) == len(analysis.charts())
+    assert len(images) == len(run_charts(analysis))
     assert all((a.get("src") or "").startswith("data:image/png;base64,") for a in images)
     assert not [a for tag, a in page.tags if tag in ("link", "script")]
     for phase in analysis.phases:
@@ -149,7 +150,7 @@ def test_advice_matches_the_measured_shares(exported):
             assert advice[0].startswith(f"Prefill is {share:.0%} of e2e")
         elif phase["label"] == "decode-heavy":
             assert advice[0].startswith(f"Decode is {1 - share:.0%} of e2e")
-    for chart in analysis.charts():
+    for chart in run_charts(analysis):
         assert f"]({chart.name}.png)" in markdown
 
 
@@ -182,10 +183,10 @@ def test_bad_format_and_bad_folder_are_one_line_errors(fake_run_db, tmp_path):
 
 
 def test_without_qt_csv_and_md_still_work_and_charts_say_what_to_install(fake_run_db, tmp_path, monkeypatch):
-    import workbench.report.export
+    import workbench.gui
 
     reason = "drawing charts needs PySide6 (pip install 'llm-workbench[gui]')"
-    monkeypatch.setattr(workbench.report.export, "charts_unavailable", lambda: reason)
+    monkeypatch.setattr(workbench.gui, "charts_unavailable", lambda: reason)
     result = invoke("export", "1", "--out", tmp_path / "a", "--format", "png,csv", "--db", fake_run_db)
     assert result.exit_code == 2
     assert re.search(r"Error: cannot export png: .*pip install 'llm-workbench\[gui\]'", result.output)

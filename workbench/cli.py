@@ -21,9 +21,9 @@ from workbench.core.errors import WorkbenchError
 from workbench.gui import TAB_NAMES as TAB_CHOICES  # Qt-free; the app itself is imported lazily
 from workbench.report.formatting import acceptance_text as _acceptance
 from workbench.report.formatting import fmt as _fmt
+from workbench.report.formatting import host_environment, machine_line, timing_cells
 from workbench.report.formatting import match_text as _match
 from workbench.report.formatting import ratio as _ratio
-from workbench.report.formatting import timing_cells
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -290,35 +290,16 @@ def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> 
     if as_json:
         from workbench.analysis.run import analyze_run
 
-        env = json.loads(run_row["environment"] or "{}")
         analysis = analyze_run(store, run_row["id"], baseline)
-        click.echo(
-            json.dumps(
-                {
-                    "run": {**run_row, "environment": env},
-                    "variants": variants,
-                    "summary": [s.to_dict() for s in analysis.summaries],
-                    "phases": [p.to_dict() for p in analysis.phases],
-                    "roofline": [r.to_dict() for r in analysis.roofline],
-                },
-                indent=2,
-                default=str,
-            )
-        )
+        click.echo(json.dumps(analysis.to_dict(), indent=2, default=str))
         return
-    env = json.loads(run_row["environment"] or "{}").get("host", {})
+    machine = machine_line(host_environment(run_row["environment"]))
     click.echo(
         f"Run {run_row['id']} '{run_row['name']}' — {run_row['status']}, started "
         f"{(run_row['started_at'] or '')[:19].replace('T', ' ')} UTC"
     )
-    if env:
-        packages = env.get("packages", {})
-        gpu = f", GPU {env['gpu']} (driver {env.get('cuda_driver')})" if env.get("gpu") else ", no GPU"
-        threads = f"{env['torch_threads']} torch threads" if env.get("torch_threads") else "torch not loaded"
-        click.echo(
-            f"Machine: {env.get('cpu')} ×{env.get('cpu_count')}, {env.get('memory_gb')} GB{gpu}; "
-            f"torch {packages.get('torch')}, transformers {packages.get('transformers')}, {threads}"
-        )
+    if machine:
+        click.echo(f"Machine: {machine}")
     click.echo()
     click.echo(
         _table(
@@ -408,30 +389,11 @@ def _print_run_comparison(store: Any, a: dict[str, Any], b: dict[str, Any], *, a
 
 
 def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None) -> list[Any]:
+    from workbench.analysis.compare import merge_runs
     from workbench.analysis.summary import summarize
 
-    trials: list[dict[str, Any]] = []
-    windows: list[dict[str, Any]] = []
-    prefix = len(run_rows) > 1
-    for row in run_rows:
-        for t in store.trials(row["id"]):
-            if prefix:
-                t = {**t, "variant": f"{row['id']}:{t['variant']}"}
-            trials.append(t)
-        for w in store.server_metrics(row["id"]):
-            windows.append({**w, "variant": f"{row['id']}:{w['variant']}"} if prefix else w)
-    if baseline is None:
-        baseline = run_rows[0]["baseline"]
-        if prefix and baseline:
-            baseline = f"{run_rows[0]['id']}:{baseline}"
-    elif prefix and ":" not in baseline:
-        baseline = f"{run_rows[0]['id']}:{baseline}"
-    variants = {t["variant"] for t in trials}
-    if baseline is not None and trials and baseline not in variants:
-        raise WorkbenchError(
-            f"baseline variant {baseline!r} not in the run; variants: {', '.join(sorted(variants))}"
-        )
-    return summarize(trials, baseline, windows)
+    merged = merge_runs(store, run_rows, baseline, strict=True)
+    return summarize(merged.trials, merged.baseline, merged.windows)
 
 
 def _print_comparison(
@@ -528,9 +490,13 @@ def export(run_ref: str, out: Path, formats: str | None, baseline: str | None, d
 
 
 def _export(store: Any, run_id: int, out: Path, formats: Any, baseline: str | None) -> None:
+    from workbench.gui import chart_renderer
     from workbench.report.export import export_run
 
-    written, notes = export_run(store, run_id, out, formats, baseline=baseline)
+    renderer, why_not = chart_renderer()
+    written, notes = export_run(
+        store, run_id, out, formats, baseline=baseline, renderer=renderer, no_renderer=why_not
+    )
     for note in notes:
         click.echo(note, err=True)
     kinds = sorted({p.suffix.lstrip(".") for p in written})

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
 from workbench.analysis.summary import _prompts
+from workbench.core.errors import WorkbenchError
 
-__all__ = ["RunComparison", "compare_runs"]
+__all__ = ["MergedRuns", "RunComparison", "compare_runs", "merge_runs"]
 
 
 @dataclass
@@ -99,3 +100,54 @@ def compare_runs(
     unmatched = [f"{n} (only in run {run_a})" for n in sorted(names_a - names_b)]
     unmatched += [f"{n} (only in run {run_b})" for n in sorted(names_b - names_a)]
     return results, unmatched
+
+
+@dataclass
+class MergedRuns:
+    """One run's records, or several runs' side by side: with more than one run every variant name
+    carries its run (``"3:baseline"``), so same-named variants of two runs stay apart."""
+
+    runs: list[dict[str, Any]]
+    variants: list[dict[str, Any]]  # variants rows, names tagged
+    trials: list[dict[str, Any]]  # every trial, warm-ups included (flagged), names tagged
+    windows: list[dict[str, Any]]  # server_metrics rows, names tagged
+    baseline: str | None  # the reference variant (tagged); None when the runs have none of that name
+    failures: list[str] = field(default_factory=list)  # variants that crashed or failed to load
+
+
+def merge_runs(
+    store: Any, runs: Sequence[dict[str, Any]], baseline: str | None = None, *, strict: bool = False
+) -> MergedRuns:
+    """Read ``runs`` (runs rows) from ``store`` into one record set. ``baseline``: a variant name, as
+    ``RUN:variant`` or just ``variant`` for the first run's; by default the first run's baseline.
+    ``strict``: a baseline no trial has is an error (the CLI), else it is dropped (the GUI)."""
+    tagged = len(runs) > 1
+
+    def tag(run: dict[str, Any], name: str) -> str:
+        return f"{run['id']}:{name}" if tagged else name
+
+    merged = MergedRuns(list(runs), [], [], [], None)
+    for run in runs:
+        for v in store.variants(run["id"]):
+            merged.variants.append({**v, "name": tag(run, v["name"])})
+            if v["status"] == "failed" and v.get("error"):
+                merged.failures.append(f"{tag(run, v['name'])}: {v['error']}")
+        merged.trials += [
+            {**t, "variant": tag(run, t["variant"])} for t in store.trials(run["id"], include_warmup=True)
+        ]
+        merged.windows += [{**w, "variant": tag(run, w["variant"])} for w in store.server_metrics(run["id"])]
+    if baseline is None and runs:
+        baseline = runs[0]["baseline"]
+        if baseline:
+            baseline = tag(runs[0], baseline)
+    elif baseline is not None and tagged and ":" not in baseline:
+        baseline = tag(runs[0], baseline)
+    names = {t["variant"] for t in merged.trials}
+    if baseline is not None and merged.trials and baseline not in names:
+        if strict:
+            raise WorkbenchError(
+                f"baseline variant {baseline!r} not in the run; variants: {', '.join(sorted(names))}"
+            )
+        baseline = None
+    merged.baseline = baseline
+    return merged

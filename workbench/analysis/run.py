@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,7 +46,6 @@ class RunAnalysis:
     roofline: list[Any]  # workbench.analysis.roofline.RooflineRow per variant × workload
     timelines: list[Timeline]  # per workload, one representative prompt, every variant
     accepted_lengths: dict[str, dict[int, int]]  # variant → {accepted draft tokens: steps}
-    _charts: list[Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def variant_names(self) -> list[str]:
@@ -60,18 +59,11 @@ class RunAnalysis:
         ]
         return devices[0] if devices and devices[0] else "cpu"
 
-    def charts(self) -> list[Any]:
-        """Every chart this run has data for (``workbench.charts`` objects), headline first."""
-        from workbench.charts import run_charts
-
-        if self._charts is None:
-            self._charts = run_charts(self)
-        return list(self._charts)
-
     def to_dict(self) -> dict[str, Any]:
-        run = {k: v for k, v in self.run.items() if k != "environment"}
+        """The run's analysis as JSON-ready data: the one serialiser (``workbench show --json``,
+        export's ``summary.json``). ``run`` is the runs row with its environment parsed."""
         return {
-            "run": run,
+            "run": {**self.run, "environment": self.environment},
             "environment": self.environment,
             "variants": self.variants,
             "baseline": self.baseline,

@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
-__all__ = ["TAB_NAMES", "run_gui"]
+__all__ = ["GUI_EXTRA_HINT", "TAB_NAMES", "chart_renderer", "charts_unavailable", "run_gui"]
+
+GUI_EXTRA_HINT = "pip install 'llm-workbench[gui]'"
 
 #: names ``--tab`` accepts: the main tabs, then the chart tabs of the results (here, Qt-free, so the
 #: CLI can offer them without importing Qt)
@@ -30,3 +33,23 @@ def run_gui(*args: Any, **kwargs: Any) -> int:
     from workbench.gui.app import run_gui as _run_gui
 
     return _run_gui(*args, **kwargs)
+
+
+def charts_unavailable() -> str | None:
+    """``None`` when charts can be drawn here, else why not (Qt-free: looks the packages up only)."""
+    missing = [m for m in ("PySide6", "pyqtgraph") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"drawing charts needs {' and '.join(missing)} ({GUI_EXTRA_HINT})"
+    return None
+
+
+def chart_renderer() -> tuple[Any, str]:
+    """What ``workbench.report.export`` draws PNG and SVG with: ``(renderer, "")`` where Qt is
+    installed (the GUI's chart module, an offscreen Qt application started), else ``(None, why)``."""
+    reason = charts_unavailable()
+    if reason is not None:
+        return None, reason
+    from workbench.gui import charts
+
+    charts.ensure_app()
+    return charts, ""

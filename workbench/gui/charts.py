@@ -2,11 +2,12 @@
 
 API (the data comes from :mod:`workbench.charts`, which needs no Qt)::
 
-    from workbench.analysis import analyze_run
+    from workbench.analysis.run import analyze_run
+    from workbench.charts import run_charts
     from workbench.gui import charts
 
     analysis = analyze_run(store, run_id)                   # headless: stats, phases, roofline...
-    data = analysis.charts()[0]        # every chart the run has data for; [0] is the headline
+    data = run_charts(analysis)[0]     # every chart the run has data for; [0] is the headline
     # (or one at a time: workbench.charts.headline.headline_chart(summaries, labels), speedup_chart(analysis),
     #  timeline_charts(analysis), sweep_charts, acceptance_chart, memory_chart, roofline_chart)
     widget = charts.build(data)        # a pg.GraphicsLayoutWidget, ready to put in a layout

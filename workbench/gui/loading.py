@@ -13,7 +13,6 @@ No Qt here: the child process imports this module and the analysis, never Qt.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ResultsData", "ResultsLoader", "environment_line", "load_results"]
+__all__ = ["ResultsData", "ResultsLoader", "load_results"]
 
 
 @dataclass
@@ -62,7 +61,7 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
     """Read the runs and analyse them (medians, bootstrap CIs, speed-ups, phases, the charts' data);
     two runs: their variants side by side and matched by name. Safe in any thread."""
     from workbench import charts as chartdata
-    from workbench.analysis.compare import compare_runs
+    from workbench.analysis.compare import compare_runs, merge_runs
     from workbench.analysis.run import analyze_run
     from workbench.analysis.summary import summarize
     from workbench.store import Store
@@ -70,33 +69,17 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
     store = Store(db_path, create=False)
     try:
         runs = [store.resolve_run(run_id) for run_id in run_ids]
-        prefix = len(runs) > 1
-        variants: list[dict[str, Any]] = []
-        trials: list[dict[str, Any]] = []
-        failures: list[str] = []
-        for run in runs:
-            tag = f"{run['id']}:" if prefix else ""
-            for v in store.variants(run["id"]):
-                variants.append({**v, "name": tag + v["name"]})
-                if v["status"] == "failed" and v.get("error"):
-                    failures.append(f"{tag}{v['name']}: {v['error']}")
-            for t in store.trials(run["id"], include_warmup=True):
-                trials.append({**t, "variant": tag + t["variant"]} if prefix else t)
-        if baseline is None and runs:
-            baseline = runs[0]["baseline"]
-            if prefix and baseline:
-                baseline = f"{runs[0]['id']}:{baseline}"
-        names = {t["variant"] for t in trials}
-        data = ResultsData(tuple(run_ids), runs, variants, trials, [], baseline, failures)
-        if not prefix:
+        merged = merge_runs(store, runs, baseline)
+        data = ResultsData(
+            tuple(run_ids), runs, merged.variants, merged.trials, [], merged.baseline, merged.failures
+        )
+        if len(runs) == 1:
             data.analysis = analyze_run(store, runs[0]["id"])
             data.summaries = data.analysis.summaries
-            data.charts = data.analysis.charts()
+            data.charts = chartdata.run_charts(data.analysis)
             return data
-        data.summaries = summarize(trials, baseline if baseline in names else None)
-        view = _Compared(
-            data.summaries, baseline if baseline in names else None, [v["name"] for v in variants]
-        )
+        data.summaries = summarize(merged.trials, merged.baseline, merged.windows)
+        view = _Compared(data.summaries, merged.baseline, [v["name"] for v in merged.variants])
         data.charts = [
             c
             for c in (chartdata.headline_chart(data.summaries), chartdata.speedup_chart(view))
@@ -173,16 +156,3 @@ class ResultsLoader:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
-
-
-def environment_line(run: dict[str, Any]) -> str:
-    """One line on the machine a run was measured on."""
-    env = json.loads(run.get("environment") or "{}").get("host", {})
-    if not env:
-        return ""
-    packages = env.get("packages", {})
-    gpu = f"GPU {env['gpu']}" if env.get("gpu") else "no GPU"
-    return (
-        f"{env.get('cpu')} ×{env.get('cpu_count')}, {env.get('memory_gb')} GB, {gpu}; "
-        f"torch {packages.get('torch')}, transformers {packages.get('transformers')}"
-    )

@@ -533,12 +533,17 @@ class MainWindow(QMainWindow):
         if isinstance(data, Exception):
             self.show_error("Results", str(data))
             return
-        from workbench.gui.loading import environment_line
+        from workbench.report.formatting import host_environment, machine_line
 
         self.results = data
         self.results_title.setText(data.title)
         self.results_env.setText(
-            " · ".join(line for line in (environment_line(r) for r in data.runs) if line) or ""
+            " · ".join(
+                line
+                for line in (machine_line(host_environment(r.get("environment"))) for r in data.runs)
+                if line
+            )
+            or ""
         )
         self.table_model.set_summaries(data.summaries, {p.workload: p.label for p in data.phases})
         self.advice.setHtml(advice_html(data))
@@ -823,7 +828,7 @@ class MainWindow(QMainWindow):
         try:
             with _busy():
                 pngs = {c.name: qt_charts.png_bytes(c) for c in self.results.charts}
-                path.write_text(html_report(analysis, pngs), encoding="utf-8")
+                path.write_text(html_report(analysis, pngs, self.results.charts), encoding="utf-8")
         except OSError as exc:
             self.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
             return None
@@ -835,6 +840,7 @@ class MainWindow(QMainWindow):
     def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
         """Everything `workbench export RUN --out DIR` writes (charts, data, Markdown, HTML)."""
         from workbench.core.errors import WorkbenchError
+        from workbench.gui import charts as qt_charts
         from workbench.report.export import export_run
 
         analysis = self._single_analysis("Export")
@@ -847,7 +853,15 @@ class MainWindow(QMainWindow):
             out_dir = Path(chosen)
         try:
             with _busy():
-                written, _notes = export_run(self.store, analysis.run["id"], out_dir)
+                # the analysis and charts the Results tab holds: nothing is analysed again here
+                written, _notes = export_run(
+                    self.store,
+                    analysis.run["id"],
+                    out_dir,
+                    renderer=qt_charts,
+                    analysis=analysis,
+                    charts=self.results.charts,
+                )
         except WorkbenchError as exc:
             self.show_error("Export", str(exc))
             return []

@@ -12,12 +12,19 @@ import html
 from collections.abc import Sequence
 
 from workbench.analysis.run import RunAnalysis
-from workbench.charts.base import variant_colours
-from workbench.report.formatting import acceptance_text, match_text, timing_cells
+from workbench.charts import run_charts
+from workbench.charts.base import Chart, variant_colours
+from workbench.report.formatting import (
+    acceptance_text,
+    environment_lines,
+    host_environment,
+    match_text,
+    timing_cells,
+)
 from workbench.report.formatting import fmt as _fmt
 from workbench.report.formatting import ratio as _ratio
 
-__all__ = ["environment_lines", "html_report", "markdown_report", "results_table"]
+__all__ = ["html_report", "markdown_report", "results_table"]
 
 
 def _pct(value: float | None) -> str:
@@ -148,27 +155,6 @@ def _variants_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def environment_lines(analysis: RunAnalysis) -> list[str]:
-    """The machine in a few lines."""
-    host = analysis.environment.get("host", {}) if isinstance(analysis.environment, dict) else {}
-    if not host:
-        return ["(no environment recorded)"]
-    packages = host.get("packages", {})
-    gpu = (
-        f"GPU {host['gpu']} ({host.get('gpu_memory_gb')} GB, driver {host.get('cuda_driver')})"
-        if host.get("gpu")
-        else "no GPU"
-    )
-    lines = [
-        f"CPU {host.get('cpu')} ×{host.get('cpu_count')}, {host.get('memory_gb')} GB RAM, {gpu}",
-        f"{host.get('os')}, Python {host.get('python')}",
-        "packages: " + ", ".join(f"{k} {v}" for k, v in packages.items()),
-    ]
-    if host.get("torch_threads"):
-        lines.append(f"torch threads: {host['torch_threads']}")
-    return lines
-
-
 def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
@@ -205,15 +191,18 @@ _FOOTNOTE = (
 )
 
 
-def markdown_report(analysis: RunAnalysis, images: dict[str, str] | None = None) -> str:
-    """The run as Markdown. ``images``: chart name → relative file to link (e.g. ``headline.png``)."""
+def markdown_report(
+    analysis: RunAnalysis, images: dict[str, str] | None = None, charts: Sequence[Chart] | None = None
+) -> str:
+    """The run as Markdown. ``images``: chart name → relative file to link (e.g. ``headline.png``);
+    ``charts``: the run's charts when the caller has them (else built here)."""
     images = images or {}
-    charts = {c.name: c for c in analysis.charts()}
+    by_name = {c.name: c for c in (run_charts(analysis) if charts is None else charts)}
     out = [f"# {_title(analysis)}", "", _meta(analysis), ""]
 
     def image(name: str) -> None:
-        if name in images and name in charts:
-            out.extend([f"![{charts[name].title}]({images[name]})", ""])
+        if name in images and name in by_name:
+            out.extend([f"![{by_name[name].title}]({images[name]})", ""])
 
     out += ["## Where the time goes", ""]
     image("headline")
@@ -225,7 +214,7 @@ def markdown_report(analysis: RunAnalysis, images: dict[str, str] | None = None)
         out.append("")
     out += ["## Results", "", _md_table(*results_table(analysis)), "", _FOOTNOTE, ""]
     image("speedup")
-    rest = [name for name in charts if name not in ("headline", "speedup") and name in images]
+    rest = [name for name in by_name if name not in ("headline", "speedup") and name in images]
     if rest:
         out += ["## Charts", ""]
         for name in rest:
@@ -234,7 +223,11 @@ def markdown_report(analysis: RunAnalysis, images: dict[str, str] | None = None)
     if rows:
         out += ["## Decode roofline", "", _md_table(headers, rows), ""]
     out += ["## Variants", "", _md_table(*_variants_table(analysis)), ""]
-    out += ["## Environment", ""] + [f"- {line}" for line in environment_lines(analysis)] + [""]
+    out += (
+        ["## Environment", ""]
+        + [f"- {line}" for line in environment_lines(host_environment(analysis.environment))]
+        + [""]
+    )
     return "\n".join(out)
 
 
@@ -267,11 +260,14 @@ def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], colours: 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def html_report(analysis: RunAnalysis, pngs: dict[str, bytes] | None = None) -> str:
+def html_report(
+    analysis: RunAnalysis, pngs: dict[str, bytes] | None = None, charts: Sequence[Chart] | None = None
+) -> str:
     """One self-contained HTML page: charts embedded as PNG ``data:`` URIs, tables, phases, advice,
-    environment. ``pngs``: chart name → PNG bytes (without them the report has tables only)."""
+    environment. ``pngs``: chart name → PNG bytes (without them the report has tables only);
+    ``charts``: the run's charts when the caller has them (else built here)."""
     pngs = pngs or {}
-    charts = {c.name: c for c in analysis.charts()}
+    by_name = {c.name: c for c in (run_charts(analysis) if charts is None else charts)}
     colours = variant_colours(analysis.variant_names)
     esc = html.escape
     parts = [
@@ -284,8 +280,8 @@ def html_report(analysis: RunAnalysis, pngs: dict[str, bytes] | None = None) -> 
     ]
 
     def figure(name: str) -> None:
-        if name in pngs and name in charts:
-            chart = charts[name]
+        if name in pngs and name in by_name:
+            chart = by_name[name]
             data = base64.b64encode(pngs[name]).decode("ascii")
             caption = " ".join(chart.notes)
             parts.append(
@@ -307,7 +303,7 @@ def html_report(analysis: RunAnalysis, pngs: dict[str, bytes] | None = None) -> 
     parts.append(_html_table(*results_table(analysis), colours=colours))
     parts.append(f'<p class="note">{esc(_FOOTNOTE)}</p>')
     figure("speedup")
-    rest = [name for name in charts if name not in ("headline", "speedup") and name in pngs]
+    rest = [name for name in by_name if name not in ("headline", "speedup") and name in pngs]
     if rest:
         parts.append("<h2>Charts</h2>")
         for name in rest:
@@ -319,7 +315,7 @@ def html_report(analysis: RunAnalysis, pngs: dict[str, bytes] | None = None) -> 
     parts.append("<h2>Variants</h2>")
     parts.append(_html_table(*_variants_table(analysis), colours=colours))
     parts.append("<h2>Environment</h2><ul>")
-    parts += [f"<li>{esc(line)}</li>" for line in environment_lines(analysis)]
+    parts += [f"<li>{esc(line)}</li>" for line in environment_lines(host_environment(analysis.environment))]
     parts.append("</ul>")
     spec = analysis.run.get("spec")
     if spec:

@@ -11,37 +11,39 @@ format     writes
 ``html``   ``report.html``: one self-contained page, charts embedded (needs the ``gui`` extra)
 =========  ==========================================================================================
 
-Without Qt (the viewer-only install) ``csv`` and ``md`` still work; asking for ``png``, ``svg`` or
-``html`` is an error that says what to install, raised before anything is written.
+PNG and SVG come from a :class:`ChartRenderer` the caller hands in (the CLI and the GUI pass
+:func:`workbench.gui.chart_renderer`'s, which draws with the GUI's own chart module), so this package
+never imports Qt. Without one (the viewer-only install has no Qt) ``csv`` and ``md`` still work; asking
+for ``png``, ``svg`` or ``html`` is an error that says why, raised before anything is written.
 """
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from workbench.analysis.run import RunAnalysis, analyze_run
+from workbench.charts import run_charts
+from workbench.charts.base import Chart
 from workbench.core.errors import WorkbenchError
 from workbench.store import Store
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "charts_unavailable", "export_data", "export_run", "parse_formats"]
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "ChartRenderer", "export_data", "export_run", "parse_formats"]
 
 FORMATS = ("png", "svg", "csv", "md", "html")
 DEFAULT_FORMATS = FORMATS
-_NEEDS_QT = ("png", "svg", "html")
-GUI_EXTRA_HINT = "pip install 'llm-workbench[gui]'"
+_NEEDS_RENDERER = ("png", "svg", "html")
 
 
-def charts_unavailable() -> str | None:
-    """``None`` when charts can be drawn here, else why not."""
-    missing = [m for m in ("PySide6", "pyqtgraph") if importlib.util.find_spec(m) is None]
-    if missing:
-        return f"drawing charts needs {' and '.join(missing)} ({GUI_EXTRA_HINT})"
-    return None
+class ChartRenderer(Protocol):
+    """Draws a chart (``workbench.charts`` data) into image bytes."""
+
+    def png_bytes(self, chart: Chart) -> bytes: ...
+
+    def svg_bytes(self, chart: Chart) -> bytes: ...
 
 
 def parse_formats(text: str | None) -> tuple[str, ...] | None:
@@ -65,19 +67,27 @@ def export_run(
     *,
     baseline: str | None = None,
     on_file: Callable[[Path], None] | None = None,
+    renderer: ChartRenderer | None = None,
+    no_renderer: str = "no chart renderer was given",
+    analysis: RunAnalysis | None = None,
+    charts: Sequence[Chart] | None = None,
 ) -> tuple[list[Path], list[str]]:
     """Write the run's files in ``formats`` (``None``: all this install can write). Returns the files
-    written and notes (e.g. formats skipped because Qt is missing)."""
+    written and notes (e.g. formats skipped for want of a renderer). ``renderer`` draws PNG and SVG;
+    without it, ``no_renderer`` says why in the error or the note. A caller that already holds the
+    run's ``analysis`` (and its ``charts``) passes them and nothing is analysed again."""
     notes: list[str] = []
-    reason = charts_unavailable()
     if formats is None:
-        formats = [f for f in DEFAULT_FORMATS if f not in _NEEDS_QT or reason is None]
-        if reason is not None:
-            notes.append(f"PNG, SVG and HTML skipped: {reason}")
-    elif reason is not None and any(f in _NEEDS_QT for f in formats):
-        wanted = ", ".join(f for f in formats if f in _NEEDS_QT)
-        raise WorkbenchError(f"cannot export {wanted}: {reason}; csv and md work without it")
-    analysis = analyze_run(store, run_ref, baseline)
+        formats = [f for f in DEFAULT_FORMATS if f not in _NEEDS_RENDERER or renderer is not None]
+        if renderer is None:
+            notes.append(f"PNG, SVG and HTML skipped: {no_renderer}")
+    elif renderer is None and any(f in _NEEDS_RENDERER for f in formats):
+        wanted = ", ".join(f for f in formats if f in _NEEDS_RENDERER)
+        raise WorkbenchError(f"cannot export {wanted}: {no_renderer}; csv and md work without it")
+    if analysis is None:
+        analysis = analyze_run(store, run_ref, baseline)
+    if charts is None:
+        charts = run_charts(analysis)
     _mkdir(out_dir)
     written: list[Path] = []
 
@@ -87,33 +97,34 @@ def export_run(
             on_file(path)
 
     if "csv" in formats:
-        for path in export_data(store, analysis.run["id"], out_dir, analysis=analysis):
+        for path in export_data(store, analysis.run["id"], out_dir, analysis=analysis, charts=charts):
             wrote(path)
-    charts = analysis.charts()
     pngs: dict[str, bytes] = {}
-    if any(f in formats for f in _NEEDS_QT):
-        from workbench.gui import charts as qt_charts
-
-        qt_charts.ensure_app()
+    if renderer is not None and any(f in formats for f in _NEEDS_RENDERER):
         for chart in charts:
             if "png" in formats or "html" in formats:
-                pngs[chart.name] = qt_charts.png_bytes(chart)
+                pngs[chart.name] = renderer.png_bytes(chart)
             if "png" in formats:
                 wrote(_write(out_dir / f"{chart.name}.png", pngs[chart.name]))
             if "svg" in formats:
-                wrote(_write(out_dir / f"{chart.name}.svg", qt_charts.svg_bytes(chart)))
+                wrote(_write(out_dir / f"{chart.name}.svg", renderer.svg_bytes(chart)))
     from workbench.report.documents import html_report, markdown_report
 
     if "md" in formats:
         images = {c.name: f"{c.name}.png" for c in charts} if "png" in formats else {}
-        wrote(_write(out_dir / "summary.md", markdown_report(analysis, images).encode("utf-8")))
+        wrote(_write(out_dir / "summary.md", markdown_report(analysis, images, charts).encode("utf-8")))
     if "html" in formats:
-        wrote(_write(out_dir / "report.html", html_report(analysis, pngs).encode("utf-8")))
+        wrote(_write(out_dir / "report.html", html_report(analysis, pngs, charts).encode("utf-8")))
     return written, notes
 
 
 def export_data(
-    store: Store, run_id: int, out_dir: Path, *, analysis: RunAnalysis | None = None
+    store: Store,
+    run_id: int,
+    out_dir: Path,
+    *,
+    analysis: RunAnalysis | None = None,
+    charts: Sequence[Chart] | None = None,
 ) -> list[Path]:
     """The data files: trials, steps, summary (CSV and JSON), phases and every chart's data (CSV)."""
     _mkdir(out_dir)
@@ -129,18 +140,9 @@ def export_data(
         written.append(_csv(out_dir / "server_metrics.csv", windows))
     written.append(_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
     written.append(_csv(out_dir / "phases.csv", [_flat(p.to_dict()) for p in analysis.phases]))
-    run = analysis.run
-    summary = {
-        "run": {k: run.get(k) for k in ("id", "name", "status", "started_at", "finished_at", "baseline")},
-        "environment": analysis.environment,
-        "summary": [s.to_dict() for s in analysis.summaries],
-        "phases": [p.to_dict() for p in analysis.phases],
-        "roofline": [r.to_dict() for r in analysis.roofline],
-    }
-    written.append(
-        _write(out_dir / "summary.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))
-    )
-    for chart in analysis.charts():
+    summary = json.dumps(analysis.to_dict(), indent=2, default=str)
+    written.append(_write(out_dir / "summary.json", summary.encode("utf-8")))
+    for chart in run_charts(analysis) if charts is None else charts:
         written.append(_csv(out_dir / f"{chart.name}.csv", chart.rows()))
     return written
 

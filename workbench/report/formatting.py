@@ -3,9 +3,19 @@ number reads the same everywhere. Headless and light (no numpy, no Qt)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-__all__ = ["acceptance_text", "fmt", "match_text", "ratio", "timing_cells"]
+__all__ = [
+    "acceptance_text",
+    "environment_lines",
+    "fmt",
+    "host_environment",
+    "machine_line",
+    "match_text",
+    "ratio",
+    "timing_cells",
+]
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
@@ -72,3 +82,54 @@ def timing_cells(summary: Any, *, served: bool, parallel: bool) -> list[str]:
     if parallel:
         cells += [str(s.concurrency), fmt(s.throughput_tokens_per_s, 1)]
     return cells
+
+
+# -- the machine a run was measured on (the run's environment JSON, its "host" part) -----------------
+
+
+def host_environment(environment: Any) -> dict[str, Any]:
+    """The ``host`` part of a run's environment (the JSON text of ``runs.environment`` or its parsed
+    dict); ``{}`` when none was recorded."""
+    if isinstance(environment, str) or environment is None:
+        try:
+            environment = json.loads(environment or "{}")
+        except ValueError:
+            return {}
+    host = environment.get("host") if isinstance(environment, dict) else None
+    return host if isinstance(host, dict) else {}
+
+
+def _hardware(host: dict[str, Any]) -> str:
+    gpu = (
+        f"GPU {host['gpu']} ({host.get('gpu_memory_gb')} GB, driver {host.get('cuda_driver')})"
+        if host.get("gpu")
+        else "no GPU"
+    )
+    return f"{host.get('cpu')} ×{host.get('cpu_count')}, {host.get('memory_gb')} GB RAM, {gpu}"
+
+
+def machine_line(host: dict[str, Any]) -> str:
+    """The machine in one line (``show``, the GUI's results header); ``""`` when unknown."""
+    if not host:
+        return ""
+    packages = host.get("packages", {})
+    threads = f", {host['torch_threads']} torch threads" if host.get("torch_threads") else ""
+    return (
+        f"{_hardware(host)}; torch {packages.get('torch')}, transformers {packages.get('transformers')}"
+        f"{threads}"
+    )
+
+
+def environment_lines(host: dict[str, Any]) -> list[str]:
+    """The machine in a few lines (the reports' Environment section)."""
+    if not host:
+        return ["(no environment recorded)"]
+    packages = host.get("packages", {})
+    lines = [
+        f"CPU {_hardware(host)}",
+        f"{host.get('os')}, Python {host.get('python')}",
+        "packages: " + ", ".join(f"{k} {v}" for k, v in packages.items()),
+    ]
+    if host.get("torch_threads"):
+        lines.append(f"torch threads: {host['torch_threads']}")
+    return lines
