@@ -6,9 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import ListProbe, load_session, request_for, tiny_prompt  # noqa: E402
-
 from workbench.core.strategy import Cancelled, Prompt  # noqa: E402
+from workbench.testing.helpers import ListProbe, load_session, request_for, tiny_prompt  # noqa: E402
 
 
 @pytest.fixture(scope="module")

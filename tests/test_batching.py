@@ -86,9 +86,8 @@ def test_a_batched_variant_runs_through_the_worker(db_path):
 
 torch = pytest.importorskip("torch")
 
-from conftest import ListProbe, load_session, tiny_prompt  # noqa: E402
-
 from workbench.core.strategy import Prompt, Request  # noqa: E402
+from workbench.testing.helpers import ListProbe, load_session, tiny_prompt  # noqa: E402
 
 
 @pytest.mark.parametrize("strategy", ["baseline", "quantized"])

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import db_rows
 
 from workbench import __version__
 from workbench.cli import cli
+from workbench.testing.helpers import db_rows
 
 SPEC = """
 name = "two-fakes"

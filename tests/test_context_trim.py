@@ -43,13 +43,12 @@ def test_oldest_turns_go_in_pairs_and_keep_system_and_last_question():
 
 torch = pytest.importorskip("torch")
 
-from conftest import load_session as load  # noqa: E402
-from conftest import tiny_prompt, trial_plan  # noqa: E402
-
 from workbench.core.device import Device  # noqa: E402
 from workbench.core.strategy import Prompt  # noqa: E402
 from workbench.run.runner import TrialRunner  # noqa: E402
 from workbench.spec.parse import parse_spec  # noqa: E402
+from workbench.testing.helpers import load_session as load  # noqa: E402
+from workbench.testing.helpers import tiny_prompt, trial_plan  # noqa: E402
 
 
 @pytest.fixture(scope="module")

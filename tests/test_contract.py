@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import tiny_prompt, trial_plan
 
 from workbench.core import registry
 from workbench.core.config import config_fields
@@ -13,6 +12,7 @@ from workbench.core.device import Device
 from workbench.core.strategy import Prompt, Session, Strategy
 from workbench.core.variant import Variant
 from workbench.run.runner import TrialRunner
+from workbench.testing.helpers import tiny_prompt, trial_plan
 
 NAMES = registry.names()
 

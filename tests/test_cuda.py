@@ -11,10 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import load_session, tiny_prompt, trial_plan  # noqa: E402
-
 from workbench.core.device import Device, resolve_device  # noqa: E402
 from workbench.run.runner import TrialRunner  # noqa: E402
+from workbench.testing.helpers import load_session, tiny_prompt, trial_plan  # noqa: E402
 
 pytestmark = [
     pytest.mark.cuda,

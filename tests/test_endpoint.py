@@ -12,7 +12,6 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from conftest import closed_port_url, db_rows, trial_plan
 
 from workbench.cli import cli
 from workbench.core import registry
@@ -24,6 +23,7 @@ from workbench.core.variant import Variant
 from workbench.run.runner import TrialRunner
 from workbench.spec.parse import parse_spec
 from workbench.testing.fake_server import FakeOpenAIServer
+from workbench.testing.helpers import closed_port_url, db_rows, trial_plan
 
 EndpointStrategy = registry.get("endpoint")
 CHAT = Prompt(id="chat", messages=({"role": "user", "content": "say something"},))

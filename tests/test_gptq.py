@@ -20,7 +20,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from click.testing import CliRunner  # noqa: E402
-from conftest import tiny_prompt, trial_plan  # noqa: E402
 from workbench_strategies import _gptq, quantized  # noqa: E402
 from workbench_strategies._gptq import (  # noqa: E402
     CALIBRATION_MIN_TOKENS,
@@ -38,6 +37,7 @@ from workbench.core.strategy import Prompt  # noqa: E402
 from workbench.run.runner import TrialRunner  # noqa: E402
 from workbench.spec.parse import parse_spec  # noqa: E402
 from workbench.spec.workloads import builtin_workload  # noqa: E402
+from workbench.testing.helpers import tiny_prompt, trial_plan  # noqa: E402
 
 CPU = Device("cpu")
 HAS_GPTQMODEL = _gptq.gptq_unavailable_reason() is None

@@ -6,13 +6,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import tiny_prompt, trial_plan  # noqa: E402
-
 from workbench.core import registry  # noqa: E402
 from workbench.core.device import Device  # noqa: E402
 from workbench.core.strategy import Prompt  # noqa: E402
 from workbench.run.runner import TrialRunner  # noqa: E402
 from workbench.spec.parse import parse_spec  # noqa: E402
+from workbench.testing.helpers import tiny_prompt, trial_plan  # noqa: E402
 
 
 def load(model_dir, strategy, extra=""):

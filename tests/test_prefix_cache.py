@@ -7,13 +7,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import ListProbe, tiny_prompt, trial_plan  # noqa: E402
-from conftest import load_session as load  # noqa: E402
-
 from workbench.core.device import Device  # noqa: E402
 from workbench.core.strategy import Prompt, Request  # noqa: E402
 from workbench.run.runner import TrialRunner  # noqa: E402
 from workbench.spec.parse import parse_spec  # noqa: E402
+from workbench.testing.helpers import ListProbe, tiny_prompt, trial_plan  # noqa: E402
+from workbench.testing.helpers import load_session as load  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

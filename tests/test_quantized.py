@@ -9,7 +9,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import tiny_prompt, trial_plan  # noqa: E402
 from workbench_strategies import quantized  # noqa: E402
 from workbench_strategies.quantized import (  # noqa: E402
     AUTO_ORDER,
@@ -24,6 +23,7 @@ from workbench.core.errors import SpecError, StrategyError  # noqa: E402
 from workbench.core.strategy import Prompt  # noqa: E402
 from workbench.run.runner import TrialRunner  # noqa: E402
 from workbench.spec.parse import parse_spec  # noqa: E402
+from workbench.testing.helpers import tiny_prompt, trial_plan  # noqa: E402
 
 CPU = Device("cpu")
 PACKAGE = {

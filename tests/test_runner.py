@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import trial_plan
 
 from workbench.core.device import Device
 from workbench.core.strategy import Output, Prompt, Session
 from workbench.run.metrics import StepRecord, trial_metrics
 from workbench.run.runner import TrialRunner
 from workbench.testing import FakeConfig, FakeSession
+from workbench.testing.helpers import trial_plan
 
 plan = trial_plan
 

@@ -9,14 +9,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import ListProbe, request_for, tiny_prompt, trial_plan  # noqa: E402
-from conftest import load_session as load  # noqa: E402
-
 from workbench.core.device import Device  # noqa: E402
 from workbench.core.errors import SpecError, StrategyError  # noqa: E402
 from workbench.core.strategy import Cancelled, Prompt, Request  # noqa: E402
 from workbench.run.runner import TrialRunner  # noqa: E402
 from workbench.spec.parse import parse_spec  # noqa: E402
+from workbench.testing.helpers import ListProbe, request_for, tiny_prompt, trial_plan  # noqa: E402
+from workbench.testing.helpers import load_session as load  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

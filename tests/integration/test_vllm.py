@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from conftest import db_rows
 
 from workbench.cli import cli
+from workbench.testing.helpers import db_rows
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

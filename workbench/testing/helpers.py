@@ -1,0 +1,172 @@
+"""Helpers for testing strategies (ours and plugins'): a probe that records steps, one-trial plans and
+requests, a session loaded through the spec parser and the registry, a tiny random-weight llama
+built in milliseconds, and small database and network helpers. Heavy imports (torch, transformers)
+happen inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ListProbe",
+    "build_tiny_model",
+    "closed_port_url",
+    "db_rows",
+    "load_session",
+    "request_for",
+    "tiny_prompt",
+    "trial_plan",
+]
+
+
+def db_rows(db, sql: str, params=()) -> list[dict]:
+    """The rows of a query on a results database, as dicts."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()
+
+
+class ListProbe:
+    """A probe that keeps each step's token ids and keyword info; raises ``Cancelled`` after
+    ``cancel_after`` steps when given."""
+
+    def __init__(self, cancel_after: int | None = None) -> None:
+        self.steps: list[list[int]] = []
+        self.info: list[dict] = []
+        self.cancel_after = cancel_after
+
+    def step(self, token_ids, **kw) -> None:
+        from workbench.core.strategy import Cancelled
+
+        self.steps.append(list(token_ids))
+        self.info.append(kw)
+        if self.cancel_after is not None and len(self.steps) >= self.cancel_after:
+            raise Cancelled
+
+    @property
+    def tokens(self) -> list[int]:
+        return [t for s in self.steps for t in s]
+
+
+def request_for(session, text, **kw):
+    """A request for a raw-text prompt, tokenized by ``session``."""
+    from workbench.core.strategy import Prompt, Request
+
+    prompt = Prompt(id="p", prompt=text)
+    return Request(prompt=prompt, input_ids=tuple(session.encode(prompt)), **kw)
+
+
+def build_tiny_model(folder):
+    """A random-weight llama with a word-level tokenizer and a chat template: built in milliseconds."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = [f"w{i}" for i in range(200)] + [
+        "the",
+        "a",
+        "of",
+        "and",
+        "to",
+        "in",
+        "is",
+        "it",
+        "you",
+        "that",
+        "he",
+        "was",
+        "for",
+        "on",
+        "are",
+        "with",
+        "as",
+    ]
+    specials = ["<unk>", "<s>", "</s>", "<|user|>", "<|assistant|>"]
+    vocab = {tok: i for i, tok in enumerate(specials + words)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="</s>"
+    )
+    tokenizer.chat_template = (
+        "{% for m in messages %}{{ '<|' + m['role'] + '|> ' + m['content'] + ' ' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|assistant|> ' }}{% endif %}"
+    )
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_prompt(n_words: int = 12, start: int = 0) -> str:
+    return " ".join(f"w{(start + 7 * i) % 200}" for i in range(n_words))
+
+
+def trial_plan(prompt="a b c d e f g h", max_new_tokens: int = 10, **overrides):
+    """A one-trial plan for running a session through the real TrialRunner (greedy by default)."""
+    from workbench.core.strategy import Prompt
+    from workbench.run.plan import TrialPlan
+
+    if isinstance(prompt, str):
+        prompt = Prompt(id="p1", prompt=prompt)
+    fields = dict(
+        workload="w",
+        prompt=prompt,
+        repetition=0,
+        warmup=False,
+        max_new_tokens=max_new_tokens,
+        temperature=0.0,
+        top_p=1.0,
+        top_k=0,
+        seed=1,
+        ignore_eos=False,
+        stop=(),
+    )
+    return TrialPlan(**{**fields, **overrides})
+
+
+def closed_port_url() -> str:
+    """An http URL on 127.0.0.1 where nothing listens (the port was bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def load_session(model_dir, strategy, device="cpu", dtype="float32", **params):
+    """A loaded session of ``strategy`` on a model folder, through the spec parser and the registry
+    (parameters as spec keys; strings, numbers and booleans)."""
+    from workbench.core import registry
+    from workbench.core.device import Device
+    from workbench.spec.parse import parse_spec
+
+    def toml(value):
+        return ("true" if value else "false") if isinstance(value, bool) else repr(value).replace("'", '"')
+
+    extra = "".join(f"{k} = {toml(v)}\n" for k, v in params.items())
+    spec = parse_spec(
+        f'[[variants]]\nname = "v"\nmodel = "{model_dir}"\nstrategy = "{strategy}"\ndtype = "{dtype}"\n'
+        f'{extra}[[workloads]]\nname = "code"\n'
+    )
+    v = spec.variants[0]
+    kind, _, index = device.partition(":")
+    return registry.get(v.strategy_ref)().load(v, Device(kind, int(index) if index else None))
