@@ -25,6 +25,7 @@ from typing import IO, Any
 from workbench import __version__
 from workbench.core.config import model_source_fields
 from workbench.core.errors import StrategyError, WorkbenchError
+from workbench.run import events as ev
 from workbench.run.plan import TrialPlan, VariantPlan, plan_run
 from workbench.spec.parse import Spec
 from workbench.store import Store
@@ -33,19 +34,6 @@ __all__ = ["Progress", "RunExecutor", "RunResult", "run_spec"]
 
 #: seconds a worker gets to stop after a cancel before it is killed
 CANCEL_GRACE_S = 15.0
-#: what a worker's "loaded" event reports about its variant (stored in ``variants``)
-_LOADED_FIELDS = (
-    "device",
-    "dtype",
-    "load_ms",
-    "weights_mb",
-    "context_length",
-    "memory_kind",
-    "memory_bandwidth_gbs",
-    "kv_bytes_per_token",
-    "model_shape",
-    "server",
-)
 
 
 @dataclass
@@ -179,46 +167,41 @@ class RunExecutor:
                 pass
             for line in proc.stdout:
                 try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
+                    event = ev.parse_event(line)
+                except (json.JSONDecodeError, ev.EventError):
                     self._on_log(line.rstrip())
                     continue
-                kind = event.get("event")
-                if kind == "loaded":
-                    loaded = {k: event.get(k) for k in _LOADED_FIELDS}
-                    environment.setdefault("host", event["environment"])
+                if isinstance(event, ev.Loaded):
+                    loaded = event.variant_fields()
+                    environment.setdefault("host", event.environment)
                     environment.setdefault("variants", {})[variant.name] = loaded
                     server = json.dumps(loaded["server"]) if loaded["server"] is not None else None
                     self.store.update_variant(
                         run_id, variant.name, {**loaded, "server": server, "status": "loaded"}
                     )
-                    self._report(
-                        f"{variant.name} loaded on {event['device']} in {event['load_ms'] / 1000:.1f} s"
-                    )
-                elif kind == "load_failed":
+                    self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s")
+                elif isinstance(event, ev.LoadFailed):
                     load_failed = True
                     self._fail_rest(
-                        plan, received, f"could not load variant '{variant.name}': {event['error']}", result
+                        plan, received, f"could not load variant '{variant.name}': {event.error}", result
                     )
-                elif kind == "trial":
-                    received.add(event["index"])
-                    trial_ids[event["index"]] = self._record_trial(
-                        plan, plan.trials[event["index"]], event, result
-                    )
-                elif kind == "server_metrics":
-                    ids = [trial_ids.get(i) for i in event["trials"]]
+                elif isinstance(event, ev.TrialDone):
+                    received.add(event.index)
+                    trial_ids[event.index] = self._record_trial(plan, plan.trials[event.index], event, result)
+                elif isinstance(event, ev.ServerMetrics):
+                    ids = [trial_ids.get(i) for i in event.trials]
                     self.store.add_server_metrics(
                         run_id,
                         {
                             "variant": variant.name,
-                            "workload": event["workload"],
-                            "warmup": int(event["warmup"]),
+                            "workload": event.workload,
+                            "warmup": int(event.warmup),
                             "trials": len(ids),
                             "trial_id": ids[0] if len(ids) == 1 else None,
-                            **event["figures"],
+                            **event.figures,
                         },
                     )
-                elif kind == "finished":
+                elif isinstance(event, ev.Finished):
                     finished = True
         except BaseException:
             proc.kill()  # this process failed (e.g. the disk is full): do not leave the worker running
@@ -243,17 +226,17 @@ class RunExecutor:
         self.store.update_variant(run_id, variant.name, {"status": "failed", "error": reason})
 
     def _record_trial(
-        self, plan: VariantPlan, trial: TrialPlan, event: dict[str, Any], result: RunResult
+        self, plan: VariantPlan, trial: TrialPlan, event: ev.TrialDone, result: RunResult
     ) -> int | None:
-        status = event["status"]
+        status = event.status
         if status == "skipped":  # a sweep point beyond the model's context: capped, not recorded
             result.skipped += 1
             self.progress.done += 1
-            self._report(f"skipped {trial.workload}/{trial.prompt.id}: {event['trial'].get('error')}")
+            self._report(f"skipped {trial.workload}/{trial.prompt.id}: {event.trial.get('error')}")
             return None
         v = plan.variant
-        row = {"variant": v.name, "strategy": v.strategy, "model": v.model, **event["trial"]}
-        trial_id = self.store.add_trial(self.run_id, row, event["steps"])  # type: ignore[arg-type]
+        row = {"variant": v.name, "strategy": v.strategy, "model": v.model, **event.trial}
+        trial_id = self.store.add_trial(self.run_id, row, event.steps)  # type: ignore[arg-type]
         if not trial.warmup or status != "ok":
             setattr(result, status, getattr(result, status) + 1)
         if status == "failed":

@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from workbench.run import events as ev
+
 __all__ = ["main"]
 
 
@@ -26,8 +28,8 @@ class _Events:
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
-    def emit(self, event: str, **data: Any) -> None:
-        self._stream.write(json.dumps({"event": event, **data}, default=str) + "\n")
+    def emit(self, event: ev.Event) -> None:
+        self._stream.write(event.to_json() + "\n")
         self._stream.flush()
 
 
@@ -73,11 +75,11 @@ def main() -> int:
     if os.getppid() != parent:  # the parent died before the death signal was armed
         return 1
     job = json.load(sys.stdin)
-    events.emit("started", pid=os.getpid())
+    events.emit(ev.Started(pid=os.getpid()))
     try:
         return _run(job, events, lambda: cancel["requested"])
     except KeyboardInterrupt:
-        events.emit("cancelled")
+        events.emit(ev.Cancelled())
         return 130
     except BrokenPipeError:  # the parent is gone: nobody is listening
         os._exit(1)
@@ -107,28 +109,29 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         load_ms = (time.perf_counter() - t0) * 1000
     except Exception as exc:
         message = str(exc) if isinstance(exc, WorkbenchError) else describe_exception(exc)
-        events.emit("load_failed", error=message)
+        events.emit(ev.LoadFailed(error=message))
         return 1
     runner = TrialRunner(session, device, cancelled=cancelled)
     client = session.timing_scope != "in-process"
     events.emit(
-        "loaded",
-        device="remote" if client else str(device),
-        dtype=session.dtype or variant.dtype,
-        load_ms=load_ms,
-        weights_mb=session.weights_mb,
-        context_length=session.context_length,
-        memory_kind=None if client else runner.memory.kind,
-        memory_bandwidth_gbs=bandwidth,
-        kv_bytes_per_token=session.kv_bytes_per_token,
-        model_shape=json.dumps(session.model_shape) if session.model_shape else None,
-        server=session.server_info,
-        environment=snapshot(device),
+        ev.Loaded(
+            device="remote" if client else str(device),
+            dtype=session.dtype or variant.dtype,
+            load_ms=load_ms,
+            weights_mb=session.weights_mb,
+            context_length=session.context_length,
+            memory_kind=None if client else runner.memory.kind,
+            memory_bandwidth_gbs=bandwidth,
+            kv_bytes_per_token=session.kv_bytes_per_token,
+            model_shape=json.dumps(session.model_shape) if session.model_shape else None,
+            server=session.server_info,
+            environment=snapshot(device),
+        )
     )
     trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
     for number, group in enumerate(trial_groups(trials, variant.concurrency, variant.batch_size)):
         if cancelled():
-            events.emit("cancelled")
+            events.emit(ev.Cancelled())
             return 130
         # The server's own counters before and after each group (untimed; endpoint strategies only).
         before = _server_call(session.server_snapshot)
@@ -139,7 +142,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         ) -> None:
             index = group[position]
             results[index] = result.status
-            events.emit("trial", index=index, status=result.status, trial=result.row, steps=result.steps)
+            events.emit(ev.TrialDone(index=index, status=result.status, trial=result.row, steps=result.steps))
 
         if variant.batch_size > 1:
             runner.run_batch([trials[i] for i in group], emit, group=number)
@@ -153,17 +156,18 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             if figures:
                 first = trials[group[0]]
                 events.emit(
-                    "server_metrics",
-                    trials=[i for i in group if i in results],
-                    workload=first.workload,
-                    warmup=first.warmup,
-                    figures=figures,
+                    ev.ServerMetrics(
+                        trials=[i for i in group if i in results],
+                        workload=first.workload,
+                        warmup=first.warmup,
+                        figures=figures,
+                    )
                 )
         if "cancelled" in results.values() or cancelled():
-            events.emit("cancelled")
+            events.emit(ev.Cancelled())
             return 130
     session.close()
-    events.emit("finished")
+    events.emit(ev.Finished())
     return 0
 
 

@@ -1,0 +1,141 @@
+"""What a worker process tells its parent: one typed record per event, sent as one JSON line.
+
+The worker (:mod:`workbench.run.worker`) writes ``event.to_json()``; the parent
+(:mod:`workbench.run.execute`) reads each line with :func:`parse_event` and dispatches on the record's
+type. Both sides use these classes, so an event's fields are named in one place and a misspelt kind or
+a missing field is an error here, not a silently ignored line. On the wire each record is its fields
+plus ``"event": <kind>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "Cancelled",
+    "Event",
+    "EventError",
+    "Finished",
+    "LoadFailed",
+    "Loaded",
+    "ServerMetrics",
+    "Started",
+    "TrialDone",
+    "parse_event",
+]
+
+
+class EventError(ValueError):
+    """A line that is JSON but not a known event with its fields."""
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: ClassVar[str]
+
+    def to_json(self) -> str:
+        return json.dumps({"event": self.kind, **dataclasses.asdict(self)}, default=str)
+
+
+@dataclass(frozen=True)
+class Started(Event):
+    """The worker runs (before it reads its job)."""
+
+    kind: ClassVar[str] = "started"
+    pid: int
+
+
+@dataclass(frozen=True)
+class Loaded(Event):
+    """The variant is loaded; what it reports about itself is stored with the variant."""
+
+    kind: ClassVar[str] = "loaded"
+    device: str
+    dtype: str | None
+    load_ms: float
+    weights_mb: float | None = None
+    context_length: int | None = None
+    memory_kind: str | None = None
+    memory_bandwidth_gbs: float | None = None
+    kv_bytes_per_token: float | None = None
+    model_shape: str | None = None  # JSON text
+    server: dict[str, Any] | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    #: the fields the ``variants`` table stores
+    VARIANT_FIELDS: ClassVar[tuple[str, ...]] = (
+        "device",
+        "dtype",
+        "load_ms",
+        "weights_mb",
+        "context_length",
+        "memory_kind",
+        "memory_bandwidth_gbs",
+        "kv_bytes_per_token",
+        "model_shape",
+        "server",
+    )
+
+    def variant_fields(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.VARIANT_FIELDS}
+
+
+@dataclass(frozen=True)
+class LoadFailed(Event):
+    kind: ClassVar[str] = "load_failed"
+    error: str
+
+
+@dataclass(frozen=True)
+class TrialDone(Event):
+    """One trial of the job (``index`` into its planned trials), with its row and steps."""
+
+    kind: ClassVar[str] = "trial"
+    index: int
+    status: str  # ok | failed | cancelled | skipped
+    trial: dict[str, Any]
+    steps: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ServerMetrics(Event):
+    """A served variant's own figures for a group of trials (indices into the job's trials)."""
+
+    kind: ClassVar[str] = "server_metrics"
+    trials: list[int]
+    workload: str
+    warmup: bool
+    figures: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Finished(Event):
+    kind: ClassVar[str] = "finished"
+
+
+@dataclass(frozen=True)
+class Cancelled(Event):
+    kind: ClassVar[str] = "cancelled"
+
+
+_KINDS: dict[str, type[Event]] = {
+    cls.kind: cls for cls in (Started, Loaded, LoadFailed, TrialDone, ServerMetrics, Finished, Cancelled)
+}
+
+
+def parse_event(line: str) -> Event:
+    """One line from a worker as its event. Raises ``json.JSONDecodeError`` for a line that is not
+    JSON (a library printing to the stream) and :class:`EventError` for JSON that is not an event."""
+    data = json.loads(line)
+    if not isinstance(data, dict):
+        raise EventError(f"not an event: {line[:200]!r}")
+    cls = _KINDS.get(data.pop("event", None))
+    if cls is None:
+        raise EventError(f"unknown event: {line[:200]!r}")
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise EventError(f"{cls.kind} event with wrong fields ({exc}): {line[:200]!r}") from None
