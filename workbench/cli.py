@@ -144,7 +144,7 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
     spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
     code = _execute(spec, db, out, as_json)
     if not no_gui and not as_json and code in (EXIT_OK, EXIT_SOME_FAILED) and gui_available():
-        from workbench.gui import run_gui
+        from workbench.gui.app import run_gui
         from workbench.store.paths import resolve_db_path
 
         click.echo("Opening the desktop app on the run (--no-gui to skip)…", err=True)
@@ -608,7 +608,7 @@ def _start_gui(
 
         click.echo(run_smoke(db))
         sys.exit(EXIT_OK)
-    from workbench.gui import run_gui
+    from workbench.gui.app import run_gui
 
     sys.exit(run_gui(db, screenshot=screenshot, tab=tab, run=run_ref, viewer=viewer))
 

@@ -1,6 +1,7 @@
 """The desktop app and the chart module (Qt lives only here; see docs/architecture.md).
 
-``import workbench.gui`` is cheap and imports neither Qt nor torch; :func:`run_gui` starts the app.
+``import workbench.gui`` is cheap and imports neither Qt nor torch: it holds what the CLI and the
+export need to know without Qt. :func:`workbench.gui.app.run_gui` starts the app.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["GUI_EXTRA_HINT", "TAB_NAMES", "chart_renderer", "charts_unavailable", "run_gui"]
+__all__ = ["GUI_EXTRA_HINT", "TAB_NAMES", "chart_renderer", "charts_unavailable"]
 
 GUI_EXTRA_HINT = "pip install 'llm-workbench[gui]'"
 
@@ -26,13 +27,6 @@ TAB_NAMES = (
     "acceptance",
     "memory",
 )
-
-
-def run_gui(*args: Any, **kwargs: Any) -> int:
-    """Open the main window (see :func:`workbench.gui.app.run_gui`); returns the exit code."""
-    from workbench.gui.app import run_gui as _run_gui
-
-    return _run_gui(*args, **kwargs)
 
 
 def charts_unavailable() -> str | None:
