@@ -103,7 +103,7 @@ def use_few_row_head(model: Any) -> bool:
     head = get() if get else None
     if type(head) is not torch.nn.Linear:  # quantized or custom heads keep their own forward
         return False
-    head.forward = _few_row_linear.__get__(head)
+    head.forward = _few_row_linear.__get__(head)  # type: ignore[method-assign]  # per-instance override
     return True
 
 
@@ -162,7 +162,7 @@ class GrowingLayer(DynamicLayer):
         self._values[..., self.length : end, :] = value_states
         self.length = end
         self._view()
-        return self.keys, self.values
+        return self.keys, self.values  # type: ignore[return-value]  # set by _view()
 
     def get_seq_length(self) -> int:
         return self.length

@@ -275,7 +275,7 @@ def _pid_alive(pid: int) -> bool:
 
 def remove_stale_staging(root: Path) -> list[Path]:
     """Remove staging folders left by quantizations whose process is gone (SIGKILL, power loss)."""
-    removed = []
+    removed: list[Path] = []
     if not root.is_dir():
         return removed
     for path in root.iterdir():

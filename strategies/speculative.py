@@ -311,7 +311,7 @@ class SpeculativeStrategy(Strategy):
         if config is None:
             raise StrategyError(f"variant {variant.name!r}: speculative needs a 'draft' model")
         target = load_hf_model(variant, device)
-        draft_dtype = config.draft_dtype
+        draft_dtype: str = config.draft_dtype
         if draft_dtype == "auto":
             draft_dtype = str(target.dtype).removeprefix("torch.")
         draft = load_hf_model(dataclasses.replace(variant, model=config.draft, dtype=draft_dtype), device)

@@ -27,6 +27,9 @@ __all__ = [
 ]
 
 
+__version__: str  # looked up on first use (below); declared for type checkers
+
+
 def __getattr__(name: str) -> Any:
     # The version is looked up on first use: importlib.metadata costs ~0.1 s, which the desktop app's
     # start-up (window on screen before the slow imports) does not pay.

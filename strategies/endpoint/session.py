@@ -317,10 +317,9 @@ class EndpointSession(Session):
             )
         text = "".join(stream.texts)
         source = stream.mode
-        if stream.mode is None and (stream.usage or {}).get("completion_tokens"):
-            raise StrategyError(
-                f"the server counted {stream.usage['completion_tokens']} tokens but streamed none"
-            )
+        counted = (stream.usage or {}).get("completion_tokens")
+        if stream.mode is None and counted:
+            raise StrategyError(f"the server counted {counted} tokens but streamed none")
         if stream.mode == "text":
             source = self._recount(stream, text, probe)
         usage = stream.usage or {}

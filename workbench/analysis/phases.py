@@ -398,7 +398,7 @@ def advise(phase: WorkloadPhase, measured: CostModel | None = None) -> list[str]
     hurt = [lever for lever in phase.levers if lever.verdict == "slower"]
     flat = [lever for lever in phase.levers if lever.verdict == "no clear change"]
     if helped:
-        best = max(helped, key=lambda lever: lever.speedup_e2e.value)  # type: ignore[union-attr]
+        best = max(helped, key=lambda lever: lever.speedup_e2e.value or 0.0)  # type: ignore[union-attr]
         lines.append(
             "In this run, helped: " + "; ".join(lever.describe() for lever in _by_speedup(helped)) + "."
         )

@@ -85,6 +85,6 @@ def _rss_peak_mb() -> float | None:
         try:
             import psutil
 
-            return psutil.Process().memory_info().peak_wset / 2**20
+            return psutil.Process().memory_info().peak_wset / 2**20  # type: ignore[attr-defined]  # Windows only
         except Exception:
             return None

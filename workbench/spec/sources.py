@@ -301,7 +301,7 @@ def convert_gguf(gguf: Path, target: Path) -> None:
             )
         except Exception as exc:
             raise ModelSourceError(f"cannot load GGUF {gguf}: {exc}") from None
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # type: ignore[assignment]
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(staging, safe_serialization=True)

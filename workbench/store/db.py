@@ -15,7 +15,7 @@ import socket
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlite_utils import Database
 
@@ -107,7 +107,7 @@ class Store:
             "host": socket.gethostname(),
             "workbench_version": version,
         }
-        return self._write(lambda: self.db["runs"].insert(row).last_pk)
+        return self._write(lambda: self.db.table("runs").insert(row).last_pk)
 
     def reap_stale_runs(self) -> list[int]:
         """Close runs left ``running`` by a process on this host that no longer exists (killed CLI):
@@ -125,20 +125,22 @@ class Store:
         return stale
 
     def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
-        self._write(lambda: self.db["runs"].update(run_id, {"environment": json.dumps(environment)}))
+        self._write(lambda: self.db.table("runs").update(run_id, {"environment": json.dumps(environment)}))
 
     def finish_run(self, run_id: int, status: str) -> None:
         assert status in RUN_STATUSES
-        self._write(lambda: self.db["runs"].update(run_id, {"status": status, "finished_at": now_iso()}))
+        self._write(
+            lambda: self.db.table("runs").update(run_id, {"status": status, "finished_at": now_iso()})
+        )
 
     def rename_run(self, run_id: int, name: str) -> None:
-        self._write(lambda: self.db["runs"].update(run_id, {"name": name}))
+        self._write(lambda: self.db.table("runs").update(run_id, {"name": name}))
 
     def add_variant(self, run_id: int, row: dict[str, Any]) -> int:
         data = {"run_id": run_id, "status": "pending", **row}
         if isinstance(data.get("params"), dict):
             data["params"] = json.dumps(data["params"])
-        return self._write(lambda: self.db["variants"].insert(data).last_pk)
+        return self._write(lambda: self.db.table("variants").insert(data).last_pk)
 
     def update_variant(self, run_id: int, name: str, values: dict[str, Any]) -> None:
         def update() -> None:
@@ -153,16 +155,18 @@ class Store:
         """Insert one trial and its steps in one transaction (committed when this returns)."""
 
         def insert() -> int:
-            trial_id = self.db["trials"].insert({"run_id": run_id, **trial}, alter=False).last_pk
+            trial_id = cast(
+                int, self.db.table("trials").insert({"run_id": run_id, **trial}, alter=False).last_pk
+            )
             if steps:
-                self.db["steps"].insert_all(({"trial_id": trial_id, **s} for s in steps), alter=False)
+                self.db.table("steps").insert_all(({"trial_id": trial_id, **s} for s in steps), alter=False)
             return trial_id
 
         return self._write(insert)
 
     def add_server_metrics(self, run_id: int, row: dict[str, Any]) -> int:
         """One window of a server's own figures; keys without a column go into ``extra`` (JSON)."""
-        columns = set(self.db["server_metrics"].columns_dict)
+        columns = set(self.db.table("server_metrics").columns_dict)
         data = {k: v for k, v in row.items() if k in columns and k != "extra"}
         extra = {k: v for k, v in row.items() if k not in columns}
         extra.update(row.get("extra") or {})
@@ -170,7 +174,7 @@ class Store:
         for key, value in data.items():
             if isinstance(value, list | dict):
                 data[key] = json.dumps(value)
-        return self._write(lambda: self.db["server_metrics"].insert({"run_id": run_id, **data}).last_pk)
+        return self._write(lambda: self.db.table("server_metrics").insert({"run_id": run_id, **data}).last_pk)
 
     def delete_run(self, run_id: int) -> None:
         def delete() -> None:

@@ -14,7 +14,7 @@ migrations = Migrations("workbench")
 
 @migrations()
 def m001_initial(db: Database) -> None:
-    db["runs"].create(
+    db.table("runs").create(
         {
             "id": int,
             "name": str,
@@ -30,7 +30,7 @@ def m001_initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["variants"].create(
+    db.table("variants").create(
         {
             "id": int,
             "run_id": int,
@@ -50,8 +50,8 @@ def m001_initial(db: Database) -> None:
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
     )
-    db["variants"].create_index(["run_id", "name"], unique=True)
-    db["trials"].create(
+    db.table("variants").create_index(["run_id", "name"], unique=True)
+    db.table("trials").create(
         {
             "id": int,
             "run_id": int,
@@ -90,8 +90,8 @@ def m001_initial(db: Database) -> None:
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
     )
-    db["trials"].create_index(["run_id", "variant", "workload"])
-    db["steps"].create(
+    db.table("trials").create_index(["run_id", "variant", "workload"])
+    db.table("steps").create(
         {
             "trial_id": int,
             "idx": int,
@@ -110,7 +110,7 @@ def m001_initial(db: Database) -> None:
 @migrations()
 def m002_output_tokens_and_divergence(db: Database) -> None:
     """Token-level comparison with the baseline: the quality side of a speed-up."""
-    trials = db["trials"]
+    trials = db.table("trials")
     trials.add_column("output_token_ids", str)  # JSON list of the generated token ids
     trials.add_column("first_divergence", int)  # index of the first token that differs from the baseline's
     trials.add_column("match_fraction", float)  # share of positions equal to the baseline's output
@@ -119,13 +119,13 @@ def m002_output_tokens_and_divergence(db: Database) -> None:
 @migrations()
 def m003_draft_steps(db: Database) -> None:
     """Steps that verified a draft: the denominator of the mean accepted length."""
-    db["trials"].add_column("draft_steps", int)
+    db.table("trials").add_column("draft_steps", int)
 
 
 @migrations()
 def m004_prompt_reuse_and_trim(db: Database) -> None:
     """The prefill levers: prompt tokens served from a KV cache, and prompt tokens trimmed away."""
-    trials = db["trials"]
+    trials = db.table("trials")
     trials.add_column("cached_tokens", int)
     trials.add_column("trimmed_tokens", int)
 
@@ -133,7 +133,7 @@ def m004_prompt_reuse_and_trim(db: Database) -> None:
 @migrations()
 def m005_variant_sweeps(db: Database) -> None:
     """Variants expanded from a spec ``sweep``: the swept key and the value (JSON) of each."""
-    variants = db["variants"]
+    variants = db.table("variants")
     variants.add_column("sweep_param", str)
     variants.add_column("sweep_value", str)
 
@@ -141,7 +141,7 @@ def m005_variant_sweeps(db: Database) -> None:
 @migrations()
 def m006_roofline(db: Database) -> None:
     """What the decode roofline needs, recorded where the run happens (the viewer has no torch)."""
-    variants = db["variants"]
+    variants = db.table("variants")
     variants.add_column("memory_bandwidth_gbs", float)  # measured copy bandwidth of the variant's device
     variants.add_column("kv_bytes_per_token", float)  # KV-cache bytes one token adds (all resident models)
     variants.add_column("model_shape", str)  # JSON: layers, kv_heads, head_dim, bytes_per_element
@@ -150,19 +150,19 @@ def m006_roofline(db: Database) -> None:
 @migrations()
 def m007_endpoints_and_concurrency(db: Database) -> None:
     """Served models (the ``endpoint`` strategy) and parallel streams (``concurrency``)."""
-    trials = db["trials"]
+    trials = db.table("trials")
     trials.add_column("timing_scope", str)  # in-process | client (client: includes network + queueing)
     trials.add_column("token_count_source", str)  # how a server's tokens were counted (docs/metrics.md)
     trials.add_column("concurrency", int)  # parallel streams the trial ran among (1 = sequential)
     trials.add_column("concurrent_group", int)  # which group of parallel streams (NULL when sequential)
     trials.add_column("group_offset_ms", float)  # trial start after its group's start
-    variants = db["variants"]
+    variants = db.table("variants")
     variants.add_column("concurrency", int)
     variants.add_column("server", str)  # JSON: what the server said about itself (never a secret)
     # The server's own figures (e.g. vLLM's Prometheus /metrics) over a window of trials: one trial
     # when sequential (trial_id set), one group of parallel streams otherwise. Means are the deltas
     # of the server's histograms (sum / count) over the window; counts are counter deltas.
-    db["server_metrics"].create(
+    db.table("server_metrics").create(
         {
             "id": int,
             "run_id": int,
@@ -192,11 +192,11 @@ def m007_endpoints_and_concurrency(db: Database) -> None:
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
     )
-    db["server_metrics"].create_index(["run_id", "variant", "workload"])
+    db.table("server_metrics").create_index(["run_id", "variant", "workload"])
 
 
 @migrations()
 def m008_batching(db: Database) -> None:
     """Batched local decoding (a variant's ``batch_size``): how many requests shared each forward pass."""
-    db["trials"].add_column("batch_size", int)
-    db["variants"].add_column("batch_size", int)
+    db.table("trials").add_column("batch_size", int)
+    db.table("variants").add_column("batch_size", int)
