@@ -9,7 +9,7 @@ import pytest
 from workbench.core.errors import SpecError
 from workbench.core.resources import resource_path
 from workbench.spec.parse import load_spec, parse_spec
-from workbench.spec.writer import spec_to_toml
+from workbench.spec.writer import spec_to_toml, update_toml
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -108,3 +108,81 @@ def test_bad_inline_prompts_are_one_clear_error(workload, message):
     with pytest.raises(SpecError, match="workload 'mine'") as err:
         parse_spec(text)
     assert message in str(err.value)
+
+
+COMMENTED = """# levers on my laptop
+name = "levers"   # the run's name
+repetitions = 3
+
+[[variants]]
+# the reference every speed-up is against
+name = "baseline"
+model = "demo:smollm2-135m"  # the 135M demo model
+strategy = "baseline"
+
+[[variants]]
+name = "int8"
+model = "demo:smollm2-135m"
+strategy = "quantized"
+method = "int8-weight-only"
+
+[[workloads]]
+name = "chat"   # growing history
+"""
+
+
+def test_update_toml_keeps_comments_and_layout_and_writes_the_new_data():
+    data = tomllib.loads(COMMENTED)
+    data["repetitions"] = 5
+    data["warmup"] = 2
+    data["variants"][1]["method"] = "bnb-int8"
+    del data["variants"][1]["model"]
+    data["variants"].insert(0, {"name": "pld", "model": "m", "strategy": "prompt-lookup", "extra": {"a": 1}})
+    data["workloads"].append({"name": "mine", "prompts": ["line one\nline two"]})
+    text = update_toml(COMMENTED, data)
+    assert tomllib.loads(text) == data
+    for comment in (
+        "# levers on my laptop",
+        "# the run's name",
+        "# the reference every speed-up",
+        "# growing history",
+    ):
+        assert comment in text
+    # the commented table stays with its variant, although a new one came first
+    assert text.index("# the reference every speed-up") > text.index('name = "pld"')
+    assert text.index("# the 135M demo model") < text.index('name = "int8"')
+    assert text.index("warmup = 2") < text.index("[[variants]]")  # a new top-level key among the others
+
+
+def test_update_toml_with_unchanged_data_gives_the_text_back():
+    assert update_toml(COMMENTED, tomllib.loads(COMMENTED)) == COMMENTED
+
+
+def test_update_toml_renamed_and_removed_tables():
+    data = tomllib.loads(COMMENTED)
+    data["variants"][0]["name"] = "fp32"  # renamed: keeps its table and comments
+    data["workloads"] = [{"name": "code"}]
+    text = update_toml(COMMENTED, data)
+    assert tomllib.loads(text) == data
+    assert text.index("# the reference every speed-up") < text.index('name = "fp32"')
+    data["variants"].pop(0)
+    text = update_toml(COMMENTED, data)
+    assert tomllib.loads(text) == data and "# the reference" not in text
+
+
+def test_a_spec_saved_from_the_builder_keeps_the_users_comments(tmp_path):
+    from workbench.gui.draft import SpecDraft
+
+    path = tmp_path / "levers.toml"
+    path.write_text(COMMENTED, encoding="utf-8")
+    draft = SpecDraft.load(path)
+    draft.top["repetitions"] = 4
+    draft.variants[1]["method"] = "int4-weight-only"
+    draft.save(path)
+    text = path.read_text(encoding="utf-8")
+    assert "# the reference every speed-up is against" in text and "# growing history" in text
+    assert tomllib.loads(text)["repetitions"] == 4
+    draft.top["repetitions"] = 6  # saved twice: edits the text it wrote
+    draft.save(path)
+    assert "# levers on my laptop" in path.read_text(encoding="utf-8")
+    assert SpecDraft.load(path).build().repetitions == 6

@@ -15,7 +15,7 @@ from typing import Any
 
 from workbench.core.errors import ModelSourceError, SpecError
 from workbench.spec.parse import Spec, parse_spec
-from workbench.spec.writer import spec_to_toml
+from workbench.spec.writer import spec_to_toml, update_toml
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,6 +50,8 @@ class SpecDraft:
     base_dir: Path = field(default_factory=Path.cwd)
     #: the file it was opened from or last saved to
     path: Path | None = None
+    #: that file's text: saving edits it in place, so the user's comments and layout survive
+    source_text: str | None = None
 
     @classmethod
     def new(cls) -> SpecDraft:
@@ -75,7 +77,9 @@ class SpecDraft:
                 raise SpecError(f"{where}: '{key}' must be [[{key}]] tables")
         if base_dir is None:
             base_dir = path.parent if path else Path.cwd()
-        return cls(top=data, variants=variants, workloads=workloads, base_dir=base_dir, path=path)
+        return cls(
+            top=data, variants=variants, workloads=workloads, base_dir=base_dir, path=path, source_text=text
+        )
 
     @classmethod
     def load(cls, path: Path) -> SpecDraft:
@@ -96,6 +100,9 @@ class SpecDraft:
         return {**self.top, "variants": self.variants, "workloads": self.workloads}
 
     def to_toml(self) -> str:
+        """The spec as TOML: the opened file's text updated in place when there is one."""
+        if self.source_text is not None:
+            return update_toml(self.source_text, self.to_data())
         return spec_to_toml(self.to_data())
 
     def build(self) -> Spec:
@@ -106,11 +113,12 @@ class SpecDraft:
         path = path.resolve()
         if path.parent != self.base_dir.resolve():
             self._absolute_paths()
+        text = self.to_toml()
         try:
-            path.write_text(self.to_toml(), encoding="utf-8")
+            path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise SpecError(f"cannot write {path}: {exc.strerror or exc}") from None
-        self.path, self.base_dir = path, path.parent
+        self.path, self.base_dir, self.source_text = path, path.parent, text
 
     def _absolute_paths(self) -> None:
         """Relative paths are relative to the spec's folder: moving the spec makes them absolute."""
