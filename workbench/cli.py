@@ -19,11 +19,8 @@ import click
 
 from workbench.core.errors import WorkbenchError
 from workbench.gui import TAB_NAMES as TAB_CHOICES  # Qt-free; the app itself is imported lazily
-from workbench.report.formatting import acceptance_text as _acceptance
-from workbench.report.formatting import fmt as _fmt
-from workbench.report.formatting import host_environment, machine_line, timing_cells
-from workbench.report.formatting import match_text as _match
-from workbench.report.formatting import ratio as _ratio
+from workbench.report.formatting import host_environment, machine_line
+from workbench.report.text import comparison_table, run_comparison_table, text_table, variants_table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -154,8 +151,9 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
 
 def gui_available() -> bool:
     """A person at a terminal with a display, and the gui extra installed."""
-    import importlib.util
     import os
+
+    from workbench.gui import missing_qt
 
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         return False
@@ -163,7 +161,7 @@ def gui_available() -> bool:
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
     ):
         return False
-    return all(importlib.util.find_spec(m) is not None for m in ("PySide6", "pyqtgraph"))
+    return not missing_qt()
 
 
 def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
@@ -259,7 +257,7 @@ def runs(db: Path | None, as_json: bool) -> None:
         click.echo(f"No runs in {store.path} yet.")
         return
     click.echo(
-        _table(
+        text_table(
             ["id", "name", "status", "started", "variants", "trials", "failed"],
             [
                 [
@@ -301,24 +299,7 @@ def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> 
     if machine:
         click.echo(f"Machine: {machine}")
     click.echo()
-    click.echo(
-        _table(
-            ["variant", "strategy", "model", "device", "dtype", "load s", "weights MB", "status"],
-            [
-                [
-                    v["name"],
-                    v["strategy"],
-                    _short(v["model"]),
-                    v["device"],
-                    v["dtype"],
-                    _fmt(v["load_ms"] / 1000 if v["load_ms"] else None, 1),
-                    _fmt(v["weights_mb"], 0),
-                    v["status"] + (f": {v['error'][:60]}" if v["error"] else ""),
-                ]
-                for v in variants
-            ],
-        )
-    )
+    click.echo(text_table(*variants_table(variants)))
     click.echo()
     _print_comparison(store, [run_row], baseline, as_json=False)
 
@@ -361,22 +342,7 @@ def _print_run_comparison(store: Any, a: dict[str, Any], b: dict[str, Any], *, a
         raise WorkbenchError(
             f"runs {a['id']} and {b['id']} have no variant × workload in common (variants are matched by name)"
         )
-    rows = [
-        [
-            r.variant,
-            r.workload,
-            f"{r.a['e2e_ms'].n}/{r.b['e2e_ms'].n}",
-            f"{_fmt(r.a['ttft_ms'].value, 1)} → {_fmt(r.b['ttft_ms'].value, 1)}",
-            f"{_fmt(r.a['decode_tokens_per_s'].value, 1)} → {_fmt(r.b['decode_tokens_per_s'].value, 1)}",
-            f"{_fmt(r.a['e2e_ms'].value, 0)} → {_fmt(r.b['e2e_ms'].value, 0)}",
-            _ratio(r.speedup_e2e),
-            _ratio(r.speedup_ttft),
-            _ratio(r.speedup_decode),
-        ]
-        for r in results
-    ]
-    headers = ["variant", "workload", "n", "TTFT ms", "decode tok/s", "e2e ms", "e2e speed-up"]
-    click.echo(_table([*headers, "TTFT speed-up", "decode speed-up"], rows))
+    click.echo(text_table(*run_comparison_table(results)))
     if unmatched:
         click.echo(
             f"Not compared (no variant of that name in the other run): {', '.join(unmatched)}", err=True
@@ -406,21 +372,7 @@ def _print_comparison(
     if not summaries:
         click.echo("No finished trials.")
         return
-    # Served variants add the server's own TTFT beside the client's; parallel streams add the
-    # concurrency and the aggregate tokens/s. Columns appear only when some variant has them.
-    served = any(s.server for s in summaries)
-    parallel = any(s.concurrency > 1 for s in summaries)
-    rows = []
-    for s in summaries:
-        row = timing_cells(s, served=served, parallel=parallel)
-        row += [_ratio(s.speedup_e2e), _ratio(s.speedup_decode), _acceptance(s), _match(s)]
-        rows.append(row)
-    headers = ["variant", "workload", "n", "in tok", "out tok", "TTFT ms"]
-    headers += ["srv TTFT ms"] if served else []
-    headers += ["TPOT ms", "decode tok/s", "e2e ms"]
-    headers += ["conc", "agg tok/s"] if parallel else []
-    headers += ["e2e speed-up", "decode speed-up", "accepted", "match"]
-    click.echo(_table(headers, rows))
+    click.echo(text_table(*comparison_table(summaries)))
     if any(s.timing_scope == "client" for s in summaries):
         click.echo(
             "Served variants are timed as a client: TTFT/TPOT include the network, HTTP and the server's "
@@ -535,7 +487,7 @@ def strategies(verbose: bool, as_json: bool) -> None:
         )
         return
     click.echo(
-        _table(
+        text_table(
             ["strategy", "available", "description"],
             [[i.name, "yes" if i.available else f"no: {i.unavailable}", i.description] for i in infos],
         )
@@ -594,13 +546,11 @@ def gui_options(f: F) -> F:
 def _start_gui(
     db: Path | None, screenshot: Path | None, tab: str | None, run_ref: str, viewer: bool, smoke: bool
 ) -> None:
-    import importlib.util
+    from workbench.gui import GUI_EXTRA_HINT, missing_qt
 
-    missing = [m for m in ("PySide6", "pyqtgraph") if importlib.util.find_spec(m) is None]
+    missing = missing_qt()
     if missing:
-        raise WorkbenchError(
-            f"the desktop app needs {' and '.join(missing)}: pip install 'llm-workbench[gui]'"
-        )
+        raise WorkbenchError(f"the desktop app needs {' and '.join(missing)}: {GUI_EXTRA_HINT}")
     if smoke:
         if screenshot is not None or tab is not None or run_ref != "latest":
             raise WorkbenchError("--smoke takes only --db (it checks the latest run)")
@@ -656,18 +606,3 @@ def viewer(
 def viewer_main() -> None:
     """The `workbench-viewer` command (console script and the packaged app's entry point)."""
     viewer(prog_name="workbench-viewer")
-
-
-# -- formatting ---------------------------------------------------------------------------------
-
-
-def _short(text: str, width: int = 40) -> str:
-    return text if len(text) <= width else "…" + text[-(width - 1) :]
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["GUI_EXTRA_HINT", "TAB_NAMES", "chart_renderer", "charts_unavailable"]
+__all__ = ["GUI_EXTRA_HINT", "TAB_NAMES", "chart_renderer", "charts_unavailable", "missing_qt"]
 
 GUI_EXTRA_HINT = "pip install 'llm-workbench[gui]'"
 
@@ -29,9 +29,14 @@ TAB_NAMES = (
 )
 
 
+def missing_qt() -> list[str]:
+    """The packages the app and the charts need that are not installed (looked up, not imported)."""
+    return [m for m in ("PySide6", "pyqtgraph") if importlib.util.find_spec(m) is None]
+
+
 def charts_unavailable() -> str | None:
-    """``None`` when charts can be drawn here, else why not (Qt-free: looks the packages up only)."""
-    missing = [m for m in ("PySide6", "pyqtgraph") if importlib.util.find_spec(m) is None]
+    """``None`` when charts can be drawn here, else why not."""
+    missing = missing_qt()
     if missing:
         return f"drawing charts needs {' and '.join(missing)} ({GUI_EXTRA_HINT})"
     return None

@@ -1,0 +1,86 @@
+"""The CLI's plain-text tables: a run's variants, its comparison per variant × workload, and two runs
+compared. Built here from the analysis (cells written by :mod:`.formatting`), printed by the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from workbench.report.formatting import acceptance_text, fmt, match_text, ratio, timing_cells
+
+__all__ = ["comparison_table", "run_comparison_table", "short", "text_table", "variants_table"]
+
+Table = tuple[list[str], list[list[Any]]]
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Columns padded to their widest cell, a rule under the headers."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def short(text: str, width: int = 40) -> str:
+    """``text`` cut from the left to ``width`` characters (a model path keeps its end)."""
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def variants_table(variants: Sequence[dict[str, Any]]) -> Table:
+    """A run's variants rows: device, dtype, load time, weights, status."""
+    headers = ["variant", "strategy", "model", "device", "dtype", "load s", "weights MB", "status"]
+    rows = [
+        [
+            v["name"],
+            v["strategy"],
+            short(v["model"]),
+            v["device"],
+            v["dtype"],
+            fmt(v["load_ms"] / 1000 if v["load_ms"] else None, 1),
+            fmt(v["weights_mb"], 0),
+            v["status"] + (f": {v['error'][:60]}" if v["error"] else ""),
+        ]
+        for v in variants
+    ]
+    return headers, rows
+
+
+def comparison_table(summaries: Sequence[Any]) -> Table:
+    """Medians and speed-ups per variant × workload (``analysis.summary.GroupSummary`` each). Served
+    variants add the server's own TTFT beside the client's; parallel streams add the concurrency and
+    the aggregate tokens/s. Those columns appear only when some variant has them."""
+    served = any(s.server for s in summaries)
+    parallel = any(s.concurrency > 1 for s in summaries)
+    rows = []
+    for s in summaries:
+        row = timing_cells(s, served=served, parallel=parallel)
+        row += [ratio(s.speedup_e2e), ratio(s.speedup_decode), acceptance_text(s), match_text(s)]
+        rows.append(row)
+    headers = ["variant", "workload", "n", "in tok", "out tok", "TTFT ms"]
+    headers += ["srv TTFT ms"] if served else []
+    headers += ["TPOT ms", "decode tok/s", "e2e ms"]
+    headers += ["conc", "agg tok/s"] if parallel else []
+    headers += ["e2e speed-up", "decode speed-up", "accepted", "match"]
+    return headers, rows
+
+
+def run_comparison_table(results: Sequence[Any]) -> Table:
+    """Two runs, variants matched by name (``analysis.compare.RunComparison`` each): medians A → B
+    and RUN_B's speed-ups over RUN_A."""
+    rows = [
+        [
+            r.variant,
+            r.workload,
+            f"{r.a['e2e_ms'].n}/{r.b['e2e_ms'].n}",
+            f"{fmt(r.a['ttft_ms'].value, 1)} → {fmt(r.b['ttft_ms'].value, 1)}",
+            f"{fmt(r.a['decode_tokens_per_s'].value, 1)} → {fmt(r.b['decode_tokens_per_s'].value, 1)}",
+            f"{fmt(r.a['e2e_ms'].value, 0)} → {fmt(r.b['e2e_ms'].value, 0)}",
+            ratio(r.speedup_e2e),
+            ratio(r.speedup_ttft),
+            ratio(r.speedup_decode),
+        ]
+        for r in results
+    ]
+    headers = ["variant", "workload", "n", "TTFT ms", "decode tok/s", "e2e ms", "e2e speed-up"]
+    return [*headers, "TTFT speed-up", "decode speed-up"], rows
