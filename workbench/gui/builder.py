@@ -3,6 +3,10 @@
 It edits a :class:`~workbench.gui.draft.SpecDraft` and validates it with the CLI's spec parser after
 every change (debounced), so the Run button is enabled exactly when ``workbench run`` would accept
 the same spec, and the message under the form is the CLI's own one-line error.
+
+Over 600 lines on purpose: it is one widget, whose layout (``_build_ui``) and handlers read the same
+fields; the parts that stand alone live beside it (``forms.py``: a strategy's parameter form and the
+model-source editor; ``prompts.py``: typing prompts by hand; ``draft.py``: the spec as data).
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
-    QDialogButtonBox,
     QFileDialog,
     QFormLayout,
     QGridLayout,
@@ -27,10 +30,8 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
-    QPlainTextEdit,
     QPushButton,
     QScrollArea,
-    QSpinBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -38,11 +39,12 @@ from PySide6.QtWidgets import (
 
 from workbench.core.errors import WorkbenchError
 from workbench.gui.draft import SpecDraft, unique_name
-from workbench.gui.forms import ModelSourceEdit, ParamForm
+from workbench.gui.forms import ModelSourceEdit, ParamForm, spin
 from workbench.gui.glossary import explain
+from workbench.gui.prompts import PromptsDialog
 from workbench.spec.parse import DTYPES, Spec
 
-__all__ = ["ExperimentBuilder", "PromptsDialog"]
+__all__ = ["ExperimentBuilder"]
 
 _COMMON_KEYS = ("name", "model", "strategy", "dtype", "device", "trust_remote_code")
 _DEVICES = ("auto", "cpu", "cuda", "cuda:1", "mps")
@@ -79,10 +81,10 @@ class ExperimentBuilder(QWidget):
         # experiment-wide settings
         self.name_edit = QLineEdit()
         self.name_edit.setObjectName("experimentName")
-        self.repetitions = _spin(1, 10_000, explain("repetitions"))
-        self.warmup = _spin(0, 100, explain("warm-up"))
-        self.max_new_tokens = _spin(0, 1_000_000, explain("max new tokens"), special="per workload")
-        self.limit = _spin(0, 1_000_000, explain("limit"), special="all")
+        self.repetitions = spin(1, 10_000, explain("repetitions"))
+        self.warmup = spin(0, 100, explain("warm-up"))
+        self.max_new_tokens = spin(0, 1_000_000, explain("max new tokens"), special="per workload")
+        self.limit = spin(0, 1_000_000, explain("limit"), special="all")
         top = QHBoxLayout()
         top.addWidget(QLabel("Experiment"))
         top.addWidget(self.name_edit, 2)
@@ -621,89 +623,6 @@ class ExperimentBuilder(QWidget):
             self.run_btn.setToolTip(self.error)
         else:
             self.run_btn.setToolTip("Run the experiment (Ctrl+R)")
-
-
-class PromptsDialog(QDialog):
-    """Type prompts by hand: one prompt per block, blocks separated by a line holding only ``---``."""
-
-    SEPARATOR = "---"
-
-    def __init__(
-        self, parent: QWidget | None = None, *, taken: list[str], table: dict[str, Any] | None = None
-    ):
-        super().__init__(parent)
-        self.setWindowTitle("Your prompts")
-        self._taken = set(taken)
-        self.name = QLineEdit(str((table or {}).get("name", unique_name("mine", self._taken))))
-        self.as_chat = QCheckBox("Send as a chat message (the model's chat template is applied)")
-        self.as_chat.setChecked(bool((table or {}).get("as_chat", True)))
-        self.max_new_tokens = _spin(1, 1_000_000, "Output budget per prompt")
-        self.max_new_tokens.setValue(int((table or {}).get("max_new_tokens", 128)))
-        self.text = QPlainTextEdit()
-        self.text.setPlaceholderText(f"First prompt…\n{self.SEPARATOR}\nSecond prompt…")
-        prompts = (table or {}).get("prompts") or []
-        self.text.setPlainText(
-            f"\n{self.SEPARATOR}\n".join(
-                p if isinstance(p, str) else str(p.get("prompt", "")) for p in prompts
-            )
-        )
-        self.error = QLabel()
-        self.error.setStyleSheet("color: #c62828;")
-        buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        buttons.accepted.connect(self._accept)
-        buttons.rejected.connect(self.reject)
-        form = QFormLayout()
-        form.addRow("Workload name", self.name)
-        form.addRow("Max new tokens", self.max_new_tokens)
-        form.addRow("", self.as_chat)
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(QLabel(f"Prompts (separate them with a line holding only {self.SEPARATOR}):"))
-        layout.addWidget(self.text, 1)
-        layout.addWidget(self.error)
-        layout.addWidget(buttons)
-        self.resize(640, 480)
-
-    def prompts(self) -> list[str]:
-        blocks, current = [], []
-        for line in self.text.toPlainText().splitlines():
-            if line.strip() == self.SEPARATOR:
-                blocks.append("\n".join(current).strip())
-                current = []
-            else:
-                current.append(line)
-        blocks.append("\n".join(current).strip())
-        return [b for b in blocks if b]
-
-    def table(self) -> dict[str, Any]:
-        table: dict[str, Any] = {"name": self.name.text().strip(), "prompts": self.prompts()}
-        table["max_new_tokens"] = self.max_new_tokens.value()
-        if self.as_chat.isChecked():
-            table["as_chat"] = True
-        return table
-
-    def _accept(self) -> None:
-        name = self.name.text().strip()
-        if not name:
-            self.error.setText("Give the workload a name.")
-        elif name in self._taken:
-            self.error.setText(f"A workload named {name!r} exists already.")
-        elif not self.prompts():
-            self.error.setText("Write at least one prompt.")
-        else:
-            self.accept()
-
-
-def _spin(lo: int, hi: int, tip: str, *, special: str | None = None) -> QSpinBox:
-    box = QSpinBox()
-    box.setRange(lo, hi)
-    box.setToolTip(tip)
-    if special:
-        box.setSpecialValueText(special)
-    box.setMinimumWidth(90)
-    return box
 
 
 def _is_int(value: Any) -> bool:

@@ -31,7 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["ModelSourceEdit", "ParamForm", "source_kind"]
+__all__ = ["ModelSourceEdit", "ParamForm", "source_kind", "spin"]
 
 #: (kind, label shown in the picker)
 SOURCE_KINDS = (
@@ -286,3 +286,14 @@ def _from_text(text: str, f: ConfigField) -> Any:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text  # left as typed: the spec check names the key and what it must be
+
+
+def spin(lo: int, hi: int, tip: str, *, special: str | None = None) -> QSpinBox:
+    """A spin box for a count: its range, a tooltip, and a word shown for the minimum (``special``)."""
+    box = QSpinBox()
+    box.setRange(lo, hi)
+    box.setToolTip(tip)
+    if special:
+        box.setSpecialValueText(special)
+    box.setMinimumWidth(90)
+    return box
