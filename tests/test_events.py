@@ -31,7 +31,9 @@ def test_every_event_round_trips_through_one_json_line(event):
 def test_loaded_gives_the_variant_columns():
     loaded = ev.Loaded(device="cuda:0", dtype="bfloat16", load_ms=10.0, server={"url": "u"})
     fields = loaded.variant_fields()
-    assert set(fields) == set(ev.Loaded.VARIANT_FIELDS) and "environment" not in fields
+    assert "environment" not in fields and {"weights_mb", "memory_bandwidth_gbs", "model_shape"} <= set(
+        fields
+    )
     assert fields["device"] == "cuda:0" and fields["server"] == {"url": "u"}
 
 

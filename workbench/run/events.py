@@ -65,22 +65,9 @@ class Loaded(Event):
     server: dict[str, Any] | None = None
     environment: dict[str, Any] = field(default_factory=dict)
 
-    #: the fields the ``variants`` table stores
-    VARIANT_FIELDS: ClassVar[tuple[str, ...]] = (
-        "device",
-        "dtype",
-        "load_ms",
-        "weights_mb",
-        "context_length",
-        "memory_kind",
-        "memory_bandwidth_gbs",
-        "kv_bytes_per_token",
-        "model_shape",
-        "server",
-    )
-
     def variant_fields(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.VARIANT_FIELDS}
+        """What the ``variants`` table stores: every field but the machine's environment (the run's)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "environment"}
 
 
 @dataclass(frozen=True)
