@@ -570,8 +570,8 @@ def png_bytes(chart: cd.Chart, *, scale: float = 2.0, size: tuple[int, int] | No
         image = _png_image(widget, scale)
     buffer = QtCore.QBuffer()
     buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, "PNG")
-    return bytes(buffer.data())
+    image.save(buffer, b"PNG")
+    return bytes(buffer.data().data())
 
 
 def save_png(
@@ -602,7 +602,7 @@ def svg_bytes(chart: cd.Chart, *, size: tuple[int, int] | None = None) -> bytes:
             scene.render(painter, QtCore.QRectF(0, 0, source.width(), source.height()), source)
         finally:
             painter.end()
-    return bytes(buffer.data())
+    return bytes(buffer.data().data())
 
 
 def save_svg(chart: cd.Chart, path: str | os.PathLike[str], *, size: tuple[int, int] | None = None) -> Path:

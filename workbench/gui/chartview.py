@@ -182,8 +182,9 @@ class ChartPanel(QTabWidget):
             return
         menu = QMenu(self)
         menu.addAction("Copy chart", lambda: copy_chart(chart))
-        menu.addAction("Export chart as PNG…", lambda: self.window().export_chart(chart, "png"))
-        menu.addAction("Export chart as SVG…", lambda: self.window().export_chart(chart, "svg"))
+        window: Any = self.window()  # the main window, which owns exporting
+        menu.addAction("Export chart as PNG…", lambda: window.export_chart(chart, "png"))
+        menu.addAction("Export chart as SVG…", lambda: window.export_chart(chart, "svg"))
         menu.exec(QCursor.pos())
 
 

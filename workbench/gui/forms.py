@@ -181,30 +181,36 @@ class ParamForm(QWidget):
         self.set_values({})
 
     def _make_editor(self, f: ConfigField, base_dir: Path | None) -> QWidget:
+        w: QWidget
         if f.model_source:
-            w = ModelSourceEdit(optional=True, base_dir=base_dir)
-            w.changed.connect(self._emit)
+            source = ModelSourceEdit(optional=True, base_dir=base_dir)
+            source.changed.connect(self._emit)
+            w = source
         elif f.choices:
-            w = QComboBox()
+            combo = QComboBox()
             for choice in f.choices:
-                w.addItem(str(choice), choice)
-            w.currentIndexChanged.connect(self._emit)
+                combo.addItem(str(choice), choice)
+            combo.currentIndexChanged.connect(self._emit)
+            w = combo
         elif f.type == "bool":
-            w = QCheckBox()
-            w.toggled.connect(self._emit)
+            check = QCheckBox()
+            check.toggled.connect(self._emit)
+            w = check
         elif f.type == "int":
-            w = QSpinBox()
-            w.setRange(-(2**31) + 1, 2**31 - 1)
-            w.valueChanged.connect(self._emit)
+            box = QSpinBox()
+            box.setRange(-(2**31) + 1, 2**31 - 1)
+            box.valueChanged.connect(self._emit)
+            w = box
         else:  # float, strings, optional values, lists: a line of text
-            w = QLineEdit()
+            line = QLineEdit()
             if f.type in ("float", "float | None"):
-                w.setValidator(QDoubleValidator())
+                line.setValidator(QDoubleValidator())
             elif f.type == "int | None":
-                w.setValidator(QIntValidator())
+                line.setValidator(QIntValidator())
             if f.type.endswith("| None"):
-                w.setPlaceholderText("not set")
-            w.editingFinished.connect(self._emit)
+                line.setPlaceholderText("not set")
+            line.editingFinished.connect(self._emit)
+            w = line
         w.setObjectName(f"param_{f.name}")
         return w
 
