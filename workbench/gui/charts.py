@@ -570,7 +570,7 @@ def png_bytes(chart: cd.Chart, *, scale: float = 2.0, size: tuple[int, int] | No
         image = _png_image(widget, scale)
     buffer = QtCore.QBuffer()
     buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, b"PNG")
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # the stubs say bytes; PySide6 takes str
     return bytes(buffer.data().data())
 
 
