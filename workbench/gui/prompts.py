@@ -66,7 +66,8 @@ class PromptsDialog(QDialog):
         self.resize(640, 480)
 
     def prompts(self) -> list[str]:
-        blocks, current = [], []
+        blocks: list[str] = []
+        current: list[str] = []
         for line in self.text.toPlainText().splitlines():
             if line.strip() == self.SEPARATOR:
                 blocks.append("\n".join(current).strip())
