@@ -457,6 +457,31 @@ def test_export_action_writes_the_run_data(qtbot, two_runs_db, tmp_path):
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["run"]["id"] == 2
 
 
+def test_exports_reuse_the_analysis_the_results_tab_holds(qtbot, two_runs_db, tmp_path, monkeypatch):
+    """Export data, report and all write what the Results tab holds: the run is not analysed again
+    (nor its charts rebuilt) on the UI thread."""
+    import workbench.report.documents
+    import workbench.report.export  # noqa: F401
+    from workbench.analysis.run import analyze_run
+    from workbench.charts import run_charts
+
+    window = open_window(qtbot, two_runs_db)
+    wait_results(qtbot, window, [2])
+
+    def again(*_args, **_kwargs):
+        raise AssertionError("analysed again in the GUI process")
+
+    for name, module in list(sys.modules.items()):  # wherever the functions were imported to
+        if name.startswith("workbench."):
+            for attr, original in (("analyze_run", analyze_run), ("run_charts", run_charts)):
+                if getattr(module, attr, None) is original:
+                    monkeypatch.setattr(module, attr, again)
+    assert {"trials.csv", "summary.json"} <= {p.name for p in window.export_data(out_dir=tmp_path / "data")}
+    assert window.export_report(path=tmp_path / "report.html").exists()
+    assert "report.html" in {p.name for p in window.export_all(out_dir=tmp_path / "all")}
+    assert window.last_message == ""
+
+
 # -- files, settings, bad input ---------------------------------------------------------------------
 
 

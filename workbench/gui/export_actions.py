@@ -1,7 +1,9 @@
 """File → Export…: the chart on screen (PNG or SVG, or to the clipboard), the HTML report, the run's
 data files, everything `workbench export` writes.
 
-Charts are drawn with Qt, so that part runs here, under a wait cursor.
+Every export works from what the Results tab holds (``window.results``: the run's analysis and its
+charts, computed in the loader's child process): nothing is analysed again on the UI thread. Charts
+are drawn with Qt, so that part runs here, under a wait cursor.
 """
 
 from __future__ import annotations
@@ -153,7 +155,10 @@ class ExportActions:
                 return []
             out_dir = Path(chosen)
         try:
-            written = export_data(w.store, w.results.run_ids[0], out_dir)
+            # the analysis and charts the Results tab holds: nothing is analysed again here
+            written = export_data(
+                w.store, w.results.run_ids[0], out_dir, analysis=w.results.analysis, charts=w.results.charts
+            )
         except WorkbenchError as exc:
             w.show_error("Export", str(exc))
             return []
