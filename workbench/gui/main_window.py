@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self.last_message = ""  # the last error or notice shown in a message box (for tests and logs)
         self._open_run = open_run
         self._started = False
+        self._ask_before_closing = True  # about a run in progress (not on a quit signal)
         self.run_control = RunControl(self)
         self.results_view = ResultsView(self)
         self.export_actions = ExportActions(self)
@@ -478,16 +479,17 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.run_thread is not None:
-            answer = QMessageBox.question(
-                self,
-                "Quit",
-                "A run is in progress. Cancel it and quit? Finished trials are kept.",
-                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                QMessageBox.StandardButton.No,
-            )
-            if answer != QMessageBox.StandardButton.Yes:
-                event.ignore()
-                return
+            if self._ask_before_closing:
+                answer = QMessageBox.question(
+                    self,
+                    "Quit",
+                    "A run is in progress. Cancel it and quit? Finished trials are kept.",
+                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                    QMessageBox.StandardButton.No,
+                )
+                if answer != QMessageBox.StandardButton.Yes:
+                    event.ignore()
+                    return
             self.stop_run_and_wait()
         self.save_settings()
         if self.loader is not None:
@@ -496,6 +498,12 @@ class MainWindow(QMainWindow):
             self.store.close()
             self.store = None
         super().closeEvent(event)
+
+    def close_now(self) -> None:
+        """Close without asking (on a quit signal): a run in progress is cancelled (its finished trials
+        are kept), then what closing always does: settings saved, the loader's child stopped."""
+        self._ask_before_closing = False
+        self.close()
 
     def save_settings(self) -> None:
         if self.settings is None:
