@@ -921,6 +921,18 @@ def test_sigterm_and_sigint_quit_the_app_and_its_children(tmp_path, two_runs_db,
         _kill_all(proc, children)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_the_loader_child_dies_with_a_killed_app(tmp_path, two_runs_db):
+    """SIGKILL runs nothing of the app: the kernel's parent-death signal ends its loader child."""
+    proc, children, _log = _gui_with_loader(tmp_path, two_runs_db)
+    try:
+        proc.kill()
+        proc.wait(timeout=30)
+        _wait_until(lambda: not any(_alive(c) for c in children), 30, "gone: every child of the killed app")
+    finally:
+        _kill_all(proc, children)
+
+
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="None is immortal from Python 3.12 on")
 def test_qt_binding_keeps_none_alive(qapp):
     """PySide6 6.12.0 drops a reference to None on every void call under Python < 3.12: the app dies with
