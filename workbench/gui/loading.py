@@ -174,8 +174,8 @@ class ResultsLoader:
         future.add_done_callback(finished)
 
     def close(self) -> None:
-        """Stop the worker: the load in progress, if any, finishes (nobody reads it), the rest are
-        dropped, then the child exits; the process's exit waits for it."""
+        """Stop the worker without waiting: a load in progress finishes, those queued are dropped,
+        then the child exits (the interpreter's exit waits for that)."""
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
