@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -457,6 +458,31 @@ def test_export_action_writes_the_run_data(qtbot, two_runs_db, tmp_path):
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["run"]["id"] == 2
 
 
+def test_exports_reuse_the_analysis_the_results_tab_holds(qtbot, two_runs_db, tmp_path, monkeypatch):
+    """Export data, report and all write what the Results tab holds: the run is not analysed again
+    (nor its charts rebuilt) on the UI thread."""
+    import workbench.report.documents
+    import workbench.report.export  # noqa: F401
+    from workbench.analysis.run import analyze_run
+    from workbench.charts import run_charts
+
+    window = open_window(qtbot, two_runs_db)
+    wait_results(qtbot, window, [2])
+
+    def again(*_args, **_kwargs):
+        raise AssertionError("analysed again in the GUI process")
+
+    for name, module in list(sys.modules.items()):  # wherever the functions were imported to
+        if name.startswith("workbench."):
+            for attr, original in (("analyze_run", analyze_run), ("run_charts", run_charts)):
+                if getattr(module, attr, None) is original:
+                    monkeypatch.setattr(module, attr, again)
+    assert {"trials.csv", "summary.json"} <= {p.name for p in window.export_data(out_dir=tmp_path / "data")}
+    assert window.export_report(path=tmp_path / "report.html").exists()
+    assert "report.html" in {p.name for p in window.export_all(out_dir=tmp_path / "all")}
+    assert window.last_message == ""
+
+
 # -- files, settings, bad input ---------------------------------------------------------------------
 
 
@@ -803,6 +829,108 @@ def test_in_a_real_x_window_under_xvfb(tmp_path, two_runs_db):
     assert proc.returncode == 0, proc.stderr
     assert "rows 2 True" in proc.stdout
     assert out.stat().st_size > 10_000
+
+
+# -- the app's children end with it -----------------------------------------------------------------
+
+
+def _alive(process) -> bool:
+    """A psutil.Process still running code (a zombie waiting for a reaper is dead)."""
+    psutil = pytest.importorskip("psutil")
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_until(condition, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still not {what} after {timeout_s} s")
+        time.sleep(0.05)
+
+
+def _gui_with_loader(tmp_path, db):
+    """``workbench gui --db`` as a process (offscreen, settings in tmp_path), once its results loader's
+    child process is there; returns the Popen, every child process (psutil) and the log's path."""
+    psutil = pytest.importorskip("psutil")
+    copy = tmp_path / "gui.db"  # the window opens the latest run: the loader loads it
+    with Store(db, create=False) as src:
+        src.db.conn.execute("vacuum into ?", [str(copy)])
+    log = tmp_path / "gui.log"
+    with open(log, "w") as out:  # a file, not a pipe: the children inherit it and could hold it open
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workbench", "gui", "--db", str(copy)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={
+                **os.environ,
+                "QT_QPA_PLATFORM": "offscreen",
+                "WORKBENCH_GUI_SETTINGS": str(tmp_path / "gui.ini"),
+            },
+        )
+    gui = psutil.Process(proc.pid)
+    children = []
+
+    def loader_started():
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"the app exited ({proc.returncode}) before its loader started: {log.read_text()}"
+            )
+        children[:] = gui.children(recursive=True)
+        try:
+            return any("spawn_main" in " ".join(c.cmdline()) for c in children)
+        except psutil.Error:  # one just started or ended: look again
+            return False
+
+    try:
+        _wait_until(loader_started, 60, "a loader child process")
+    except BaseException:
+        _kill_all(proc, children)
+        raise
+    return proc, children, log
+
+
+def _kill_all(proc, children):
+    """What a failed test leaves running: the app, then its children."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
+    for child in children:
+        if _alive(child):
+            child.kill()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_sigterm_and_sigint_quit_the_app_and_its_children(tmp_path, two_runs_db, signame):
+    """A quit signal closes the window as File → Quit does (no Python signal handler waits on Qt's
+    event loop): exit 0, and the results loader's child and the multiprocessing helper are gone."""
+    proc, children, log = _gui_with_loader(tmp_path, two_runs_db)
+    try:
+        proc.send_signal(getattr(signal, signame))
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the app ignored {signame}: {log.read_text()}") from None
+        assert code == 0, log.read_text()
+        _wait_until(lambda: not any(_alive(c) for c in children), 10, "gone: every child of the app")
+        assert "Traceback" not in log.read_text()
+    finally:
+        _kill_all(proc, children)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_the_loader_child_dies_with_a_killed_app(tmp_path, two_runs_db):
+    """SIGKILL runs nothing of the app: the kernel's parent-death signal ends its loader child."""
+    proc, children, _log = _gui_with_loader(tmp_path, two_runs_db)
+    try:
+        proc.kill()
+        proc.wait(timeout=30)
+        _wait_until(lambda: not any(_alive(c) for c in children), 30, "gone: every child of the killed app")
+    finally:
+        _kill_all(proc, children)
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="None is immortal from Python 3.12 on")

@@ -3,17 +3,24 @@
 ``--screenshot OUT.png`` opens the latest run, waits until it is rendered, saves the window and exits:
 the README's picture and a cheap end-to-end check of the whole window. ``WORKBENCH_GUI_PROBE=startup``
 makes the app print the time its window was first painted and quit (``benchmarks/gui_startup.py``).
+
+SIGTERM and SIGINT (Ctrl+C in its terminal) quit the app the way File → Quit does (:class:`QuitOnSignals`),
+so that closing the window stops the loader's child process; exit code 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, QTimer, QtMsgType, qInstallMessageHandler
+from PySide6.QtCore import QEvent, QObject, QSocketNotifier, QTimer, QtMsgType, qInstallMessageHandler
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
@@ -21,7 +28,15 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.resources import resource_path
 from workbench.gui import TAB_NAMES
 
-__all__ = ["SCREENSHOT_SIZE", "TAB_NAMES", "dispose", "make_app", "run_gui", "save_screenshot"]
+__all__ = [
+    "SCREENSHOT_SIZE",
+    "TAB_NAMES",
+    "QuitOnSignals",
+    "dispose",
+    "make_app",
+    "run_gui",
+    "save_screenshot",
+]
 
 SCREENSHOT_SIZE = (1400, 900)
 
@@ -108,11 +123,15 @@ def run_gui(
     window.restore_settings()
     if probe:
         _StartupProbe(window)
-    window.show()
-    if tab is not None:
-        window.ready.connect(lambda: window.show_tab(tab))
-    code = app.exec()
-    dispose(window)
+    quit_on_signals = QuitOnSignals(window)
+    try:
+        window.show()
+        if tab is not None:
+            window.ready.connect(lambda: window.show_tab(tab))
+        code = app.exec()
+        dispose(window)
+    finally:
+        quit_on_signals.restore()
     return code
 
 
@@ -126,6 +145,75 @@ def dispose(window: Any) -> None:
         window.close()
         Shiboken.delete(window)
     QApplication.processEvents()
+
+
+class QuitOnSignals(QObject):
+    """While it is installed, SIGTERM and SIGINT close ``window`` without asking — a run in progress
+    is cancelled, its finished trials kept — and quit the event loop, so that the normal way out
+    (``closeEvent``, :func:`dispose`, ``ResultsLoader.close``) stops the children. A second signal
+    takes the default action: the process ends at once (the children then end by their parent-death
+    signal).
+
+    Qt's event loop calls no Python code by itself, so a Python signal handler would wait for the next
+    event that does. The C-level handler therefore also writes the signal number into a socket
+    (``signal.set_wakeup_fd``) that a QSocketNotifier watches: the loop wakes and runs the handler at
+    once, with no polling timer. Only in the main thread (where Python delivers signals); elsewhere
+    it installs nothing.
+    """
+
+    def __init__(self, window: Any) -> None:
+        super().__init__()
+        self.window = window
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+        self._previous_fd: int | None = None
+        self._sockets: tuple[socket.socket, socket.socket] | None = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        read, write = socket.socketpair()
+        for sock in (read, write):
+            sock.setblocking(False)
+        self._sockets = (read, write)
+        self._previous_fd = signal.set_wakeup_fd(write.fileno(), warn_on_full_buffer=False)
+        self._notifier = QSocketNotifier(read.fileno(), QSocketNotifier.Type.Read, self)
+        self._notifier.activated.connect(self._drain)
+        for name in ("SIGTERM", "SIGINT"):
+            signum = getattr(signal, name, None)
+            if signum is not None:
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        # Runs between two Python bytecodes of the main thread, maybe in the middle of a slot: the
+        # quitting itself waits for the event loop.
+        self.received = signum
+        for other in self._previous:
+            signal.signal(other, signal.SIG_DFL)
+        QTimer.singleShot(0, self._quit)
+
+    def _drain(self) -> None:
+        if self._sockets is not None:
+            with contextlib.suppress(OSError):  # BlockingIOError: nothing (more) to read
+                while self._sockets[0].recv(64):
+                    pass
+
+    def _quit(self) -> None:
+        from shiboken6 import Shiboken
+
+        if Shiboken.isValid(self.window):
+            self.window.close_now()
+        QApplication.quit()
+
+    def restore(self) -> None:
+        """Put back the handlers and the wakeup fd that were there before."""
+        if self._sockets is None:
+            return
+        self._notifier.setEnabled(False)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        signal.set_wakeup_fd(self._previous_fd if self._previous_fd is not None else -1)
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = None
 
 
 class _StartupProbe(QObject):

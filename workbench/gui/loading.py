@@ -8,6 +8,11 @@ one long-lived child process (spawned, not forked: the GUI process has threads),
 result — plain dataclasses, pickled — to a callback. Frozen (packaged) builds, where spawning the
 interpreter is not possible, and ``WORKBENCH_GUI_LOADER=thread`` use a thread instead.
 
+The child ends with the GUI: :meth:`ResultsLoader.close` (the window's close) shuts the pool down,
+and the interpreter's exit waits for it; should the GUI process be killed outright, the kernel sends
+the child SIGTERM (:func:`~workbench.core.lifetime.die_with_parent`, Linux). Ctrl+C in a terminal
+reaches the whole process group: the child ignores SIGINT and leaves quitting to the GUI.
+
 No Qt here: the child process imports this module and the analysis, never Qt.
 """
 
@@ -112,6 +117,17 @@ def _ready() -> bool:
     return True
 
 
+def _child_init(parent_pid: int) -> None:
+    """Run in the child as it starts (the pool's initializer)."""
+    import signal
+
+    from workbench.core.lifetime import die_with_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not die_with_parent(parent_pid):  # the GUI died while this process started
+        os._exit(1)
+
+
 class ResultsLoader:
     """One load at a time is what the window asks for; the pool holds one worker (process or thread)."""
 
@@ -128,8 +144,13 @@ class ResultsLoader:
             if self.processes:
                 import multiprocessing
 
+                # started by submit(), from the UI thread: the death signal is tied to the
+                # thread that starts the child, and that one lives as long as the process
                 self._executor = ProcessPoolExecutor(
-                    max_workers=1, mp_context=multiprocessing.get_context("spawn")
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_child_init,
+                    initargs=(os.getpid(),),
                 )
             else:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results")
@@ -153,6 +174,8 @@ class ResultsLoader:
         future.add_done_callback(finished)
 
     def close(self) -> None:
+        """Stop the worker without waiting: a load in progress finishes, those queued are dropped,
+        then the child exits (the interpreter's exit waits for that)."""
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None

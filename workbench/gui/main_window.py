@@ -1,4 +1,12 @@
-"""The main window: experiment builder, results (charts + table), history, log; running and files.
+"""The main window: its frame (tabs, status bar, banner), menus and actions, start-up, the database it
+has open, settings, drag-and-drop and closing.
+
+What the actions do lives beside it, one module per responsibility, each a controller that gets the
+window: :mod:`.run_control` (run, demo, cancel, the run thread's reports), :mod:`.results_view`
+(loading and showing the runs on screen), :mod:`.export_actions`, :mod:`.history_actions` (rename,
+delete, the list of runs) and :mod:`.file_actions` (open, save, drop). The window keeps their public
+names as thin methods (``window.start_run(...)``, ``window.export_all(...)``...), which the app, the
+smoke test and the tests call.
 
 Start-up is in two steps so that the window is on screen fast: the constructor builds the frame with
 Qt only; after the first paint, :meth:`MainWindow._finish_startup` builds the parts that import the
@@ -7,21 +15,14 @@ rest of the workbench (spec parser, strategy registry, analysis) and opens the d
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QFont, QKeySequence, QPalette
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QFont, QKeySequence
 from PySide6.QtWidgets import (
-    QApplication,
-    QFileDialog,
-    QFrame,
-    QHBoxLayout,
-    QInputDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -32,19 +33,21 @@ from PySide6.QtWidgets import (
     QStackedWidget,
     QTabWidget,
     QTextBrowser,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from workbench.gui.export_actions import ExportActions
+from workbench.gui.file_actions import FileActions, dropped_path
 from workbench.gui.glossary import TERMS
+from workbench.gui.history_actions import HistoryActions
+from workbench.gui.results_view import ResultsView
+from workbench.gui.run_control import RunControl
 from workbench.gui.settings import GuiSettings
+from workbench.gui.widgets import Banner, WelcomePage, escape
 
 __all__ = ["MainWindow", "viewer_reason"]
 
-DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
-#: during a run the charts are redrawn at most this often (s); the table follows every trial
-CHART_INTERVAL_S = 2.0
 TOP_TABS = ("experiment", "results", "history", "log")
 #: --tab names of the chart tabs → a chart key shown in that tab
 CHART_TAB_NAMES = {
@@ -80,98 +83,6 @@ def viewer_reason(force: bool = False) -> str | None:
     return None
 
 
-class _Relay(QObject):
-    """Carries results computed in the thread pool back to the UI thread (queued signal)."""
-
-    loaded = Signal(int, object)
-
-
-class Banner(QFrame):
-    """A strip above the tabs for what must not be missed (a worker crash), with a close button."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("banner")
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        close = QToolButton()
-        close.setText("✕")
-        close.setAutoRaise(True)
-        close.setToolTip("Hide")
-        close.clicked.connect(self.hide)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(10, 6, 6, 6)
-        layout.addWidget(self.label, 1)
-        layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
-        self.hide()
-
-    def show_message(self, html: str) -> None:
-        dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128
-        bg, fg, edge = ("#4a1f1c", "#fde0dc", "#e57373") if dark else ("#fdecea", "#611a15", "#e57373")
-        self.setStyleSheet(
-            f"#banner {{ background: {bg}; border: 1px solid {edge}; border-radius: 4px; }}"
-            f"#banner QLabel {{ color: {fg}; }}"
-        )
-        self.label.setText(html)
-        self.show()
-
-
-class WelcomePage(QWidget):
-    """First start (no runs yet): what the app is for, and the demo one click away."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        title = QLabel("Where does the time go — prefill or decode?")
-        font = title.font()
-        font.setPointSizeF(font.pointSizeF() * 1.6)
-        font.setBold(True)
-        title.setFont(font)
-        text = QLabel(
-            "Workbench runs the same prompts through variants of a model — baseline, quantized, "
-            "speculative decoding, prompt lookup… — on this machine, and shows for each one how long "
-            "it reads the prompt (<b>prefill</b>, the time to the first token) and how fast it writes "
-            "(<b>decode</b>, tokens per second). The demo compares four variants of a small model on "
-            "chat, summarising and code prompts in a few minutes on a laptop CPU."
-        )
-        text.setWordWrap(True)
-        text.setMaximumWidth(720)
-        self.demo_btn = QPushButton("Run the demo comparison")
-        self.demo_btn.setObjectName("demoButton")
-        self.demo_btn.setDefault(True)
-        self.demo_btn.setMinimumHeight(36)
-        self.build_btn = QPushButton("Build an experiment")
-        self.open_btn = QPushButton("Open a results database…")
-        self.note = QLabel()
-        self.note.setWordWrap(True)
-        self.note.setMaximumWidth(720)
-        self.note.hide()
-        buttons = QHBoxLayout()
-        for b in (self.demo_btn, self.build_btn, self.open_btn):
-            buttons.addWidget(b)
-        buttons.addStretch(1)
-        inner = QVBoxLayout()
-        inner.addWidget(title)
-        inner.addSpacing(8)
-        inner.addWidget(text)
-        inner.addSpacing(16)
-        inner.addLayout(buttons)
-        inner.addWidget(self.note)
-        layout = QVBoxLayout(self)
-        layout.addStretch(1)
-        row = QHBoxLayout()
-        row.addStretch(1)
-        row.addLayout(inner)
-        row.addStretch(1)
-        layout.addLayout(row)
-        layout.addStretch(2)
-
-    def set_viewer_reason(self, reason: str | None) -> None:
-        self.demo_btn.setEnabled(reason is None)
-        self.note.setText(reason or "")
-        self.note.setVisible(bool(reason))
-
-
 class MainWindow(QMainWindow):
     """``ready`` fires once start-up has finished; ``resultsShown`` after the results view updated."""
 
@@ -194,23 +105,18 @@ class MainWindow(QMainWindow):
         self.store: Any = None
         self.builder: Any = None
         self.loader: Any = None  # loading.ResultsLoader, from the end of start-up
-        self.run_thread: Any = None
         self.results: Any = None  # the ResultsData on screen
         self.shown_ids: tuple[int, ...] = ()
         self.is_ready = False
         self.last_message = ""  # the last error or notice shown in a message box (for tests and logs)
         self._open_run = open_run
         self._started = False
-        self._generation = 0
-        self._loading = False
-        self._reload = False
-        self._relay = _Relay(self)
-        self._relay.loaded.connect(self._on_loaded)
-        self._refresh_timer = QTimer(self, singleShot=True, interval=300)
-        self._refresh_timer.timeout.connect(self.refresh_results)
-        self._charts_at = 0.0
-        self._charts_timer = QTimer(self, singleShot=True)
-        self._charts_timer.timeout.connect(self._update_charts)
+        self._ask_before_closing = True  # about a run in progress (not on a quit signal)
+        self.run_control = RunControl(self)
+        self.results_view = ResultsView(self)
+        self.export_actions = ExportActions(self)
+        self.history_actions = HistoryActions(self)
+        self.file_actions = FileActions(self)
         self.setWindowTitle("Workbench")
         self.setAcceptDrops(True)
         self._build_ui()
@@ -261,18 +167,18 @@ class MainWindow(QMainWindow):
         self.cancel_btn.setObjectName("cancelButton")
         self.cancel_btn.setToolTip("Stop at the next token; finished trials are kept (Esc)")
         self.cancel_btn.hide()
-        self.cancel_btn.clicked.connect(self.cancel_run)
+        self.cancel_btn.clicked.connect(self.run_control.cancel_run)
         self.statusBar().addWidget(self.progress_label, 1)
         self.statusBar().addPermanentWidget(self.progress)
         self.statusBar().addPermanentWidget(self.cancel_btn)
 
-        self.welcome.demo_btn.clicked.connect(self.run_demo)
+        self.welcome.demo_btn.clicked.connect(self.run_control.run_demo)
         self.welcome.build_btn.clicked.connect(lambda: self.show_tab("experiment"))
-        self.welcome.open_btn.clicked.connect(self.open_database_dialog)
+        self.welcome.open_btn.clicked.connect(self.file_actions.open_database_dialog)
         self.history.openRequested.connect(lambda run_id: self.show_runs((run_id,)))
         self.history.compareRequested.connect(lambda a, b: self.show_runs((a, b)))
-        self.history.renameRequested.connect(self.rename_run)
-        self.history.deleteRequested.connect(self.delete_run)
+        self.history.renameRequested.connect(self.history_actions.rename_run)
+        self.history.deleteRequested.connect(self.history_actions.delete_run)
 
     def _build_results_page(self) -> QWidget:
         from workbench.gui.results import SummaryTableModel, make_table_view
@@ -319,39 +225,51 @@ class MainWindow(QMainWindow):
 
         self.open_action = action(
             "&Open…",
-            self.open_dialog,
+            self.file_actions.open_dialog,
             QKeySequence.StandardKey.Open,
             "Open a spec (.toml) or a results database (.db)",
         )
-        self.open_db_action = action("Open &database…", self.open_database_dialog)
-        self.save_action = action("&Save spec", self.save_spec, QKeySequence.StandardKey.Save)
-        self.save_as_action = action("Save spec &as…", self.save_spec_as, QKeySequence.StandardKey.SaveAs)
+        self.open_db_action = action("Open &database…", self.file_actions.open_database_dialog)
+        self.save_action = action("&Save spec", self.file_actions.save_spec, QKeySequence.StandardKey.Save)
+        self.save_as_action = action(
+            "Save spec &as…", self.file_actions.save_spec_as, QKeySequence.StandardKey.SaveAs
+        )
         self.export_data_action = action(
             "Export run &data (CSV)…",
-            self.export_data,
+            self.export_actions.export_data,
             tip="trials.csv, steps.csv, summary.csv, phases.csv, summary.json and every chart's data",
         )
         self.export_action = action(
-            "&Export chart…", self.export_current_chart, "Ctrl+E", "The chart on screen as PNG (2x) or SVG"
+            "&Export chart…",
+            self.export_actions.export_current_chart,
+            "Ctrl+E",
+            "The chart on screen as PNG (2x) or SVG",
         )
         self.copy_chart_action = action(
-            "&Copy chart", self.copy_current_chart, "Ctrl+Shift+C", "The chart on screen, as an image"
+            "&Copy chart",
+            self.export_actions.copy_current_chart,
+            "Ctrl+Shift+C",
+            "The chart on screen, as an image",
         )
         self.export_report_action = action(
             "Export &report (HTML)…",
-            self.export_report,
+            self.export_actions.export_report,
             tip="One self-contained page: charts, tables, advice",
         )
         self.export_all_action = action(
-            "Export &all…", self.export_all, tip="Everything `workbench export` writes, into a folder"
+            "Export &all…",
+            self.export_actions.export_all,
+            tip="Everything `workbench export` writes, into a folder",
         )
         quit_action = action("&Quit", self.close, QKeySequence.StandardKey.Quit)
-        self.run_action = action("&Run", self.start_run, "Ctrl+R", "Run the experiment in the builder")
+        self.run_action = action(
+            "&Run", self.run_control.start_run, "Ctrl+R", "Run the experiment in the builder"
+        )
         self.cancel_action = action(
-            "&Cancel run", self.cancel_run, "Esc", "Stop at the next token; keep finished trials"
+            "&Cancel run", self.run_control.cancel_run, "Esc", "Stop at the next token; keep finished trials"
         )
         self.cancel_action.setEnabled(False)
-        self.demo_action = action("Run the &demo comparison", self.run_demo)
+        self.demo_action = action("Run the &demo comparison", self.run_control.run_demo)
         glossary_action = action("&Glossary", self.show_glossary)
         about_action = action("&About Workbench", self.show_about)
 
@@ -384,7 +302,7 @@ class MainWindow(QMainWindow):
         help_menu = menu.addMenu("&Help")
         help_menu.addAction(glossary_action)
         help_menu.addAction(about_action)
-        self._update_actions()
+        self.update_actions()
 
     # -- start-up --------------------------------------------------------------------------------
 
@@ -412,8 +330,8 @@ class MainWindow(QMainWindow):
         self.builder = ExperimentBuilder()
         self.builder.setObjectName("builder")
         self.builder.set_viewer_reason(self.viewer)
-        self.builder.runRequested.connect(self.start_run)
-        self.builder.save_btn.clicked.connect(self.save_spec_as)
+        self.builder.runRequested.connect(self.run_control.start_run)
+        self.builder.save_btn.clicked.connect(self.file_actions.save_spec_as)
         self.experiment_page.layout().addWidget(self.builder)
         from workbench.gui.chartview import ChartPanel
 
@@ -428,7 +346,7 @@ class MainWindow(QMainWindow):
                 state = self.settings.splitter(name)
                 if state is not None:
                     splitter.restoreState(state)
-        self._open_store(self.db_path, create=False)
+        self.open_store(self.db_path, create=False)
         runs = self.refresh_history()
         if runs and self._open_run:
             try:
@@ -441,12 +359,13 @@ class MainWindow(QMainWindow):
             self.results_stack.setCurrentWidget(self.welcome)
             self.tabs.setCurrentWidget(self.results_stack)
         self.is_ready = True
-        self._update_actions()
+        self.update_actions()
         self.ready.emit()
 
-    # -- database --------------------------------------------------------------------------------
+    # -- database ---------------------------------------------------------------------------------
 
-    def _open_store(self, path: Path, *, create: bool, quiet: bool = False) -> bool:
+    def open_store(self, path: Path, *, create: bool, quiet: bool = False) -> bool:
+        """Make ``path`` the database the window reads (a missing one: created by the first run)."""
         from workbench.core.errors import WorkbenchError
         from workbench.store import Store
 
@@ -467,489 +386,6 @@ class MainWindow(QMainWindow):
         self.db_path, self.store = path, store
         if self.settings is not None:
             self.settings.last_db = path.resolve()
-        return True
-
-    def open_database(self, path: Path) -> bool:
-        if self.run_thread is not None:
-            self.show_error(
-                "Open database", f"A run is writing to {self.db_path}; wait for it or cancel it first."
-            )
-            return False
-        if not path.exists():
-            self.show_error("Open database", f"no results database at {path}")
-            return False
-        if not self._open_store(path, create=False):
-            return False
-        self.shown_ids = ()
-        runs = self.refresh_history()
-        if runs:
-            self.show_runs((runs[-1]["id"],))
-        else:
-            self.results_stack.setCurrentWidget(self.welcome)
-            self.tabs.setCurrentWidget(self.results_stack)
-        self.log_line(f"opened {path}")
-        return True
-
-    def refresh_history(self) -> list[dict[str, Any]]:
-        runs = self.store.runs() if self.store is not None else []
-        self.history.set_runs(runs, f"{self.db_path}  ·  {len(runs)} run(s)")
-        return runs
-
-    # -- results ---------------------------------------------------------------------------------
-
-    def show_runs(self, run_ids: tuple[int, ...]) -> None:
-        self.shown_ids = tuple(run_ids)
-        self.results_stack.setCurrentWidget(self.results_page)
-        self.tabs.setCurrentWidget(self.results_stack)
-        if len(run_ids) == 1:
-            self.history.select_run(run_ids[0])
-        self.refresh_results()
-
-    def refresh_results(self) -> None:
-        """Reload what is on screen from the database, in the loader's worker process."""
-        if not self.shown_ids or self.store is None or self.loader is None:
-            return
-        if self._loading:
-            self._reload = True
-            return
-        self._loading = True
-        self._generation += 1
-        generation = self._generation
-
-        def done(data: Any) -> None:  # in a pool thread: queue it to the UI thread
-            with contextlib.suppress(RuntimeError):  # the window was closed meanwhile
-                self._relay.loaded.emit(generation, data)
-
-        self.loader.submit(self.db_path, self.shown_ids, done)
-
-    def _on_loaded(self, generation: int, data: Any) -> None:
-        self._loading = False
-        if self._reload:
-            self._reload = False
-            self.refresh_results()
-            return
-        if generation != self._generation:
-            return
-        if isinstance(data, Exception):
-            self.show_error("Results", str(data))
-            return
-        from workbench.report.formatting import host_environment, machine_line
-
-        self.results = data
-        self.results_title.setText(data.title)
-        self.results_env.setText(
-            " · ".join(
-                line
-                for line in (machine_line(host_environment(r.get("environment"))) for r in data.runs)
-                if line
-            )
-            or ""
-        )
-        self.table_model.set_summaries(data.summaries, {p.workload: p.label for p in data.phases})
-        self.advice.setHtml(advice_html(data))
-        self._update_charts()
-        if data.failures:
-            items = "".join(f"<li>{_escape(f)}</li>" for f in data.failures[:5])
-            self.banner.show_message(
-                f"<b>{len(data.failures)} variant(s) failed</b> — trials they finished are kept; "
-                f"the run went on with the next variant.<ul style='margin:2px'>{items}</ul>"
-            )
-        else:
-            self.banner.hide()
-        self._update_actions()
-        self.resultsShown.emit(data)
-
-    def _update_charts(self) -> None:
-        """Hand the charts of the results on screen to the chart panel; during a run at most every
-        CHART_INTERVAL_S (drawing costs the UI thread tens of milliseconds per chart)."""
-        if self.charts is None or self.results is None:
-            return
-        wait_s = CHART_INTERVAL_S - (time.monotonic() - self._charts_at)
-        if self.run_thread is not None and wait_s > 0:
-            self._charts_timer.start(int(wait_s * 1000))
-            return
-        self._charts_timer.stop()
-        self._charts_at = time.monotonic()
-        self.charts.set_charts(self.results.charts)
-
-    # -- running ---------------------------------------------------------------------------------
-
-    def start_run(self, *_: Any, spec: Any = None) -> bool:
-        if self.run_thread is not None or not self.is_ready:
-            return False
-        if self.viewer:
-            self.show_error("Run", self.viewer)
-            return False
-        if spec is None:
-            spec = self.builder.validate()
-            if spec is None:
-                self.show_tab("experiment")
-                self.show_error("Run", f"The experiment has a mistake: {self.builder.error}")
-                return False
-        from workbench.gui.running import RunThread
-
-        thread = RunThread(spec, self.db_path, self)
-        thread.runCreated.connect(self._on_run_created)
-        thread.progressed.connect(self._on_progress)
-        thread.logged.connect(self.log_line)
-        thread.completed.connect(self._on_completed)
-        thread.errored.connect(self._on_run_error)
-        thread.finished.connect(self._on_thread_finished)
-        self.run_thread = thread
-        self.banner.hide()
-        self.builder.set_running(True)
-        self.progress.setRange(0, 0)
-        self.progress.show()
-        self.cancel_btn.setEnabled(True)
-        self.cancel_btn.setText("Cancel")
-        self.cancel_btn.show()
-        self.progress_label.setText(f"Starting '{spec.name}'…")
-        self.log_line(f"— run '{spec.name}' into {self.db_path}")
-        self._update_actions()
-        thread.start()
-        return True
-
-    def run_demo(self) -> None:
-        from workbench.core.resources import resource_path
-        from workbench.gui.draft import SpecDraft
-
-        if self.viewer:
-            self.show_error("Run the demo", self.viewer)
-            return
-        draft = SpecDraft.load(resource_path("specs", "demo.toml"))
-        draft.path = None  # not the user's file: Save asks where
-        self.builder.set_draft(draft)
-        self.start_run()
-
-    def cancel_run(self) -> None:
-        if self.run_thread is None:
-            return
-        again = self.run_thread.cancel_requested
-        self.run_thread.cancel()
-        self.cancel_btn.setText("Stop now")
-        self.cancel_btn.setToolTip("Kill the worker at once (the trial in progress is lost)")
-        self.progress_label.setText(
-            "Stopping at once…"
-            if again
-            else "Cancelling: finishing at the next token (press again to stop now)…"
-        )
-        self.log_line("— cancel requested" + (" again: killing the worker" if again else ""))
-
-    def _on_run_created(self, run_id: int) -> None:
-        if self.store is None:
-            self._open_store(self.db_path, create=False)
-        self.refresh_history()
-        self.show_runs((run_id,))
-
-    def _on_progress(self, info: Any) -> None:
-        from workbench.gui.running import format_eta
-
-        self.progress.setRange(0, max(info.total, 1))
-        self.progress.setValue(info.done)
-        parts = [f"{info.done}/{info.total} trials"]
-        if info.failed:
-            parts.append(f"{info.failed} failed")
-        eta = format_eta(info.eta_s)
-        if eta:
-            parts.append(f"ETA {eta}")
-        if info.message:
-            parts.append(info.message)
-        self.progress_label.setText(" · ".join(parts))
-        self.log_line(info.message)
-        if info.trial_landed and info.run_id is not None and info.run_id in self.shown_ids:
-            self._refresh_timer.start()  # coalesces bursts of trials into one reload
-
-    def _on_completed(self, result: Any) -> None:
-        text = f"Run {result.run_id} {result.status}: {result.ok} ok, {result.failed} failed"
-        if result.cancelled:
-            text += f", {result.cancelled} cancelled"
-        if result.skipped:
-            text += f", {result.skipped} sweep points beyond the context skipped"
-        self.progress_label.setText(text)
-        self.log_line(f"— {text}")
-        self.runFinished.emit(result)
-
-    def _on_run_error(self, message: str) -> None:
-        self.progress_label.setText(
-            f"Run not started: {message}" if self.run_thread.run_id is None else message
-        )
-        self.log_line(f"— error: {message}")
-        self.show_error("Run", message)
-        self.runFinished.emit(message)
-
-    def _on_thread_finished(self) -> None:
-        thread, self.run_thread = self.run_thread, None
-        if thread is not None:
-            thread.deleteLater()
-        self.progress.hide()
-        self.cancel_btn.hide()
-        self.builder.set_running(False)
-        self._update_actions()
-        self.refresh_history()
-        self.refresh_results()
-
-    # -- files -----------------------------------------------------------------------------------
-
-    def open_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self,
-            "Open a spec or a results database",
-            self._last_dir(),
-            "Specs and results (*.toml *.db *.sqlite *.sqlite3);;Specs (*.toml);;Results databases (*.db *.sqlite *.sqlite3);;All files (*)",
-        )
-        if path:
-            self.open_path(Path(path))
-
-    def open_database_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self,
-            "Open a results database",
-            self._last_dir(),
-            "Results databases (*.db *.sqlite *.sqlite3);;All files (*)",
-        )
-        if path:
-            self.open_database(Path(path))
-
-    def open_path(self, path: Path) -> bool:
-        """A ``.toml`` goes into the builder; anything else is opened as a results database."""
-        self._remember_dir(path)
-        if path.suffix.lower() == ".toml":
-            return self.open_spec(path)
-        return self.open_database(path)
-
-    def open_spec(self, path: Path) -> bool:
-        from workbench.core.errors import WorkbenchError
-        from workbench.gui.draft import SpecDraft
-
-        try:
-            draft = SpecDraft.load(path)
-        except WorkbenchError as exc:
-            self.show_error("Open spec", str(exc))
-            return False
-        self.builder.set_draft(draft)
-        self.show_tab("experiment")
-        self.log_line(f"opened spec {path}")
-        return True
-
-    def save_spec(self) -> None:
-        if self.builder is None:
-            return
-        if self.builder.draft.path is None:
-            self.save_spec_as()
-        else:
-            self._save_to(self.builder.draft.path)
-
-    def save_spec_as(self) -> None:
-        if self.builder is None:
-            return
-        draft = self.builder.draft
-        start = str(draft.path or Path(self._last_dir()) / f"{_slug(draft.name)}.toml")
-        path, _ = QFileDialog.getSaveFileName(self, "Save spec", start, "Specs (*.toml)")
-        if path:
-            if not path.endswith(".toml"):
-                path += ".toml"
-            self._save_to(Path(path))
-
-    def _save_to(self, path: Path) -> bool:
-        from workbench.core.errors import WorkbenchError
-
-        try:
-            self.builder.draft.save(path)
-        except WorkbenchError as exc:
-            self.show_error("Save spec", str(exc))
-            return False
-        self._remember_dir(path)
-        self.statusBar().showMessage(f"Saved {path}", 5000)
-        self.log_line(f"saved spec {path}")
-        return True
-
-    def _chart_or_complain(self) -> Any:
-        chart = self.charts.current_chart() if self.charts is not None and self.results is not None else None
-        if chart is None:
-            self.show_error("Export chart", "No chart on screen: open a run with finished trials first.")
-        return chart
-
-    def export_current_chart(self, *_: Any, path: Path | None = None) -> Path | None:
-        chart = self._chart_or_complain()
-        if chart is None:
-            return None
-        return self.export_chart(chart, "png", path=path)
-
-    def export_chart(self, chart: Any, kind: str = "png", *, path: Path | None = None) -> Path | None:
-        """Ask where (PNG or SVG, by the filter chosen), then write exactly what `workbench export` does."""
-        from workbench.gui.chartview import export_chart
-
-        if path is None:
-            filters = "PNG image, 2x (*.png);;SVG image (*.svg)"
-            selected = "SVG image (*.svg)" if kind == "svg" else "PNG image, 2x (*.png)"
-            start = str(Path(self._last_dir()) / f"{chart.name}.{kind}")
-            chosen, used = QFileDialog.getSaveFileName(self, "Export chart", start, filters, selected)
-            if not chosen:
-                return None
-            path = Path(chosen)
-            if path.suffix.lower() not in (".png", ".svg"):
-                path = path.with_suffix(".svg" if used.startswith("SVG") else ".png")
-        try:
-            with _busy():
-                written = export_chart(chart, path)
-        except OSError as exc:
-            self.show_error("Export chart", f"cannot write {path}: {exc.strerror or exc}")
-            return None
-        self._remember_dir(path)
-        self.statusBar().showMessage(f"Wrote {written}", 8000)
-        self.log_line(f"exported chart {chart.name} to {written}")
-        return written
-
-    def copy_current_chart(self) -> bool:
-        from workbench.gui.chartview import copy_chart
-
-        chart = self._chart_or_complain()
-        if chart is None:
-            return False
-        with _busy():
-            copy_chart(chart)
-        self.statusBar().showMessage(f"Copied the {chart.title or chart.name} chart", 5000)
-        return True
-
-    def export_report(self, *_: Any, path: Path | None = None) -> Path | None:
-        """The HTML report of the run on screen (what `workbench export --format html` writes)."""
-        from workbench.gui import charts as qt_charts
-        from workbench.report.documents import html_report
-
-        analysis = self._single_analysis("Export report")
-        if analysis is None:
-            return None
-        if path is None:
-            start = str(Path(self._last_dir()) / f"report-run{analysis.run['id']}.html")
-            chosen, _ = QFileDialog.getSaveFileName(self, "Export report", start, "HTML page (*.html)")
-            if not chosen:
-                return None
-            path = Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")
-        try:
-            with _busy():
-                pngs = {c.name: qt_charts.png_bytes(c) for c in self.results.charts}
-                path.write_text(html_report(analysis, pngs, self.results.charts), encoding="utf-8")
-        except OSError as exc:
-            self.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
-            return None
-        self._remember_dir(path)
-        self.statusBar().showMessage(f"Wrote {path}", 8000)
-        self.log_line(f"exported the report of run {analysis.run['id']} to {path}")
-        return path
-
-    def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
-        """Everything `workbench export RUN --out DIR` writes (charts, data, Markdown, HTML)."""
-        from workbench.core.errors import WorkbenchError
-        from workbench.gui import charts as qt_charts
-        from workbench.report.export import export_run
-
-        analysis = self._single_analysis("Export")
-        if analysis is None or self.store is None:
-            return []
-        if out_dir is None:
-            chosen = QFileDialog.getExistingDirectory(self, "Export the run into", self._last_dir())
-            if not chosen:
-                return []
-            out_dir = Path(chosen)
-        try:
-            with _busy():
-                # the analysis and charts the Results tab holds: nothing is analysed again here
-                written, _notes = export_run(
-                    self.store,
-                    analysis.run["id"],
-                    out_dir,
-                    renderer=qt_charts,
-                    analysis=analysis,
-                    charts=self.results.charts,
-                )
-        except WorkbenchError as exc:
-            self.show_error("Export", str(exc))
-            return []
-        self._remember_dir(out_dir / "x")
-        self.statusBar().showMessage(f"Wrote {len(written)} files to {out_dir}", 8000)
-        self.log_line(f"exported run {analysis.run['id']} to {out_dir}: {len(written)} files")
-        return written
-
-    def _single_analysis(self, title: str) -> Any:
-        if self.results is None or self.results.analysis is None:
-            self.show_error(
-                title, "Open one run first (History tab); a comparison of two runs is not a report."
-            )
-            return None
-        return self.results.analysis
-
-    def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
-        from workbench.core.errors import WorkbenchError
-        from workbench.report.export import export_data
-
-        if self.results is None or len(self.results.run_ids) != 1 or self.store is None:
-            self.show_error("Export", "Open a run first (History tab).")
-            return []
-        if out_dir is None:
-            chosen = QFileDialog.getExistingDirectory(self, "Export the run's data into", self._last_dir())
-            if not chosen:
-                return []
-            out_dir = Path(chosen)
-        try:
-            written = export_data(self.store, self.results.run_ids[0], out_dir)
-        except WorkbenchError as exc:
-            self.show_error("Export", str(exc))
-            return []
-        self._remember_dir(out_dir / "x")
-        self.statusBar().showMessage(f"Wrote {', '.join(p.name for p in written)} to {out_dir}", 8000)
-        return written
-
-    # -- history actions -------------------------------------------------------------------------
-
-    def rename_run(self, run_id: int, name: str | None = None) -> bool:
-        if self.store is None:
-            return False
-        run = self.store.resolve_run(run_id)
-        if name is None:
-            name, ok = QInputDialog.getText(
-                self, "Rename run", f"New name for run {run_id}:", text=run["name"]
-            )
-            if not ok:
-                return False
-        name = name.strip()
-        if not name:
-            self.show_error("Rename run", "A run needs a name.")
-            return False
-        self.store.rename_run(run_id, name)
-        self.refresh_history()
-        if run_id in self.shown_ids:
-            self.refresh_results()
-        return True
-
-    def delete_run(self, run_id: int, *, confirm: bool = True) -> bool:
-        if self.store is None:
-            return False
-        if self.run_thread is not None and self.run_thread.run_id == run_id:
-            self.show_error("Delete run", "This run is still running; cancel it first.")
-            return False
-        run = self.store.resolve_run(run_id)
-        if confirm:
-            answer = QMessageBox.question(
-                self,
-                "Delete run",
-                f"Delete run {run_id} '{run['name']}' and all its trials from {self.db_path.name}? "
-                "This cannot be undone.",
-                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
-                QMessageBox.StandardButton.Cancel,
-            )
-            if answer != QMessageBox.StandardButton.Yes:
-                return False
-        self.store.delete_run(run_id)
-        self.log_line(f"deleted run {run_id} '{run['name']}'")
-        runs = self.refresh_history()
-        if run_id in self.shown_ids:
-            self.shown_ids = ()
-            self.results = None
-            if runs:
-                self.show_runs((runs[-1]["id"],))
-            else:
-                self.results_stack.setCurrentWidget(self.welcome)
-        self._update_actions()
         return True
 
     # -- small things ----------------------------------------------------------------------------
@@ -982,7 +418,7 @@ class MainWindow(QMainWindow):
             self.log.appendPlainText(line)
 
     def show_glossary(self) -> None:
-        text = "".join(f"<p><b>{term}</b> — {_escape(sentence)}</p>" for term, sentence in TERMS.items())
+        text = "".join(f"<p><b>{term}</b> — {escape(sentence)}</p>" for term, sentence in TERMS.items())
         box = QMessageBox(QMessageBox.Icon.NoIcon, "Glossary", text, QMessageBox.StandardButton.Ok, self)
         box.setTextFormat(Qt.TextFormat.RichText)
         box.open()
@@ -994,11 +430,12 @@ class MainWindow(QMainWindow):
             self,
             "About Workbench",
             f"<b>Workbench {__version__}</b><br>Compare LLM inference optimizations on your own hardware: "
-            f"where the time goes, prefill vs decode.<br><br>Results database: {_escape(str(self.db_path))}"
-            + (f"<br><br>{_escape(self.viewer)}" if self.viewer else ""),
+            f"where the time goes, prefill vs decode.<br><br>Results database: {escape(str(self.db_path))}"
+            + (f"<br><br>{escape(self.viewer)}" if self.viewer else ""),
         )
 
-    def _update_actions(self) -> None:
+    def update_actions(self) -> None:
+        """Enable what makes sense now (ready, running, a run or a chart on screen)."""
         running = self.run_thread is not None
         self.run_action.setEnabled(self.is_ready and not running and not self.viewer)
         self.demo_action.setEnabled(self.is_ready and not running and not self.viewer)
@@ -1010,23 +447,24 @@ class MainWindow(QMainWindow):
         self.export_action.setEnabled(has_chart)
         self.copy_chart_action.setEnabled(has_chart)
 
-    def _last_dir(self) -> str:
+    def last_dir(self) -> str:
+        """Where file dialogs start: the folder used last."""
         return self.settings.last_dir if self.settings is not None else str(Path.cwd())
 
-    def _remember_dir(self, path: Path) -> None:
+    def remember_dir(self, path: Path) -> None:
         if self.settings is not None:
             self.settings.last_dir = str(path.resolve().parent)
 
     # -- Qt events -------------------------------------------------------------------------------
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if _dropped_path(event) is not None:
+        if dropped_path(event) is not None:
             event.acceptProposedAction()
         else:
             event.ignore()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        path = _dropped_path(event)
+        path = dropped_path(event)
         if path is None:
             event.ignore()
             return
@@ -1041,16 +479,17 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.run_thread is not None:
-            answer = QMessageBox.question(
-                self,
-                "Quit",
-                "A run is in progress. Cancel it and quit? Finished trials are kept.",
-                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                QMessageBox.StandardButton.No,
-            )
-            if answer != QMessageBox.StandardButton.Yes:
-                event.ignore()
-                return
+            if self._ask_before_closing:
+                answer = QMessageBox.question(
+                    self,
+                    "Quit",
+                    "A run is in progress. Cancel it and quit? Finished trials are kept.",
+                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                    QMessageBox.StandardButton.No,
+                )
+                if answer != QMessageBox.StandardButton.Yes:
+                    event.ignore()
+                    return
             self.stop_run_and_wait()
         self.save_settings()
         if self.loader is not None:
@@ -1060,15 +499,11 @@ class MainWindow(QMainWindow):
             self.store = None
         super().closeEvent(event)
 
-    def stop_run_and_wait(self, timeout_ms: int = 20_000) -> None:
-        thread = self.run_thread
-        if thread is None:
-            return
-        thread.cancel()
-        if not thread.wait(timeout_ms):
-            thread.cancel()  # a second cancel kills the worker
-            thread.wait()
-        QApplication.processEvents()
+    def close_now(self) -> None:
+        """Close without asking (on a quit signal): a run in progress is cancelled (its finished trials
+        are kept), then what closing always does: settings saved, the loader's child stopped."""
+        self._ask_before_closing = False
+        self.close()
 
     def save_settings(self) -> None:
         if self.settings is None:
@@ -1087,62 +522,70 @@ class MainWindow(QMainWindow):
         if self.settings.window_state is not None:
             self.restoreState(self.settings.window_state)
 
+    # -- the controllers' actions under the window's names (the app, the smoke test, the tests) ----
 
-@contextlib.contextmanager
-def _busy() -> Any:
-    """A wait cursor while the UI thread renders (chart export draws with Qt, so it runs here)."""
-    QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
-    try:
-        yield
-    finally:
-        QApplication.restoreOverrideCursor()
+    @property
+    def run_thread(self) -> Any:
+        """The :class:`~workbench.gui.running.RunThread` while a run goes on, else None."""
+        return self.run_control.run_thread
 
+    @run_thread.setter
+    def run_thread(self, thread: Any) -> None:
+        self.run_control.run_thread = thread
 
-def advice_html(data: Any) -> str:
-    """The side panel: per workload its measured phase and the advice (one run), or RUN_B against RUN_A
-    with variants matched by name (two runs)."""
-    out = []
-    if data.comparisons or data.unmatched:
-        a, b = data.runs[0]["id"], data.runs[1]["id"]
-        out.append(
-            f"<h3>Run {b} against run {a}</h3><p>Variants matched by name; &gt; 1 is faster in run {b}.</p>"
-        )
-        for r in data.comparisons:
-            est = r.speedup_e2e
-            ratio = "–" if est is None or est.value is None else f"{est.value:.2f}x"
-            if est is not None and est.lo is not None:
-                ratio += f" [{est.lo:.2f}–{est.hi:.2f}]" + (" *" if r.significant else "")
-            out.append(f"<p><b>{_escape(r.variant)}</b> on {_escape(r.workload)}: e2e {ratio}</p>")
-        if data.unmatched:
-            out.append(f"<p><i>Not matched: {_escape(', '.join(data.unmatched))}</i></p>")
-        return "".join(out)
-    for p in data.phases:
-        out.append(f"<h3>{_escape(p.workload)} — {_escape(p.headline)}</h3>")
-        if p.prediction is not None:
-            verdict = "differs — a finding in itself" if p.disagrees else "agrees"
-            out.append(f"<p><i>Predicted before the run: {_escape(p.prediction.label)} ({verdict}).</i></p>")
-        if p.advice:
-            out.append("<ul>" + "".join(f"<li>{_escape(line)}</li>" for line in p.advice) + "</ul>")
-    if not out:
-        return "<p><i>Phases and advice appear when the baseline has finished trials.</i></p>"
-    return "".join(out)
+    def start_run(self, *_: Any, spec: Any = None) -> bool:
+        return self.run_control.start_run(spec=spec)
 
+    def run_demo(self) -> None:
+        self.run_control.run_demo()
 
-def _dropped_path(event: Any) -> Path | None:
-    mime = event.mimeData()
-    if not mime.hasUrls():
-        return None
-    for url in mime.urls():
-        if url.isLocalFile():
-            path = Path(url.toLocalFile())
-            if path.suffix.lower() in (".toml", *DB_SUFFIXES):
-                return path
-    return None
+    def cancel_run(self) -> None:
+        self.run_control.cancel_run()
 
+    def stop_run_and_wait(self, timeout_ms: int = 20_000) -> None:
+        self.run_control.stop_run_and_wait(timeout_ms)
 
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    def show_runs(self, run_ids: tuple[int, ...]) -> None:
+        self.results_view.show_runs(run_ids)
 
+    def refresh_results(self) -> None:
+        self.results_view.refresh()
 
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-").lower() or "experiment"
+    def refresh_history(self) -> list[dict[str, Any]]:
+        return self.history_actions.refresh()
+
+    def rename_run(self, run_id: int, name: str | None = None) -> bool:
+        return self.history_actions.rename_run(run_id, name)
+
+    def delete_run(self, run_id: int, *, confirm: bool = True) -> bool:
+        return self.history_actions.delete_run(run_id, confirm=confirm)
+
+    def export_current_chart(self, *_: Any, path: Path | None = None) -> Path | None:
+        return self.export_actions.export_current_chart(path=path)
+
+    def export_chart(self, chart: Any, kind: str = "png", *, path: Path | None = None) -> Path | None:
+        return self.export_actions.export_chart(chart, kind, path=path)
+
+    def copy_current_chart(self) -> bool:
+        return self.export_actions.copy_current_chart()
+
+    def export_report(self, *_: Any, path: Path | None = None) -> Path | None:
+        return self.export_actions.export_report(path=path)
+
+    def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
+        return self.export_actions.export_all(out_dir=out_dir)
+
+    def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
+        return self.export_actions.export_data(out_dir=out_dir)
+
+    def open_path(self, path: Path) -> bool:
+        return self.file_actions.open_path(path)
+
+    def open_database(self, path: Path) -> bool:
+        return self.file_actions.open_database(path)
+
+    def open_spec(self, path: Path) -> bool:
+        return self.file_actions.open_spec(path)
+
+    def _save_to(self, path: Path) -> bool:
+        return self.file_actions.save_to(path)

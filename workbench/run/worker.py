@@ -41,23 +41,11 @@ def _claim_stdout() -> TextIO:
     return os.fdopen(events_fd, "w", buffering=1, encoding="utf-8")
 
 
-def _die_with_parent() -> None:
-    """On Linux, have the kernel send SIGTERM (= cancel) if the parent process dies, so an orphaned
-    worker does not go on computing a trial nobody will record."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-
-
 def main() -> int:
+    from workbench.core.lifetime import die_with_parent
+
     parent = os.getppid()
-    _die_with_parent()
+    die_with_parent()  # the kernel sends SIGTERM (= cancel) if the parent dies: no orphaned trial
     events = _Events(_claim_stdout())
     cancel = {"requested": False}
 

@@ -1,0 +1,183 @@
+"""File → Export…: the chart on screen (PNG or SVG, or to the clipboard), the HTML report, the run's
+data files, everything `workbench export` writes.
+
+Every export works from what the Results tab holds (``window.results``: the run's analysis and its
+charts, computed in the loader's child process): nothing is analysed again on the UI thread. Charts
+are drawn with Qt, so that part runs here, under a wait cursor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QFileDialog
+
+__all__ = ["ExportActions", "busy"]
+
+
+@contextlib.contextmanager
+def busy() -> Iterator[None]:
+    """A wait cursor while the UI thread renders (chart export draws with Qt, so it runs here)."""
+    QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
+    try:
+        yield
+    finally:
+        QApplication.restoreOverrideCursor()
+
+
+class ExportActions:
+    """The export actions of ``window`` (its ``results``, ``store``, status bar, messages)."""
+
+    def __init__(self, window: Any) -> None:
+        self.window = window
+
+    def export_current_chart(self, *_: Any, path: Path | None = None) -> Path | None:
+        chart = self._chart_or_complain()
+        if chart is None:
+            return None
+        return self.export_chart(chart, "png", path=path)
+
+    def export_chart(self, chart: Any, kind: str = "png", *, path: Path | None = None) -> Path | None:
+        """Ask where (PNG or SVG, by the filter chosen), then write exactly what `workbench export` does."""
+        from workbench.gui.chartview import export_chart
+
+        w = self.window
+        if path is None:
+            filters = "PNG image, 2x (*.png);;SVG image (*.svg)"
+            selected = "SVG image (*.svg)" if kind == "svg" else "PNG image, 2x (*.png)"
+            start = str(Path(w.last_dir()) / f"{chart.name}.{kind}")
+            chosen, used = QFileDialog.getSaveFileName(w, "Export chart", start, filters, selected)
+            if not chosen:
+                return None
+            path = Path(chosen)
+            if path.suffix.lower() not in (".png", ".svg"):
+                path = path.with_suffix(".svg" if used.startswith("SVG") else ".png")
+        try:
+            with busy():
+                written = export_chart(chart, path)
+        except OSError as exc:
+            w.show_error("Export chart", f"cannot write {path}: {exc.strerror or exc}")
+            return None
+        w.remember_dir(path)
+        w.statusBar().showMessage(f"Wrote {written}", 8000)
+        w.log_line(f"exported chart {chart.name} to {written}")
+        return written
+
+    def copy_current_chart(self, *_: Any) -> bool:
+        from workbench.gui.chartview import copy_chart
+
+        chart = self._chart_or_complain()
+        if chart is None:
+            return False
+        with busy():
+            copy_chart(chart)
+        self.window.statusBar().showMessage(f"Copied the {chart.title or chart.name} chart", 5000)
+        return True
+
+    def export_report(self, *_: Any, path: Path | None = None) -> Path | None:
+        """The HTML report of the run on screen (what `workbench export --format html` writes)."""
+        from workbench.gui import charts as qt_charts
+        from workbench.report.documents import html_report
+
+        w = self.window
+        analysis = self._single_analysis("Export report")
+        if analysis is None:
+            return None
+        if path is None:
+            start = str(Path(w.last_dir()) / f"report-run{analysis.run['id']}.html")
+            chosen, _ = QFileDialog.getSaveFileName(w, "Export report", start, "HTML page (*.html)")
+            if not chosen:
+                return None
+            path = Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")
+        try:
+            with busy():
+                # the analysis and charts the Results tab holds: nothing is analysed again here
+                pngs = {c.name: qt_charts.png_bytes(c) for c in w.results.charts}
+                path.write_text(html_report(analysis, pngs, w.results.charts), encoding="utf-8")
+        except OSError as exc:
+            w.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
+            return None
+        w.remember_dir(path)
+        w.statusBar().showMessage(f"Wrote {path}", 8000)
+        w.log_line(f"exported the report of run {analysis.run['id']} to {path}")
+        return path
+
+    def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
+        """Everything `workbench export RUN --out DIR` writes (charts, data, Markdown, HTML)."""
+        from workbench.core.errors import WorkbenchError
+        from workbench.gui import charts as qt_charts
+        from workbench.report.export import export_run
+
+        w = self.window
+        analysis = self._single_analysis("Export")
+        if analysis is None or w.store is None:
+            return []
+        if out_dir is None:
+            chosen = QFileDialog.getExistingDirectory(w, "Export the run into", w.last_dir())
+            if not chosen:
+                return []
+            out_dir = Path(chosen)
+        try:
+            with busy():
+                # the analysis and charts the Results tab holds: nothing is analysed again here
+                written, _notes = export_run(
+                    w.store,
+                    analysis.run["id"],
+                    out_dir,
+                    renderer=qt_charts,
+                    analysis=analysis,
+                    charts=w.results.charts,
+                )
+        except WorkbenchError as exc:
+            w.show_error("Export", str(exc))
+            return []
+        w.remember_dir(out_dir / "x")
+        w.statusBar().showMessage(f"Wrote {len(written)} files to {out_dir}", 8000)
+        w.log_line(f"exported run {analysis.run['id']} to {out_dir}: {len(written)} files")
+        return written
+
+    def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
+        """The run's data files (CSV, summary.json, every chart's data), as `workbench export` writes them."""
+        from workbench.core.errors import WorkbenchError
+        from workbench.report.export import export_data
+
+        w = self.window
+        if w.results is None or len(w.results.run_ids) != 1 or w.store is None:
+            w.show_error("Export", "Open a run first (History tab).")
+            return []
+        if out_dir is None:
+            chosen = QFileDialog.getExistingDirectory(w, "Export the run's data into", w.last_dir())
+            if not chosen:
+                return []
+            out_dir = Path(chosen)
+        try:
+            # the analysis and charts the Results tab holds: nothing is analysed again here
+            written = export_data(
+                w.store, w.results.run_ids[0], out_dir, analysis=w.results.analysis, charts=w.results.charts
+            )
+        except WorkbenchError as exc:
+            w.show_error("Export", str(exc))
+            return []
+        w.remember_dir(out_dir / "x")
+        w.statusBar().showMessage(f"Wrote {', '.join(p.name for p in written)} to {out_dir}", 8000)
+        return written
+
+    def _single_analysis(self, title: str) -> Any:
+        results = self.window.results
+        if results is None or results.analysis is None:
+            self.window.show_error(
+                title, "Open one run first (History tab); a comparison of two runs is not a report."
+            )
+            return None
+        return results.analysis
+
+    def _chart_or_complain(self) -> Any:
+        w = self.window
+        chart = w.charts.current_chart() if w.charts is not None and w.results is not None else None
+        if chart is None:
+            w.show_error("Export chart", "No chart on screen: open a run with finished trials first.")
+        return chart

@@ -1,0 +1,77 @@
+"""The History tab's actions on the database: list its runs, rename one, delete one (asking first; not
+the run in progress). Opening and comparing runs is the Results tab's (:mod:`.results_view`); the
+panel itself is :class:`~workbench.gui.history.HistoryPanel`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import QInputDialog, QMessageBox
+
+__all__ = ["HistoryActions"]
+
+
+class HistoryActions:
+    """The history actions of ``window`` (its ``store``, ``history`` panel, runs on screen)."""
+
+    def __init__(self, window: Any) -> None:
+        self.window = window
+
+    def refresh(self) -> list[dict[str, Any]]:
+        """The runs in the database, into the History tab; returns them (oldest first)."""
+        w = self.window
+        runs = w.store.runs() if w.store is not None else []
+        w.history.set_runs(runs, f"{w.db_path}  ·  {len(runs)} run(s)")
+        return runs
+
+    def rename_run(self, run_id: int, name: str | None = None) -> bool:
+        w = self.window
+        if w.store is None:
+            return False
+        run = w.store.resolve_run(run_id)
+        if name is None:
+            name, ok = QInputDialog.getText(w, "Rename run", f"New name for run {run_id}:", text=run["name"])
+            if not ok:
+                return False
+        name = name.strip()
+        if not name:
+            w.show_error("Rename run", "A run needs a name.")
+            return False
+        w.store.rename_run(run_id, name)
+        self.refresh()
+        if run_id in w.shown_ids:
+            w.refresh_results()
+        return True
+
+    def delete_run(self, run_id: int, *, confirm: bool = True) -> bool:
+        w = self.window
+        if w.store is None:
+            return False
+        if w.run_thread is not None and w.run_thread.run_id == run_id:
+            w.show_error("Delete run", "This run is still running; cancel it first.")
+            return False
+        run = w.store.resolve_run(run_id)
+        if confirm:
+            answer = QMessageBox.question(
+                w,
+                "Delete run",
+                f"Delete run {run_id} '{run['name']}' and all its trials from {w.db_path.name}? "
+                "This cannot be undone.",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+                QMessageBox.StandardButton.Cancel,
+            )
+            if answer != QMessageBox.StandardButton.Yes:
+                return False
+        w.store.delete_run(run_id)
+        w.log_line(f"deleted run {run_id} '{run['name']}'")
+        runs = self.refresh()
+        if run_id in w.shown_ids:
+            w.shown_ids = ()
+            w.results = None
+            if runs:
+                w.show_runs((runs[-1]["id"],))
+            else:
+                w.results_stack.setCurrentWidget(w.welcome)
+        w.update_actions()
+        return True
