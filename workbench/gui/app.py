@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from PySide6.QtCore import QEvent, QObject, QSocketNotifier, QTimer, QtMsgType, qInstallMessageHandler
 from PySide6.QtGui import QIcon
@@ -63,7 +63,7 @@ def _qt_messages(mode: QtMsgType, context: Any, message: str) -> None:
 
 def make_app(argv: list[str] | None = None) -> QApplication:
     qInstallMessageHandler(_qt_messages)
-    app = QApplication.instance()
+    app = cast("QApplication | None", QApplication.instance())
     if app is None:
         app = QApplication(argv if argv is not None else [sys.argv[0]])
     app.setApplicationName("Workbench")
@@ -72,7 +72,7 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     app.setWindowIcon(QIcon(str(resource_path("icons", "workbench.png"))))
     if getattr(sys, "frozen", False):
         app.setDesktopFileName("workbench-viewer")  # the packaged viewer's .desktop entry (Wayland)
-    return app  # type: ignore[return-value]
+    return app
 
 
 def resolve_gui_db(db: Path | None, settings: Any) -> Path:

@@ -89,7 +89,7 @@ class ExportActions:
             return None
         if path is None:
             start = str(Path(w.last_dir()) / f"report-run{analysis.run['id']}.html")
-            chosen, _ = QFileDialog.getSaveFileName(w, "Export report", start, "HTML page (*.html)")
+            chosen, _filter = QFileDialog.getSaveFileName(w, "Export report", start, "HTML page (*.html)")
             if not chosen:
                 return None
             path = Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")

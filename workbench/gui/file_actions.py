@@ -21,7 +21,7 @@ class FileActions:
         self.window = window
 
     def open_dialog(self, *_: Any) -> None:
-        path, _ = QFileDialog.getOpenFileName(
+        path, _filter = QFileDialog.getOpenFileName(
             self.window,
             "Open a spec or a results database",
             self.window.last_dir(),
@@ -31,7 +31,7 @@ class FileActions:
             self.open_path(Path(path))
 
     def open_database_dialog(self, *_: Any) -> None:
-        path, _ = QFileDialog.getOpenFileName(
+        path, _filter = QFileDialog.getOpenFileName(
             self.window,
             "Open a results database",
             self.window.last_dir(),
@@ -97,7 +97,7 @@ class FileActions:
             return
         draft = w.builder.draft
         start = str(draft.path or Path(w.last_dir()) / f"{_slug(draft.name)}.toml")
-        path, _ = QFileDialog.getSaveFileName(w, "Save spec", start, "Specs (*.toml)")
+        path, _filter = QFileDialog.getSaveFileName(w, "Save spec", start, "Specs (*.toml)")
         if path:
             if not path.endswith(".toml"):
                 path += ".toml"

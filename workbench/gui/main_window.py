@@ -332,7 +332,9 @@ class MainWindow(QMainWindow):
         self.builder.set_viewer_reason(self.viewer)
         self.builder.runRequested.connect(self.run_control.start_run)
         self.builder.save_btn.clicked.connect(self.file_actions.save_spec_as)
-        self.experiment_page.layout().addWidget(self.builder)
+        experiment_layout = self.experiment_page.layout()
+        assert experiment_layout is not None  # set in _build_ui
+        experiment_layout.addWidget(self.builder)
         from workbench.gui.chartview import ChartPanel
 
         self.charts = ChartPanel()
