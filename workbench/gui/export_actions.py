@@ -62,9 +62,7 @@ class ExportActions:
         except OSError as exc:
             w.show_error("Export chart", f"cannot write {path}: {exc.strerror or exc}")
             return None
-        w.remember_dir(path)
-        w.statusBar().showMessage(f"Wrote {written}", 8000)
-        w.log_line(f"exported chart {chart.name} to {written}")
+        self._wrote(path, f"Wrote {written}", f"exported chart {chart.name} to {written}")
         return written
 
     def copy_current_chart(self, *_: Any) -> bool:
@@ -101,9 +99,7 @@ class ExportActions:
         except OSError as exc:
             w.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
             return None
-        w.remember_dir(path)
-        w.statusBar().showMessage(f"Wrote {path}", 8000)
-        w.log_line(f"exported the report of run {analysis.run['id']} to {path}")
+        self._wrote(path, f"Wrote {path}", f"exported the report of run {analysis.run['id']} to {path}")
         return path
 
     def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
@@ -135,9 +131,11 @@ class ExportActions:
         except WorkbenchError as exc:
             w.show_error("Export", str(exc))
             return []
-        w.remember_dir(out_dir / "x")
-        w.statusBar().showMessage(f"Wrote {len(written)} files to {out_dir}", 8000)
-        w.log_line(f"exported run {analysis.run['id']} to {out_dir}: {len(written)} files")
+        self._wrote(
+            out_dir / "x",
+            f"Wrote {len(written)} files to {out_dir}",
+            f"exported run {analysis.run['id']} to {out_dir}: {len(written)} files",
+        )
         return written
 
     def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
@@ -162,8 +160,7 @@ class ExportActions:
         except WorkbenchError as exc:
             w.show_error("Export", str(exc))
             return []
-        w.remember_dir(out_dir / "x")
-        w.statusBar().showMessage(f"Wrote {', '.join(p.name for p in written)} to {out_dir}", 8000)
+        self._wrote(out_dir / "x", f"Wrote {', '.join(p.name for p in written)} to {out_dir}")
         return written
 
     def _single_analysis(self, title: str) -> Any:
@@ -181,3 +178,11 @@ class ExportActions:
         if chart is None:
             w.show_error("Export chart", "No chart on screen: open a run with finished trials first.")
         return chart
+
+    def _wrote(self, path: Path, status: str, log: str | None = None) -> None:
+        """After a successful export: remember the folder for the next dialog, say so in the status
+        bar (and the log)."""
+        self.window.remember_dir(path)
+        self.window.statusBar().showMessage(status, 8000)
+        if log:
+            self.window.log_line(log)
