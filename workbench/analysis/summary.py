@@ -1,5 +1,6 @@
-"""From recorded trials to answers: medians with bootstrap CIs per variant × workload, and speed-ups
-against the baseline variant as ratios of medians with their CIs.
+"""Per variant × workload: medians with bootstrap CIs of every metric, and speed-ups against the
+baseline variant as ratios of medians with their CIs (the statistics themselves are in
+:mod:`workbench.analysis.stats`).
 
 Warm-up trials and failed trials are excluded from every statistic (they are stored and counted).
 Bootstrap resampling is stratified by prompt: a workload's prompts differ (chat turn 1 vs turn 6) far

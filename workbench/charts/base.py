@@ -1,4 +1,5 @@
-"""What each chart shows — series, labels, units — as plain data, without Qt.
+"""What each chart shows — series, labels, units — as plain data, without Qt: the base classes and the
+colours every chart kind (one module each in this package) shares.
 
 The chart module (:mod:`workbench.gui.charts`) draws these objects with pyqtgraph, for the GUI and for
 headless export alike, so the GUI never draws a chart differently from an exported file. Keeping the

@@ -83,7 +83,7 @@ def build_config(config_cls: type, params: dict[str, Any], *, where: str) -> Any
         raise SpecError(f"{where}: {exc}") from None
 
 
-# Keys every variant has, beside its strategy parameters (workbench.spec reads them; they are offered
+# Keys every variant has, beside its strategy parameters (workbench.spec.parse reads them; they are offered
 # as suggestions for misspelt keys too).
 COMMON_VARIANT_KEYS = frozenset(
     {

@@ -1,4 +1,5 @@
-"""Devices and the clock. The runner is the only user of the clock; strategies never time themselves.
+"""The clock and the memory tracker. The runner is the only user of the clock; strategies never time
+themselves. (Devices, which the clock synchronises, are :mod:`workbench.core.device`.)
 
 Every recorded edge is ``device.synchronize()`` followed by ``time.perf_counter_ns()`` (monotonic,
 nanosecond resolution). On CUDA the synchronize waits for every queued kernel, so a timestamp means
