@@ -443,9 +443,12 @@ def export(run_ref: str, out: Path, formats: str | None, baseline: str | None, d
 
 def _export(store: Any, run_id: int, out: Path, formats: Any, baseline: str | None) -> None:
     from workbench.gui import chart_renderer
-    from workbench.report.export import export_run
+    from workbench.report.export import NEEDS_RENDERER, export_run
 
-    renderer, why_not = chart_renderer()
+    # Qt starts only when a format needs drawing: `--format csv,md` stays light
+    renderer, why_not = None, "not needed"
+    if formats is None or any(f in NEEDS_RENDERER for f in formats):
+        renderer, why_not = chart_renderer()
     written, notes = export_run(
         store, run_id, out, formats, baseline=baseline, renderer=renderer, no_renderer=why_not
     )

@@ -31,11 +31,20 @@ from workbench.charts.base import Chart
 from workbench.core.errors import WorkbenchError
 from workbench.store import Store
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "ChartRenderer", "export_data", "export_run", "parse_formats"]
+__all__ = [
+    "DEFAULT_FORMATS",
+    "FORMATS",
+    "NEEDS_RENDERER",
+    "ChartRenderer",
+    "export_data",
+    "export_run",
+    "parse_formats",
+]
 
 FORMATS = ("png", "svg", "csv", "md", "html")
 DEFAULT_FORMATS = FORMATS
-_NEEDS_RENDERER = ("png", "svg", "html")
+#: the formats drawn by a chart renderer (the rest need no Qt)
+NEEDS_RENDERER = ("png", "svg", "html")
 
 
 class ChartRenderer(Protocol):
@@ -78,11 +87,11 @@ def export_run(
     run's ``analysis`` (and its ``charts``) passes them and nothing is analysed again."""
     notes: list[str] = []
     if formats is None:
-        formats = [f for f in DEFAULT_FORMATS if f not in _NEEDS_RENDERER or renderer is not None]
+        formats = [f for f in DEFAULT_FORMATS if f not in NEEDS_RENDERER or renderer is not None]
         if renderer is None:
             notes.append(f"PNG, SVG and HTML skipped: {no_renderer}")
-    elif renderer is None and any(f in _NEEDS_RENDERER for f in formats):
-        wanted = ", ".join(f for f in formats if f in _NEEDS_RENDERER)
+    elif renderer is None and any(f in NEEDS_RENDERER for f in formats):
+        wanted = ", ".join(f for f in formats if f in NEEDS_RENDERER)
         raise WorkbenchError(f"cannot export {wanted}: {no_renderer}; csv and md work without it")
     if analysis is None:
         analysis = analyze_run(store, run_ref, baseline)
@@ -100,7 +109,7 @@ def export_run(
         for path in export_data(store, analysis.run["id"], out_dir, analysis=analysis, charts=charts):
             wrote(path)
     pngs: dict[str, bytes] = {}
-    if renderer is not None and any(f in formats for f in _NEEDS_RENDERER):
+    if renderer is not None and any(f in formats for f in NEEDS_RENDERER):
         for chart in charts:
             if "png" in formats or "html" in formats:
                 pngs[chart.name] = renderer.png_bytes(chart)
