@@ -207,3 +207,15 @@ def test_swept_variants_are_stored_with_their_value(db_path):
     assert variants["baseline"]["sweep_param"] is None
     trials = store.trials(result.run_id)
     assert {t["variant"] for t in trials} >= {"steps tokens_per_step=2", "steps tokens_per_step=4"}
+
+
+def test_threads_is_applied_in_the_worker_and_recorded(db_path):
+    pytest.importorskip("torch")
+    with pytest.raises(Exception, match="'threads' must be a whole number of at least 1"):
+        spec(extra_a="threads = 0")
+    store = Store(db_path)
+    result = RunExecutor(spec(reps=1, extra_a="threads = 1"), store).run()
+    variants = {v["name"]: v for v in store.variants(result.run_id)}
+    assert variants["baseline"]["threads"] == 1 and variants["other"]["threads"] is None
+    env = json.loads(store.resolve_run(result.run_id)["environment"])
+    assert env["variants"]["baseline"]["torch_threads"] == 1

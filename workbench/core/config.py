@@ -95,6 +95,7 @@ COMMON_VARIANT_KEYS = frozenset(
         "trust_remote_code",
         "concurrency",
         "batch_size",
+        "threads",
     }
 )
 

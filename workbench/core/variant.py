@@ -24,6 +24,9 @@ class Variant:
     concurrency: int = 1
     #: prompts decoded together in one batch (left padding, attention mask); 1 = one at a time
     batch_size: int = 1
+    #: CPU threads for the variant's compute (torch intra-op threads in its worker; runtimes with their
+    #: own thread pool, e.g. llama.cpp, read it too); None = the library's default (one per core)
+    threads: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
     #: the strategy's ``Config`` instance built from ``params``
     config: Any = None
@@ -44,5 +47,6 @@ class Variant:
             "trust_remote_code": self.trust_remote_code,
             "concurrency": self.concurrency,
             "batch_size": self.batch_size,
+            **({"threads": self.threads} if self.threads is not None else {}),
             **self.params,
         }

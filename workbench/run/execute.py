@@ -124,6 +124,7 @@ class RunExecutor:
                     "params": v.params,
                     "concurrency": v.concurrency,
                     "batch_size": v.batch_size,
+                    "threads": v.threads,
                     "sweep_param": v.sweep_param,
                     "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },
@@ -175,6 +176,11 @@ class RunExecutor:
                     loaded = event.variant_fields()
                     environment.setdefault("host", event.environment)
                     environment.setdefault("variants", {})[variant.name] = loaded
+                    if "torch_threads" in event.environment:  # per variant: its `threads` may differ
+                        environment["variants"][variant.name] = {
+                            **loaded,
+                            "torch_threads": event.environment["torch_threads"],
+                        }
                     server = json.dumps(loaded["server"]) if loaded["server"] is not None else None
                     self.store.update_variant(
                         run_id, variant.name, {**loaded, "server": server, "status": "loaded"}

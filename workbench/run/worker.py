@@ -73,6 +73,17 @@ def main() -> int:
         os._exit(1)
 
 
+def _set_threads(threads: int) -> None:
+    """The variant's ``threads``: torch's intra-op pool (where torch is installed) and the variable
+    OpenMP-based runtimes read when they start."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(threads)
+
+
 def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     # Imported here so that a failing import is reported as a load failure, not a silent crash.
     from workbench.core import registry
@@ -90,6 +101,8 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         reason = strategy.available()
         if reason:
             raise WorkbenchError(f"strategy '{variant.strategy}' is not available here: {reason}")
+        if variant.threads is not None:
+            _set_threads(variant.threads)
         device = resolve_device(variant.device, needs_torch=strategy_cls.requires_model)
         bandwidth = _bandwidth(str(device))  # before the model takes memory and caches
         t0 = time.perf_counter()

@@ -293,6 +293,7 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         trust_remote_code=_get(data, "trust_remote_code", bool, where, default=False),
         concurrency=concurrency,
         batch_size=batch_size,
+        threads=_threads(data, where),
         params=params,
         config=config,
         sweep_param=sweep[0] if sweep else None,
@@ -408,6 +409,16 @@ def _check_keys(data: dict[str, Any], known: set[str], where: str) -> None:
 
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _threads(data: dict[str, Any], where: str) -> int | None:
+    """``threads``: a positive integer, or absent for the library's default (one per core)."""
+    value = data.get("threads")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(f"{where}: 'threads' must be a whole number of at least 1, got {value!r}")
+    return value
 
 
 def _request_count(data: dict[str, Any], key: str, where: str, supported: bool, refusal: str) -> int:

@@ -200,3 +200,9 @@ def m008_batching(db: Database) -> None:
     """Batched local decoding (a variant's ``batch_size``): how many requests shared each forward pass."""
     db.table("trials").add_column("batch_size", int)
     db.table("variants").add_column("batch_size", int)
+
+
+@migrations()
+def m009_threads(db: Database) -> None:
+    """A variant's ``threads`` (CPU threads for its compute; null = the library's default)."""
+    db.table("variants").add_column("threads", int)
