@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from workbench.analysis.summary import GroupSummary, summarize
 
-__all__ = ["RunAnalysis", "Timeline", "analyze_run"]
+__all__ = ["RunAnalysis", "Timeline", "analyze_run", "target_keys"]
 
 
 # -- one run, analysed: what the CLI, the export and the GUI show ---------------------------------------
@@ -46,6 +46,15 @@ class RunAnalysis:
     roofline: list[Any]  # workbench.analysis.roofline.RooflineRow per variant × workload
     timelines: list[Timeline]  # per workload, one representative prompt, every variant
     accepted_lengths: dict[str, dict[int, int]]  # variant → {accepted draft tokens: steps}
+    # experience targets (workbench.analysis.targets): workload → spec.targets.Targets, a Verdict per
+    # variant × workload that has targets, and per workload the "what would it take" lines
+    targets: dict[str, Any] = field(default_factory=dict)
+    verdicts: list[Any] = field(default_factory=list)
+    target_advice: dict[str, list[str]] = field(default_factory=dict)
+
+    def verdict(self, variant: str, workload: str) -> Any:
+        """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
+        return next((v for v in self.verdicts if (v.variant, v.workload) == (variant, workload)), None)
 
     @property
     def variant_names(self) -> list[str]:
@@ -67,11 +76,28 @@ class RunAnalysis:
             "environment": self.environment,
             "variants": self.variants,
             "baseline": self.baseline,
-            "summary": [s.to_dict() for s in self.summaries],
+            "summary": [
+                {**s.to_dict(), **target_keys(self.verdict(s.variant, s.workload))} for s in self.summaries
+            ],
             "phases": [p.to_dict() for p in self.phases],
             "roofline": [r.to_dict() for r in self.roofline],
             "accepted_lengths": self.accepted_lengths,
+            # per variant × workload with targets: the checks; per workload → variant: the goodput
+            "targets": [v.to_dict() for v in self.verdicts],
+            "goodput": {
+                w: {v.variant: v.goodput for v in self.verdicts if v.workload == w}
+                for w in dict.fromkeys(v.workload for v in self.verdicts)
+            },
+            "target_advice": self.target_advice,
         }
+
+
+def target_keys(verdict: Any) -> dict[str, Any]:
+    """The ``targets`` and ``goodput`` keys a summary row carries in JSON (None without targets)."""
+    return {
+        "targets": verdict.to_dict() if verdict is not None else None,
+        "goodput": verdict.goodput if verdict is not None else None,
+    }
 
 
 def analyze_run(store: Any, run_ref: str | int | None, baseline: str | None = None) -> RunAnalysis:
@@ -127,9 +153,22 @@ def analyze_run(store: Any, run_ref: str | int | None, baseline: str | None = No
     analysis.cost_model = CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}")
     analysis.phases = measure_phases(summaries, trials, ref, strategies=strategies, device=analysis.device)
     analysis.timelines = _timelines(store, trials, ref)
+    _judge_targets(analysis, strategies, ref)
     for row in store.accepted_lengths(run_id):
         analysis.accepted_lengths.setdefault(row["variant"], {})[int(row["accepted"])] = int(row["steps"])
     return analysis
+
+
+def _judge_targets(analysis: RunAnalysis, strategies: dict[str, str], reference: str | None) -> None:
+    """Verdicts and "what would it take" for the workloads the run's spec gives targets."""
+    from workbench.analysis.targets import evaluate, what_it_takes
+    from workbench.spec.parse import recorded_targets
+
+    analysis.targets = recorded_targets(analysis.run.get("spec") or "")
+    analysis.verdicts = evaluate(analysis.trials, analysis.targets)
+    analysis.target_advice = what_it_takes(
+        analysis.verdicts, analysis.trials, reference, analysis.phases, strategies
+    )
 
 
 def _timelines(store: Any, trials: Sequence[dict[str, Any]], reference: str | None) -> list[Timeline]:

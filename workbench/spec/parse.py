@@ -19,10 +19,12 @@ from workbench.core.device import check_device_name
 from workbench.core.errors import ModelSourceError, SpecError, StrategyError
 from workbench.core.variant import Variant
 from workbench.spec.sources import parse_source
+from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import (
     Workload,
     as_chat,
     builtin_names,
+    builtin_targets,
     builtin_workload,
     inline_items,
     load_jsonl,
@@ -31,7 +33,15 @@ from workbench.spec.workloads import (
     with_max_new_tokens,
 )
 
-__all__ = ["DTYPES", "Spec", "load_spec", "parse_spec", "spec_from_dict", "variant_from_dict"]
+__all__ = [
+    "DTYPES",
+    "Spec",
+    "load_spec",
+    "parse_spec",
+    "recorded_targets",
+    "spec_from_dict",
+    "variant_from_dict",
+]
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -70,6 +80,7 @@ _WORKLOAD_KEYS = {
     "input_tokens",
     "output_tokens",
     "prompts",
+    "targets",
 }
 
 
@@ -175,6 +186,35 @@ def spec_from_dict(
         text=text,
         path=path,
     )
+
+
+def recorded_targets(text: str) -> dict[str, Targets]:
+    """The targets per workload of a recorded spec (a run's ``spec`` text), without validating the
+    rest of it (its models and strategies need not exist here): a workload's own ``targets``, else a
+    built-in's defaults. Workloads without targets, and a spec that does not parse, give none."""
+    try:
+        data = tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError:
+        return {}
+    out: dict[str, Targets] = {}
+    workloads = data.get("workloads")
+    for table in workloads if isinstance(workloads, list) else []:
+        if not isinstance(table, dict) or not isinstance(table.get("name"), str):
+            continue
+        name = table["name"]
+        targets: Targets | None
+        try:
+            if "targets" in table:
+                targets = parse_targets(table["targets"], f"workload '{name}'")
+            elif "file" in table or "prompts" in table:
+                targets = None
+            else:
+                targets = builtin_targets(name)
+        except SpecError:
+            targets = None
+        if targets:
+            out[name] = targets
+    return out
 
 
 def variant_from_dict(data: dict[str, Any]) -> Variant:
@@ -358,8 +398,10 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
     top_p = _get(data, "top_p", float, where, default=defaults["top_p"])
     if not 0 < top_p <= 1:
         raise SpecError(f"{where}: 'top_p' must be in (0, 1]")
+    targets = parse_targets(data["targets"], where) if "targets" in data else workload.targets
     return dataclasses.replace(
         workload,
+        targets=targets or None,
         description=_get(data, "description", str, where, default=workload.description),
         ignore_eos=_get(data, "ignore_eos", bool, where, default=workload.ignore_eos),
         temperature=temperature,

@@ -20,13 +20,22 @@ from typing import Any
 from workbench.core.errors import SpecError
 from workbench.core.resources import resource_path
 from workbench.core.strategy import Prompt
+from workbench.spec.targets import Targets, parse_targets
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Item", "Workload", "builtin_names", "builtin_workload", "inline_items", "load_jsonl"]
+__all__ = [
+    "Item",
+    "Workload",
+    "builtin_names",
+    "builtin_targets",
+    "builtin_workload",
+    "inline_items",
+    "load_jsonl",
+]
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,7 @@ class Workload:
     top_k: int = 0
     stop: tuple[str, ...] = ()
     sweep: str | None = None  # "input" | "output" | None
+    targets: Targets | None = None  # what the feature needs (workbench.spec.targets); None: no targets
     settings: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -77,13 +87,14 @@ def builtin_workload(name: str) -> Workload:
         raise SpecError(f"unknown built-in workload '{name}'; built-ins: {', '.join(index)}")
     entry = index[name]
     path = _resource_dir() / entry["file"]
-    settings = {k: v for k, v in entry.items() if k not in ("file", "description", "sweep")}
+    settings = {k: v for k, v in entry.items() if k not in ("file", "description", "sweep", "targets")}
     common = dict(
         name=name,
         description=entry.get("description", ""),
         source="built-in",
         ignore_eos=bool(entry.get("ignore_eos", False)),
         settings=settings,
+        targets=builtin_targets(name),
     )
     sweep = entry.get("sweep")
     if sweep == "input":
@@ -99,6 +110,14 @@ def builtin_workload(name: str) -> Workload:
     items = load_jsonl(path, default_max_new_tokens=entry["max_new_tokens"])
     workload = Workload(items=items, **common)
     return as_chat(workload) if entry.get("as_chat") else workload
+
+
+def builtin_targets(name: str) -> Targets | None:
+    """The default targets of built-in workload ``name`` (None: it has none, or is not a built-in)."""
+    entry = _index().get(name)
+    if entry is None or "targets" not in entry:
+        return None
+    return parse_targets(entry["targets"], f"built-in workload '{name}'", source="built-in")
 
 
 def sweep_input_items(text: str, lengths: list[int], max_new_tokens: int) -> tuple[Item, ...]:

@@ -1,0 +1,201 @@
+"""What-if projections: TTFT and e2e of a variant at an input and output length it did not run, from
+straight lines fitted to its measured trials, with the fits' uncertainty.
+
+- **TTFT vs input**: least squares of TTFT on input tokens over the variant's measured trials (every
+  workload; ``sweep-input`` is what gives the line a range of lengths).
+- **Time vs output**: least squares of the time after the first token (e2e − TTFT) on output tokens − 1
+  (``sweep-output`` gives the range): its slope is the decode cost per token.
+- **e2e** = the two added. The interval is the 95 % confidence interval of the fitted lines at that
+  point (Student's t on the residuals; the two fits' variances added), i.e. where the *typical*
+  request of that shape lands; single requests scatter around it. A length beyond the measured range
+  is an extrapolation and is flagged as one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workbench.analysis.stats import Estimate
+
+__all__ = ["LinearFit", "Projection", "decode_fit", "fit", "project", "ttft_fit"]
+
+#: Student's t, two-sided 95 %, by degrees of freedom (normal beyond 30)
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t975(df: int) -> float:
+    return _T975[df - 1] if 1 <= df <= len(_T975) else 1.96
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """``y ≈ intercept + slope × x``, least squares, with what its uncertainty needs."""
+
+    slope: float
+    intercept: float
+    n: int
+    x_mean: float
+    sxx: float  # Σ (x − mean)²
+    residual_sd: float  # √(Σ residual² / (n − 2)); 0 for n = 2
+    x_min: float
+    x_max: float
+
+    def value(self, x: float) -> float:
+        return self.intercept + self.slope * x
+
+    def stderr(self, x: float) -> float | None:
+        """Standard error of the fitted line at ``x`` (None when n < 3: no residual to learn from)."""
+        if self.n < 3:
+            return None
+        return self.residual_sd * math.sqrt(1 / self.n + (x - self.x_mean) ** 2 / self.sxx)
+
+    def at(self, x: float) -> Estimate:
+        """The line at ``x`` with its 95 % confidence interval."""
+        y, se = self.value(x), self.stderr(x)
+        if se is None:
+            return Estimate(y, n=self.n)
+        half = t975(self.n - 2) * se
+        return Estimate(y, y - half, y + half, self.n)
+
+    def solve(self, y: float) -> float | None:
+        """The x at which the line reaches ``y`` (None for a flat or falling line)."""
+        return (y - self.intercept) / self.slope if self.slope > 0 else None
+
+    def extrapolated(self, x: float) -> bool:
+        span = self.x_max - self.x_min
+        return x < self.x_min - 0.05 * span or x > self.x_max + 0.05 * span
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slope": self.slope,
+            "intercept": self.intercept,
+            "n": self.n,
+            "residual_sd": self.residual_sd,
+            "x_min": self.x_min,
+            "x_max": self.x_max,
+        }
+
+
+def fit(xs: Sequence[float], ys: Sequence[float]) -> LinearFit | None:
+    """Least squares of ``ys`` on ``xs``; None when x does not vary."""
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if x.size < 2 or float(np.ptp(x)) == 0:
+        return None
+    x_mean = float(x.mean())
+    sxx = float(((x - x_mean) ** 2).sum())
+    slope = float(((x - x_mean) * (y - y.mean())).sum() / sxx)
+    intercept = float(y.mean() - slope * x_mean)
+    residuals = y - (intercept + slope * x)
+    sd = math.sqrt(float((residuals**2).sum()) / (x.size - 2)) if x.size > 2 else 0.0
+    return LinearFit(slope, intercept, int(x.size), x_mean, sxx, sd, float(x.min()), float(x.max()))
+
+
+def _ok(trials: Sequence[dict[str, Any]], variant: str | None) -> list[dict[str, Any]]:
+    return [
+        t
+        for t in trials
+        if t.get("status", "ok") == "ok"
+        and not t.get("warmup")
+        and (variant is None or t["variant"] == variant)
+    ]
+
+
+def ttft_fit(trials: Sequence[dict[str, Any]], variant: str | None = None) -> LinearFit | None:
+    """TTFT (ms) against input tokens over ``variant``'s measured trials."""
+    rows = [t for t in _ok(trials, variant) if t.get("input_tokens") and t.get("ttft_ms") is not None]
+    return fit([t["input_tokens"] for t in rows], [t["ttft_ms"] for t in rows])
+
+
+def decode_fit(trials: Sequence[dict[str, Any]], variant: str | None = None) -> LinearFit | None:
+    """The time after the first token (e2e − TTFT, ms) against output tokens − 1."""
+    rows = [
+        t
+        for t in _ok(trials, variant)
+        if t.get("output_tokens") and t.get("e2e_ms") is not None and t.get("ttft_ms") is not None
+    ]
+    return fit([t["output_tokens"] - 1 for t in rows], [t["e2e_ms"] - t["ttft_ms"] for t in rows])
+
+
+@dataclass
+class Projection:
+    """One variant at ``input_tokens`` in, ``output_tokens`` out: projected, not measured."""
+
+    variant: str
+    input_tokens: float
+    output_tokens: float
+    ttft: Estimate | None
+    decode: Estimate | None  # the time after the first token
+    e2e: Estimate | None
+    ttft_line: LinearFit | None
+    decode_line: LinearFit | None
+    notes: list[str] = field(default_factory=list)  # extrapolations, missing fits
+
+    def to_dict(self) -> dict[str, Any]:
+        def est(e: Estimate | None) -> dict[str, Any] | None:
+            return e.to_dict() if e is not None else None
+
+        return {
+            "variant": self.variant,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "predicted": True,
+            "ttft_ms": est(self.ttft),
+            "decode_phase_ms": est(self.decode),
+            "e2e_ms": est(self.e2e),
+            "ttft_fit": self.ttft_line.to_dict() if self.ttft_line else None,
+            "decode_fit": self.decode_line.to_dict() if self.decode_line else None,
+            "notes": self.notes,
+        }
+
+
+def project(
+    trials: Sequence[dict[str, Any]], variant: str, input_tokens: float, output_tokens: float
+) -> Projection:
+    """TTFT, the time after the first token and e2e of ``variant`` at these lengths, from its trials."""
+    t_line, d_line = ttft_fit(trials, variant), decode_fit(trials, variant)
+    p = Projection(variant, input_tokens, output_tokens, None, None, None, t_line, d_line)
+    if t_line is None:
+        p.notes.append("TTFT: the inputs did not vary in length (run sweep-input)")
+    else:
+        p.ttft = t_line.at(input_tokens)
+        if t_line.extrapolated(input_tokens):
+            p.notes.append(
+                f"input {input_tokens:,.0f} tokens is outside the measured {t_line.x_min:,.0f}–"
+                f"{t_line.x_max:,.0f}: extrapolated"
+            )
+    steps = max(output_tokens - 1, 0.0)
+    if d_line is None:
+        p.notes.append("decode: the outputs did not vary in length (run sweep-output)")
+    else:
+        p.decode = d_line.at(steps)
+        if d_line.extrapolated(steps):
+            p.notes.append(
+                f"output {output_tokens:,.0f} tokens is outside the measured {d_line.x_min + 1:,.0f}–"
+                f"{d_line.x_max + 1:,.0f}: extrapolated"
+            )
+    if (
+        p.ttft is not None
+        and p.decode is not None
+        and p.ttft.value is not None
+        and p.decode.value is not None
+    ):
+        value = p.ttft.value + p.decode.value
+        if p.ttft.lo is None or p.decode.lo is None:
+            p.e2e = Estimate(value, n=min(p.ttft.n, p.decode.n))
+        else:
+            # the two half-widths as standard errors (each over its own t), added in quadrature
+            assert t_line is not None and d_line is not None
+            se_t = (p.ttft.hi - p.ttft.value) / t975(t_line.n - 2)  # type: ignore[operator]
+            se_d = (p.decode.hi - p.decode.value) / t975(d_line.n - 2)  # type: ignore[operator]
+            half = t975(min(t_line.n, d_line.n) - 2) * math.hypot(se_t, se_d)
+            p.e2e = Estimate(value, value - half, value + half, min(t_line.n, d_line.n))
+    return p

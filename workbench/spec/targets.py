@@ -1,0 +1,103 @@
+"""Experience targets of a workload: what the feature needs, as limits on the measured metrics.
+
+A workload's ``targets`` table sets any of TTFT, TPOT, ITL p90/p99, e2e (upper limits, ms) and decode
+tok/s (a lower limit), each to hold at one percentile of the requests (default p90)::
+
+    [[workloads]]
+    name = "chat"
+    targets = {ttft_ms = 500, tpot_ms = 60, percentile = 90}
+
+The built-in workloads ship defaults (``resources/workloads/index.toml``, reasoning in
+``docs/targets.md``); a spec's ``targets`` replaces them whole (``targets = {}``: none). Plain data,
+no analysis: :mod:`workbench.analysis.targets` turns targets and trials into verdicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.core.errors import SpecError
+
+__all__ = ["DEFAULT_PERCENTILE", "TARGET_METRICS", "Targets", "parse_targets"]
+
+DEFAULT_PERCENTILE = 90.0
+
+#: spec key (= the trials column) → (label, unit, higher_is_better)
+TARGET_METRICS: dict[str, tuple[str, str, bool]] = {
+    "ttft_ms": ("TTFT", "ms", False),
+    "tpot_ms": ("TPOT", "ms", False),
+    "itl_p90_ms": ("ITL p90", "ms", False),
+    "itl_p99_ms": ("ITL p99", "ms", False),
+    "e2e_ms": ("e2e", "ms", False),
+    "decode_tokens_per_s": ("decode", "tok/s", True),
+}
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Limits per metric (column name → value) that ``percentile`` % of the requests must meet."""
+
+    limits: tuple[tuple[str, float], ...] = ()
+    percentile: float = DEFAULT_PERCENTILE
+    source: str = "spec"  # "built-in" (the workload's defaults) or "spec"
+
+    @property
+    def metrics(self) -> list[str]:
+        return [m for m, _ in self.limits]
+
+    def limit(self, metric: str) -> float | None:
+        return dict(self.limits).get(metric)
+
+    def __bool__(self) -> bool:
+        return bool(self.limits)
+
+    def describe(self) -> str:
+        """e.g. ``TTFT ≤ 500 ms, TPOT ≤ 60 ms at p90``."""
+        parts = []
+        for metric, value in self.limits:
+            label, unit, higher = TARGET_METRICS[metric]
+            parts.append(f"{label} {'≥' if higher else '≤'} {_num(value)} {unit}")
+        return ", ".join(parts) + f" at p{_num(self.percentile)}" if parts else "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dict(self.limits), "percentile": self.percentile, "source": self.source}
+
+    def to_table(self) -> dict[str, Any]:
+        """The spec's ``targets`` table (what the GUI writes back)."""
+        table: dict[str, Any] = {m: _plain(v) for m, v in self.limits}
+        if self.percentile != DEFAULT_PERCENTILE:
+            table["percentile"] = _plain(self.percentile)
+        return table
+
+
+def parse_targets(value: Any, where: str, *, source: str = "spec") -> Targets:
+    """A ``targets`` table → :class:`Targets`; every mistake is one line naming ``where`` and the key."""
+    if not isinstance(value, dict):
+        raise SpecError(
+            f"{where}: 'targets' must be a table, e.g. targets = {{ttft_ms = 500, tpot_ms = 60, percentile = 90}}"
+        )
+    known = [*TARGET_METRICS, "percentile"]
+    limits = []
+    percentile = DEFAULT_PERCENTILE
+    for key, raw in value.items():
+        if key not in known:
+            raise SpecError(f"{where}: unknown target '{key}'; targets: {', '.join(known)}")
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0:
+            raise SpecError(f"{where}: target '{key}' must be a positive number, got {raw!r}")
+        if key == "percentile":
+            if not 0 < raw < 100:
+                raise SpecError(f"{where}: target 'percentile' must be above 0 and below 100, got {raw!r}")
+            percentile = float(raw)
+        else:
+            limits.append((key, float(raw)))
+    order = list(TARGET_METRICS)
+    return Targets(tuple(sorted(limits, key=lambda kv: order.index(kv[0]))), percentile, source)
+
+
+def _plain(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3g}"
