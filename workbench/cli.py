@@ -362,12 +362,28 @@ def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | N
     return summarize(merged.trials, merged.baseline, merged.windows)
 
 
+def _verdicts(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None) -> list[Any]:
+    """The experience targets' verdicts per variant × workload (targets from each run's spec)."""
+    from workbench.analysis.compare import merge_runs
+    from workbench.analysis.targets import evaluate
+    from workbench.spec.parse import recorded_targets
+
+    targets: dict[str, Any] = {}
+    for row in reversed(run_rows):  # the first run's targets win
+        targets.update(recorded_targets(row.get("spec") or ""))
+    return evaluate(merge_runs(store, run_rows, baseline, strict=True).trials, targets)
+
+
 def _print_comparison(
     store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None, *, as_json: bool
 ) -> None:
     summaries = _summaries(store, run_rows, baseline)
     if as_json:
-        click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+        from workbench.analysis.run import target_keys
+
+        verdicts = {(v.variant, v.workload): v for v in _verdicts(store, run_rows, baseline)}
+        rows = [{**s.to_dict(), **target_keys(verdicts.get((s.variant, s.workload)))} for s in summaries]
+        click.echo(json.dumps(rows, indent=2))
         return
     if not summaries:
         click.echo("No finished trials.")
@@ -386,6 +402,26 @@ def _print_comparison(
     )
     if len(run_rows) == 1:
         _print_phases(store, run_rows[0], baseline)
+    else:
+        _print_targets(_verdicts(store, run_rows, baseline))
+
+
+def _print_targets(verdicts: Sequence[Any], advice: dict[str, list[str]] | None = None) -> None:
+    """Per workload with targets: which variants meet them, the goodput, and what would it take."""
+    from workbench.report.targets import TARGETS_NOTE, targets_table
+
+    if not verdicts:
+        return
+    click.echo()
+    click.echo("Experience targets (per workload: which variants meet them):")
+    click.echo(text_table(*targets_table(verdicts)))
+    click.echo(TARGETS_NOTE, err=True)
+    for workload, lines in (advice or {}).items():
+        if len(lines) < 2:  # nothing missed by the reference variant
+            continue
+        click.echo(f"  What would it take — {workload}:")
+        for line in lines[1:]:
+            click.echo(textwrap.fill(line, 110, initial_indent="    - ", subsequent_indent="      "))
 
 
 def _print_phases(store: Any, run_row: dict[str, Any], baseline: str | None) -> None:
@@ -393,6 +429,7 @@ def _print_phases(store: Any, run_row: dict[str, Any], baseline: str | None) -> 
     from workbench.analysis.run import analyze_run
 
     analysis = analyze_run(store, run_row["id"], baseline)
+    _print_targets(analysis.verdicts, analysis.target_advice)
     if not analysis.phases:
         return
     click.echo()
@@ -411,6 +448,72 @@ def _print_phases(store: Any, run_row: dict[str, Any], baseline: str | None) -> 
             click.echo(
                 textwrap.fill(line, 110, initial_indent=indent + "- ", subsequent_indent=indent + "  ")
             )
+
+
+# -- what if ------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN", default="latest")
+@click.option(
+    "--input", "input_tokens", type=click.IntRange(min=1), required=True, help="Input length (tokens)."
+)
+@click.option(
+    "--output", "output_tokens", type=click.IntRange(min=1), required=True, help="Output length (tokens)."
+)
+@click.option(
+    "--variant", "variants", multiple=True, help="Only this variant (repeatable; default: every variant)."
+)
+@db_option
+@json_option
+def project(
+    run_ref: str,
+    input_tokens: int,
+    output_tokens: int,
+    variants: tuple[str, ...],
+    db: Path | None,
+    as_json: bool,
+) -> None:
+    """What if: TTFT and e2e per variant at an input and output length, projected from the run's
+    fitted lines (TTFT against input tokens, the time after the first token against output tokens)
+    with their 95 % confidence intervals. A prediction, not a measurement: run the sweep-input and
+    sweep-output workloads for lines that span the lengths. RUN is an id, a name or 'latest'."""
+    from workbench.analysis.projection import project as project_one
+    from workbench.report.targets import projection_table
+
+    store = _open_store(db, create=False)
+    run_row = store.resolve_run(run_ref)
+    trials = store.trials(run_row["id"])
+    names = list(dict.fromkeys(t["variant"] for t in trials if t["status"] == "ok"))
+    if not names:
+        raise WorkbenchError(f"run {run_row['id']} has no finished trials to project from")
+    unknown = [v for v in variants if v not in names]
+    if unknown:
+        raise WorkbenchError(
+            f"variant {unknown[0]!r} not in run {run_row['id']}; variants: {', '.join(names)}"
+        )
+    projections = [project_one(trials, v, input_tokens, output_tokens) for v in (variants or names)]
+    if all(p.ttft is None and p.decode is None for p in projections):
+        raise WorkbenchError(
+            f"run {run_row['id']} has no spread of lengths to fit: neither its inputs nor its outputs "
+            "vary (add the sweep-input and sweep-output workloads)"
+        )
+    if as_json:
+        click.echo(json.dumps([p.to_dict() for p in projections], indent=2))
+        return
+    click.echo(
+        f"Projected (a prediction from run {run_row['id']}'s fitted lines, not a measurement) for "
+        f"{input_tokens:,} input and {output_tokens:,} output tokens:"
+    )
+    click.echo(text_table(*projection_table(projections)))
+    for p in projections:
+        for note in p.notes:
+            click.echo(f"{p.variant}: {note}", err=True)
+    click.echo(
+        "[lo–hi]: 95 % confidence interval of the fitted lines (where a typical request of that shape "
+        "lands; single requests scatter around it).",
+        err=True,
+    )
 
 
 # -- export -------------------------------------------------------------------------------------
@@ -523,7 +626,7 @@ def gui_options(f: F) -> F:
             click.option(
                 "--tab",
                 type=click.Choice(TAB_CHOICES),
-                help="The tab to show (with --screenshot: the tab to capture); the last six are the chart "
+                help="The tab to show (with --screenshot: the tab to capture); the last seven are the chart "
                 "tabs.",
             ),
             click.option(

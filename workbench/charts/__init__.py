@@ -20,6 +20,7 @@ from workbench.charts.sweeps import (
     parameter_sweep_charts,
     sweep_charts,
 )
+from workbench.charts.targets import TargetBar, TargetsChart, targets_chart
 from workbench.charts.timeline import TimelineChart, timeline_charts
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "SpeedupPoint",
     "SweepChart",
     "SweepSeries",
+    "TargetBar",
+    "TargetsChart",
     "TimelineChart",
     "acceptance_chart",
     "headline_chart",
@@ -48,6 +51,7 @@ __all__ = [
     "run_charts",
     "speedup_chart",
     "sweep_charts",
+    "targets_chart",
     "timeline_charts",
     "variant_colours",
 ]
@@ -58,6 +62,7 @@ def run_charts(analysis: Any) -> list[Chart]:
     labels = {p.workload: p.headline for p in analysis.phases}
     charts: list[Chart | None] = [headline_chart(analysis.summaries, labels)]
     charts.append(speedup_chart(analysis))
+    charts.append(targets_chart(analysis))
     charts.extend(timeline_charts(analysis))
     charts.extend(sweep_charts(analysis))
     charts.extend(parameter_sweep_charts(analysis))

@@ -26,6 +26,7 @@ TAB_NAMES = (
     "speedup",
     "acceptance",
     "memory",
+    "targets",
 )
 
 

@@ -172,8 +172,17 @@ class ExperimentBuilder(QWidget):
         self.add_prompts_btn = QPushButton("Write prompts…")
         self.add_prompts_btn.setToolTip("Type your own prompts; they are kept inside the spec")
         self.remove_workload_btn = QPushButton("Remove")
+        self.custom_targets_btn = QPushButton("Targets…")
+        self.custom_targets_btn.setObjectName("customTargets")
+        self.custom_targets_btn.setToolTip("The experience targets of the selected workload of yours")
+        self.target_buttons: dict[str, QPushButton] = {}
         wbuttons = QVBoxLayout()
-        for b in (self.add_jsonl_btn, self.add_prompts_btn, self.remove_workload_btn):
+        for b in (
+            self.add_jsonl_btn,
+            self.add_prompts_btn,
+            self.custom_targets_btn,
+            self.remove_workload_btn,
+        ):
             wbuttons.addWidget(b)
         wbuttons.addStretch(1)
         workloads_box = QGroupBox("Workloads")
@@ -235,6 +244,7 @@ class ExperimentBuilder(QWidget):
         self.add_jsonl_btn.clicked.connect(self._add_jsonl)
         self.add_prompts_btn.clicked.connect(self._add_prompts)
         self.remove_workload_btn.clicked.connect(self._remove_custom)
+        self.custom_targets_btn.clicked.connect(self._edit_custom_targets)
         self.custom_list.itemDoubleClicked.connect(self._edit_custom)
         self.run_btn.clicked.connect(self.runRequested)
 
@@ -256,11 +266,17 @@ class ExperimentBuilder(QWidget):
             label.setTextFormat(Qt.TextFormat.RichText)
             self.builtin_boxes[name] = box
             self.builtin_labels[name] = (label, description)
-            row, col = i // 2, (i % 2) * 2
+            targets = QPushButton("Targets…")
+            targets.setObjectName(f"targets_{name}")
+            targets.setToolTip(f"What {name} needs: TTFT, TPOT, ITL, e2e or decode tok/s at a percentile")
+            targets.clicked.connect(lambda _=False, n=name: self.edit_targets(n))
+            self.target_buttons[name] = targets
+            row, col = i // 2, (i % 2) * 3
             self.builtin_grid.addWidget(box, row, col)
             self.builtin_grid.addWidget(label, row, col + 1)
+            self.builtin_grid.addWidget(targets, row, col + 2)
         self.builtin_grid.setColumnStretch(1, 1)
-        self.builtin_grid.setColumnStretch(3, 1)
+        self.builtin_grid.setColumnStretch(4, 1)
 
     # -- public ----------------------------------------------------------------------------------
 
@@ -336,6 +352,7 @@ class ExperimentBuilder(QWidget):
             text = f"<span style='color:{muted}'>{html.escape(description)}</span>"
             if p is not None:
                 text += f"<br>predicted <b>{p.label}</b>, prefill ~{p.prefill_share:.0%}"
+            text += f"<br>{html.escape(self._targets_line(name, spec))}"
             label.setText(text)
             label.setToolTip(p.describe() if p else description)
         for i in range(self.custom_list.count()):
@@ -344,7 +361,9 @@ class ExperimentBuilder(QWidget):
             p = self.predictions.get(table.get("name"))
             base = item.text().split(" → predicted")[0]
             item.setText(base + (f" → predicted {p.label}, prefill ~{p.prefill_share:.0%}" if p else ""))
-            item.setToolTip(p.describe() if p else "")
+            workload = next((w for w in spec.workloads if w.name == table.get("name")), None)
+            targets = workload.targets.describe() if workload is not None and workload.targets else "none"
+            item.setToolTip((p.describe() + "\n" if p else "") + f"targets: {targets}")
 
     # -- variants --------------------------------------------------------------------------------
 
@@ -505,6 +524,53 @@ class ExperimentBuilder(QWidget):
 
     # -- workloads -------------------------------------------------------------------------------
 
+    def _workload_table(self, name: str) -> dict[str, Any] | None:
+        return next((w for w in self.draft.workloads if w.get("name") == name), None)
+
+    def _targets_line(self, name: str, spec: Spec | None) -> str:
+        """The targets a workload of the picker will be judged by (its own, else the built-in's)."""
+        from workbench.gui.targets_dialog import targets_text
+        from workbench.spec.workloads import builtin_targets
+
+        table = self._workload_table(name)
+        workload = next((w for w in spec.workloads if w.name == name), None) if spec else None
+        if table is not None and "targets" in table:
+            return targets_text(workload.targets if workload else None)
+        return targets_text(builtin_targets(name), builtin=True)
+
+    def set_workload_targets(self, name: str, table: dict[str, Any] | None) -> None:
+        """Give workload ``name`` its own ``targets`` table (a built-in is ticked first), or with None
+        drop them (a built-in's defaults apply again)."""
+        workload = self._workload_table(name)
+        if workload is None and name in self.builtin_boxes:
+            self.draft.set_builtin_workload(name, True, self._common_defaults())
+            self._refresh_workloads()
+            workload = self._workload_table(name)
+        if workload is None:
+            return
+        if table is None:
+            workload.pop("targets", None)
+        else:
+            workload["targets"] = dict(table)
+        self._changed()
+
+    def edit_targets(self, name: str) -> None:
+        from workbench.gui.targets_dialog import TargetsDialog
+        from workbench.spec.workloads import builtin_targets
+
+        table = self._workload_table(name)
+        current = table.get("targets") if table is not None else None
+        dialog = TargetsDialog(
+            name, current if isinstance(current, dict) else None, builtin_targets(name), self
+        )
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            self.set_workload_targets(name, dialog.table())
+
+    def _edit_custom_targets(self) -> None:
+        item = self.custom_list.currentItem() or self.custom_list.item(0)
+        if item is not None:
+            self.edit_targets(str(item.data(Qt.ItemDataRole.UserRole).get("name")))
+
     def _refresh_workloads(self) -> None:
         custom = [w for w in self.draft.workloads if "file" in w or "prompts" in w]
         names = {w.get("name") for w in self.draft.workloads if w not in custom}
@@ -523,6 +589,7 @@ class ExperimentBuilder(QWidget):
             item.setData(Qt.ItemDataRole.UserRole, w)
             self.custom_list.addItem(item)
         self.remove_workload_btn.setEnabled(bool(custom))
+        self.custom_targets_btn.setEnabled(bool(custom))
 
     def _common_defaults(self) -> dict[str, Any]:
         out = {}

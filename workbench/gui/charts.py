@@ -157,6 +157,8 @@ def preferred_size(chart: cd.Chart) -> tuple[int, int]:
         return WIDTH, 150 + 34 * rows
     if isinstance(chart, cd.RooflineChart):
         return WIDTH, 150 + 34 * (len(chart.rows_) + len(chart.workloads))
+    if isinstance(chart, cd.TargetsChart):
+        return WIDTH, 170 + 34 * (len(chart.bars) + len(chart.workloads))
     if isinstance(chart, cd.MemoryChart):
         return WIDTH, 170 + 40 * len(chart.bars)
     return WIDTH, 580
@@ -506,6 +508,35 @@ def _roofline(widget: pg.GraphicsLayoutWidget, chart: cd.RooflineChart) -> None:
     plot.setXRange(0, longest * 1.5, padding=0)
 
 
+def _targets(widget: pg.GraphicsLayoutWidget, chart: cd.TargetsChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=True, y=False, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    colours = chart.colours
+    groups = [(w, [b.variant for b in chart.bars if b.workload == w]) for w in chart.workloads]
+    dash = pg.mkPen("#555555", width=1.2, style=QtCore.Qt.PenStyle.DashLine)
+    for (workload, _), ys in zip(groups, _grouped_rows(plot, groups), strict=True):
+        bars = [b for b in chart.bars if b.workload == workload]
+        for b, y in zip(bars, ys, strict=True):
+            colour = colours.get(b.variant, cd.OKABE_ITO[-1])
+            share = 100 * (b.goodput or 0.0)
+            plot.addItem(
+                pg.BarGraphItem(
+                    x0=[0],
+                    y=[y],
+                    height=0.62,
+                    width=[share],
+                    brush=colour if b.status == "met" else cd.lighten(colour),
+                    pen=pg.mkPen(colour if b.status != "met" else "#333333", width=1.2),
+                )
+            )
+            # the share each target asks for, across this row
+            _line(plot, [b.percentile, b.percentile], [y - 0.42, y + 0.42], pen=dash)
+            _text(plot, max(share, b.percentile) + 1.5, y, b.label, FOREGROUND, (0, 0.5))
+    plot.setXRange(0, 175, padding=0)
+    plot.getAxis("bottom").setTicks([[(v, f"{v}") for v in range(0, 101, 20)], []])
+
+
 _BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
     cd.HeadlineChart: _headline,
     cd.TimelineChart: _timeline,
@@ -515,6 +546,7 @@ _BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
     cd.AcceptanceChart: _acceptance,
     cd.MemoryChart: _memory,
     cd.RooflineChart: _roofline,
+    cd.TargetsChart: _targets,
 }
 
 

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from workbench import charts as cd
 from workbench.gui import charts
+from workbench.spec.targets import TARGET_METRICS
 
 __all__ = ["CHART_TABS", "ChartHover", "ChartPanel", "copy_chart", "describe", "export_chart"]
 
@@ -40,6 +41,11 @@ CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
     ("Speed-up", ("speedup",), "No speed-ups: the run needs a baseline variant and another variant."),
     ("Acceptance", ("accepted-length",), "No speculative variants (speculative, prompt-lookup) in this run."),
     ("Memory", ("memory", "roofline"), "No memory figures recorded."),
+    (
+        "Targets",
+        ("targets",),
+        "No experience targets: no workload of this run has targets (docs/targets.md).",
+    ),
 ]
 
 
@@ -319,6 +325,20 @@ def describe(chart: cd.Chart, plot: Any, x: float, y: float) -> str | None:
             f"<b>{r.variant}</b> on <b>{r.workload}</b><br>decode {decode} tok/s{fraction}<br>"
             f"memory-bandwidth limit {limit} tok/s{bandwidth}"
         )
+    if isinstance(chart, cd.TargetsChart):
+        target_bars = [tb for w in chart.workloads for tb in chart.bars if tb.workload == w]
+        k = _row_at(plot, y, 0.4)
+        if k is None or k >= len(target_bars):
+            return None
+        tb = target_bars[k]
+        lines = [f"<b>{tb.variant}</b> on <b>{tb.workload}</b>: {tb.status}", tb.label]
+        for metric, status, measured, target in tb.checks:
+            label, unit, higher = TARGET_METRICS[metric]
+            value = "no data" if measured is None else f"{measured:,.4g} {unit}"
+            lines.append(
+                f"{label} p{tb.percentile:g}: {value} vs {'≥' if higher else '≤'} {target:,.4g} {unit} ({status})"
+            )
+        return "<br>".join(lines)
     if isinstance(chart, cd.AcceptanceChart):
         variants = list(chart.counts)
         if not variants:

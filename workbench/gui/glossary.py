@@ -31,6 +31,11 @@ TERMS: dict[str, str] = {
     "dominates (prefill-heavy), low means the output does (decode-heavy).",
     "phase": "Which phase dominates the baseline's time on this workload: prefill-heavy when reading the "
     "prompt takes most of it, decode-heavy when writing the answer does, balanced in between.",
+    "targets": "The workload's experience targets (TTFT, TPOT, ITL, e2e, decode tok/s at a percentile): "
+    "which ones this variant met at that percentile, and its goodput — the share of its requests that "
+    "met every target.",
+    "goodput": "Share of the requests that met every target of the workload (failed requests count as "
+    "missing them).",
     "repetitions": "Measured trials per prompt; more repetitions give tighter confidence intervals.",
     "warm-up": "Trials per workload run first and left out of the statistics (caches, lazy "
     "initialisation, clocks ramping up).",

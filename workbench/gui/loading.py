@@ -45,6 +45,11 @@ class ResultsData:
     charts: list[Any] = field(default_factory=list)  # chartdata.Chart, headline first
     comparisons: list[Any] = field(default_factory=list)  # analysis.RunComparison (two runs, by name)
     unmatched: list[str] = field(default_factory=list)  # variants only one of the two runs has
+    verdicts: list[Any] = field(default_factory=list)  # analysis.targets.Verdict per variant × workload
+
+    @property
+    def target_advice(self) -> dict[str, list[str]]:
+        return dict(self.analysis.target_advice) if self.analysis is not None else {}
 
     @property
     def phases(self) -> list[Any]:
@@ -81,13 +86,19 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
         if len(runs) == 1:
             data.analysis = analyze_run(store, runs[0]["id"])
             data.summaries = data.analysis.summaries
+            data.verdicts = data.analysis.verdicts
             data.charts = chartdata.run_charts(data.analysis)
             return data
         data.summaries = summarize(merged.trials, merged.baseline, merged.windows)
-        view = _Compared(data.summaries, merged.baseline, [v["name"] for v in merged.variants])
+        data.verdicts = _verdicts(runs, merged.trials)
+        view = _Compared(data.summaries, merged.baseline, [v["name"] for v in merged.variants], data.verdicts)
         data.charts = [
             c
-            for c in (chartdata.headline_chart(data.summaries), chartdata.speedup_chart(view))
+            for c in (
+                chartdata.headline_chart(data.summaries),
+                chartdata.speedup_chart(view),
+                chartdata.targets_chart(view),
+            )
             if c is not None and (not isinstance(c, chartdata.HeadlineChart) or c.groups)
         ]
         a, b = runs
@@ -106,6 +117,18 @@ class _Compared:
     summaries: list[Any]
     baseline: str | None
     variant_names: list[str]
+    verdicts: list[Any] = field(default_factory=list)
+
+
+def _verdicts(runs: Sequence[dict[str, Any]], trials: Sequence[dict[str, Any]]) -> list[Any]:
+    """Experience targets judged on runs side by side (each run's spec; the first's win)."""
+    from workbench.analysis.targets import evaluate
+    from workbench.spec.parse import recorded_targets
+
+    targets: dict[str, Any] = {}
+    for run in reversed(runs):
+        targets.update(recorded_targets(run.get("spec") or ""))
+    return evaluate(trials, targets)
 
 
 def _ready() -> bool:

@@ -57,6 +57,7 @@ CHART_TAB_NAMES = {
     "speedup": "speedup",
     "acceptance": "accepted-length",
     "memory": "memory",
+    "targets": "targets",
 }
 
 

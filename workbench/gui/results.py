@@ -94,6 +94,7 @@ COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]] | None]] = [
     ("decode speed-up", "speed-up", _ratio("speedup_decode")),
     ("accepted", "acceptance", _acceptance),
     ("match", "match", _match),
+    ("targets", "targets", None),  # filled from the experience targets' verdicts (per variant × workload)
 ]
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -106,16 +107,27 @@ class SummaryTableModel(QAbstractTableModel):
         self._rows: list[Any] = []
         self._cells: list[list[tuple[str, Any]]] = []
 
-    def set_summaries(self, summaries: Sequence[Any], phases: dict[str, str] | None = None) -> None:
-        """``phases``: workload → its measured phase label (``decode-heavy``...)."""
+    def set_summaries(
+        self,
+        summaries: Sequence[Any],
+        phases: dict[str, str] | None = None,
+        verdicts: Sequence[Any] = (),
+    ) -> None:
+        """``phases``: workload → its measured phase label (``decode-heavy``...); ``verdicts``: the
+        experience targets' :class:`~workbench.analysis.targets.Verdict` per variant × workload."""
         phases = phases or {}
+        by_group = {(v.variant, v.workload): v for v in verdicts}
+
+        def special(header: str, s: Any) -> tuple[str, Any]:
+            if header == "targets":
+                v = by_group.get((s.variant, s.workload))
+                return (v.short(), v.goodput) if v is not None else ("", None)
+            return (phases.get(s.workload, ""), phases.get(s.workload, ""))
+
         self.beginResetModel()
         self._rows = list(summaries)
         self._cells = [
-            [
-                get(s) if get is not None else (phases.get(s.workload, ""), phases.get(s.workload, ""))
-                for _, _, get in COLUMNS
-            ]
+            [get(s) if get is not None else special(header, s) for header, _, get in COLUMNS]
             for s in self._rows
         ]
         self.endResetModel()

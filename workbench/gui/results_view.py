@@ -93,7 +93,9 @@ class ResultsView(QObject):
             )
             or ""
         )
-        w.table_model.set_summaries(data.summaries, {p.workload: p.label for p in data.phases})
+        w.table_model.set_summaries(
+            data.summaries, {p.workload: p.label for p in data.phases}, getattr(data, "verdicts", ())
+        )
         w.advice.setHtml(advice_html(data))
         self.update_charts()
         if data.failures:
@@ -140,6 +142,16 @@ def advice_html(data: Any) -> str:
         if data.unmatched:
             out.append(f"<p><i>Not matched: {escape(', '.join(data.unmatched))}</i></p>")
         return "".join(out)
+    advice = getattr(data, "target_advice", {}) or {}
+    if advice:  # experience targets: who meets them, and what would it take
+        out.append("<h3>Experience targets</h3>")
+        for workload, lines in advice.items():
+            out.append(f"<p><b>{escape(workload)}</b></p><ul>")
+            out += [
+                f"<li>{'<i>' + escape(line) + '</i>' if line.startswith('Prediction:') else escape(line)}</li>"
+                for line in lines
+            ]
+            out.append("</ul>")
     for p in data.phases:
         out.append(f"<h3>{escape(p.workload)} — {escape(p.headline)}</h3>")
         if p.prediction is not None:

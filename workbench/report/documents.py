@@ -23,6 +23,7 @@ from workbench.report.formatting import (
 )
 from workbench.report.formatting import fmt as _fmt
 from workbench.report.formatting import ratio as _ratio
+from workbench.report.targets import TARGETS_NOTE, targets_table
 
 __all__ = ["html_report", "markdown_report", "results_table"]
 
@@ -212,9 +213,15 @@ def markdown_report(
         out += [f"### {p.workload} — {p.headline}", ""]
         out += [f"- {line}" for line in p.advice]
         out.append("")
+    if analysis.verdicts:  # experience targets: who meets them, goodput, what would it take
+        out += ["## Experience targets", ""]
+        image("targets")
+        out += [_md_table(*targets_table(analysis.verdicts)), "", TARGETS_NOTE, ""]
+        for workload, lines in analysis.target_advice.items():
+            out += [f"### {workload}", ""] + [f"- {line}" for line in lines] + [""]
     out += ["## Results", "", _md_table(*results_table(analysis)), "", _FOOTNOTE, ""]
     image("speedup")
-    rest = [name for name in by_name if name not in ("headline", "speedup") and name in images]
+    rest = [name for name in by_name if name not in ("headline", "speedup", "targets") and name in images]
     if rest:
         out += ["## Charts", ""]
         for name in rest:
@@ -246,14 +253,16 @@ ul{margin-top:.3em}.note{color:#555;font-size:.9em}code{background:#f4f4f4;paddi
 """
 
 
-def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], colours: dict[str, str]) -> str:
+def _html_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], colours: dict[str, str], colour_column: int = 0
+) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = []
     for row in rows:
         cells = []
         for i, c in enumerate(row):
             text = html.escape(str(c))
-            if i == 0 and c in colours:
+            if i == colour_column and c in colours:
                 text = f'<span class="swatch" style="background:{colours[c]}"></span>{text}'
             cells.append(f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -299,11 +308,22 @@ def html_report(
             css = ' class="finding"' if line.startswith("Finding:") else ""
             parts.append(f"<li><span{css}>{esc(line)}</span></li>")
         parts.append("</ul>")
+    if analysis.verdicts:  # experience targets: who meets them, goodput, what would it take
+        parts.append("<h2>Experience targets</h2>")
+        figure("targets")
+        parts.append(_html_table(*targets_table(analysis.verdicts), colours=colours, colour_column=2))
+        parts.append(f'<p class="note">{esc(TARGETS_NOTE)}</p>')
+        for workload, lines in analysis.target_advice.items():
+            parts.append(f"<h3>{esc(workload)}</h3><ul>")
+            for line in lines:
+                css = ' class="finding"' if line.startswith("Prediction:") else ""
+                parts.append(f"<li><span{css}>{esc(line)}</span></li>")
+            parts.append("</ul>")
     parts.append("<h2>Results</h2>")
     parts.append(_html_table(*results_table(analysis), colours=colours))
     parts.append(f'<p class="note">{esc(_FOOTNOTE)}</p>')
     figure("speedup")
-    rest = [name for name in by_name if name not in ("headline", "speedup") and name in pngs]
+    rest = [name for name in by_name if name not in ("headline", "speedup", "targets") and name in pngs]
     if rest:
         parts.append("<h2>Charts</h2>")
         for name in rest:
