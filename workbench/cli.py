@@ -429,9 +429,12 @@ def _print_phases(store: Any, run_row: dict[str, Any], baseline: str | None) -> 
     from workbench.analysis.run import analyze_run
 
     analysis = analyze_run(store, run_row["id"], baseline)
+    if analysis.phases:
+        _print_phase_lines(analysis)
     _print_targets(analysis.verdicts, analysis.target_advice)
-    if not analysis.phases:
-        return
+
+
+def _print_phase_lines(analysis: Any) -> None:
     click.echo()
     click.echo(f"Where the time goes (measured on {analysis.phases[0].variant}):")
     width = max(len(p.workload) for p in analysis.phases)

@@ -166,9 +166,7 @@ def _judge_targets(analysis: RunAnalysis, strategies: dict[str, str], reference:
 
     analysis.targets = recorded_targets(analysis.run.get("spec") or "")
     analysis.verdicts = evaluate(analysis.trials, analysis.targets)
-    analysis.target_advice = what_it_takes(
-        analysis.verdicts, analysis.trials, reference, analysis.phases, strategies
-    )
+    analysis.target_advice = what_it_takes(analysis.verdicts, analysis.trials, reference, strategies)
 
 
 def _timelines(store: Any, trials: Sequence[dict[str, Any]], reference: str | None) -> list[Timeline]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +32,6 @@ from workbench.analysis.phases import _num as _phases_num
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate
 from workbench.spec.targets import TARGET_METRICS, Targets
-
-if TYPE_CHECKING:
-    from workbench.analysis.phases import WorkloadPhase
 
 __all__ = [
     "Check",
@@ -291,7 +288,6 @@ def what_it_takes(
     verdicts: Sequence[Verdict],
     trials: Sequence[dict[str, Any]],
     reference: str | None,
-    phases: Sequence[WorkloadPhase] = (),
     strategies: dict[str, str] | None = None,
 ) -> dict[str, list[str]]:
     """Per workload with targets: which variants meet them, and for each target the reference variant
@@ -299,23 +295,42 @@ def what_it_takes(
     the input or output length at which it would hold (a prediction from the reference's fitted
     lines, marked as one)."""
     strategies = strategies or {}
-    by_phase = {p.workload: p for p in phases}
     out: dict[str, list[str]] = {}
-    lines_t = ttft_fit(trials, reference) if reference else None
-    lines_d = decode_fit(trials, reference) if reference else None
     for workload in dict.fromkeys(v.workload for v in verdicts):
         group = [v for v in verdicts if v.workload == workload]
         ref = next((v for v in group if v.variant == reference), group[0])
+        ref_trials = [t for t in trials if t["variant"] == ref.variant and t.get("status", "ok") == "ok"]
+        rows = [t for t in ref_trials if t["workload"] == workload and not t.get("warmup")]
+        t_line, d_line = _lines(ref_trials)
         lines = [_who_meets(group, ref.targets)]
-        phase = by_phase.get(workload)
         for check in ref.missed:
-            lines.append(_miss_line(ref.variant, check, phase))
+            lines.append(_miss_line(ref.variant, check, rows))
             lines.append(_levers_line(check, ref, group, strategies))
-            prediction = _length_line(check, ref, trials, phase, lines_t, lines_d)
+            prediction = _length_line(check, rows, t_line, d_line)
             if prediction:
                 lines.append(prediction)
         out[workload] = lines
     return out
+
+
+def _lines(trials: Sequence[dict[str, Any]]) -> tuple[LinearFit | None, LinearFit | None]:
+    """The reference variant's fitted lines over the whole run; where its lengths did not vary, a line
+    through the origin with the median per-token cost (TTFT / input tokens, TPOT), as the phases'
+    cost model does."""
+    t_line, d_line = ttft_fit(trials), decode_fit(trials)
+    ok = [t for t in trials if not t.get("warmup")]
+    if t_line is None:
+        per = [t["ttft_ms"] / t["input_tokens"] for t in ok if t.get("ttft_ms") and t.get("input_tokens")]
+        t_line = _through_origin(per)
+    if d_line is None:
+        d_line = _through_origin([t["tpot_ms"] for t in ok if t.get("tpot_ms")])
+    return t_line, d_line
+
+
+def _through_origin(slopes: Sequence[float]) -> LinearFit | None:
+    if not slopes:
+        return None
+    return LinearFit(float(np.median(slopes)), 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def _who_meets(group: Sequence[Verdict], targets: Targets) -> str:
@@ -339,27 +354,30 @@ def _who_meets(group: Sequence[Verdict], targets: Targets) -> str:
     return " ".join(parts[:1]) + " " + parts[1] + "."
 
 
-def _phase_word(check: Check, phase: WorkloadPhase | None) -> str:
+def _phase_word(check: Check, rows: Sequence[dict[str, Any]]) -> str:
     kind = PHASE_OF[check.metric]
     if kind == "prefill":
         return "prefill-bound (TTFT is the prefill)"
     if kind == "decode":
         return "decode-bound (the time per token is the decode)"
-    if phase is None:
+    timed = [t for t in rows if t.get("ttft_ms") is not None and t.get("e2e_ms") is not None]
+    if not timed:
         return "e2e: both phases"
-    bound = "prefill" if phase.prefill_share >= 0.5 else "decode"
+    prefill = float(np.median([t["ttft_ms"] for t in timed]))
+    decode = float(np.median([t["e2e_ms"] - t["ttft_ms"] for t in timed]))
+    share = prefill / (prefill + decode) if prefill + decode > 0 else 0.0
+    bound = "prefill" if share >= 0.5 else "decode"
     return (
-        f"{bound}-bound: prefill {_num(phase.prefill_ms)} ms + decode {_num(phase.decode_ms)} ms "
-        f"(medians, prefill {phase.prefill_share:.0%})"
+        f"{bound}-bound: prefill {_num(prefill)} ms + decode {_num(decode)} ms (medians, prefill {share:.0%})"
     )
 
 
-def _miss_line(variant: str, check: Check, phase: WorkloadPhase | None) -> str:
+def _miss_line(variant: str, check: Check, rows: Sequence[dict[str, Any]]) -> str:
     value = check.measured.value or 0.0
     factor = value / check.target if not check.higher_is_better else check.target / value if value else 0
     return (
         f"{variant}: {check.label} {check.measured_text()} vs {check.limit_text} "
-        f"({factor:.2f}x the limit): {_phase_word(check, phase)}."
+        f"({factor:.2f}x the limit): {_phase_word(check, rows)}."
     )
 
 
@@ -384,23 +402,13 @@ def _levers_line(check: Check, ref: Verdict, group: Sequence[Verdict], strategie
 
 
 def _length_line(
-    check: Check,
-    ref: Verdict,
-    trials: Sequence[dict[str, Any]],
-    phase: WorkloadPhase | None,
-    t_line: LinearFit | None,
-    d_line: LinearFit | None,
+    check: Check, rows: Sequence[dict[str, Any]], t_line: LinearFit | None, d_line: LinearFit | None
 ) -> str | None:
     """Prediction: the input (TTFT) or output (e2e) length at which the target would hold."""
     rows = [
         t
-        for t in trials
-        if t["variant"] == ref.variant
-        and t["workload"] == ref.workload
-        and t.get("status") == "ok"
-        and t.get("input_tokens")
-        and t.get("output_tokens")
-        and t.get(check.metric) is not None
+        for t in rows
+        if t.get("input_tokens") and t.get("output_tokens") and t.get(check.metric) is not None
     ]
     if not rows or check.measured.value is None:
         return None
@@ -425,8 +433,8 @@ def _length_line(
                 f"({fit_text}): it needs a prefill lever or a faster device."
             )
         return (
-            f"Prediction: {check.label} would hold with inputs up to ~{_num(limit)} tokens (now up to "
-            f"{_num(inp)} at p{_num(p)}; {fit_text})."
+            f"Prediction: {check.label} would hold with inputs up to ~{_tokens(limit)} tokens (now up to "
+            f"{_tokens(inp)} at p{_num(p)}; {fit_text})."
         )
     if check.metric == "e2e_ms" and t_line is not None and d_line is not None:
 
@@ -442,9 +450,9 @@ def _length_line(
         )
         options = []
         if budget is not None and budget >= 1:
-            options.append(f"cap the output at ~{_num(budget + 1)} tokens (now up to {_num(out)})")
+            options.append(f"cap the output at ~{_tokens(budget + 1)} tokens (now up to {_tokens(out)})")
         if inputs is not None and inputs >= 1:
-            options.append(f"keep the input under ~{_num(inputs)} tokens (now up to {_num(inp)})")
+            options.append(f"keep the input under ~{_tokens(inputs)} tokens (now up to {_tokens(inp)})")
         if not options:
             return (
                 f"Prediction: no input or output length alone brings {check.label} under "
@@ -458,6 +466,10 @@ def _length_line(
             "quantization, batching) or a faster device."
         )
     return None
+
+
+def _tokens(value: float) -> str:
+    return f"{round(value):,}"
 
 
 def _tail(ratios: Sequence[float], percentile: float) -> float:
