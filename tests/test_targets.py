@@ -515,3 +515,24 @@ def test_gui_workload_picker_edits_targets(qtbot):
     assert dialog.table() == {"ttft_ms": 250, "tpot_ms": 100, "e2e_ms": 4000, "percentile": 99}
     dialog.edits["tpot_ms"].setText("")
     assert "tpot_ms" not in dialog.table()
+
+
+def test_gui_what_if_dialog_projects_the_run_on_screen(linear_db, qtbot):
+    pytest.importorskip("PySide6")
+    from workbench.gui.projection_dialog import ProjectionDialog
+    from workbench.store import Store
+
+    with Store(linear_db["db"], create=False) as store:
+        trials = store.trials(1, include_warmup=True)  # the view's trials: warm-ups flagged
+    dialog = ProjectionDialog(trials)
+    qtbot.addWidget(dialog)
+    dialog.input_tokens.setValue(800)
+    dialog.output_tokens.setValue(48)
+    table = dialog.table
+    assert [table.item(r, 0).text() for r in range(table.rowCount())] == ["baseline", "cache"]
+    ttft = float(table.item(0, 1).text().split()[0])
+    assert ttft == pytest.approx(20 + 0.1 * 800, rel=0.03)
+    e2e = table.item(0, 3).text()
+    assert "[" in e2e and float(e2e.split()[0]) == pytest.approx(20 + 80 + 2 * 47, rel=0.03)
+    dialog.input_tokens.setValue(5000)
+    assert "extrapolated" in dialog.notes.text()

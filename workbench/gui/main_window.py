@@ -271,6 +271,11 @@ class MainWindow(QMainWindow):
         )
         self.cancel_action.setEnabled(False)
         self.demo_action = action("Run the &demo comparison", self.run_control.run_demo)
+        self.project_action = action(
+            "&What if… (project lengths)",
+            self.show_projection,
+            tip="TTFT and e2e at an input/output length the run did not try, from its fitted lines",
+        )
         glossary_action = action("&Glossary", self.show_glossary)
         about_action = action("&About Workbench", self.show_about)
 
@@ -293,7 +298,7 @@ class MainWindow(QMainWindow):
         ):
             file_menu.addSeparator() if a is None else file_menu.addAction(a)
         run_menu = menu.addMenu("&Run")
-        for a in (self.run_action, self.cancel_action, None, self.demo_action):
+        for a in (self.run_action, self.cancel_action, None, self.demo_action, None, self.project_action):
             run_menu.addSeparator() if a is None else run_menu.addAction(a)
         view_menu = menu.addMenu("&View")
         for i, name in enumerate(TOP_TABS):
@@ -449,6 +454,17 @@ class MainWindow(QMainWindow):
             a.setEnabled(has_run)
         self.export_action.setEnabled(has_chart)
         self.copy_chart_action.setEnabled(has_chart)
+        self.project_action.setEnabled(has_run)
+
+    def show_projection(self, *_: Any) -> Any:
+        """The what-if dialog on the run on screen (returned for tests; shown modeless)."""
+        from workbench.gui.projection_dialog import ProjectionDialog
+
+        if self.results is None:
+            return None
+        dialog = ProjectionDialog(self.results.trials, self)
+        dialog.show()
+        return dialog
 
     def last_dir(self) -> str:
         """Where file dialogs start: the folder used last."""
