@@ -250,6 +250,7 @@ th{background:#f4f4f4}td:first-child,td:nth-child(2),th:first-child,th:nth-child
 figure{margin:1.2em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{color:#555;font-size:.9em}.label{font-weight:600}.finding{background:#fff6e0;padding:.1em .3em}
 ul{margin-top:.3em}.note{color:#555;font-size:.9em}code{background:#f4f4f4;padding:0 .2em}
+.targets td:nth-child(-n+4),.targets th:nth-child(-n+4){text-align:left}
 """
 
 
@@ -311,7 +312,8 @@ def html_report(
     if analysis.verdicts:  # experience targets: who meets them, goodput, what would it take
         parts.append("<h2>Experience targets</h2>")
         figure("targets")
-        parts.append(_html_table(*targets_table(analysis.verdicts), colours=colours, colour_column=2))
+        table = _html_table(*targets_table(analysis.verdicts), colours=colours, colour_column=2)
+        parts.append(f'<div class="targets">{table}</div>')
         parts.append(f'<p class="note">{esc(TARGETS_NOTE)}</p>')
         for workload, lines in analysis.target_advice.items():
             parts.append(f"<h3>{esc(workload)}</h3><ul>")
