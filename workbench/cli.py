@@ -359,7 +359,7 @@ def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | N
     from workbench.analysis.summary import summarize
 
     merged = merge_runs(store, run_rows, baseline, strict=True)
-    return summarize(merged.trials, merged.baseline, merged.windows)
+    return summarize(merged.trials, merged.baseline, merged.windows, [v["name"] for v in merged.variants])
 
 
 def _print_comparison(

@@ -98,7 +98,7 @@ def analyze_run(store: Any, run_ref: str | int | None, baseline: str | None = No
         )
     if reference not in names:
         reference = None
-    summaries = summarize(trials, reference, store.server_metrics(run_id))
+    summaries = summarize(trials, reference, store.server_metrics(run_id), [v["name"] for v in variants])
     # A batched local variant is the batching lever, whatever strategy decodes it.
     strategies = {
         v["name"]: "batching" if (v.get("batch_size") or 1) > 1 else v["strategy"] for v in variants

@@ -87,16 +87,25 @@ def summarize(
     trials: Sequence[dict[str, Any]],
     baseline: str | None,
     server_windows: Sequence[dict[str, Any]] = (),
+    variant_order: Sequence[str] = (),
 ) -> list[GroupSummary]:
-    """Per (variant, workload), in the order they were run. ``trials`` are rows of the ``trials`` table,
+    """Per (variant, workload): variants in ``variant_order`` (the spec's; interleaved runs start each
+    round with a different one), then any others as their first trials come, workloads as they come. ``trials`` are rows of the ``trials`` table,
     optionally with ``draft_ms``/``verify_ms``: the sums of their steps' (:meth:`Store.step_totals`);
     ``server_windows`` rows of ``server_metrics`` (the server's own figures, for endpoint variants)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for t in trials:
         if not t.get("warmup"):
             groups[(t["variant"], t["workload"])].append(t)
+    # without an order given: as the variants first appear, warm-ups included (they run in spec order)
+    rank = {
+        name: i for i, name in enumerate(dict.fromkeys([*variant_order, *(t["variant"] for t in trials)]))
+    }
+    seen = {k: i for i, k in enumerate(groups)}
+    keys = sorted(groups, key=lambda k: (rank.get(k[0], len(rank)), seen[k]))
     summaries = []
-    for (variant, workload), rows in groups.items():
+    for variant, workload in keys:
+        rows = groups[(variant, workload)]
         ok = [_derived(r) for r in rows if r["status"] == "ok"]
         summary = GroupSummary(
             variant=variant,

@@ -83,7 +83,9 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
             data.summaries = data.analysis.summaries
             data.charts = chartdata.run_charts(data.analysis)
             return data
-        data.summaries = summarize(merged.trials, merged.baseline, merged.windows)
+        data.summaries = summarize(
+            merged.trials, merged.baseline, merged.windows, [v["name"] for v in merged.variants]
+        )
         view = _Compared(data.summaries, merged.baseline, [v["name"] for v in merged.variants])
         data.charts = [
             c
