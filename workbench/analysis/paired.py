@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED
+from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED, Estimate
 
 __all__ = [
     "EXCLUDE_DISTURBED_UP_TO",
@@ -50,14 +50,11 @@ _Z95, _Z80 = 1.959964, 0.841621
 
 
 @dataclass(frozen=True)
-class PairedEstimate:
+class PairedEstimate(Estimate):
     """A speed-up from paired trials: geometric mean of the per-pair ratios, its bootstrap 95 % CI,
-    the number of pairs, and the minimum detectable effect at this run's noise (a fraction)."""
+    the number of pairs (``n``), and the minimum detectable effect at this run's noise (a fraction).
+    ``method`` "unpaired": a ratio of medians, for trials that do not pair up."""
 
-    value: float | None
-    lo: float | None = None
-    hi: float | None = None
-    n: int = 0
     mde: float | None = None
     method: str = "paired"
 
