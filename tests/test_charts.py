@@ -54,7 +54,9 @@ def test_colours_are_okabe_ito_by_run_order_and_stable():
 
 def test_headline_data_from_a_recorded_run(fake_run_db):
     with Store(fake_run_db, create=False) as store:
-        summaries = summarize(store.trials(1), "baseline")
+        summaries = summarize(
+            store.trials(1), "baseline", variant_order=[v["name"] for v in store.variants(1)]
+        )
     chart = cd.headline_chart(summaries, {"rag": "prefill-heavy"})
     assert chart.variants == ("baseline", "int8", "spec")
     rag = chart.groups[0]

@@ -318,7 +318,7 @@ def test_a_run_mixes_local_and_endpoint_variants_with_server_figures(openai_serv
     )
     result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db_path), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "srv TTFT ms" in result.output and "agg tok/s" in result.output
+    assert "srv TTFT mean ms" in result.output and "agg tok/s" in result.output
     trials = db_rows(db_path, "select * from trials where warmup = 0 order by id")
     served = [t for t in trials if t["variant"] == "served"]
     assert len(served) == 8 and all(t["status"] == "ok" and t["output_tokens"] == 7 for t in served)
@@ -330,7 +330,9 @@ def test_a_run_mixes_local_and_endpoint_variants_with_server_figures(openai_serv
     windows = db_rows(db_path, "select * from server_metrics")
     seq = [w for w in windows if w["variant"] == "served"]
     assert len(seq) == 9  # one window per trial, warm-up included (flagged)
-    assert all(w["trials"] == 1 and w["trial_id"] and w["requests"] == 1 for w in seq)
+    assert all(w["trials"] == 1 and w["trial_id"] and w["requests"] == 1 for w in seq), [
+        (w["trials"], w["trial_id"], w["requests"]) for w in seq
+    ]
     par = [w for w in windows if w["variant"] == "served-x4" and not w["warmup"]]
     assert len(par) == 1 and par[0]["trials"] == 8 and par[0]["requests"] == 8 and par[0]["trial_id"] is None
     assert not [w for w in windows if w["variant"] == "local"]
@@ -352,7 +354,7 @@ def test_a_run_mixes_local_and_endpoint_variants_with_server_figures(openai_serv
     assert 2.0 < ratio < 5.0
     assert (tmp_path / "out" / "server_metrics.csv").exists()
     report = (tmp_path / "out" / "summary.md").read_text()
-    assert "srv TTFT ms" in report and "agg tok/s" in report and " srv" in report
+    assert "srv TTFT mean ms" in report and "agg tok/s" in report and " srv" in report
 
 
 def test_an_unreachable_server_fails_its_trials_and_the_run_goes_on(tmp_path, db_path):

@@ -62,6 +62,8 @@ def test_sigint_cancels_the_run_and_keeps_finished_trials(tmp_path):
         status = conn.execute("select status from runs").fetchone()[0]
         rows = conn.execute("select variant, status from trials").fetchall()
     assert status == "cancelled"
-    assert {v for v, _ in rows} == {"a"}  # variant b never started
+    # interleaved: the variants took turns, so each has about half of what finished
+    counts = {v: sum(name == v for name, _ in rows) for v in ("a", "b")}
+    assert abs(counts["a"] - counts["b"]) <= 1, counts
     assert sum(s == "ok" for _, s in rows) >= 3
-    assert len(rows) < 400  # far from the 400 planned for variant a
+    assert len(rows) < 400  # far from the 800 planned

@@ -150,8 +150,8 @@ def test_plan_warms_every_workload_first_and_caps_warmup_tokens():
         ("repetitions = 0\n", "'repetitions' must be at least 1"),
         ("warmup = -1\n", "'warmup' must be 0 or more"),
         ("warmup_max_new_tokens = 0\n", "'warmup_max_new_tokens' must be at least 1"),
-        ('repetitions = "3"\n', "'repetitions' must be an integer"),
-        ("repetitions = true\n", "'repetitions' must be an integer"),
+        ('repetitions = "3"\n', "'repetitions' must be a whole number or \"auto\""),
+        ("repetitions = true\n", "'repetitions' must be a whole number or \"auto\""),
     ],
 )
 def test_bad_counts(text, problem):

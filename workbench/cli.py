@@ -73,6 +73,17 @@ def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
 
 
+def disturbed_option(f: F) -> F:
+    return click.option(
+        "--exclude-disturbed/--include-disturbed",
+        "exclude_disturbed",
+        default=None,
+        help="Leave trials the machine disturbed (waiting for a CPU, a GPU clock drop) out of the "
+        "statistics, or keep them. Default: left out when they are at most 10 % of the measured trials "
+        "(docs/analysis.md).",
+    )(f)
+
+
 def _open_store(db: Path | None, *, create: bool) -> Any:
     from workbench.store import Store, resolve_db_path
 
@@ -279,8 +290,11 @@ def runs(db: Path | None, as_json: bool) -> None:
 @click.argument("run_ref", metavar="RUN", default="latest")
 @db_option
 @click.option("--baseline", help="Variant to compute speed-ups against (default: the run's baseline).")
+@disturbed_option
 @json_option
-def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> None:
+def show(
+    run_ref: str, db: Path | None, baseline: str | None, exclude_disturbed: bool | None, as_json: bool
+) -> None:
     """One run: its environment, variants and metrics per variant × workload. RUN is an id, a name or 'latest'."""
     store = _open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
@@ -288,7 +302,7 @@ def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> 
     if as_json:
         from workbench.analysis.run import analyze_run
 
-        analysis = analyze_run(store, run_row["id"], baseline)
+        analysis = analyze_run(store, run_row["id"], baseline, exclude_disturbed=exclude_disturbed)
         click.echo(json.dumps(analysis.to_dict(), indent=2, default=str))
         return
     machine = machine_line(host_environment(run_row["environment"]))
@@ -301,7 +315,7 @@ def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> 
     click.echo()
     click.echo(text_table(*variants_table(variants)))
     click.echo()
-    _print_comparison(store, [run_row], baseline, as_json=False)
+    _print_comparison(store, [run_row], baseline, as_json=False, exclude_disturbed=exclude_disturbed)
 
 
 @cli.command()
@@ -313,10 +327,18 @@ def show(run_ref: str, db: Path | None, baseline: str | None, as_json: bool) -> 
     help="Variant to compute speed-ups against (default: the run's baseline). "
     "With two runs, name it as 'RUN:variant' or just 'variant' for the first run's.",
 )
+@disturbed_option
 @json_option
-def compare(run_ref: str, run2_ref: str | None, db: Path | None, baseline: str | None, as_json: bool) -> None:
+def compare(
+    run_ref: str,
+    run2_ref: str | None,
+    db: Path | None,
+    baseline: str | None,
+    exclude_disturbed: bool | None,
+    as_json: bool,
+) -> None:
     """Median TTFT, TPOT, decode tok/s and e2e per variant × workload, with speed-ups vs a baseline
-    variant (ratio of medians, bootstrap 95 % CI), and the phase of each workload with advice.
+    variant (paired by prompt and round, bootstrap 95 % CI), and the phase of each workload with advice.
 
     With RUN2 (e.g. before and after a driver or library upgrade): variants matched by name, RUN2's
     speed-ups over RUN with CIs. With RUN2 and --baseline: both runs' variants side by side against
@@ -326,15 +348,24 @@ def compare(run_ref: str, run2_ref: str | None, db: Path | None, baseline: str |
     if run2_ref is not None:
         run_rows.append(store.resolve_run(run2_ref))
         if baseline is None:
-            _print_run_comparison(store, run_rows[0], run_rows[1], as_json=as_json)
+            _print_run_comparison(
+                store, run_rows[0], run_rows[1], as_json=as_json, exclude_disturbed=exclude_disturbed
+            )
             return
-    _print_comparison(store, run_rows, baseline, as_json=as_json)
+    _print_comparison(store, run_rows, baseline, as_json=as_json, exclude_disturbed=exclude_disturbed)
 
 
-def _print_run_comparison(store: Any, a: dict[str, Any], b: dict[str, Any], *, as_json: bool) -> None:
+def _print_run_comparison(
+    store: Any, a: dict[str, Any], b: dict[str, Any], *, as_json: bool, exclude_disturbed: bool | None
+) -> None:
     from workbench.analysis.compare import compare_runs
+    from workbench.analysis.paired import disturbance, usable
 
-    results, unmatched = compare_runs(store.trials(a["id"]), store.trials(b["id"]), a["id"], b["id"])
+    trials = [store.trials(a["id"]), store.trials(b["id"])]
+    rules = [disturbance(t, exclude_disturbed) for t in trials]
+    results, unmatched = compare_runs(
+        usable(trials[0], exclude_disturbed), usable(trials[1], exclude_disturbed), a["id"], b["id"]
+    )
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in results], indent=2))
         return
@@ -349,20 +380,38 @@ def _print_run_comparison(store: Any, a: dict[str, Any], b: dict[str, Any], *, a
         )
     click.echo(
         f"Run {b['id']} against run {a['id']}, variants matched by name: medians, and speed-ups as ratios of "
-        "medians with a bootstrap 95 % CI (> 1: the second run is faster), * when the CI excludes 1.",
+        "medians with a bootstrap 95 % CI (> 1: the second run is faster), * when the CI excludes 1. "
+        "Two runs cannot be paired round by round: the machine may have changed between them.",
         err=True,
     )
+    for run, rule in zip((a, b), rules, strict=True):
+        line = rule.line()
+        if line:
+            click.echo(f"Run {run['id']}: {line}.", err=True)
 
 
-def _summaries(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None) -> list[Any]:
+def _summaries(
+    store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None, exclude_disturbed: bool | None
+) -> list[Any]:
     from workbench.analysis.compare import merge_runs
     from workbench.analysis.summary import summarize
 
     merged = merge_runs(store, run_rows, baseline, strict=True)
-    return summarize(merged.trials, merged.baseline, merged.windows)
+    return summarize(
+        merged.trials,
+        merged.baseline,
+        merged.windows,
+        [v["name"] for v in merged.variants],
+        exclude_disturbed=exclude_disturbed,
+    )
 
 
-def _verdicts(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None) -> list[Any]:
+def _verdicts(
+    store: Any,
+    run_rows: Sequence[dict[str, Any]],
+    baseline: str | None,
+    exclude_disturbed: bool | None = None,
+) -> list[Any]:
     """The experience targets' verdicts per variant × workload (targets from each run's spec)."""
     from workbench.analysis.compare import merge_runs
     from workbench.analysis.targets import evaluate
@@ -371,17 +420,31 @@ def _verdicts(store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | No
     targets: dict[str, Any] = {}
     for row in reversed(run_rows):  # the first run's targets win
         targets.update(recorded_targets(row.get("spec") or ""))
-    return evaluate(merge_runs(store, run_rows, baseline, strict=True).trials, targets)
+    trials = merge_runs(store, run_rows, baseline, strict=True).trials
+    return evaluate(trials, targets, exclude_disturbed=exclude_disturbed)
 
 
 def _print_comparison(
-    store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None, *, as_json: bool
+    store: Any,
+    run_rows: Sequence[dict[str, Any]],
+    baseline: str | None,
+    *,
+    as_json: bool,
+    exclude_disturbed: bool | None = None,
 ) -> None:
-    summaries = _summaries(store, run_rows, baseline)
+    analysis = None
+    if len(run_rows) == 1:  # one analysis serves the table, the design lines and the phases
+        from workbench.analysis.run import analyze_run
+
+        analysis = analyze_run(store, run_rows[0]["id"], baseline, exclude_disturbed=exclude_disturbed)
+        summaries = analysis.summaries
+    else:
+        summaries = _summaries(store, run_rows, baseline, exclude_disturbed)
     if as_json:
         from workbench.analysis.run import target_keys
 
-        verdicts = {(v.variant, v.workload): v for v in _verdicts(store, run_rows, baseline)}
+        found = analysis.verdicts if analysis else _verdicts(store, run_rows, baseline, exclude_disturbed)
+        verdicts = {(v.variant, v.workload): v for v in found}
         rows = [{**s.to_dict(), **target_keys(verdicts.get((s.variant, s.workload)))} for s in summaries]
         click.echo(json.dumps(rows, indent=2))
         return
@@ -392,18 +455,21 @@ def _print_comparison(
     if any(s.timing_scope == "client" for s in summaries):
         click.echo(
             "Served variants are timed as a client: TTFT/TPOT include the network, HTTP and the server's "
-            "queue; srv TTFT is the server's own mean (its /metrics).",
+            "queue. TTFT mean and srv TTFT mean (the server's own, from its /metrics) are means over the "
+            "same requests, so their difference is the time in front of the engine.",
             err=True,
         )
-    click.echo(
-        "Medians over measured trials; speed-ups are ratios of medians vs the baseline with a bootstrap "
-        "95 % CI, * when the CI excludes 1.",
-        err=True,
-    )
-    if len(run_rows) == 1:
-        _print_phases(store, run_rows[0], baseline)
+    click.echo(SPEEDUP_LEGEND, err=True)
+    if analysis is not None:
+        for line in analysis.design.lines() if analysis.design else []:
+            click.echo(textwrap.fill(line, 110, subsequent_indent="  "), err=True)
+        _print_phases(analysis)
+        _print_targets(analysis.verdicts, analysis.target_advice)
     else:
-        _print_targets(_verdicts(store, run_rows, baseline))
+        disturbed = sum(s.n_disturbed for s in summaries)
+        if disturbed:
+            click.echo(f"{disturbed} measured trials disturbed (see `workbench show` of each run).", err=True)
+        _print_targets(_verdicts(store, run_rows, baseline, exclude_disturbed))
 
 
 def _print_targets(verdicts: Sequence[Any], advice: dict[str, list[str]] | None = None) -> None:
@@ -424,17 +490,18 @@ def _print_targets(verdicts: Sequence[Any], advice: dict[str, list[str]] | None 
             click.echo(textwrap.fill(line, 110, initial_indent="    - ", subsequent_indent="      "))
 
 
-def _print_phases(store: Any, run_row: dict[str, Any], baseline: str | None) -> None:
+#: the legend under every comparison table
+SPEEDUP_LEGEND = (
+    "Medians over measured trials. Speed-ups vs the baseline: geometric means of the ratios of pairs of "
+    "trials of the same prompt in the same round, with a bootstrap 95 % CI, * when it excludes 1; MDE: "
+    "the smallest e2e speed-up this run's noise would detect (95 %, 80 % power)."
+)
+
+
+def _print_phases(analysis: Any) -> None:
     """Per workload: the measured phase label, the prediction, and the advice lines."""
-    from workbench.analysis.run import analyze_run
-
-    analysis = analyze_run(store, run_row["id"], baseline)
-    if analysis.phases:
-        _print_phase_lines(analysis)
-    _print_targets(analysis.verdicts, analysis.target_advice)
-
-
-def _print_phase_lines(analysis: Any) -> None:
+    if not analysis.phases:
+        return
     click.echo()
     click.echo(f"Where the time goes (measured on {analysis.phases[0].variant}):")
     width = max(len(p.workload) for p in analysis.phases)

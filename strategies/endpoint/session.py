@@ -29,8 +29,6 @@ __all__ = ["EndpointSession", "split_counts"]
 
 #: how long the server's request counter may lag behind the streams' ends before a window is closed
 METRICS_SETTLE_S = 2.0
-#: a scrape taken at the end of one window serves as the start of the next if it is this fresh
-METRICS_REUSE_S = 1.0
 
 
 def _log(message: str) -> None:
@@ -86,8 +84,6 @@ class EndpointSession(Session):
         self.metrics_url: str | None = None
         self.tokenizer: Any = None
         self._tokenizer_lock = threading.Lock()
-        self._last_scrape: tuple[float, Scrape] | None = None
-        self._scrape_lock = threading.Lock()
 
     # -- connecting ------------------------------------------------------------------------------
 
@@ -366,18 +362,13 @@ class EndpointSession(Session):
         response = self._get(self.metrics_url)
         if response.status_code != 200:
             raise http_error(response)
-        scrape = parse_prometheus(response.text)
-        with self._scrape_lock:
-            self._last_scrape = (time.monotonic(), scrape)
-        return scrape
+        return parse_prometheus(response.text)
 
     def server_snapshot(self) -> Scrape | None:
         if not self.metrics_url:
             return None
-        with self._scrape_lock:
-            last = self._last_scrape
-        if last is not None and time.monotonic() - last[0] < METRICS_REUSE_S:
-            return last[1]
+        # Always a fresh scrape: the end of this variant's last window is no start for the next one,
+        # since other variants (interleaved in the same run) may have used the server in between.
         return self._scrape()
 
     def server_figures(self, before: Scrape, requests: int) -> dict[str, Any] | None:

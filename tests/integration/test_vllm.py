@@ -200,7 +200,7 @@ def test_a_spec_mixing_a_local_variant_and_vllm_endpoints(servers, tmp_path):
     result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db), "--out", str(out)])
     print(result.output)  # the comparison table, in the CI log
     assert result.exit_code == 0, result.output
-    assert "srv TTFT ms" in result.output and "agg tok/s" in result.output
+    assert "srv TTFT mean ms" in result.output and "agg tok/s" in result.output
 
     trials = db_rows(db, "select * from trials where warmup = 0")
     assert len(trials) == 4 * 2 * 2
@@ -240,4 +240,4 @@ def test_a_spec_mixing_a_local_variant_and_vllm_endpoints(servers, tmp_path):
     assert summary["vllm-ngram"]["server"]["mean_accepted_length"] > 1
     assert summary["vllm-x2"]["throughput_tokens_per_s"] > 0
     assert (out / "server_metrics.csv").exists()
-    assert "srv TTFT ms" in (out / "summary.md").read_text()
+    assert "srv TTFT mean ms" in (out / "summary.md").read_text()

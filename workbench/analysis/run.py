@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.summary import GroupSummary, summarize
 
-__all__ = ["RunAnalysis", "Timeline", "analyze_run", "target_keys"]
+__all__ = ["Design", "RunAnalysis", "Timeline", "analyze_run", "target_keys"]
 
 
 # -- one run, analysed: what the CLI, the export and the GUI show ---------------------------------------
@@ -33,6 +34,54 @@ class Timeline:
     tokens: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class Design:
+    """How the run's trials were ordered in time and what disturbed them: the context every speed-up
+    needs (docs/analysis.md "How trials are ordered")."""
+
+    order: str  # interleaved | blocks | sequential ("sequential" also for runs from before orders)
+    note: str | None  # why it differs from the spec's order, or how repetitions = "auto" ended
+    repetitions: int | None  # measured repetitions that ran
+    drift: float | None  # the baseline's last rounds' time over its first rounds' (1.00 = none)
+    disturbance: Disturbance
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "order": self.order,
+            "note": self.note,
+            "repetitions": self.repetitions,
+            "drift": self.drift,
+            "disturbed": self.disturbance.to_dict(),
+        }
+
+    def lines(self) -> list[str]:
+        """What `show` and the report say about the design, one line each."""
+        what = {
+            "interleaved": "interleaved: every variant loaded at once, trials round by round in a "
+            "balanced order; speed-ups from pairs of the same prompt in the same round",
+            "blocks": "counterbalanced blocks: one variant loaded at a time, A B B A over passes of "
+            "repetitions; speed-ups from pairs of the same prompt and repetition",
+            "sequential": "sequential: each variant's trials in one go, so the machine's drift lands on "
+            'whichever variant ran then (interleaving is the default: order = "interleaved")',
+        }[self.order]
+        out = [f"Order: {what}."]
+        if self.note:
+            out.append(self.note[:1].upper() + self.note[1:] + ".")
+        if self.drift is not None:
+            out.append(
+                f"Drift: the baseline's last rounds took {self.drift:.2f}x the time of its first "
+                + (
+                    "(the machine's speed moved during the run)."
+                    if abs(self.drift - 1) > 0.05
+                    else "(steady)."
+                )
+            )
+        line = self.disturbance.line()
+        if line:
+            out.append(line[:1].upper() + line[1:] + ".")
+        return out
+
+
 @dataclass
 class RunAnalysis:
     run: dict[str, Any]  # the runs row (spec text included)
@@ -46,6 +95,8 @@ class RunAnalysis:
     roofline: list[Any]  # workbench.analysis.roofline.RooflineRow per variant × workload
     timelines: list[Timeline]  # per workload, one representative prompt, every variant
     accepted_lengths: dict[str, dict[int, int]]  # variant → {accepted draft tokens: steps}
+    design: Design | None = None
+
     # experience targets (workbench.analysis.targets): workload → spec.targets.Targets, a Verdict per
     # variant × workload that has targets, and per workload the "what would it take" lines
     targets: dict[str, Any] = field(default_factory=dict)
@@ -55,6 +106,10 @@ class RunAnalysis:
     def verdict(self, variant: str, workload: str) -> Any:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
         return next((v for v in self.verdicts if (v.variant, v.workload) == (variant, workload)), None)
+
+    @property
+    def disturbance(self) -> Disturbance | None:
+        return self.design.disturbance if self.design else None
 
     @property
     def variant_names(self) -> list[str]:
@@ -89,6 +144,7 @@ class RunAnalysis:
                 for w in dict.fromkeys(v.workload for v in self.verdicts)
             },
             "target_advice": self.target_advice,
+            "design": self.design.to_dict() if self.design else None,
         }
 
 
@@ -100,8 +156,15 @@ def target_keys(verdict: Any) -> dict[str, Any]:
     }
 
 
-def analyze_run(store: Any, run_ref: str | int | None, baseline: str | None = None) -> RunAnalysis:
-    """Everything the reports show about one run. ``baseline`` overrides the run's reference variant."""
+def analyze_run(
+    store: Any,
+    run_ref: str | int | None,
+    baseline: str | None = None,
+    *,
+    exclude_disturbed: bool | None = None,
+) -> RunAnalysis:
+    """Everything the reports show about one run. ``baseline`` overrides the run's reference variant;
+    ``exclude_disturbed`` None = the default rule (disturbed trials left out when they are few)."""
     import json
 
     from workbench.analysis.phases import CostModel, measure_phases
@@ -120,11 +183,17 @@ def analyze_run(store: Any, run_ref: str | int | None, baseline: str | None = No
     names = {t["variant"] for t in trials}
     if baseline is not None and baseline not in names:
         raise WorkbenchError(
-            f"baseline variant {baseline!r} not in run {run_id}; variants: {', '.join(sorted(names))}"
+            f"baseline variant {baseline!r} not in the run ({run_id}); variants: {', '.join(sorted(names))}"
         )
     if reference not in names:
         reference = None
-    summaries = summarize(trials, reference, store.server_metrics(run_id))
+    summaries = summarize(
+        trials,
+        reference,
+        store.server_metrics(run_id),
+        [v["name"] for v in variants],
+        exclude_disturbed=exclude_disturbed,
+    )
     # A batched local variant is the batching lever, whatever strategy decodes it.
     strategies = {
         v["name"]: "batching" if (v.get("batch_size") or 1) > 1 else v["strategy"] for v in variants
@@ -149,23 +218,32 @@ def analyze_run(store: Any, run_ref: str | int | None, baseline: str | None = No
         accepted_lengths={},
     )
     ref = reference or (summaries[0].variant if summaries else None)
+    analysis.design = Design(
+        order=run.get("trial_order") or "sequential",
+        note=run.get("trial_order_note"),
+        repetitions=run.get("repetitions"),
+        drift=drift(trials, ref),
+        disturbance=disturbance(trials, exclude_disturbed),
+    )
     ok_ref = [t for t in trials if t["variant"] == ref and t["status"] == "ok"]
     analysis.cost_model = CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}")
     analysis.phases = measure_phases(summaries, trials, ref, strategies=strategies, device=analysis.device)
     analysis.timelines = _timelines(store, trials, ref)
-    _judge_targets(analysis, strategies, ref)
+    _judge_targets(analysis, strategies, ref, exclude_disturbed)
     for row in store.accepted_lengths(run_id):
         analysis.accepted_lengths.setdefault(row["variant"], {})[int(row["accepted"])] = int(row["steps"])
     return analysis
 
 
-def _judge_targets(analysis: RunAnalysis, strategies: dict[str, str], reference: str | None) -> None:
+def _judge_targets(
+    analysis: RunAnalysis, strategies: dict[str, str], reference: str | None, exclude_disturbed: bool | None
+) -> None:
     """Verdicts and "what would it take" for the workloads the run's spec gives targets."""
     from workbench.analysis.targets import evaluate, what_it_takes
     from workbench.spec.parse import recorded_targets
 
     analysis.targets = recorded_targets(analysis.run.get("spec") or "")
-    analysis.verdicts = evaluate(analysis.trials, analysis.targets)
+    analysis.verdicts = evaluate(analysis.trials, analysis.targets, exclude_disturbed=exclude_disturbed)
     analysis.target_advice = what_it_takes(analysis.verdicts, analysis.trials, reference, strategies)
 
 

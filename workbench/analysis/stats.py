@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "Estimate", "bootstrap_median", "fit_line", "speedup"]
+__all__ = ["BOOTSTRAP_RESAMPLES", "SEED", "Estimate", "bootstrap_median", "fit_line", "speedup"]
 
 BOOTSTRAP_RESAMPLES = 2000
-_SEED = 20261130  # fixed: the same data always gives the same interval
+SEED = 20261130  # fixed: the same data always gives the same interval
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def bootstrap_median(
     median = float(np.median(np.concatenate(groups)))
     if all(g.size < 2 for g in groups):
         return Estimate(median, n=n)
-    samples = _resampled_medians(groups, resamples, np.random.default_rng(_SEED))
+    samples = _resampled_medians(groups, resamples, np.random.default_rng(SEED))
     lo, hi = np.percentile(samples, [2.5, 97.5])
     return Estimate(median, float(lo), float(hi), n)
 
@@ -91,7 +91,7 @@ def speedup(
     value = float(np.median(np.concatenate(a))) / med_b
     if all(g.size < 2 for g in a) or all(g.size < 2 for g in b):
         return Estimate(value, n=min(na, nb))
-    rng = np.random.default_rng(_SEED)
+    rng = np.random.default_rng(SEED)
     ra, rb = _resampled_medians(a, resamples, rng), _resampled_medians(b, resamples, rng)
     ratios = ra[rb > 0] / rb[rb > 0]
     lo, hi = np.percentile(ratios, [2.5, 97.5])

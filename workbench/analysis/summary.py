@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.analysis.paired import PairedEstimate, disturbance, pair_values, paired_speedup
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
 
-__all__ = ["METRICS", "GroupSummary", "server_summary", "summarize", "throughput"]
+__all__ = ["METRICS", "GroupSummary", "server_summary", "speedup_of", "summarize", "throughput"]
 
 #: metric column → (label, unit, higher_is_better)
 METRICS: dict[str, tuple[str, str, bool]] = {
@@ -42,9 +43,13 @@ class GroupSummary:
     n_ok: int
     n_failed: int
     metrics: dict[str, Estimate] = field(default_factory=dict)
-    speedup_e2e: Estimate | None = None  # baseline e2e / variant e2e
-    speedup_ttft: Estimate | None = None  # baseline TTFT / variant TTFT
-    speedup_decode: Estimate | None = None  # variant decode tok/s / baseline decode tok/s
+    # Speed-ups over the baseline: paired (same prompt, same round) where the trials pair up, else
+    # a ratio of medians (``method`` says which); each with its CI and minimum detectable effect.
+    speedup_e2e: PairedEstimate | None = None  # baseline e2e / variant e2e
+    speedup_ttft: PairedEstimate | None = None  # baseline TTFT / variant TTFT
+    speedup_decode: PairedEstimate | None = None  # variant decode tok/s / baseline decode tok/s
+    n_disturbed: int = 0  # measured trials flagged disturbed (left out when ``disturbed_excluded``)
+    disturbed_excluded: bool = False
     matches_baseline: float | None = None  # fraction of greedy outputs equal to the baseline's
     match_fraction: float | None = None  # mean share of output tokens equal to the baseline's
     acceptance_rate: float | None = None  # accepted / proposed draft tokens (speculative strategies)
@@ -74,6 +79,8 @@ class GroupSummary:
             "draft_share": self.draft_share,
             "verify_share": self.verify_share,
             "significant": self.significant,
+            "n_disturbed": self.n_disturbed,
+            "disturbed_excluded": self.disturbed_excluded,
         }
         for name, est in self.metrics.items():
             data[name] = est.to_dict()
@@ -87,22 +94,38 @@ def summarize(
     trials: Sequence[dict[str, Any]],
     baseline: str | None,
     server_windows: Sequence[dict[str, Any]] = (),
+    variant_order: Sequence[str] = (),
+    *,
+    exclude_disturbed: bool | None = None,
 ) -> list[GroupSummary]:
-    """Per (variant, workload), in the order they were run. ``trials`` are rows of the ``trials`` table,
+    """Per (variant, workload): variants in ``variant_order`` (the spec's; interleaved runs start each
+    round with a different one), then any others as their first trials come, workloads as they come. ``trials`` are rows of the ``trials`` table,
     optionally with ``draft_ms``/``verify_ms``: the sums of their steps' (:meth:`Store.step_totals`);
-    ``server_windows`` rows of ``server_metrics`` (the server's own figures, for endpoint variants)."""
+    ``server_windows`` rows of ``server_metrics`` (the server's own figures, for endpoint variants).
+    ``exclude_disturbed``: leave disturbed trials out of every statistic (None: the default rule of
+    :func:`workbench.analysis.paired.disturbance`, out when they are few)."""
+    rule = disturbance(trials, exclude_disturbed)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for t in trials:
         if not t.get("warmup"):
             groups[(t["variant"], t["workload"])].append(t)
+    # without an order given: as the variants first appear, warm-ups included (they run in spec order)
+    rank = {
+        name: i for i, name in enumerate(dict.fromkeys([*variant_order, *(t["variant"] for t in trials)]))
+    }
+    seen = {k: i for i, k in enumerate(groups)}
+    keys = sorted(groups, key=lambda k: (rank.get(k[0], len(rank)), seen[k]))
     summaries = []
-    for (variant, workload), rows in groups.items():
-        ok = [_derived(r) for r in rows if r["status"] == "ok"]
+    for variant, workload in keys:
+        rows = groups[(variant, workload)]
+        ok = [_derived(r) for r in rows if r["status"] == "ok" and not (rule.excluded and r.get("disturbed"))]
         summary = GroupSummary(
             variant=variant,
             workload=workload,
             n_ok=len(ok),
             n_failed=sum(r["status"] == "failed" for r in rows),
+            n_disturbed=sum(bool(r.get("disturbed")) for r in rows if r["status"] == "ok"),
+            disturbed_excluded=rule.excluded,
             metrics={m: bootstrap_median([r.get(m) for r in ok], _prompts(ok)) for m in METRICS},
         )
         matches = [r["matches_baseline"] for r in ok if r.get("matches_baseline") is not None]
@@ -129,25 +152,41 @@ def summarize(
             summary.verify_share = sum(r.get("verify_ms") or 0.0 for r in timed) / decode_ms
         summaries.append(summary)
     if baseline is not None:
-        reference = {
-            workload: [r for r in rows if r["status"] == "ok"]
-            for (variant, workload), rows in groups.items()
-            if variant == baseline
+        usable = {
+            key: [r for r in rows if r["status"] == "ok" and not (rule.excluded and r.get("disturbed"))]
+            for key, rows in groups.items()
         }
         for s in summaries:
-            base = reference.get(s.workload)
+            base = usable.get((baseline, s.workload))
             if not base or s.variant == baseline:
                 continue
-            ok = [r for r in groups[(s.variant, s.workload)] if r["status"] == "ok"]
-            pb, po = _prompts(base), _prompts(ok)
-            s.speedup_e2e = speedup([r["e2e_ms"] for r in base], [r["e2e_ms"] for r in ok], pb, po)
-            s.speedup_ttft = speedup([r["ttft_ms"] for r in base], [r["ttft_ms"] for r in ok], pb, po)
-            s.speedup_decode = speedup(
-                [r["decode_tokens_per_s"] for r in ok], [r["decode_tokens_per_s"] for r in base], po, pb
-            )
+            mine = usable[(s.variant, s.workload)]
+            s.speedup_e2e = speedup_of(base, mine, "e2e_ms", higher_is_better=False)
+            s.speedup_ttft = speedup_of(base, mine, "ttft_ms", higher_is_better=False)
+            s.speedup_decode = speedup_of(base, mine, "decode_tokens_per_s", higher_is_better=True)
             if s.speedup_e2e and s.speedup_e2e.lo is not None:
                 s.significant = not (s.speedup_e2e.lo <= 1.0 <= s.speedup_e2e.hi)  # type: ignore[operator]
     return summaries
+
+
+def speedup_of(
+    reference: Sequence[dict[str, Any]],
+    variant: Sequence[dict[str, Any]],
+    metric: str,
+    *,
+    higher_is_better: bool,
+) -> PairedEstimate | None:
+    """The variant's speed-up on ``metric``: paired when at least two of its trials have a partner
+    of the same (workload, prompt, repetition) in the reference, else a ratio of medians (trials that
+    do not pair up: e.g. failures on one side only)."""
+    a, b, strata = pair_values(reference, variant, metric)
+    if len(a) >= 2:
+        return paired_speedup(a, b, strata, higher_is_better=higher_is_better)
+    num, den = (variant, reference) if higher_is_better else (reference, variant)
+    est = speedup([r.get(metric) for r in num], [r.get(metric) for r in den], _prompts(num), _prompts(den))
+    if est is None:
+        return None
+    return PairedEstimate(est.value, est.lo, est.hi, est.n, None, "unpaired")
 
 
 def throughput(ok: Sequence[dict[str, Any]]) -> float | None:

@@ -13,7 +13,7 @@ Definitions (``docs/targets.md``):
 - Margin: how far the percentile is from the target, as a share of the target; positive = headroom,
   negative = over the limit.
 - Goodput: the share of the measured requests (failed ones included: they did not get the
-  experience) that met every target. A request without a figure for a targeted metric (one output
+  experience) that met every target. Disturbed trials are left out as from every other statistic. A request without a figure for a targeted metric (one output
   token has no TPOT) is not counted as meeting it; a variant with no figure at all for a targeted
   metric gets a ``no data`` check and no goodput (it cannot be judged, which is not a miss).
 """
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from workbench.analysis.paired import disturbance
 from workbench.analysis.phases import LEVERS
 from workbench.analysis.phases import _num as _phases_num
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
@@ -253,12 +254,19 @@ def _meets(row: dict[str, Any], metric: str, target: float) -> bool:
     return value >= target if TARGET_METRICS[metric][2] else value <= target
 
 
-def evaluate(trials: Sequence[dict[str, Any]], targets: dict[str, Targets]) -> list[Verdict]:
+def evaluate(
+    trials: Sequence[dict[str, Any]], targets: dict[str, Targets], *, exclude_disturbed: bool | None = None
+) -> list[Verdict]:
     """A :class:`Verdict` per variant × workload whose workload has targets, in run order. ``trials``:
-    trial rows (warm-ups and cancelled or skipped trials are left out here)."""
+    trial rows (warm-ups and cancelled or skipped trials are left out here; disturbed ones as every
+    other statistic does: ``exclude_disturbed`` None = the default rule of
+    :func:`workbench.analysis.paired.disturbance`)."""
+    rule = disturbance(trials, exclude_disturbed)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for t in trials:
         if t.get("warmup") or t.get("status", "ok") not in ("ok", "failed"):
+            continue
+        if rule.excluded and t.get("disturbed"):
             continue
         groups[(t["variant"], t["workload"])].append(t)
     verdicts = []

@@ -89,7 +89,9 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
             data.verdicts = data.analysis.verdicts
             data.charts = chartdata.run_charts(data.analysis)
             return data
-        data.summaries = summarize(merged.trials, merged.baseline, merged.windows)
+        data.summaries = summarize(
+            merged.trials, merged.baseline, merged.windows, [v["name"] for v in merged.variants]
+        )
         data.verdicts = _verdicts(runs, merged.trials)
         view = _Compared(data.summaries, merged.baseline, [v["name"] for v in merged.variants], data.verdicts)
         data.charts = [

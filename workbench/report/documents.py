@@ -19,6 +19,7 @@ from workbench.report.formatting import (
     environment_lines,
     host_environment,
     match_text,
+    mde_text,
     timing_cells,
 )
 from workbench.report.formatting import fmt as _fmt
@@ -46,18 +47,20 @@ def results_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
         "e2e ms",
         "peak MB",
         "e2e speed-up",
+        "MDE",
         "TTFT speed-up",
         "decode speed-up",
         "accepted",
         "draft/verify",
         "match",
     ]
-    # Served variants (endpoint): the server's own TTFT beside the client's; parallel streams: the
+    # Served variants (endpoint): the client's mean TTFT beside the server's own mean; parallel streams: the
     # concurrency and the aggregate tokens/s. Only when some variant has them.
     served = any(s.server for s in analysis.summaries)
     parallel = any(s.concurrency > 1 for s in analysis.summaries)
     if served:
-        headers.insert(headers.index("TTFT ms") + 1, "srv TTFT ms")
+        at = headers.index("TTFT ms") + 1
+        headers[at:at] = ["TTFT mean ms", "srv TTFT mean ms"]
     if parallel:
         at = headers.index("e2e ms") + 1
         headers[at:at] = ["conc", "agg tok/s"]
@@ -71,6 +74,7 @@ def results_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
         row += [
             _fmt(m["peak_memory_mb"].value, 0),
             _ratio(s.speedup_e2e),
+            mde_text(s.speedup_e2e),
             _ratio(s.speedup_ttft),
             _ratio(s.speedup_decode),
             acceptance_text(s, digits=2),
@@ -185,11 +189,18 @@ def _meta(analysis: RunAnalysis) -> str:
 
 
 _FOOTNOTE = (
-    "Medians over measured trials (warm-ups excluded); speed-ups are ratios of medians vs the baseline "
-    "with a bootstrap 95 % CI (resampled within each prompt), * when the CI excludes 1. Prefill share = "
+    "Medians over measured trials (warm-ups excluded); speed-ups vs the baseline are geometric means of "
+    "the ratios of paired trials (same prompt, same round) with a bootstrap 95 % CI (resampled within "
+    "each prompt), * when the CI excludes 1; MDE: the smallest e2e speed-up this run's noise would "
+    "detect (95 %, 80 % power). Prefill share = "
     "median TTFT / (median TTFT + median time after the first token), of the baseline; prefill-heavy "
     "≥ 60 %, decode-heavy ≤ 40 %."
 )
+
+
+def _design_lines(analysis: RunAnalysis) -> list[str]:
+    """How the trials were ordered, the drift, the disturbed trials (analysis.run.Design)."""
+    return analysis.design.lines() if analysis.design else []
 
 
 def markdown_report(
@@ -220,6 +231,7 @@ def markdown_report(
         for workload, lines in analysis.target_advice.items():
             out += [f"### {workload}", ""] + [f"- {line}" for line in lines] + [""]
     out += ["## Results", "", _md_table(*results_table(analysis)), "", _FOOTNOTE, ""]
+    out += [f"- {line}" for line in _design_lines(analysis)] + ([""] if _design_lines(analysis) else [])
     image("speedup")
     rest = [name for name in by_name if name not in ("headline", "speedup", "targets") and name in images]
     if rest:
@@ -324,6 +336,8 @@ def html_report(
     parts.append("<h2>Results</h2>")
     parts.append(_html_table(*results_table(analysis), colours=colours))
     parts.append(f'<p class="note">{esc(_FOOTNOTE)}</p>')
+    if _design_lines(analysis):
+        parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in _design_lines(analysis)) + "</ul>")
     figure("speedup")
     rest = [name for name in by_name if name not in ("headline", "speedup", "targets") and name in pngs]
     if rest:

@@ -36,6 +36,12 @@ def ratio(est: Any) -> str:
     return text
 
 
+def mde_text(est: Any) -> str:
+    """A speed-up's minimum detectable effect, as ±x %."""
+    mde = getattr(est, "mde", None)
+    return f"±{mde:.1%}" if mde is not None else ""
+
+
 def acceptance_text(summary: Any, digits: int = 1) -> str:
     """Draft acceptance rate and mean accepted length (tokens per verification step); a server's own
     speculative decoding (from its metrics) is marked "srv"."""
@@ -65,18 +71,22 @@ def match_text(summary: Any) -> str:
 
 
 def timing_cells(summary: Any, *, served: bool, parallel: bool) -> list[str]:
-    """The cells every comparison table starts with: variant, workload, n, token counts, TTFT (and the
-    server's, for served variants), TPOT, decode tok/s, e2e (and concurrency + aggregate tok/s)."""
+    """The cells every comparison table starts with: variant, workload, n, token counts, TTFT (and, for
+    served variants, the client's and the server's mean TTFT), TPOT, decode tok/s, e2e (and
+    concurrency + aggregate tok/s). ``n`` notes disturbed trials ("12, 1 disturbed")."""
     s, m = summary, summary.metrics
     cells = [
         s.variant,
         s.workload,
-        f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""),
+        f"{s.n_ok}"
+        + (f" ({s.n_failed} failed)" if s.n_failed else "")
+        + (f" ({s.n_disturbed} disturbed{', out' if s.disturbed_excluded else ''})" if s.n_disturbed else ""),
         fmt(m["input_tokens"].value, 0),
         fmt(m["output_tokens"].value, 0),
         fmt(m["ttft_ms"].value, 1),
     ]
-    if served:
+    if served:  # like with like: the client's mean beside the server's mean, over the same requests
+        cells.append(fmt(s.server.get("client_ttft_mean_ms") if s.server else None, 1))
         cells.append(fmt(s.server.get("ttft_ms") if s.server else None, 1))
     cells += [fmt(m["tpot_ms"].value, 2), fmt(m["decode_tokens_per_s"].value, 1), fmt(m["e2e_ms"].value, 0)]
     if parallel:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.report.formatting import acceptance_text, fmt, match_text, ratio, timing_cells
+from workbench.report.formatting import acceptance_text, fmt, match_text, mde_text, ratio, timing_cells
 
 __all__ = ["comparison_table", "run_comparison_table", "short", "text_table", "variants_table"]
 
@@ -47,21 +47,23 @@ def variants_table(variants: Sequence[dict[str, Any]]) -> Table:
 
 
 def comparison_table(summaries: Sequence[Any]) -> Table:
-    """Medians and speed-ups per variant × workload (``analysis.summary.GroupSummary`` each). Served
-    variants add the server's own TTFT beside the client's; parallel streams add the concurrency and
+    """Medians and speed-ups per variant × workload (``analysis.summary.GroupSummary`` each), the e2e
+    speed-up's minimum detectable effect beside it. Served variants add the client's mean TTFT and the
+    server's own mean TTFT (means over the same requests: like with like); parallel streams add the concurrency and
     the aggregate tokens/s. Those columns appear only when some variant has them."""
     served = any(s.server for s in summaries)
     parallel = any(s.concurrency > 1 for s in summaries)
     rows = []
     for s in summaries:
         row = timing_cells(s, served=served, parallel=parallel)
-        row += [ratio(s.speedup_e2e), ratio(s.speedup_decode), acceptance_text(s), match_text(s)]
+        row += [ratio(s.speedup_e2e), mde_text(s.speedup_e2e), ratio(s.speedup_decode)]
+        row += [acceptance_text(s), match_text(s)]
         rows.append(row)
     headers = ["variant", "workload", "n", "in tok", "out tok", "TTFT ms"]
-    headers += ["srv TTFT ms"] if served else []
+    headers += ["TTFT mean ms", "srv TTFT mean ms"] if served else []
     headers += ["TPOT ms", "decode tok/s", "e2e ms"]
     headers += ["conc", "agg tok/s"] if parallel else []
-    headers += ["e2e speed-up", "decode speed-up", "accepted", "match"]
+    headers += ["e2e speed-up", "MDE", "decode speed-up", "accepted", "match"]
     return headers, rows
 
 

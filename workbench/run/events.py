@@ -24,6 +24,7 @@ __all__ = [
     "ServerMetrics",
     "Started",
     "TrialDone",
+    "UnitDone",
     "parse_event",
 ]
 
@@ -64,10 +65,16 @@ class Loaded(Event):
     model_shape: str | None = None  # JSON text
     server: dict[str, Any] | None = None
     environment: dict[str, Any] = field(default_factory=dict)
+    #: the worker's memory after loading (MB): its own footprint (RSS; CUDA: the allocator's reserve)
+    #: and what the device had left. The parent uses them to decide whether another variant fits.
+    footprint_mb: float | None = None
+    free_mb: float | None = None
 
     def variant_fields(self) -> dict[str, Any]:
-        """What the ``variants`` table stores: every field but the machine's environment (the run's)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "environment"}
+        """What the ``variants`` table stores: every field but the machine's environment (the run's)
+        and the memory figures the parent's residency check uses."""
+        skip = {"environment", "footprint_mb", "free_mb"}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,14 @@ class ServerMetrics(Event):
 
 
 @dataclass(frozen=True)
+class UnitDone(Event):
+    """The group of trials the parent asked for is done; the worker waits for the next command."""
+
+    kind: ClassVar[str] = "unit_done"
+    trials: list[int]
+
+
+@dataclass(frozen=True)
 class Finished(Event):
     kind: ClassVar[str] = "finished"
 
@@ -109,7 +124,8 @@ class Cancelled(Event):
 
 
 _KINDS: dict[str, type[Event]] = {
-    cls.kind: cls for cls in (Started, Loaded, LoadFailed, TrialDone, ServerMetrics, Finished, Cancelled)
+    cls.kind: cls
+    for cls in (Started, Loaded, LoadFailed, TrialDone, ServerMetrics, UnitDone, Finished, Cancelled)
 }
 
 

@@ -12,28 +12,35 @@ Used by the CLI and the GUI alike; it never imports torch.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from workbench import __version__
+from workbench.analysis.paired import widest_ci
 from workbench.core.config import model_source_fields
 from workbench.core.errors import StrategyError, WorkbenchError
 from workbench.run import events as ev
+from workbench.run.design import Block, Unit, block_schedule, interleaved_schedule, sequential_schedule
+from workbench.run.disturbance import judge
 from workbench.run.plan import TrialPlan, VariantPlan, plan_run
-from workbench.spec.parse import Spec
+from workbench.spec.parse import AUTO_MIN_REPETITIONS, Spec
 from workbench.store import Store
 
 __all__ = ["Progress", "RunExecutor", "RunResult", "run_spec"]
 
 #: seconds a worker gets to stop after a cancel before it is killed
 CANCEL_GRACE_S = 15.0
+#: interleaving loads the next variant only if the device's free memory is at least this many times
+#: the largest footprint loaded so far (weights plus what trials add: KV cache, activations)
+RESIDENT_MARGIN = 1.5
 
 
 @dataclass
@@ -77,23 +84,36 @@ class RunExecutor:
         self._on_log = on_log or (lambda line: None)
         self._python = python
         self._cancel = threading.Event()
-        self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
+        self._workers: set[_Worker] = set()  # every live worker process (several when interleaving)
+        self._active: _Worker | None = None  # the one loading or running a unit now
+        self._state: list[_VariantState] = []
+        self._environment: dict[str, Any] = {}
+        self._positions: dict[int | None, int] = {}  # units dispatched per round so far
+        self._checked = 0  # repetitions = "auto": the repetition count last looked at
         self.run_id: int | None = None
 
     # -- control ---------------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Ask the run to stop (thread-safe). Asked twice, the worker is killed at once."""
+        """Ask the run to stop (thread-safe): the running trial stops at its next step, idle workers
+        close. Asked twice, the workers are killed at once."""
         again = self._cancel.is_set()
         self._cancel.set()
         with self._lock:
-            proc = self._proc
-        if proc is not None and proc.poll() is None:
-            if again:
-                proc.kill()
-            else:
-                _interrupt(proc)
+            procs = [w.proc for w in self._workers]
+        for proc in procs:
+            if proc.poll() is None:
+                if again:
+                    proc.kill()
+                else:
+                    _interrupt(proc)
+
+    @property
+    def _proc(self) -> subprocess.Popen[str] | None:
+        """The process of the worker loading or running a unit now (None between units)."""
+        active = self._active
+        return active.proc if active is not None else None
 
     @property
     def cancelled(self) -> bool:
@@ -129,107 +149,244 @@ class RunExecutor:
                     "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },
             )
-        environment: dict[str, Any] = {}
+        self._state = [_VariantState(plan) for plan in self.plans]
+        self._result = result
         try:
-            for plan in self.plans:
-                if self.cancelled:
-                    self.store.update_variant(run_id, plan.variant.name, {"status": "cancelled"})
-                    continue
-                self._run_variant(plan, result, environment)
+            order = self.spec.order
+            if order == "interleaved" and len(self.plans) > 1:
+                note = self._run_interleaved()
+                if note is not None:  # the variants do not all fit: counterbalanced blocks instead
+                    order = "blocks"
+                    self.store.update_run(run_id, {"trial_order_note": note})
+                    self._report(note)
+            if order == "blocks":
+                self._run_blocks(block_schedule(self.plans, self.spec.seed))
+            elif order == "sequential" or len(self.plans) == 1:
+                self._run_blocks(sequential_schedule(self.plans))
+            self.store.update_run(run_id, {"trial_order": order, "repetitions": self._repetitions_done()})
         finally:
+            self._close_all()
+            for state in self._state:
+                self.store.update_variant(run_id, state.plan.variant.name, state.final_status(self.cancelled))
             result.status = _final_status(result, self.cancelled)
-            if environment:
-                self.store.set_environment(run_id, environment)
+            if self._environment:
+                self.store.set_environment(run_id, self._environment)
             self.store.finish_run(run_id, result.status)
             if result.status in ("ok", "partial"):
                 mark_matches_baseline(self.store, run_id, self.spec.baseline_variant)
         return result
 
-    def _run_variant(self, plan: VariantPlan, result: RunResult, environment: dict[str, Any]) -> None:
-        variant = plan.variant
-        run_id = self.run_id
-        assert run_id is not None
+    # -- the designs ------------------------------------------------------------------------------
+
+    def _run_interleaved(self) -> str | None:
+        """Every variant loaded at once, then warm-ups, then the rounds. Returns a note (and runs
+        nothing) when the variants cannot all be resident."""
+        warmups, rounds = interleaved_schedule(self.plans, self.spec.seed)
+        largest = 0.0
+        for state in self._state:
+            if self.cancelled:
+                return None
+            worker = self._load(state)
+            if worker is None:
+                continue
+            loaded = worker.loaded
+            if loaded is not None and loaded.footprint_mb is not None:
+                largest = max(largest, loaded.footprint_mb)
+            if state is self._state[-1] or loaded is None or loaded.free_mb is None:
+                continue
+            need = largest * RESIDENT_MARGIN
+            if loaded.free_mb < need:
+                self._close_all()
+                for other in self._state:
+                    other.reset_load()
+                return (
+                    f"interleaving needs every variant loaded at once: {loaded.free_mb / 1024:.1f} GB free "
+                    f"on {loaded.device} after {len([s for s in self._state if s.loads])} of "
+                    f"{len(self._state)}, the next may need ~{need / 1024:.1f} GB; ran in counterbalanced "
+                    'blocks instead (order = "blocks")'
+                )
+        for unit in warmups:
+            if not self._dispatch(unit):
+                return None
+        for unit in rounds:
+            if not self._dispatch(unit) or self._enough():
+                break
+        return None
+
+    def _run_blocks(self, blocks: list[Block]) -> None:
+        """One variant loaded at a time: each block loads it, runs its units and closes it."""
+        for block in blocks:
+            state = self._state[block.variant]
+            if self.cancelled or state.dead:
+                continue
+            if self._load(state) is None:
+                continue
+            for unit in block.units:
+                if not self._dispatch(unit):
+                    break
+                if self._enough():
+                    self._close(state)
+                    return
+            self._close(state)
+
+    def _enough(self) -> bool:
+        """``repetitions = "auto"``: after each repetition that every variant finished, stop once every
+        paired speed-up's CI is within ±``ci_target`` (at least AUTO_MIN_REPETITIONS repetitions)."""
+        if not self.spec.auto_repetitions or self.cancelled:
+            return False
+        done = self._repetitions_done()
+        if done == self._checked or done < AUTO_MIN_REPETITIONS:
+            return False
+        self._checked = done
+        trials = self.store.trials(self.run_id, status="ok")  # type: ignore[arg-type]
+        widest = widest_ci(trials, self.spec.baseline_variant)
+        if widest is None:
+            return False
+        if widest <= self.spec.ci_target:
+            note = (
+                f'repetitions = "auto": stopped after {done} repetitions, every speed-up CI within '
+                f"±{widest:.1%} (target ±{self.spec.ci_target:.0%})"
+            )
+            self.store.update_run(self.run_id, {"trial_order_note": note})  # type: ignore[arg-type]
+            self._report(note)
+            skipped = sum(len(s.plan.trials) - len(s.received) for s in self._state if not s.dead)
+            self.progress.total -= skipped
+            for state in self._state:
+                state.stopped_early = True
+            return True
+        self._report(f"after {done} repetitions the widest speed-up CI is ±{widest:.1%}: adding a round")
+        if done == self.spec.repetitions:
+            note = (
+                f'repetitions = "auto": reached the cap of {done} repetitions with a speed-up CI of '
+                f"±{widest:.1%} (target ±{self.spec.ci_target:.0%}; raise max_repetitions)"
+            )
+            self.store.update_run(self.run_id, {"trial_order_note": note})  # type: ignore[arg-type]
+        return False
+
+    def _repetitions_done(self) -> int:
+        """Repetitions every live variant has finished (each of its measured trials received)."""
+        counts = []
+        for state in self._state:
+            if state.dead:
+                continue
+            per_rep: dict[int, int] = collections.Counter()
+            done: dict[int, int] = collections.Counter()
+            for i, t in enumerate(state.plan.trials):
+                if not t.warmup:
+                    per_rep[t.repetition] += 1
+                    done[t.repetition] += i in state.received
+            reps = 0
+            while per_rep.get(reps) and done[reps] == per_rep[reps]:
+                reps += 1
+            counts.append(reps)
+        return min(counts, default=0)
+
+    # -- one worker -------------------------------------------------------------------------------
+
+    def _load(self, state: _VariantState) -> _Worker | None:
+        """Start the variant's worker and wait for its model to load. None when it cannot (the
+        variant's trials are then failed with the reason)."""
+        variant = state.plan.variant
         self.progress.variant = variant.name
         self._report(f"loading {variant.name}")
-        job = {"variant": variant.to_dict(), "trials": [t.to_dict() for t in plan.trials]}
-        proc = self._start_worker()
-        stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
-        reader = threading.Thread(target=self._pump_stderr, args=(proc.stderr, stderr_tail), daemon=True)
-        reader.start()
-        received: set[int] = set()
-        trial_ids: dict[int, int | None] = {}
-        finished = load_failed = False
+        worker = _Worker(self, state)
+        state.worker = worker
+        state.loads += 1
+        self._active = worker
         try:
-            assert proc.stdin is not None and proc.stdout is not None
-            try:
-                proc.stdin.write(json.dumps(job))
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
-            for line in proc.stdout:
-                try:
-                    event = ev.parse_event(line)
-                except (json.JSONDecodeError, ev.EventError):
-                    self._on_log(line.rstrip())
-                    continue
-                if isinstance(event, ev.Loaded):
-                    loaded = event.variant_fields()
-                    environment.setdefault("host", event.environment)
-                    environment.setdefault("variants", {})[variant.name] = loaded
-                    if "torch_threads" in event.environment:  # per variant: its `threads` may differ
-                        environment["variants"][variant.name] = {
-                            **loaded,
-                            "torch_threads": event.environment["torch_threads"],
-                        }
-                    server = json.dumps(loaded["server"]) if loaded["server"] is not None else None
-                    self.store.update_variant(
-                        run_id, variant.name, {**loaded, "server": server, "status": "loaded"}
-                    )
-                    self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s")
-                elif isinstance(event, ev.LoadFailed):
-                    load_failed = True
-                    self._fail_rest(
-                        plan, received, f"could not load variant '{variant.name}': {event.error}", result
-                    )
-                elif isinstance(event, ev.TrialDone):
-                    received.add(event.index)
-                    trial_ids[event.index] = self._record_trial(plan, plan.trials[event.index], event, result)
-                elif isinstance(event, ev.ServerMetrics):
-                    ids = [trial_ids.get(i) for i in event.trials]
-                    self.store.add_server_metrics(
-                        run_id,
-                        {
-                            "variant": variant.name,
-                            "workload": event.workload,
-                            "warmup": int(event.warmup),
-                            "trials": len(ids),
-                            "trial_id": ids[0] if len(ids) == 1 else None,
-                            **event.figures,
-                        },
-                    )
-                elif isinstance(event, ev.Finished):
-                    finished = True
-        except BaseException:
-            proc.kill()  # this process failed (e.g. the disk is full): do not leave the worker running
-            raise
+            event = worker.wait_loaded()
         finally:
-            returncode = self._wait(proc)
-            reader.join(timeout=5)
-        if load_failed:
-            self.store.update_variant(run_id, variant.name, {"status": "failed", "error": result.errors[-1]})
-            return
-        if finished:
-            self.store.update_variant(run_id, variant.name, {"status": "ok"})
-            return
+            self._active = None
+        if isinstance(event, ev.Loaded):
+            self._on_loaded(state, event)
+            return worker
+        if isinstance(event, ev.LoadFailed):
+            reason = f"could not load variant '{variant.name}': {event.error}"
+        elif self.cancelled:
+            self._close(state)
+            return None
+        else:
+            reason = worker.death()
+        self._close(state)
+        state.fail(reason)
+        self._fail_rest(state.plan, state.received, reason, self._result)
+        return None
+
+    def _dispatch(self, unit: Unit) -> bool:
+        """Run one unit on its variant's worker and record what it sends. False once the run is
+        cancelled; a worker that dies fails only its own variant."""
         if self.cancelled:
-            self.store.update_variant(run_id, variant.name, {"status": "cancelled"})
-            return
-        reason = f"worker process for '{variant.name}' died: {describe_exit(returncode)}"
-        tail = [line for line in stderr_tail if line.strip()]
-        if tail:
-            reason += f"; last output: {tail[-1].strip()[:300]}"
-        self._fail_rest(plan, received, reason, result)
-        self.store.update_variant(run_id, variant.name, {"status": "failed", "error": reason})
+            return False
+        state = self._state[unit.variant]
+        worker = state.worker
+        if state.dead or worker is None:
+            return True
+        self.progress.variant = state.plan.variant.name
+        position = self._positions[unit.round] = self._positions.get(unit.round, -1) + 1
+        self._active = worker
+        try:
+            outcome = worker.run(unit, lambda event: self._on_event(state, event, position))
+        finally:
+            self._active = None
+        if outcome == "done":
+            return True
+        if outcome == "cancelled" or self.cancelled:
+            return False
+        reason = worker.death()
+        self._close(state)
+        state.fail(reason)
+        self._fail_rest(state.plan, state.received, reason, self._result)
+        return True
+
+    def _on_loaded(self, state: _VariantState, event: ev.Loaded) -> None:
+        variant = state.plan.variant
+        loaded = event.variant_fields()
+        self._environment.setdefault("host", event.environment)
+        entry = dict(loaded)
+        if "torch_threads" in event.environment:  # per variant: its `threads` may differ
+            entry["torch_threads"] = event.environment["torch_threads"]
+        self._environment.setdefault("variants", {})[variant.name] = entry
+        server = json.dumps(loaded["server"]) if loaded["server"] is not None else None
+        self.store.update_variant(
+            self.run_id,  # type: ignore[arg-type]
+            variant.name,
+            {**loaded, "server": server, "status": "loaded"},
+        )
+        self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s")
+
+    def _on_event(self, state: _VariantState, event: ev.Event, position: int) -> None:
+        if isinstance(event, ev.TrialDone):
+            state.received.add(event.index)
+            trial = state.plan.trials[event.index]
+            row = {**event.trial, "round_position": None if trial.warmup else position}
+            why = judge(row, state.best_clock)
+            if row.get("gpu_clock_mhz"):
+                state.best_clock = max(state.best_clock or 0, row["gpu_clock_mhz"])
+            row.update(disturbed=int(why is not None), disturbance=why)
+            done = dataclasses.replace(event, trial=row)
+            state.trial_ids[event.index] = self._record_trial(state.plan, trial, done, self._result)
+        elif isinstance(event, ev.ServerMetrics):
+            ids = [state.trial_ids.get(i) for i in event.trials]
+            self.store.add_server_metrics(
+                self.run_id,  # type: ignore[arg-type]
+                {
+                    "variant": state.plan.variant.name,
+                    "workload": event.workload,
+                    "warmup": int(event.warmup),
+                    "trials": len(ids),
+                    "trial_id": ids[0] if len(ids) == 1 else None,
+                    **event.figures,
+                },
+            )
+
+    def _close(self, state: _VariantState) -> None:
+        if state.worker is not None:
+            state.worker.close()
+            state.worker = None
+
+    def _close_all(self) -> None:
+        for state in getattr(self, "_state", []):
+            self._close(state)
 
     def _record_trial(
         self, plan: VariantPlan, trial: TrialPlan, event: ev.TrialDone, result: RunResult
@@ -266,6 +423,7 @@ class RunExecutor:
         for index, trial in enumerate(plan.trials):
             if index in received:
                 continue
+            received.add(index)
             self.store.add_trial(
                 self.run_id,  # type: ignore[arg-type]
                 {
@@ -289,17 +447,58 @@ class RunExecutor:
         result.errors.append(reason)
         self._report(reason)
 
-    # -- process plumbing ------------------------------------------------------------------------
+    def _report(self, message: str) -> None:
+        self.progress.message = message
+        self._on_progress(self.progress)
 
-    def _start_worker(self) -> subprocess.Popen[str]:
+
+class _VariantState:
+    """What the parent knows about one variant during the run."""
+
+    def __init__(self, plan: VariantPlan) -> None:
+        self.plan = plan
+        self.worker: _Worker | None = None
+        self.received: set[int] = set()  # indices of its trials recorded (or failed) so far
+        self.trial_ids: dict[int, int | None] = {}
+        self.loads = 0
+        self.dead = False  # failed to load or died: its remaining trials are failed
+        self.error: str | None = None
+        self.best_clock: float | None = None  # highest GPU clock seen (disturbance rule)
+        self.stopped_early = False  # repetitions = "auto" ended the run before its cap
+
+    def reset_load(self) -> None:
+        self.loads = 0
+
+    def fail(self, reason: str) -> None:
+        self.dead = True
+        self.error = reason
+
+    def final_status(self, cancelled: bool) -> dict[str, Any]:
+        if self.dead:
+            return {"status": "failed", "error": self.error}
+        if self.stopped_early or len(self.received) == len(self.plan.trials):
+            return {"status": "ok"}
+        return {"status": "cancelled" if cancelled else "failed"}
+
+
+class _Worker:
+    """One variant's worker process, seen from the parent: the job goes in as the first line, then
+    one command per unit; its events are read until the unit is done."""
+
+    def __init__(self, executor: RunExecutor, state: _VariantState) -> None:
+        self._executor = executor
+        self.state = state
+        self.loaded: ev.Loaded | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.returncode: int | None = None
         kwargs: dict[str, Any] = {}
         if os.name == "nt":
             kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
         else:
             kwargs["start_new_session"] = True  # the terminal's Ctrl-C reaches only us; we forward it
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-        proc = subprocess.Popen(
-            [self._python, "-m", "workbench.run.worker"],
+        self.proc = subprocess.Popen(
+            [executor._python, "-m", "workbench.run.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -310,30 +509,99 @@ class RunExecutor:
             env=env,
             **kwargs,
         )
-        with self._lock:
-            self._proc = proc
-        if self.cancelled:  # cancelled while starting
-            _interrupt(proc)
-        return proc
+        with executor._lock:
+            executor._workers.add(self)
+        if executor.cancelled:  # cancelled while starting
+            _interrupt(self.proc)
+        self._reader = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._reader.start()
+        plan = state.plan
+        self._send({"variant": plan.variant.to_dict(), "trials": [t.to_dict() for t in plan.trials]})
 
-    def _wait(self, proc: subprocess.Popen[str]) -> int:
+    def _send(self, message: dict[str, Any]) -> bool:
+        assert self.proc.stdin is not None
         try:
-            return proc.wait(timeout=CANCEL_GRACE_S if self.cancelled else None)
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def _events(self) -> Iterator[ev.Event]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                yield ev.parse_event(line)
+            except (json.JSONDecodeError, ev.EventError):
+                self._executor._on_log(line.rstrip())
+
+    def wait_loaded(self) -> ev.Event | None:
+        """Loaded, LoadFailed, or None when the process ended first."""
+        for event in self._events():
+            if isinstance(event, ev.Loaded):
+                self.loaded = event
+                return event
+            if isinstance(event, ev.LoadFailed):
+                return event
+        return None
+
+    def run(self, unit: Unit, on_event: Callable[[ev.Event], None]) -> str:
+        """Run ``unit``: ``"done"``, ``"cancelled"``, or ``"died"`` (the process ended)."""
+        if not self._send({"run": list(unit.trials)}):
+            return "died"
+        for event in self._events():
+            if isinstance(event, ev.UnitDone):
+                return "done"
+            if isinstance(event, ev.Cancelled):
+                return "cancelled"
+            if isinstance(event, ev.Finished):
+                return "died"
+            on_event(event)
+        return "died"
+
+    def close(self) -> None:
+        """Tell the worker to close its session and end; wait for it (killed after a grace time when
+        cancelled, or when it does not end)."""
+        if self.proc.poll() is None:
+            self._send({"close": True})
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            for event in self._events():  # drain: Finished, or the rest of a cancelled unit
+                if isinstance(event, ev.Finished):
+                    break
+        try:
+            self.returncode = self.proc.wait(timeout=CANCEL_GRACE_S)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait()
+            self.proc.kill()
+            self.returncode = self.proc.wait()
         finally:
-            with self._lock:
-                self._proc = None
+            with self._executor._lock:
+                self._executor._workers.discard(self)
+        self._reader.join(timeout=5)
 
-    def _pump_stderr(self, stream: IO[str], tail: collections.deque[str]) -> None:
-        for line in stream:
-            tail.append(line)
-            self._on_log(line.rstrip("\n"))
+    def death(self) -> str:
+        """Why the process ended, with its last line of output."""
+        try:
+            self.returncode = self.proc.wait(timeout=CANCEL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.returncode = self.proc.wait()
+        self._reader.join(timeout=5)
+        name = self.state.plan.variant.name
+        reason = f"worker process for '{name}' died: {describe_exit(self.returncode)}"
+        tail = [line for line in self.stderr_tail if line.strip()]
+        if tail:
+            reason += f"; last output: {tail[-1].strip()[:300]}"
+        return reason
 
-    def _report(self, message: str) -> None:
-        self.progress.message = message
-        self._on_progress(self.progress)
+    def _pump_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_tail.append(line)
+            self._executor._on_log(line.rstrip("\n"))
 
 
 def preflight_spec(spec: Spec) -> None:

@@ -36,6 +36,9 @@ class TrialPlan:
     seed: int
     ignore_eos: bool
     stop: tuple[str, ...]
+    #: the round this measured trial belongs to: one (repetition, workload, prompt), which every variant
+    #: runs once (rounds are numbered repetition-major); None for a warm-up
+    round: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -69,10 +72,13 @@ def plan_run(spec: Spec) -> list[VariantPlan]:
         first = workload.items[0]
         for w in range(spec.warmup):
             trials.append(_trial(spec, workload, first, w, warmup=True))
+    warmups = len(trials)
     for repetition in range(spec.repetitions):
         for workload in spec.workloads:
             for item in workload.items:
-                trials.append(_trial(spec, workload, item, repetition, warmup=False))
+                trials.append(
+                    _trial(spec, workload, item, repetition, warmup=False, round=len(trials) - warmups)
+                )
     order = {w.name: i for i, w in enumerate(spec.workloads)}
     workload_major = sorted(trials, key=lambda t: (order[t.workload], not t.warmup))  # stable
     return [
@@ -102,7 +108,9 @@ def trial_groups(
     return groups
 
 
-def _trial(spec: Spec, workload: Any, item: Any, repetition: int, *, warmup: bool) -> TrialPlan:
+def _trial(
+    spec: Spec, workload: Any, item: Any, repetition: int, *, warmup: bool, round: int | None = None
+) -> TrialPlan:
     max_new_tokens = item.max_new_tokens
     if warmup and spec.warmup_max_new_tokens is not None:
         max_new_tokens = min(max_new_tokens, spec.warmup_max_new_tokens)
@@ -118,4 +126,5 @@ def _trial(spec: Spec, workload: Any, item: Any, repetition: int, *, warmup: boo
         seed=trial_seed(spec.seed, workload.name, item.prompt.id, repetition),
         ignore_eos=workload.ignore_eos,
         stop=workload.stop,
+        round=round,
     )

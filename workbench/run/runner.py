@@ -199,6 +199,7 @@ class TrialRunner:
             "workload": plan.workload,
             "prompt_id": plan.prompt.id,
             "repetition": plan.repetition,
+            "round": plan.round,
             "warmup": int(plan.warmup),
             "max_new_tokens": plan.max_new_tokens,
             "seed": plan.seed,

@@ -1,7 +1,10 @@
-"""The worker process: loads one variant and runs its trials, streaming events to the parent.
+"""The worker process: loads one variant and runs its trials when told, streaming events to the parent.
 
 Started as ``python -m workbench.run.worker`` by :mod:`workbench.run.execute` (the CLI and the GUI use the
-same path). The job (one variant and its planned trials) arrives as one JSON document on stdin.
+same path). The job (one variant and its planned trials) arrives as the first JSON line on stdin; then
+each further line is a command: run these trials (one group), or close. The parent decides the order
+in time (:mod:`workbench.run.design`): with interleaving, several workers are loaded at once and take
+turns, the idle ones blocked on their pipe.
 Events leave as JSON lines on the process's *original* stdout; everything else that writes to
 stdout (libraries, C code) is redirected to stderr first, so nothing can corrupt the event stream.
 
@@ -17,9 +20,11 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from workbench.run import events as ev
+from workbench.run.disturbance import MachineWatch
 
 __all__ = ["main"]
 
@@ -62,7 +67,7 @@ def main() -> int:
 
     if os.getppid() != parent:  # the parent died before the death signal was armed
         return 1
-    job = json.load(sys.stdin)
+    job = json.loads(sys.stdin.readline())
     events.emit(ev.Started(pid=os.getpid()))
     try:
         return _run(job, events, lambda: cancel["requested"])
@@ -90,8 +95,8 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     from workbench.core.device import resolve_device
     from workbench.core.errors import WorkbenchError, describe_exception
     from workbench.run.environment import snapshot
-    from workbench.run.plan import TrialPlan, trial_groups
-    from workbench.run.runner import TrialResult, TrialRunner
+    from workbench.run.plan import TrialPlan
+    from workbench.run.runner import TrialRunner
     from workbench.spec.parse import variant_from_dict
 
     try:
@@ -114,6 +119,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         return 1
     runner = TrialRunner(session, device, cancelled=cancelled)
     client = session.timing_scope != "in-process"
+    footprint, free = _memory(device) if not client else (None, None)
     events.emit(
         ev.Loaded(
             device="remote" if client else str(device),
@@ -127,49 +133,97 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             model_shape=json.dumps(session.model_shape) if session.model_shape else None,
             server=session.server_info,
             environment=snapshot(device),
+            footprint_mb=footprint,
+            free_mb=free,
         )
     )
     trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
-    for number, group in enumerate(trial_groups(trials, variant.concurrency, variant.batch_size)):
+    watch = MachineWatch(device.index or 0 if device.is_cuda else None)
+    for number, command in enumerate(_commands(sys.stdin)):
+        if command.get("close"):
+            break
         if cancelled():
             events.emit(ev.Cancelled())
             return 130
-        # The server's own counters before and after each group (untimed; endpoint strategies only).
-        before = _server_call(session.server_snapshot)
-        results: dict[int, str] = {}
-
-        def emit(
-            position: int, result: TrialResult, group: list[int] = group, results: dict[int, str] = results
-        ) -> None:
-            index = group[position]
-            results[index] = result.status
-            events.emit(ev.TrialDone(index=index, status=result.status, trial=result.row, steps=result.steps))
-
-        if variant.batch_size > 1:
-            runner.run_batch([trials[i] for i in group], emit, group=number)
-        elif variant.concurrency == 1:
-            emit(0, runner.run(trials[group[0]]))
-        else:
-            runner.run_group([trials[i] for i in group], variant.concurrency, emit, group=number)
-        if before is not None:
-            reached = sum(status == "ok" for status in results.values())
-            figures = _server_call(session.server_figures, before, reached)
-            if figures:
-                first = trials[group[0]]
-                events.emit(
-                    ev.ServerMetrics(
-                        trials=[i for i in group if i in results],
-                        workload=first.workload,
-                        warmup=first.warmup,
-                        figures=figures,
-                    )
-                )
-        if "cancelled" in results.values() or cancelled():
+        group = [int(i) for i in command["run"]]
+        status = _run_group(session, runner, variant, trials, group, number, events, watch)
+        if "cancelled" in status or cancelled():
             events.emit(ev.Cancelled())
             return 130
+        events.emit(ev.UnitDone(trials=group))
     session.close()
     events.emit(ev.Finished())
     return 0
+
+
+def _commands(stream: TextIO) -> Iterator[dict[str, Any]]:
+    """The parent's commands after the job, one JSON line each: ``{"run": [indices]}`` runs those
+    trials as one group, ``{"close": true}`` (or the end of the stream) ends the worker. Between
+    commands the worker is blocked on this read: an idle worker costs no CPU."""
+    for line in stream:
+        if line.strip():
+            yield json.loads(line)
+
+
+def _run_group(
+    session: Any,
+    runner: Any,
+    variant: Any,
+    trials: list[Any],
+    group: list[int],
+    number: int,
+    events: _Events,
+    watch: MachineWatch,
+) -> set[str]:
+    """Run one group of trials (one trial, a batch or parallel streams) and emit their results, each
+    with what the machine did meanwhile. Returns the statuses seen."""
+    # The server's own counters before and after each group (untimed; endpoint strategies only).
+    before = _server_call(session.server_snapshot)
+    results: dict[int, str] = {}
+    mark = watch.mark()
+
+    def emit(position: int, result: Any) -> None:
+        index = group[position]
+        results[index] = result.status
+        row = {**result.row, **watch.figures(mark)}
+        events.emit(ev.TrialDone(index=index, status=result.status, trial=row, steps=result.steps))
+
+    if variant.batch_size > 1:
+        runner.run_batch([trials[i] for i in group], emit, group=number)
+    elif variant.concurrency == 1:
+        emit(0, runner.run(trials[group[0]]))
+    else:
+        runner.run_group([trials[i] for i in group], variant.concurrency, emit, group=number)
+    if before is not None:
+        reached = sum(status == "ok" for status in results.values())
+        figures = _server_call(session.server_figures, before, reached)
+        if figures:
+            first = trials[group[0]]
+            events.emit(
+                ev.ServerMetrics(
+                    trials=[i for i in group if i in results],
+                    workload=first.workload,
+                    warmup=first.warmup,
+                    figures=figures,
+                )
+            )
+    return set(results.values())
+
+
+def _memory(device: Any) -> tuple[float | None, float | None]:
+    """(this process's footprint, the device's free memory) in MB, after the model loaded: what the
+    parent needs to decide whether another variant fits beside it."""
+    try:
+        if device.is_cuda:
+            import torch
+
+            free, _ = torch.cuda.mem_get_info(device.index or 0)
+            return torch.cuda.memory_reserved(device.index or 0) / 2**20, free / 2**20
+        import psutil
+
+        return psutil.Process().memory_info().rss / 2**20, psutil.virtual_memory().available / 2**20
+    except Exception:  # unknown: the parent then trusts that the variants fit
+        return None, None
 
 
 def _server_call(fn: Any, *args: Any) -> Any:

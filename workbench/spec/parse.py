@@ -34,7 +34,10 @@ from workbench.spec.workloads import (
 )
 
 __all__ = [
+    "AUTO_MAX_REPETITIONS",
+    "AUTO_MIN_REPETITIONS",
     "DTYPES",
+    "ORDERS",
     "Spec",
     "load_spec",
     "parse_spec",
@@ -49,6 +52,11 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+#: trial orders (docs/analysis.md "How trials are ordered")
+ORDERS = ("interleaved", "blocks", "sequential")
+#: ``repetitions = "auto"``: the fewest repetitions before the CIs are looked at, and the default cap
+AUTO_MIN_REPETITIONS = 3
+AUTO_MAX_REPETITIONS = 20
 
 _TOP_KEYS = {
     "name",
@@ -57,6 +65,9 @@ _TOP_KEYS = {
     "warmup",
     "warmup_max_new_tokens",
     "seed",
+    "order",
+    "max_repetitions",
+    "ci_target",
     "baseline",
     "variants",
     "workloads",
@@ -94,6 +105,14 @@ class Spec:
     #: cap on the tokens a warm-up trial generates (None: the workload's own max_new_tokens)
     warmup_max_new_tokens: int | None = None
     seed: int = 0
+    #: how trials of different variants are ordered in time (:data:`ORDERS`): ``interleaved`` (every
+    #: variant loaded at once, round by round), ``blocks`` (one variant loaded at a time, A B B A over
+    #: passes of repetitions) or ``sequential`` (each variant's trials in one go, as before)
+    order: str = "interleaved"
+    #: ``repetitions = "auto"``: add rounds (at least :data:`AUTO_MIN_REPETITIONS`, at most
+    #: ``repetitions``) until every paired speed-up CI is within ±``ci_target``
+    auto_repetitions: bool = False
+    ci_target: float = 0.03
     baseline: str | None = None
     description: str = ""
     #: the TOML text as written, stored with the run
@@ -136,10 +155,19 @@ def spec_from_dict(
 ) -> Spec:
     _check_keys(data, _TOP_KEYS, "spec")
     name = _get(data, "name", str, "spec", default=path.stem if path else "experiment")
-    repetitions = _get(data, "repetitions", int, "spec", default=3)
+    repetitions, auto_repetitions = _repetitions(data)
     warmup = _get(data, "warmup", int, "spec", default=1)
-    if repetitions < 1:
-        raise SpecError("spec: 'repetitions' must be at least 1")
+    order = _get(data, "order", str, "spec", default="interleaved")
+    if order not in ORDERS:
+        raise SpecError(f"spec: 'order' must be one of {', '.join(ORDERS)}, got {order!r}")
+    if auto_repetitions and order == "sequential":
+        raise SpecError(
+            'spec: repetitions = "auto" needs order = "interleaved" or "blocks" (sequential runs each '
+            "variant's repetitions in one go, so no round can be added to all of them)"
+        )
+    ci_target = _get(data, "ci_target", float, "spec", default=0.03)
+    if not 0 < ci_target < 1:
+        raise SpecError(f"spec: 'ci_target' is a fraction, e.g. 0.03 for ±3 %, got {ci_target!r}")
     if warmup < 0:
         raise SpecError("spec: 'warmup' must be 0 or more")
     warmup_tokens = _get(data, "warmup_max_new_tokens", int, "spec", default=None)
@@ -182,6 +210,9 @@ def spec_from_dict(
         warmup=warmup,
         warmup_max_new_tokens=warmup_tokens,
         seed=_get(data, "seed", int, "spec", default=0),
+        order=order,
+        auto_repetitions=auto_repetitions,
+        ci_target=ci_target,
         baseline=baseline,
         text=text,
         path=path,
@@ -451,6 +482,24 @@ def _check_keys(data: dict[str, Any], known: set[str], where: str) -> None:
 
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _repetitions(data: dict[str, Any]) -> tuple[int, bool]:
+    """``repetitions``: a count, or ``"auto"`` (then ``max_repetitions`` is the cap). Returns the
+    repetitions to plan and whether they are a cap."""
+    value = data.get("repetitions", 3)
+    if value == "auto":
+        cap = _get(data, "max_repetitions", int, "spec", default=AUTO_MAX_REPETITIONS)
+        if cap < AUTO_MIN_REPETITIONS:
+            raise SpecError(f"spec: 'max_repetitions' must be at least {AUTO_MIN_REPETITIONS}, got {cap}")
+        return cap, True
+    if "max_repetitions" in data:
+        raise SpecError("spec: 'max_repetitions' applies to repetitions = \"auto\"")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"spec: 'repetitions' must be a whole number or \"auto\", got {value!r}")
+    if value < 1:
+        raise SpecError("spec: 'repetitions' must be at least 1")
+    return value, False
 
 
 def _threads(data: dict[str, Any], where: str) -> int | None:

@@ -133,6 +133,9 @@ class Store:
             lambda: self.db.table("runs").update(run_id, {"status": status, "finished_at": now_iso()})
         )
 
+    def update_run(self, run_id: int, values: dict[str, Any]) -> None:
+        self._write(lambda: self.db.table("runs").update(run_id, values))
+
     def rename_run(self, run_id: int, name: str) -> None:
         self._write(lambda: self.db.table("runs").update(run_id, {"name": name}))
 

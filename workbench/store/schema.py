@@ -206,3 +206,23 @@ def m008_batching(db: Database) -> None:
 def m009_threads(db: Database) -> None:
     """A variant's ``threads`` (CPU threads for its compute; null = the library's default)."""
     db.table("variants").add_column("threads", int)
+
+
+@migrations()
+def m010_design_and_disturbance(db: Database) -> None:
+    """The run's design (how trials were ordered in time) and what the machine did during each trial
+    (docs/analysis.md "How trials are ordered", "Disturbed trials")."""
+    runs = db.table("runs")
+    runs.add_column("trial_order", str)  # interleaved | blocks | sequential: what ran
+    runs.add_column("trial_order_note", str)  # why it differs from the spec's order, or how auto ended
+    runs.add_column("repetitions", int)  # measured repetitions that ran (repetitions = "auto": fewer)
+    trials = db.table("trials")
+    trials.add_column("round", int)  # one (repetition, workload, prompt), run once by every variant
+    trials.add_column("round_position", int)  # 0 = first of its round
+    trials.add_column("cpu_ms", float)  # the worker's CPU time during the trial (all its threads)
+    trials.add_column("cpu_wait_ms", float)  # its threads' time runnable but waiting for a CPU (Linux)
+    trials.add_column("load_avg", float)  # the machine's 1-minute load average at the trial's end
+    trials.add_column("gpu_clock_mhz", int)  # CUDA: the lower SM clock of the trial's start and end
+    trials.add_column("gpu_temp_c", int)  # CUDA: the GPU's temperature at the trial's end
+    trials.add_column("disturbed", int)  # 1: the trial's figures were disturbed (see `disturbance`)
+    trials.add_column("disturbance", str)  # why, in one line

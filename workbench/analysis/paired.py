@@ -1,0 +1,220 @@
+"""Paired speed-ups: a variant against the baseline from pairs of trials of the same prompt in the same
+round (docs/analysis.md "Paired statistics").
+
+Two trials of one (workload, prompt, repetition) ran seconds apart when the run was interleaved, so
+whatever the machine did then touched both; their ratio cancels it, and the ratios' spread is the
+noise that is left. The speed-up is the geometric mean of the per-pair ratios
+(``exp(mean(log(ref / variant)))`` for times, ``variant / ref`` for rates), with a bootstrap 95 % CI
+that resamples pairs within each prompt (the prompts are fixed; their repetitions are the sample).
+Above :data:`NORMAL_FROM` pairs the bootstrap distribution of that mean is normal to within its own
+Monte-Carlo error, so its exact moments are used instead of resampling (what keeps a 10,000-trial run
+fast).
+
+The **minimum detectable effect** is the smallest true speed-up this run's noise would find
+significant 4 times in 5 (95 % two-sided, 80 % power): ``exp(2.80 × SE) − 1`` of the mean log-ratio.
+
+Disturbed trials (:mod:`workbench.run.disturbance`) are left out of the pairs by default when they are
+few (at most :data:`EXCLUDE_DISTURBED_UP_TO` of the measured trials): a pair with a disturbed trial is
+dropped whole. When more are disturbed, dropping them would leave a biased remainder; they stay in
+and the output says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED, Estimate
+
+__all__ = [
+    "EXCLUDE_DISTURBED_UP_TO",
+    "NORMAL_FROM",
+    "Disturbance",
+    "PairedEstimate",
+    "disturbance",
+    "drift",
+    "paired_speedup",
+    "widest_ci",
+]
+
+#: from this many pairs the CI comes from the exact bootstrap moments instead of resampling
+NORMAL_FROM = 400
+#: disturbed trials are excluded by default when they are at most this share of the measured ones
+EXCLUDE_DISTURBED_UP_TO = 0.10
+_Z95, _Z80 = 1.959964, 0.841621
+
+
+@dataclass(frozen=True)
+class PairedEstimate(Estimate):
+    """A speed-up from paired trials: geometric mean of the per-pair ratios, its bootstrap 95 % CI,
+    the number of pairs (``n``), and the minimum detectable effect at this run's noise (a fraction).
+    ``method`` "unpaired": a ratio of medians, for trials that do not pair up."""
+
+    mde: float | None = None
+    method: str = "paired"
+
+    @property
+    def half_width(self) -> float | None:
+        """The CI's half-width as a fraction of the estimate (±)."""
+        if self.value is None or self.lo is None or self.hi is None or self.value <= 0:
+            return None
+        return max(self.hi / self.value - 1, 1 - self.lo / self.value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "half_width": self.half_width}
+
+
+def _key(t: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return (t.get("workload"), t.get("prompt_id"), t.get("repetition"))
+
+
+def pair_values(
+    reference: Sequence[dict[str, Any]], variant: Sequence[dict[str, Any]], metric: str
+) -> tuple[list[float], list[float], list[Any]]:
+    """(reference values, variant values, prompt of each pair) for the trials both sides have of the
+    same (workload, prompt, repetition), both with a positive ``metric``."""
+    ref = {_key(t): t.get(metric) for t in reference}
+    a, b, strata = [], [], []
+    for t in variant:
+        x, y = ref.get(_key(t)), t.get(metric)
+        if x is not None and y is not None and x > 0 and y > 0:
+            a.append(float(x))
+            b.append(float(y))
+            strata.append(t.get("prompt_id"))
+    return a, b, strata
+
+
+def paired_speedup(
+    reference: Sequence[float],
+    variant: Sequence[float],
+    strata: Sequence[Any],
+    *,
+    higher_is_better: bool,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> PairedEstimate | None:
+    """The variant's speed-up over the reference from aligned pairs (see the module docstring)."""
+    if not reference:
+        return None
+    a, b = np.asarray(reference, dtype=float), np.asarray(variant, dtype=float)
+    d = np.log(b / a) if higher_is_better else np.log(a / b)
+    mean = float(d.mean())
+    n = int(d.size)
+    if n < 2:
+        return PairedEstimate(math.exp(mean), n=n)
+    groups: dict[Any, list[float]] = defaultdict(list)
+    for value, key in zip(d.tolist(), strata, strict=True):
+        groups[key].append(value)
+    arrays = [np.asarray(g) for g in groups.values()]
+    # the bootstrap variance of the stratified mean: sum over prompts of (n_s/n)^2 * var_s / n_s
+    se = math.sqrt(sum((g.size / n) ** 2 * float(g.var()) / g.size for g in arrays))
+    if se == 0.0:
+        return PairedEstimate(math.exp(mean), math.exp(mean), math.exp(mean), n, 0.0)
+    if n >= NORMAL_FROM:
+        lo, hi = mean - _Z95 * se, mean + _Z95 * se
+    else:
+        rng = np.random.default_rng(SEED)
+        total = np.zeros(resamples)
+        for g in arrays:
+            total += g[rng.integers(0, g.size, size=(resamples, g.size))].sum(axis=1)
+        lo, hi = np.percentile(total / n, [2.5, 97.5])
+    return PairedEstimate(
+        math.exp(mean), math.exp(float(lo)), math.exp(float(hi)), n, math.exp((_Z95 + _Z80) * se) - 1
+    )
+
+
+@dataclass(frozen=True)
+class Disturbance:
+    """How many measured trials were disturbed, and whether the statistics leave them out."""
+
+    disturbed: int
+    measured: int
+    excluded: bool
+    reasons: tuple[str, ...] = ()  # a few examples
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str | None:
+        if not self.disturbed:
+            return None
+        share = self.disturbed / self.measured if self.measured else 0.0
+        what = (
+            "left out of the speed-ups"
+            if self.excluded
+            else "kept in the speed-ups (too many to leave out: rerun on a quieter machine)"
+        )
+        return f"{self.disturbed} of {self.measured} trials disturbed ({share:.0%}), {what}"
+
+
+def disturbance(trials: Sequence[dict[str, Any]], exclude: bool | None = None) -> Disturbance:
+    """Count the disturbed measured trials; ``exclude`` None = the default rule (few: excluded)."""
+    measured = [t for t in trials if t.get("status") == "ok" and not t.get("warmup")]
+    bad = [t for t in measured if t.get("disturbed")]
+    if exclude is None:
+        exclude = bool(bad) and len(bad) <= EXCLUDE_DISTURBED_UP_TO * len(measured)
+    reasons = tuple(dict.fromkeys(str(t.get("disturbance") or "") for t in bad[:3]))
+    return Disturbance(len(bad), len(measured), bool(exclude and bad), reasons)
+
+
+def drift(trials: Sequence[dict[str, Any]], variant: str | None, metric: str = "e2e_ms") -> float | None:
+    """How the machine's speed moved over the run, seen on one variant (the baseline): the median of
+    its last quarter of rounds over its first quarter's, each trial taken relative to the median of
+    its own prompt (so the prompt mix cancels). 1.00 = no drift; 1.10 = the last rounds took 10 %
+    longer. None with fewer than 4 rounds."""
+    rows = [
+        t
+        for t in trials
+        if t.get("variant") == variant and t.get("status") == "ok" and not t.get("warmup") and t.get(metric)
+    ]
+    if len({(t.get("repetition"), t.get("round")) for t in rows}) < 4:
+        return None
+    by_prompt: dict[Any, list[float]] = defaultdict(list)
+    for t in rows:
+        by_prompt[(t.get("workload"), t.get("prompt_id"))].append(t[metric])
+    medians = {k: float(np.median(v)) for k, v in by_prompt.items()}
+    ordered = sorted(
+        rows, key=lambda t: (t.get("round") is None, t.get("round") or 0, t.get("started_at") or "")
+    )
+    relative = [t[metric] / medians[(t.get("workload"), t.get("prompt_id"))] for t in ordered]
+    quarter = max(1, len(relative) // 4)
+    first, last = float(np.median(relative[:quarter])), float(np.median(relative[-quarter:]))
+    return last / first if first > 0 else None
+
+
+def usable(trials: Sequence[dict[str, Any]], exclude_disturbed: bool | None = None) -> list[dict[str, Any]]:
+    """The measured ok trials the speed-ups use: disturbed ones left out when the rule says so."""
+    rule = disturbance(trials, exclude_disturbed)
+    return [
+        t
+        for t in trials
+        if t.get("status") == "ok" and not t.get("warmup") and not (rule.excluded and t.get("disturbed"))
+    ]
+
+
+def widest_ci(trials: Sequence[dict[str, Any]], baseline: str) -> float | None:
+    """The widest half-width (a fraction) among the paired e2e and decode speed-ups of every variant
+    against ``baseline``, per workload; None when no speed-up has a CI yet (``repetitions = "auto"``)."""
+    rows = usable(trials)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for t in rows:
+        groups[(t["variant"], t["workload"])].append(t)
+    widest: float | None = None
+    for (variant, workload), mine in groups.items():
+        base = groups.get((baseline, workload))
+        if variant == baseline or not base:
+            continue
+        for metric, higher in (("e2e_ms", False), ("decode_tokens_per_s", True)):
+            a, b, strata = pair_values(base, mine, metric)
+            est = paired_speedup(a, b, strata, higher_is_better=higher)
+            width = est.half_width if est is not None else None
+            if width is None:
+                if metric == "e2e_ms":
+                    return None  # not enough pairs yet
+                continue
+            widest = width if widest is None else max(widest, width)
+    return widest

@@ -1,0 +1,127 @@
+"""What the machine did while a trial ran, and whether that disturbed it (docs/analysis.md
+"Disturbed trials").
+
+The worker watches each unit of trials (:class:`MachineWatch`, outside the timed region's hot path:
+two reads of ``/proc`` per unit): its own CPU time against the wall time, the time its threads spent
+**runnable but waiting for a CPU** (the second field of ``/proc/<pid>/task/<tid>/schedstat``, summed
+over its threads: on Linux the kernel counts it exactly), the 1-minute load average, and on CUDA the
+GPU's SM clock and temperature through NVML when ``pynvml`` is installed.
+
+A trial is **disturbed** (:func:`judge`) when
+
+- its threads waited for a CPU for more than :data:`WAIT_SHARE_LIMIT` of the time they ran, and at
+  least :data:`WAIT_MIN_MS` (``cpu_wait_ms > max(0.10 × cpu_ms, 5 ms)``): another program held the
+  cores the model needed; on a quiet machine the share is about 1 %;
+- or, on CUDA, the SM clock fell below :data:`CLOCK_DROP_LIMIT` of the highest clock this variant
+  ran at in the run (thermal or power throttling).
+
+Elsewhere (macOS, Windows: no ``schedstat``) the wait is unknown and recorded as NULL; CPU time and
+the load average are still recorded, and a trial is judged on the clock rule alone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CLOCK_DROP_LIMIT", "WAIT_MIN_MS", "WAIT_SHARE_LIMIT", "MachineWatch", "judge"]
+
+#: a trial whose threads waited for a CPU longer than this share of their CPU time is disturbed
+WAIT_SHARE_LIMIT = 0.10
+#: ... and at least this long (ms): a few milliseconds of waiting do not move a trial
+WAIT_MIN_MS = 5.0
+#: a trial that ran at an SM clock below this share of the variant's highest is disturbed
+CLOCK_DROP_LIMIT = 0.90
+
+
+def _run_queue_wait_ns() -> int | None:
+    """Nanoseconds this process's threads have spent runnable, waiting for a CPU (Linux)."""
+    total = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total
+
+
+def _cpu_s() -> float:
+    return time.process_time()  # every thread of the process, at the clock's resolution
+
+
+@dataclass
+class _Mark:
+    wall: float
+    cpu: float
+    wait: int | None
+    clock: int | None
+
+
+class MachineWatch:
+    """Start a mark before a unit of trials; :meth:`figures` gives the columns for its trials."""
+
+    def __init__(self, cuda_index: int | None = None) -> None:
+        self._nvml: Any = None
+        self._handle: Any = None
+        if cuda_index is not None:
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                self._nvml = pynvml
+                self._handle = pynvml.nvmlDeviceGetHandleByIndex(cuda_index)
+            except Exception:  # no NVML, no driver, no such device: the clock is not watched
+                self._nvml = None
+
+    def _clock(self) -> int | None:
+        if self._nvml is None:
+            return None
+        try:
+            return int(self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
+        except Exception:
+            return None
+
+    def mark(self) -> _Mark:
+        return _Mark(time.perf_counter(), _cpu_s(), _run_queue_wait_ns(), self._clock())
+
+    def figures(self, start: _Mark) -> dict[str, Any]:
+        """``cpu_ms``, ``cpu_wait_ms``, ``load_avg``, ``gpu_clock_mhz`` (the lower of the two reads),
+        ``gpu_temp_c`` since ``start``."""
+        wait = _run_queue_wait_ns()
+        clock = self._clock()
+        out: dict[str, Any] = {
+            "cpu_ms": (_cpu_s() - start.cpu) * 1000,
+            "cpu_wait_ms": (wait - start.wait) / 1e6 if wait is not None and start.wait is not None else None,
+            "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        }
+        if self._nvml is not None:
+            clocks = [c for c in (start.clock, clock) if c is not None]
+            out["gpu_clock_mhz"] = min(clocks) if clocks else None
+            try:
+                out["gpu_temp_c"] = int(
+                    self._nvml.nvmlDeviceGetTemperature(self._handle, self._nvml.NVML_TEMPERATURE_GPU)
+                )
+            except Exception:
+                out["gpu_temp_c"] = None
+        return out
+
+
+def judge(row: dict[str, Any], best_clock_mhz: float | None = None) -> str | None:
+    """Why a trial was disturbed (one line), or None. ``best_clock_mhz``: the highest SM clock the
+    variant ran at so far in the run."""
+    cpu, wait = row.get("cpu_ms"), row.get("cpu_wait_ms")
+    if cpu is not None and wait is not None and wait > max(WAIT_SHARE_LIMIT * cpu, WAIT_MIN_MS):
+        return f"waited {wait:.0f} ms for a CPU while it ran {cpu:.0f} ms on one"
+    clock = row.get("gpu_clock_mhz")
+    if clock is not None and best_clock_mhz and clock < CLOCK_DROP_LIMIT * best_clock_mhz:
+        return (
+            f"GPU clock {clock} MHz, {clock / best_clock_mhz:.0%} of the {best_clock_mhz:.0f} MHz it ran at"
+        )
+    return None
