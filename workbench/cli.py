@@ -295,7 +295,8 @@ def runs(db: Path | None, as_json: bool) -> None:
 def show(
     run_ref: str, db: Path | None, baseline: str | None, exclude_disturbed: bool | None, as_json: bool
 ) -> None:
-    """One run: its environment, variants and metrics per variant × workload. RUN is an id, a name or 'latest'."""
+    """One run: its environment, variants and metrics per variant × workload, the phases, and the
+    experience targets (verdicts, goodput, what would it take). RUN is an id, a name or 'latest'."""
     store = _open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
     variants = store.variants(run_row["id"])
@@ -338,7 +339,9 @@ def compare(
     as_json: bool,
 ) -> None:
     """Median TTFT, TPOT, decode tok/s and e2e per variant × workload, with speed-ups vs a baseline
-    variant (paired by prompt and round, bootstrap 95 % CI), and the phase of each workload with advice.
+    variant (paired by prompt and round, bootstrap 95 % CI), and the phase of each workload with advice;
+    then the experience targets: which variants meet each workload's targets, the goodput, and what
+    would it take (docs/targets.md).
 
     With RUN2 (e.g. before and after a driver or library upgrade): variants matched by name, RUN2's
     speed-ups over RUN with CIs. With RUN2 and --baseline: both runs' variants side by side against
