@@ -98,9 +98,9 @@ def paired_speedup(
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> PairedEstimate | None:
     """The variant's speed-up over the reference from aligned pairs (see the module docstring)."""
-    if not reference:
-        return None
     a, b = np.asarray(reference, dtype=float), np.asarray(variant, dtype=float)
+    if a.size == 0:
+        return None
     d = np.log(b / a) if higher_is_better else np.log(a / b)
     mean = float(d.mean())
     n = int(d.size)
