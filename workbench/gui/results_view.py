@@ -140,6 +140,10 @@ def advice_html(data: Any) -> str:
         if data.unmatched:
             out.append(f"<p><i>Not matched: {escape(', '.join(data.unmatched))}</i></p>")
         return "".join(out)
+    design = data.analysis.design if data.analysis is not None else None
+    if design is not None:
+        out.append("<h3>How the trials ran</h3>")
+        out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in design.lines()) + "</ul>")
     for p in data.phases:
         out.append(f"<h3>{escape(p.workload)} — {escape(p.headline)}</h3>")
         if p.prediction is not None:
