@@ -182,7 +182,7 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
     )
 
     store = Store(db_path, create=False)
-    expected = summarize(store.trials(result.run_id), "baseline", ["baseline", "fast"])
+    expected = summarize(store.trials(result.run_id), "baseline", variant_order=["baseline", "fast"])
     rows = table_rows(window)
     assert len(rows) == len(expected) == 2
     for row, s in zip(rows, expected, strict=True):
