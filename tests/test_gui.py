@@ -182,7 +182,7 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
     )
 
     store = Store(db_path, create=False)
-    expected = summarize(store.trials(result.run_id), "baseline")
+    expected = summarize(store.trials(result.run_id), "baseline", variant_order=["baseline", "fast"])
     rows = table_rows(window)
     assert len(rows) == len(expected) == 2
     for row, s in zip(rows, expected, strict=True):
@@ -191,6 +191,10 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
         assert row[column("decode tok/s")] == f"{s.metrics['decode_tokens_per_s'].value:,.1f}"
     assert rows[1][column("accepted")].startswith("100% (2.0 tok/step)")
     assert rows[0][column("phase")] in ("prefill-heavy", "decode-heavy", "balanced")
+    # paired speed-ups carry their minimum detectable effect; the side panel says how the trials ran
+    assert rows[1][column("MDE")] == f"±{expected[1].speedup_e2e.mde:.1%}"
+    assert "How the trials ran" in window.advice.toPlainText()
+    assert "Order: interleaved" in window.advice.toPlainText()
     # the headline chart shows the same medians, drawn as bars (prefill from 0, decode after it)
     headline = window.charts.data["headline"]
     bars = {(g.workload, b.variant): b for g in headline.groups for b in g.bars}
@@ -269,7 +273,7 @@ def test_the_event_loop_keeps_turning_during_a_run(qtbot, db_path):
 
 def test_cancel_stops_within_a_trial_and_keeps_what_finished(qtbot, db_path):
     window = open_window(qtbot, db_path)
-    spec = fake_spec(reps=20, decode=100.0)  # 6 tokens x 100 ms per trial, 40 trials for the baseline
+    spec = fake_spec(reps=20, decode=100.0)  # 6 tokens x 100 ms per baseline trial, 40 trials each
     landed = []
     window.run_thread = None
     with qtbot.waitSignal(window.runFinished, timeout=60_000) as finished:
@@ -277,12 +281,14 @@ def test_cancel_stops_within_a_trial_and_keeps_what_finished(qtbot, db_path):
         thread = window.run_thread
         thread.progressed.connect(lambda info: landed.append(info.done))
         qtbot.waitUntil(lambda: any(d >= 2 for d in landed), timeout=30_000)
-        # the table fills in while the run goes on; the status bar counts trials and gives an ETA
-        qtbot.waitUntil(lambda: window.table_model.rowCount() == 1, timeout=10_000)
+        # the table fills in while the run goes on (interleaved: both variants from the first round);
+        # the status bar counts trials and gives an ETA
+        qtbot.waitUntil(lambda: window.table_model.rowCount() == 2, timeout=10_000)
         assert window.run_thread is not None and window.results.running
         # the charts too (redrawn at most every CHART_INTERVAL_S during a run)
         qtbot.waitUntil(lambda: "headline" in window.charts.data, timeout=10_000)
-        assert [b.variant for g in window.charts.data["headline"].groups for b in g.bars] == ["baseline"]
+        bars = [b.variant for g in window.charts.data["headline"].groups for b in g.bars]
+        assert bars == ["baseline", "fast"]
         assert "/80 trials" in window.progress_label.text()
         qtbot.waitUntil(lambda: "ETA" in window.progress_label.text(), timeout=10_000)
         started = time.monotonic()

@@ -20,7 +20,13 @@ import click
 from workbench.core.errors import WorkbenchError
 from workbench.gui import TAB_NAMES as TAB_CHOICES  # Qt-free; the app itself is imported lazily
 from workbench.report.formatting import host_environment, machine_line
-from workbench.report.text import comparison_table, run_comparison_table, text_table, variants_table
+from workbench.report.text import (
+    comparison_table,
+    noise_table,
+    run_comparison_table,
+    text_table,
+    variants_table,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -160,6 +166,72 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
     sys.exit(code)
 
 
+@cli.command()
+@click.argument("spec_path", metavar="[SPEC.toml]", type=click.Path(path_type=Path), required=False)
+@click.option("--variant", help="The variant to run against itself (default: the spec's baseline).")
+@click.option(
+    "--repetitions",
+    type=click.IntRange(2, 1000),
+    help="Repetitions of the A/A run (default: the spec's).",
+)
+@db_option
+@json_option
+def noise(
+    spec_path: Path | None, variant: str | None, repetitions: int | None, db: Path | None, as_json: bool
+) -> None:
+    """This machine's noise floor: one variant against itself (an A/A run), interleaved.
+
+    Runs the variant twice over the spec's workloads (default: the demo spec's baseline, the demo
+    model) and prints, per workload, the A/A speed-up with its CI — it should contain 1.00 — and the
+    minimum detectable effect: the smallest real speed-up this machine's noise lets a run find (95 %,
+    80 % power), now and with more repetitions, so you know how many repetitions a question needs.
+    The run is stored like any other (`workbench show`).
+    """
+    from workbench.analysis.paired import pairs_needed
+    from workbench.core.resources import resource_path
+    from workbench.spec.parse import load_spec, self_comparison
+
+    source = load_spec(spec_path if spec_path is not None else resource_path("specs", "demo.toml"))
+    spec = self_comparison(source, variant, repetitions)
+    store, result = _run_with_progress(spec, db)
+    from workbench.analysis.run import analyze_run
+
+    analysis = analyze_run(store, result.run_id)
+    others = [s for s in analysis.summaries if s.variant != analysis.baseline]
+    if as_json:
+        click.echo(json.dumps({"run_id": result.run_id, **analysis.to_dict()}, indent=2, default=str))
+        sys.exit(EXIT_OK if result.status == "ok" else EXIT_SOME_FAILED)
+    if not others:
+        raise WorkbenchError(f"run {result.run_id} has no finished trials to compare")
+    prompts = {w.name: len(w.items) for w in spec.workloads}
+    base = analysis.baseline
+    click.echo(
+        f"Noise floor: '{base}' against itself, interleaved, {spec.repetitions} repetitions "
+        f"(run {result.run_id})"
+    )
+    click.echo(text_table(*noise_table(others, prompts)))
+    click.echo(
+        "A/A speed-up: the copy against the original; its CI should contain 1.00. MDE: the smallest real "
+        "speed-up a run with this many repetitions would find significant 4 times in 5 on this machine.",
+        err=True,
+    )
+    for line in analysis.design.lines() if analysis.design else []:
+        click.echo(textwrap.fill(line, 110, subsequent_indent="  "), err=True)
+    false = [f"{s.workload}" for s in others if s.significant]
+    if false:
+        click.echo(
+            f"The A/A run shows a 'significant' e2e difference on {', '.join(false)}: something disturbed "
+            "this machine more than the statistics can see. Rerun when it is quieter.",
+            err=True,
+        )
+    for s in others:
+        need = pairs_needed(s.speedup_e2e, 0.05) if s.speedup_e2e else None
+        if need is not None:
+            reps = max(2, -(-need // (prompts.get(s.workload) or 1)))
+            click.echo(f"To detect a 5 % e2e speed-up on {s.workload}: about {reps} repetitions.", err=True)
+    sys.exit(EXIT_OK if result.status == "ok" else EXIT_SOME_FAILED)
+
+
 def gui_available() -> bool:
     """A person at a terminal with a display, and the gui extra installed."""
     import os
@@ -176,31 +248,7 @@ def gui_available() -> bool:
 
 
 def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
-    from workbench.run.execute import RunExecutor, preflight_spec
-
-    preflight_spec(spec)  # before the database is touched
-    store = _open_store(db, create=True)
-    bar = _ProgressBar()
-    executor = RunExecutor(spec, store, on_progress=bar.update)
-    click.echo(
-        f"Run '{spec.name}': {len(spec.variants)} variant(s), {executor.progress.total} trials "
-        f"→ {store.path}",
-        err=True,
-    )
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if executor.cancelled:
-            click.echo("\nStopping now.", err=True)
-        else:
-            click.echo("\nCancelling: finishing at the next step (Ctrl-C again to stop at once)…", err=True)
-        executor.cancel()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        result = executor.run()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        bar.close()
+    store, result = _run_with_progress(spec, db)
     for error in result.errors[:10]:
         click.echo(f"failed: {error}", err=True)
     if len(result.errors) > 10:
@@ -220,6 +268,36 @@ def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int
     if result.status == "cancelled":
         return EXIT_CANCELLED
     return EXIT_OK if result.failed == 0 else EXIT_SOME_FAILED
+
+
+def _run_with_progress(spec: Any, db: Path | None) -> tuple[Any, Any]:
+    """Run ``spec`` into the results database with a progress bar; Ctrl-C cancels (twice: now)."""
+    from workbench.run.execute import RunExecutor, preflight_spec
+
+    preflight_spec(spec)  # before the database is touched
+    store = _open_store(db, create=True)
+    bar = _ProgressBar()
+    executor = RunExecutor(spec, store, on_progress=bar.update)
+    click.echo(
+        f"Run '{spec.name}': {len(spec.variants)} variant(s), {executor.progress.total} trials, "
+        f"{spec.order}{' (repetitions: auto)' if spec.auto_repetitions else ''} → {store.path}",
+        err=True,
+    )
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if executor.cancelled:
+            click.echo("\nStopping now.", err=True)
+        else:
+            click.echo("\nCancelling: finishing at the next step (Ctrl-C again to stop at once)…", err=True)
+        executor.cancel()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        result = executor.run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        bar.close()
+    return store, result
 
 
 class _ProgressBar:

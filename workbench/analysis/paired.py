@@ -38,7 +38,9 @@ __all__ = [
     "PairedEstimate",
     "disturbance",
     "drift",
+    "mde_with",
     "paired_speedup",
+    "pairs_needed",
     "widest_ci",
 ]
 
@@ -98,9 +100,9 @@ def paired_speedup(
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> PairedEstimate | None:
     """The variant's speed-up over the reference from aligned pairs (see the module docstring)."""
-    if not reference:
-        return None
     a, b = np.asarray(reference, dtype=float), np.asarray(variant, dtype=float)
+    if a.size == 0:
+        return None
     d = np.log(b / a) if higher_is_better else np.log(a / b)
     mean = float(d.mean())
     n = int(d.size)
@@ -125,6 +127,22 @@ def paired_speedup(
     return PairedEstimate(
         math.exp(mean), math.exp(float(lo)), math.exp(float(hi)), n, math.exp((_Z95 + _Z80) * se) - 1
     )
+
+
+def mde_with(est: PairedEstimate, pairs: int) -> float | None:
+    """The minimum detectable effect ``est``'s noise would give with ``pairs`` pairs instead of its
+    own ``est.n`` (the standard error shrinks with the square root of the pairs)."""
+    if est.mde is None or est.n < 2 or pairs < 1:
+        return None
+    se = math.log1p(est.mde) / (_Z95 + _Z80)
+    return math.expm1((_Z95 + _Z80) * se * math.sqrt(est.n / pairs))
+
+
+def pairs_needed(est: PairedEstimate, effect: float) -> int | None:
+    """How many pairs it takes to detect a speed-up of ``effect`` (0.05 = 5 %) at ``est``'s noise."""
+    if est.mde is None or est.n < 2 or effect <= 0:
+        return None
+    return max(2, math.ceil(est.n * (math.log1p(est.mde) / math.log1p(effect)) ** 2))
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,15 @@ TERMS: dict[str, str] = {
     "per expensive target step.",
     "accepted length": "Tokens a speculative step delivers on average: 1 from the target plus the "
     "accepted draft tokens.",
-    "speed-up": "The baseline's median divided by this variant's (decode: the other way round), with a "
+    "speed-up": "How much faster than the baseline: the geometric mean of the ratios of pairs of trials "
+    "of the same prompt in the same round (decode: this variant's tok/s over the baseline's), with a "
     "95 % bootstrap interval; * marks an interval that excludes 1.",
+    "MDE": "Minimum detectable effect: the smallest real e2e speed-up this run's noise would show as "
+    "significant 4 times in 5. A smaller true difference usually goes unseen; add repetitions "
+    "(`workbench noise` says how many).",
+    "disturbed": "Trials during which the machine was busy with something else (the worker waited for "
+    "a CPU longer than 10 % of its compute, or the GPU clock dropped); left out of the statistics "
+    "when they are few.",
     "match": "Share of greedy outputs identical to the baseline's; in brackets the share of equal "
     "tokens when some differ (quantization and other dtypes drift, speculative decoding must not).",
     "prefill share": "Share of the end-to-end time spent before the first token: high means the input "

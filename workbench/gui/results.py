@@ -69,14 +69,22 @@ def _match(s: Any) -> tuple[str, float | None]:
 
 
 def _n(s: Any) -> tuple[str, float | None]:
-    return (f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else ""), float(s.n_ok))
+    text = f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else "")
+    if s.n_disturbed:
+        text += f" ({s.n_disturbed} disturbed{', left out' if s.disturbed_excluded else ''})"
+    return (text, float(s.n_ok))
+
+
+def _mde(s: Any) -> tuple[str, float | None]:
+    mde = getattr(s.speedup_e2e, "mde", None)
+    return ("", None) if mde is None else (f"±{mde:.1%}", mde)
 
 
 #: (header, glossary term for the tooltip, getter -> (text, sort value))
 COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]] | None]] = [
     ("variant", "", lambda s: (s.variant, s.variant)),
     ("workload", "", lambda s: (s.workload, s.workload)),
-    ("n", "", _n),
+    ("n", "disturbed", _n),
     ("in tok", "", _metric("input_tokens", 0)),
     ("out tok", "", _metric("output_tokens", 0)),
     ("TTFT ms", "TTFT", _metric("ttft_ms", 1)),
@@ -90,6 +98,7 @@ COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]] | None]] = [
     ("prefill share", "prefill share", _prefill_share),
     ("phase", "phase", None),  # filled from the run's measured phases (per workload)
     ("e2e speed-up", "speed-up", _ratio("speedup_e2e")),
+    ("MDE", "MDE", _mde),
     ("TTFT speed-up", "speed-up", _ratio("speedup_ttft")),
     ("decode speed-up", "speed-up", _ratio("speedup_decode")),
     ("accepted", "acceptance", _acceptance),

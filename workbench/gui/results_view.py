@@ -142,6 +142,10 @@ def advice_html(data: Any) -> str:
         if data.unmatched:
             out.append(f"<p><i>Not matched: {escape(', '.join(data.unmatched))}</i></p>")
         return "".join(out)
+    design = data.analysis.design if data.analysis is not None else None
+    if design is not None:
+        out.append("<h3>How the trials ran</h3>")
+        out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in design.lines()) + "</ul>")
     advice = getattr(data, "target_advice", {}) or {}
     if advice:  # experience targets: who meets them, and what would it take
         out.append("<h3>Experience targets</h3>")

@@ -8,7 +8,14 @@ from typing import Any
 
 from workbench.report.formatting import acceptance_text, fmt, match_text, mde_text, ratio, timing_cells
 
-__all__ = ["comparison_table", "run_comparison_table", "short", "text_table", "variants_table"]
+__all__ = [
+    "comparison_table",
+    "noise_table",
+    "run_comparison_table",
+    "short",
+    "text_table",
+    "variants_table",
+]
 
 Table = tuple[list[str], list[list[Any]]]
 
@@ -86,3 +93,31 @@ def run_comparison_table(results: Sequence[Any]) -> Table:
     ]
     headers = ["variant", "workload", "n", "TTFT ms", "decode tok/s", "e2e ms", "e2e speed-up"]
     return [*headers, "TTFT speed-up", "decode speed-up"], rows
+
+
+#: repetition counts the noise table projects the detectable effect to
+NOISE_REPETITIONS = (3, 5, 10, 20)
+
+
+def noise_table(summaries: Sequence[Any], prompts: dict[str, int]) -> Table:
+    """An A/A run's noise floor (``analysis.summary.GroupSummary`` of the copy against the original):
+    per workload and metric the A/A speed-up with its CI (± half-width), the minimum detectable
+    effect now and at :data:`NOISE_REPETITIONS`; ``prompts``: workload → prompts per repetition."""
+    from workbench.analysis.paired import mde_with
+
+    rows = []
+    for s in summaries:
+        for label, est in (("e2e", s.speedup_e2e), ("TTFT", s.speedup_ttft), ("decode", s.speedup_decode)):
+            if est is None:
+                continue
+            width = est.half_width
+            per_rep = prompts.get(s.workload) or 1
+            row = [s.workload, label, ratio(est), f"±{width:.1%}" if width is not None else "", mde_text(est)]
+            row += [_pct(mde_with(est, n * per_rep)) for n in NOISE_REPETITIONS]
+            rows.append(row)
+    headers = ["workload", "metric", "A/A speed-up", "CI ±", "MDE now"]
+    return headers + [f"MDE at {n} reps" for n in NOISE_REPETITIONS], rows
+
+
+def _pct(value: float | None) -> str:
+    return f"±{value:.1%}" if value is not None else ""

@@ -6,8 +6,9 @@ changes); whatever ran during a slow stretch looks slow. So the variants are not
 other but **interleaved**: every variant is loaded in its own worker at once, and the trials are
 dispatched round by round — a round is one (repetition, workload, prompt), which every variant runs
 once. Within a round the variants' order follows a balanced Latin square (Williams design) whose
-rows cycle over the rounds: each variant is first equally often and follows each other variant
-equally often, so neither position nor carry-over favours one. Which variant takes which row of the
+rows go forth and back over the rounds (:func:`row_for_round`): each variant is first equally often
+and follows each other variant equally often, so neither position nor carry-over favours one, even
+when the machine drifts. Which variant takes which row of the
 square is drawn from the spec's seed.
 
 When the variants cannot all be resident (memory), they run in **counterbalanced blocks**: one
@@ -79,6 +80,15 @@ def balanced_orders(n: int, seed: int) -> list[tuple[int, ...]]:
     return [tuple(symbols[x] for x in row) for row in rows]
 
 
+def row_for_round(number: int, rows: int) -> int:
+    """The design's row for round ``number``: the rows in order, then in reverse (0 1 | 1 0 | 0 1 …
+    for two variants: A B, B A, B A, A B). Cycling them in one direction only would leave a bias
+    when the cost of going second grows or shrinks during the run (a drifting machine); the mirror
+    cancels that linear trend too."""
+    k = number % (2 * rows)
+    return k if k < rows else 2 * rows - 1 - k
+
+
 def _units(plans: Sequence[VariantPlan]) -> tuple[list[list[Unit]], list[list[Unit]]]:
     """Per variant: its warm-up units and its measured units, in plan order."""
     warm: list[list[Unit]] = []
@@ -106,7 +116,7 @@ def interleaved_schedule(plans: Sequence[VariantPlan], seed: int) -> tuple[list[
             by_round.setdefault(unit.round or 0, {}).setdefault(unit.variant, []).append(unit)
     rounds: list[Unit] = []
     for number, (_, of_round) in enumerate(sorted(by_round.items())):
-        for v in orders[number % len(orders)]:
+        for v in orders[row_for_round(number, len(orders))]:
             rounds += of_round.get(v, [])
     return [u for units in warm for u in units], rounds
 

@@ -42,6 +42,7 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "recorded_targets",
+    "self_comparison",
     "spec_from_dict",
     "variant_from_dict",
 ]
@@ -246,6 +247,33 @@ def recorded_targets(text: str) -> dict[str, Targets]:
         if targets:
             out[name] = targets
     return out
+
+
+def self_comparison(spec: Spec, variant: str | None = None, repetitions: int | None = None) -> Spec:
+    """An A/A spec for the noise floor: one variant of ``spec`` (default: its baseline) twice, the copy
+    named "<name> again", interleaved, over the spec's workloads; ``repetitions`` overrides the spec's
+    (its ``"auto"`` becomes the cap)."""
+    from workbench.spec.writer import spec_to_toml
+
+    names = [v.name for v in spec.variants]
+    name = variant or spec.baseline_variant
+    if name not in names:
+        raise SpecError(f"variant {name!r} is not in the spec; variants: {', '.join(names)}")
+    table = spec.variants[names.index(name)].to_dict()
+    data = {
+        key: value
+        for key, value in tomllib.loads(spec.text).items()
+        if key not in ("variants", "baseline", "order", "repetitions", "max_repetitions", "ci_target", "name")
+    }
+    data = {
+        "name": f"noise: {name} against itself",
+        "repetitions": repetitions or spec.repetitions,
+        "order": "interleaved",
+        "baseline": name,
+        **data,
+        "variants": [table, {**table, "name": f"{name} again"}],
+    }
+    return parse_spec(spec_to_toml(data), base_dir=spec.path.parent if spec.path else ".")
 
 
 def variant_from_dict(data: dict[str, Any]) -> Variant:

@@ -11,7 +11,9 @@ test (or a plugin author checking their setup) knows exactly what the runner sho
 
 Tokens are deterministic functions of the prompt and the seed; ``tokens_per_step > 1`` imitates a
 speculative strategy (several tokens per step, with draft statistics). ``fail_on_prompt`` and
-``crash_after_trials`` make failures on purpose, for testing how they are recorded.
+``crash_after_trials`` make failures on purpose, for testing how they are recorded; ``slow_factor``
+with ``slow_from``/``slow_until``, or ``drift_per_s``, imitate a machine whose speed changes during the
+run, for testing the design (interleaving, pairing).
 """
 
 from __future__ import annotations
@@ -49,12 +51,31 @@ class FakeConfig:
     )
     fail_on_prompt: str | None = field_help("raise an error on the prompt with this id", default=None)
     crash_after_trials: int | None = field_help("SIGKILL the worker after this many trials", default=None)
+    # A machine that drifts, for testing the design (all times are Unix epoch seconds, so every worker
+    # of a run sees the same window): costs times ``slow_factor`` between ``slow_from`` and
+    # ``slow_until``, and growing by ``drift_per_s`` per second after ``drift_from``.
+    slow_factor: float = field_help("cost multiplier inside the slow window", default=1.0)
+    slow_from: float | None = field_help("start of the slow window (Unix time, s)", default=None)
+    slow_until: float | None = field_help("end of the slow window (Unix time, s)", default=None)
+    drift_per_s: float = field_help("cost growth per second after drift_from (0.01 = +1 %/s)", default=0.0)
+    drift_from: float | None = field_help("when the drift starts (Unix time, s)", default=None)
 
     def __post_init__(self) -> None:
         if self.tokens_per_step < 1:
             raise ValueError("tokens_per_step must be at least 1")
         if min(self.prefill_ms, self.prefill_ms_per_token, self.decode_ms_per_token) < 0:
             raise ValueError("costs must not be negative")
+        if self.slow_factor <= 0:
+            raise ValueError("slow_factor must be positive")
+
+    def factor(self, now: float) -> float:
+        """The cost multiplier at Unix time ``now``."""
+        f = 1.0
+        if self.slow_from is not None and self.slow_from <= now < (self.slow_until or float("inf")):
+            f *= self.slow_factor
+        if self.drift_per_s and self.drift_from is not None and now > self.drift_from:
+            f *= 1 + self.drift_per_s * (now - self.drift_from)
+        return f
 
 
 def wait_until_ns(deadline_ns: int) -> None:
@@ -99,13 +120,14 @@ class FakeSession(Session):
         n_out = min(c.output_tokens or request.max_new_tokens, request.max_new_tokens)
         base = zlib.crc32(bytes(str((request.input_ids[:8], request.seed)), "utf-8"))
         tokens = [(base + 7919 * i) % self.VOCAB for i in range(n_out)]
-        deadline = start + int((c.prefill_ms + c.prefill_ms_per_token * len(request.input_ids)) * 1e6)
+        prefill = c.prefill_ms + c.prefill_ms_per_token * len(request.input_ids)
+        deadline = start + int(prefill * c.factor(time.time()) * 1e6)
         wait_until_ns(deadline)
         probe.step(tokens[:1])
         i = 1
         while i < n_out:
             chunk = tokens[i : i + c.tokens_per_step]
-            deadline += int(c.decode_ms_per_token * len(chunk) * 1e6)
+            deadline += int(c.decode_ms_per_token * len(chunk) * c.factor(time.time()) * 1e6)
             wait_until_ns(deadline)
             proposed = c.tokens_per_step - 1
             probe.step(chunk, draft_proposed=proposed, draft_accepted=min(proposed, len(chunk) - 1))

@@ -1,0 +1,320 @@
+"""The run's design (issue 14): the balanced order of variants within rounds, interleaved execution
+through real worker processes, counterbalanced blocks, paired speed-ups, disturbed trials, drift,
+and repetitions = "auto" — with a fake machine that drifts, so that the old sequential order shows the
+false finding it used to report and the interleaved, paired design does not."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import math
+import time
+
+import pytest
+
+from workbench.analysis.paired import (
+    disturbance,
+    drift,
+    pair_values,
+    paired_speedup,
+    usable,
+)
+from workbench.analysis.run import analyze_run
+from workbench.core.errors import SpecError
+from workbench.run import execute
+from workbench.run.design import balanced_orders, block_schedule, interleaved_schedule, row_for_round
+from workbench.run.disturbance import MachineWatch, judge
+from workbench.run.execute import RunExecutor
+from workbench.run.plan import plan_run
+from workbench.spec.parse import parse_spec
+from workbench.store import Store
+
+
+def two_fakes(
+    *,
+    reps: int = 6,
+    order: str = "interleaved",
+    a: str = "",
+    b: str = "",
+    top: str = "",
+    limit: int = 4,
+    tokens: int = 10,
+    b_decode: float = 2,
+) -> str:
+    return f"""
+name = "design"
+repetitions = {reps}
+warmup = 1
+order = "{order}"
+{top}
+[[variants]]
+name = "A"
+strategy = "fake"
+prefill_ms = 5
+decode_ms_per_token = 2
+{a}
+[[variants]]
+name = "B"
+strategy = "fake"
+prefill_ms = 5
+decode_ms_per_token = {b_decode}
+{b}
+[[workloads]]
+name = "code"
+limit = {limit}
+max_new_tokens = {tokens}
+"""
+
+
+# -- the order within rounds ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_balanced_orders_put_every_variant_first_and_after_every_other_equally_often(n):
+    rows = balanced_orders(n, seed=7)
+    assert all(sorted(row) == list(range(n)) for row in rows)
+    for position in range(n):
+        counts = collections.Counter(row[position] for row in rows)
+        assert len(set(counts.values())) == 1 and len(counts) == n
+    follows = collections.Counter(pair for row in rows for pair in itertools.pairwise(row))
+    assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1
+    assert balanced_orders(n, seed=7) == rows  # seeded
+
+
+def test_rows_go_forth_and_back_over_the_rounds():
+    assert [row_for_round(m, 2) for m in range(8)] == [0, 1, 1, 0, 0, 1, 1, 0]
+    assert [row_for_round(m, 3) for m in range(6)] == [0, 1, 2, 2, 1, 0]
+
+
+def test_interleaved_schedule_runs_warmups_first_then_every_variant_once_per_round():
+    spec = parse_spec(two_fakes(reps=3) + '[[variants]]\nname = "C"\nstrategy = "fake"\n')
+    plans = plan_run(spec)
+    warm, rounds = interleaved_schedule(plans, spec.seed)
+    assert [u.variant for u in warm] == [0, 1, 2] and all(u.round is None for u in warm)
+    by_round = collections.defaultdict(list)
+    for unit in rounds:
+        by_round[unit.round].append(unit.variant)
+    assert len(by_round) == 3 * 4
+    assert all(sorted(v) == [0, 1, 2] for v in by_round.values())
+    firsts = collections.Counter(v[0] for v in by_round.values())
+    assert set(firsts) == {0, 1, 2}  # no variant always first
+    # a round's units all run the same (workload, prompt, repetition)
+    for unit in rounds:
+        trial = plans[unit.variant].trials[unit.trials[0]]
+        assert trial.round == unit.round
+
+
+def test_blocks_alternate_abba_and_share_a_load_across_a_pass_boundary():
+    spec = parse_spec(two_fakes(reps=4, order="blocks"))
+    plans = plan_run(spec)
+    blocks = block_schedule(plans, spec.seed)
+    first = blocks[0].variant
+    other = 1 - first
+    assert [b.variant for b in blocks] == [first, other, first, other, first][: len(blocks)]
+    assert len(blocks) == 3 or len(blocks) == 5
+    for block in blocks:  # each load warms up first
+        trials = [plans[block.variant].trials[i] for u in block.units for i in u.trials]
+        assert trials[0].warmup
+    repetitions = [
+        sorted({plans[b.variant].trials[u.trials[0]].repetition for u in b.units if u.round is not None})
+        for b in blocks
+    ]
+    assert repetitions[0] == [0] and repetitions[1] == [0, 1]  # A | B B | A A | B
+
+
+# -- paired statistics ---------------------------------------------------------------------------
+
+
+def test_a_constant_ratio_is_recovered_exactly_and_noise_sets_the_detectable_effect():
+    est = paired_speedup([110.0] * 8, [100.0] * 8, ["p"] * 8, higher_is_better=False)
+    assert est.value == pytest.approx(1.1) and est.lo == pytest.approx(1.1) and est.mde == 0.0
+    rng = __import__("numpy").random.default_rng(1)
+    base = 100 * rng.lognormal(0, 0.05, 400)
+    small = paired_speedup(base[:100], base[:100] / 1.05, ["p"] * 100, higher_is_better=False)
+    noisy = paired_speedup(
+        base[:100], (base / 1.05 * rng.lognormal(0, 0.05, 400))[:100], ["p"] * 100, higher_is_better=False
+    )
+    assert small.value == pytest.approx(1.05)
+    assert noisy.lo < 1.05 < noisy.hi and noisy.mde > 0.01
+    many = paired_speedup(
+        base, base / 1.05 * rng.lognormal(0, 0.05, 400), ["p"] * 400, higher_is_better=False
+    )
+    # 4x the pairs: half the detectable effect (the normal path above NORMAL_FROM pairs)
+    assert many.mde == pytest.approx(noisy.mde / 2, rel=0.25)
+
+
+def test_the_normal_path_agrees_with_the_bootstrap_at_the_switch():
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    a = 100 * rng.lognormal(0, 0.1, 400)
+    b = a * rng.lognormal(0, 0.1, 400)
+    strata = [f"p{i % 8}" for i in range(400)]
+    normal = paired_speedup(a, b, strata, higher_is_better=False)
+    boot = paired_speedup(a[:399], b[:399], strata[:399], higher_is_better=False)
+    assert normal.lo == pytest.approx(boot.lo, abs=0.004) and normal.hi == pytest.approx(boot.hi, abs=0.004)
+
+
+def test_pairs_match_prompt_and_repetition_and_skip_missing_values():
+    ref = [{"workload": "w", "prompt_id": "p", "repetition": r, "e2e_ms": 10.0 + r} for r in range(3)]
+    var = [
+        {"workload": "w", "prompt_id": "p", "repetition": 2, "e2e_ms": 6.0},
+        {"workload": "w", "prompt_id": "p", "repetition": 0, "e2e_ms": 5.0},
+        {"workload": "w", "prompt_id": "p", "repetition": 1, "e2e_ms": None},
+    ]
+    assert pair_values(ref, var, "e2e_ms") == ([12.0, 10.0], [6.0, 5.0], ["p", "p"])
+
+
+def test_disturbed_trials_are_left_out_only_when_few():
+    rows = [{"status": "ok", "disturbed": int(i < 1), "disturbance": "waited"} for i in range(20)]
+    assert disturbance(rows).excluded and len(usable(rows)) == 19
+    many = [{"status": "ok", "disturbed": int(i < 5)} for i in range(20)]
+    rule = disturbance(many)
+    assert not rule.excluded and "kept in the speed-ups" in rule.line()
+    assert disturbance(many, exclude=True).excluded and len(usable(many, True)) == 15
+
+
+def test_judge_flags_waiting_for_a_cpu_and_a_clock_drop():
+    assert judge({"cpu_ms": 100.0, "cpu_wait_ms": 2.0}) is None
+    assert "waited 30 ms" in judge({"cpu_ms": 100.0, "cpu_wait_ms": 30.0})
+    assert judge({"cpu_ms": 10.0, "cpu_wait_ms": 3.0}) is None  # under the 5 ms floor
+    assert "GPU clock 1500 MHz" in judge({"gpu_clock_mhz": 1500}, best_clock_mhz=1980)
+    assert judge({"gpu_clock_mhz": 1900}, best_clock_mhz=1980) is None
+
+
+def test_the_watch_sees_cpu_time_and_on_linux_the_wait():
+    watch = MachineWatch()
+    mark = watch.mark()
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.05:
+        pass
+    figures = watch.figures(mark)
+    assert figures["cpu_ms"] > 20
+    if __import__("sys").platform.startswith("linux"):
+        assert figures["cpu_wait_ms"] is not None and figures["cpu_wait_ms"] >= 0
+
+
+def test_drift_compares_the_last_rounds_with_the_first_per_prompt():
+    rows = [
+        {
+            "variant": "A",
+            "status": "ok",
+            "workload": "w",
+            "prompt_id": p,
+            "repetition": r,
+            "round": 2 * r + i,
+            "e2e_ms": (10.0 if p == "a" else 50.0) * (1 + 0.1 * r),
+        }
+        for r in range(4)
+        for i, p in enumerate("ab")
+    ]
+    assert drift(rows, "A") == pytest.approx(1.3 / 1.0, rel=0.01)
+    assert drift(rows[:4], "A") == pytest.approx(1.1, rel=0.01)
+    assert drift(rows[:2], "A") is None
+
+
+# -- through real workers --------------------------------------------------------------------------
+
+
+def run(text, db_path):
+    store = Store(db_path)
+    result = RunExecutor(parse_spec(text), store).run()
+    return store, result
+
+
+def speedups(store, run_id, **kwargs):
+    (s,) = [s for s in analyze_run(store, run_id, **kwargs).summaries if s.variant == "B"]
+    return s
+
+
+@pytest.mark.slow
+def test_a_drifting_machine_fools_the_sequential_order_not_the_interleaved_one(tmp_path):
+    # Costs grow 20 % per second from now on: identical variants, one after the other, look different.
+    drifting = f"drift_per_s = 0.2\ndrift_from = {time.time()}"
+    store, result = run(two_fakes(order="sequential", a=drifting, b=drifting), tmp_path / "seq.db")
+    assert result.status == "ok"
+    seq = speedups(store, result.run_id)
+    assert seq.significant and seq.speedup_e2e.value < 0.92  # B ran later, on a "slower machine"
+    assert analyze_run(store, result.run_id).design.order == "sequential"
+
+    drifting = f"drift_per_s = 0.2\ndrift_from = {time.time()}"
+    store, result = run(two_fakes(a=drifting, b=drifting), tmp_path / "int.db")
+    inter = speedups(store, result.run_id)
+    est = inter.speedup_e2e
+    assert est.method == "paired" and est.lo <= 1.0 <= est.hi, est
+    assert abs(est.value - 1) < 0.03
+    design = analyze_run(store, result.run_id).design
+    assert design.order == "interleaved" and design.drift > 1.1  # the machine's drift is reported
+    trials = store.trials(result.run_id)
+    assert {t["round_position"] for t in trials} == {0, 1}
+    firsts = collections.Counter(t["variant"] for t in trials if t["round_position"] == 0)
+    assert firsts["A"] == firsts["B"]  # counterbalanced
+
+
+@pytest.mark.slow
+def test_a_real_ten_percent_difference_is_found_within_two_percent(tmp_path):
+    drifting = f"drift_per_s = 0.2\ndrift_from = {time.time()}"
+    store, result = run(
+        two_fakes(a=drifting, b=drifting, b_decode=1.8),
+        tmp_path / "r.db",
+    )
+    s = speedups(store, result.run_id)
+    est = s.speedup_decode
+    assert est.lo > 1.0, est  # found
+    assert est.value == pytest.approx(2.0 / 1.8, rel=0.02)
+
+
+def test_auto_repetitions_stop_once_the_cis_are_narrow_or_at_the_cap(tmp_path):
+    # identical variants: a loose target is met at the first look (3 repetitions)...
+    store, result = run(
+        two_fakes(reps='"auto"', top="max_repetitions = 12\nci_target = 0.5", limit=2, tokens=6),
+        tmp_path / "auto.db",
+    )
+    assert result.status == "ok"
+    run_row = store.resolve_run(result.run_id)
+    assert run_row["repetitions"] == 3
+    assert "stopped after 3 repetitions" in run_row["trial_order_note"]
+    assert len(store.trials(result.run_id)) == 2 * 2 * 3
+    assert {v["status"] for v in store.variants(result.run_id)} == {"ok"}
+    # ...an impossible one runs to the cap and says so
+    store, result = run(
+        two_fakes(reps='"auto"', top="max_repetitions = 4\nci_target = 0.0001", limit=2, tokens=6),
+        tmp_path / "cap.db",
+    )
+    run_row = store.resolve_run(result.run_id)
+    assert run_row["repetitions"] == 4 and "reached the cap of 4 repetitions" in run_row["trial_order_note"]
+
+
+def test_auto_repetitions_need_an_order_that_can_add_rounds():
+    with pytest.raises(SpecError, match='repetitions = "auto" needs order'):
+        parse_spec(two_fakes(reps='"auto"', order="sequential"))
+    with pytest.raises(SpecError, match="'order' must be one of"):
+        parse_spec(two_fakes(order="random"))
+
+
+def test_blocks_when_forced_and_when_the_variants_do_not_fit(tmp_path, monkeypatch):
+    store, result = run(two_fakes(reps=3, order="blocks", limit=2, tokens=4), tmp_path / "b.db")
+    assert result.status == "ok" and store.resolve_run(result.run_id)["trial_order"] == "blocks"
+    warmups = [t for t in store.trials(result.run_id, include_warmup=True) if t["warmup"]]
+    assert len(warmups) == 4  # A | B B | A: four loads, each warmed up
+    assert speedups(store, result.run_id).speedup_e2e.method == "paired"
+
+    monkeypatch.setattr(execute, "RESIDENT_MARGIN", 1e9)  # no second variant "fits"
+    store, result = run(two_fakes(reps=2, limit=2, tokens=4), tmp_path / "fit.db")
+    run_row = store.resolve_run(result.run_id)
+    assert result.status == "ok" and run_row["trial_order"] == "blocks"
+    assert "ran in counterbalanced blocks instead" in run_row["trial_order_note"]
+    assert len(store.trials(result.run_id)) == 2 * 2 * 2
+    lines = analyze_run(store, result.run_id).design.lines()
+    assert any("counterbalanced blocks" in line for line in lines)
+
+
+def test_every_trial_carries_what_the_machine_did(tmp_path):
+    store, result = run(two_fakes(reps=1, limit=2, tokens=4), tmp_path / "m.db")
+    for t in store.trials(result.run_id, include_warmup=True):
+        assert t["cpu_ms"] is not None and t["cpu_ms"] >= 0
+        assert t["disturbed"] in (0, 1)
+        assert (t["disturbance"] is None) == (t["disturbed"] == 0)
+        if __import__("sys").platform.startswith("linux"):
+            assert t["cpu_wait_ms"] is not None and t["load_avg"] is not None
+    assert not math.isnan(store.trials(result.run_id)[0]["cpu_ms"])
