@@ -211,6 +211,11 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise _translate(exc, self.path) from None
 
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[str], Iterable[tuple[Any, ...]]]:
+        """A query's column names and its rows as tuples, streamed (for exports of millions of steps)."""
+        cursor = self.db.execute(sql, list(params))
+        return [d[0] for d in cursor.description], cursor
+
     def runs(self) -> list[dict[str, Any]]:
         return self.query(
             """
