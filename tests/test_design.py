@@ -255,7 +255,7 @@ def test_a_drifting_machine_fools_the_sequential_order_not_the_interleaved_one(t
 def test_a_real_ten_percent_difference_is_found_within_two_percent(tmp_path):
     drifting = f"drift_per_s = 0.2\ndrift_from = {time.time()}"
     store, result = run(
-        two_fakes(a=drifting, b=drifting, b_decode=1.8),
+        two_fakes(a=drifting, b=drifting, b_decode=1.8, tokens=30),
         tmp_path / "r.db",
     )
     s = speedups(store, result.run_id)
