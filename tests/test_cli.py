@@ -183,10 +183,10 @@ def test_runs_lists_them(recorded):
     result = invoke("runs", "--db", recorded["db"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].split() == ["id", "name", "status", "started", "variants", "trials", "failed"]
+    assert lines[0].split() == ["id", "name", "status", "started", "order", "variants", "trials", "failed"]
     first = lines[2].split()
     assert first[:3] == ["1", "two-fakes", "ok"]
-    assert first[-3:] == ["2", "8", "0"]
+    assert first[-4:] == ["interleaved", "2", "8", "0"]
     assert lines[3].split()[:3] == ["2", "two-fakes", "ok"]
 
 

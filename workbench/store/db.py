@@ -219,7 +219,7 @@ class Store:
     def runs(self) -> list[dict[str, Any]]:
         return self.query(
             """
-            select r.id, r.name, r.started_at, r.finished_at, r.status, r.baseline,
+            select r.id, r.name, r.started_at, r.finished_at, r.status, r.baseline, r.trial_order,
               (select count(*) from variants v where v.run_id = r.id) as variants,
               (select count(*) from trials t where t.run_id = r.id and t.warmup = 0) as trials,
               (select count(*) from trials t where t.run_id = r.id and t.status = 'failed') as failed
