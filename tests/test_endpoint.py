@@ -330,7 +330,9 @@ def test_a_run_mixes_local_and_endpoint_variants_with_server_figures(openai_serv
     windows = db_rows(db_path, "select * from server_metrics")
     seq = [w for w in windows if w["variant"] == "served"]
     assert len(seq) == 9  # one window per trial, warm-up included (flagged)
-    assert all(w["trials"] == 1 and w["trial_id"] and w["requests"] == 1 for w in seq), [(w["trials"], w["trial_id"], w["requests"]) for w in seq]
+    assert all(w["trials"] == 1 and w["trial_id"] and w["requests"] == 1 for w in seq), [
+        (w["trials"], w["trial_id"], w["requests"]) for w in seq
+    ]
     par = [w for w in windows if w["variant"] == "served-x4" and not w["warmup"]]
     assert len(par) == 1 and par[0]["trials"] == 8 and par[0]["requests"] == 8 and par[0]["trial_id"] is None
     assert not [w for w in windows if w["variant"] == "local"]
