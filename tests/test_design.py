@@ -155,6 +155,11 @@ def test_the_normal_path_agrees_with_the_bootstrap_at_the_switch():
     assert normal.lo == pytest.approx(boot.lo, abs=0.004) and normal.hi == pytest.approx(boot.hi, abs=0.004)
 
 
+def test_one_pair_per_prompt_gives_no_interval():
+    est = paired_speedup([10.0, 20.0, 30.0], [9.0, 19.0, 28.0], ["a", "b", "c"], higher_is_better=False)
+    assert est.value > 1 and est.lo is None and est.mde is None and est.half_width is None
+
+
 def test_pairs_match_prompt_and_repetition_and_skip_missing_values():
     ref = [{"workload": "w", "prompt_id": "p", "repetition": r, "e2e_ms": 10.0 + r} for r in range(3)]
     var = [
