@@ -16,8 +16,10 @@
 #                      show.txt, summary.md, pytest.txt, env.txt, models.json, check.log.
 #
 # PYTHON: the base interpreter (default python3). GPU_CHECK_WORK: the scratch folder for the venv and
-# the models (default /tmp/workbench-gpu-check; emptied first). GPU_CHECK_RUN_S: the run's time limit
-# (default 330 s; the whole check is meant to stay under ~8 minutes on one GPU).
+# the models (default /tmp/workbench-gpu-check; emptied first). GPU_CHECK_DEADLINE_S (default 540):
+# the whole check ends by then, the run cut short so that its results and the tests still fit (the
+# device call's timeout_s should be a little above it); GPU_CHECK_RUN_S (default 330) caps the run
+# alone. GPU_CHECK_REPS: the measured repetitions on CUDA (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -27,7 +29,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --from-bundle) bundle="${2:?--from-bundle needs a folder}"; shift 2 ;;
         --cpu) cpu=1; shift ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
         -*) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
         *) out="$1"; shift ;;
     esac
@@ -50,7 +52,13 @@ if [ -n "$bundle" ]; then
     [ -d "$bundle/wheels" ] && [ -f "$bundle/tokenizer/tokenizer.json" ] \
         || { echo "gpu_check: $bundle is not a bundle (scripts/gpu_bundle.sh makes one)" >&2; exit 2; }
     stamp "venv from $bundle on $("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
-    "$base" -m venv --system-site-packages "$work/venv"
+    if ! "$base" -m venv --system-site-packages "$work/venv" >"$work/venv.log" 2>&1; then
+        # e.g. a Debian/Ubuntu Python without ensurepip: then the base's own pip (seen through the
+        # .pth below) installs into the venv, whose prefix it takes from the running interpreter
+        echo "venv with pip failed ($(tail -1 "$work/venv.log")): making it --without-pip"
+        rm -rf "$work/venv"
+        "$base" -m venv --system-site-packages --without-pip "$work/venv"
+    fi
     # --system-site-packages shows the *base installation's* packages. The image's python3 is itself
     # a venv (/opt/torch/.venv), whose torch a nested venv would not see: a .pth file adds the base
     # interpreter's site-packages after the venv's own, so the venv's packages (transformers 5.24)
@@ -75,7 +83,7 @@ fi
 if [ "$cpu" = 1 ]; then
     device=cpu scale=tiny reps=1 warmup=0 chat_tokens=4 long_tokens=4 limit_chat=2 limit=1
 else
-    device=cuda scale=full reps=2 warmup=1 chat_tokens=64 long_tokens=128 limit_chat=3 limit=2
+    device=cuda scale=full reps=${GPU_CHECK_REPS:-2} warmup=1 chat_tokens=64 long_tokens=128 limit_chat=3 limit=2
 fi
 "$py" - "$device" <<'PY' || { echo "gpu_check: no CUDA device visible to torch: nothing to check (--cpu runs the CPU fallback)" >&2; exit 2; }
 import sys
@@ -105,6 +113,9 @@ methods="int8-weight-only"
 quant_variants=""
 for m in $methods; do
     why=$("$py" -c "import sys; from workbench_strategies.quantized import method_unavailable_reason as r; print(r(sys.argv[1], sys.argv[2]) or '')" "$m" "$device")
+    # installed is not loadable: a wheel built against another torch fails only on import
+    lib=torchao; [ "${m#bnb-}" != "$m" ] && lib=bitsandbytes
+    [ -z "$why" ] && ! err=$("$py" -c "import $lib" 2>&1) && why="import $lib failed: $(echo "$err" | tail -1)"
     if [ -n "$why" ]; then echo "quantized $m: skipped ($why)"; continue; fi
     extra=""; [ "$m" = int4-weight-only ] && extra=$'\ngroup_size = 128'
     quant_variants+=$'\n'"[[variants]]"$'\n'"name = \"quantized $m\""$'\n'"model = \"$work/models/large\""
@@ -166,10 +177,16 @@ ignore_eos = true
 TOML
 
 status=0
-stamp "workbench run $spec"
-# from the scratch folder, so that the workers (python -m workbench.run.worker) import the installed
+deadline="${GPU_CHECK_DEADLINE_S:-540}"
+left() { echo $((deadline - (SECONDS - t0) - $1)); }
+run_s=$(left 150)  # keep 150 s for the results and pytest
+[ "$run_s" -gt "${GPU_CHECK_RUN_S:-330}" ] && run_s="${GPU_CHECK_RUN_S:-330}"
+[ "$run_s" -lt 30 ] && run_s=30
+stamp "workbench run $spec (at most $run_s s)"
+# SIGINT at the limit: the run cancels at the next token and keeps its finished trials. From the
+# scratch folder, so that the workers (python -m workbench.run.worker) import the installed
 # package, not this checkout's sources
-(cd "$work" && timeout "${GPU_CHECK_RUN_S:-330}" "$wb" run "$spec" --db "$work/gpu.db") || status=$?
+(cd "$work" && timeout -s INT -k 30 "$run_s" "$wb" run "$spec" --db "$work/gpu.db") || status=$?
 stamp "run finished (exit $status)"
 if [ -f "$work/gpu.db" ]; then
     # one self-contained file (no -wal/-shm beside it): at most 8 files come back from a device call
@@ -181,9 +198,12 @@ if [ -f "$work/gpu.db" ]; then
     "$wb" export --db "$out/gpu.db" latest --out "$work/export" --format md >/dev/null 2>&1 \
         && cp "$work/export/summary.md" "$out/summary.md" || echo "export failed"
 fi
-stamp "pytest -m cuda"
+pytest_s=$(left 10)
+[ "$pytest_s" -gt 150 ] && pytest_s=150
+[ "$pytest_s" -lt 20 ] && pytest_s=20
+stamp "pytest -m cuda (at most $pytest_s s)"
 pstatus=0
-(cd "$repo" && timeout 150 "$py" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider) \
+(cd "$repo" && timeout "$pytest_s" "$py" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider) \
     >"$out/pytest.txt" 2>&1 || pstatus=$?
 tail -3 "$out/pytest.txt"
 [ "$status" = 0 ] && status=$pstatus

@@ -32,7 +32,7 @@ rm -rf "$out"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 scripts/gpu_bundle.sh "$out/bundle"
-PYTHON="$image/bin/python" GPU_CHECK_WORK="$out/work" GPU_CHECK_RUN_S=600 \
+PYTHON="$image/bin/python" GPU_CHECK_WORK="$out/work" GPU_CHECK_RUN_S=600 GPU_CHECK_DEADLINE_S=1200 \
     scripts/gpu_check.sh --from-bundle "$out/bundle" --cpu "$out/check"
 # Every variant ran its trials, from the bundle's packages (not the stand-in image's).
 (cd "$out/work" && "$out/work/venv/bin/python" - "$out/check") <<'PY'
