@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import csv
 import hashlib
 import importlib.metadata as md
 import re
@@ -51,7 +52,7 @@ IMAGE_VERSIONS = {
     "transformers": "5.17.0",
     "triton": "3.6.0",
 }
-IMAGE_NAMES = """
+_KINDS_LIST = """
 absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
 certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings
 cuda-core cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils
@@ -74,8 +75,8 @@ tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm tokeniz
 torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope triton
 typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray
 xxhash yarl zipp
-""".split()
-IMAGE = {canonicalize_name(n): IMAGE_VERSIONS.get(n) for n in IMAGE_NAMES}
+"""
+IMAGE = {canonicalize_name(n): IMAGE_VERSIONS.get(n) for n in _KINDS_LIST.split()}
 
 #: Carried as wheels, with the reason. "fallback": the image has it at a version KINDS.md does not
 #: give; pip uses the image's when it satisfies the requirement, the bundled wheel otherwise.
@@ -109,8 +110,16 @@ PLATFORMS = [
     "manylinux1_x86_64",
 ]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
-PY312 = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.3"}
-PY312.update(sys_platform="linux", platform_system="Linux", platform_machine="x86_64", os_name="posix")
+#: the image's Python, for the markers of the bundled wheels' requirements
+PY312: dict[str, str] = {
+    **{k: str(v) for k, v in default_environment().items()},
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+}
 
 
 def log(msg: str) -> None:
@@ -151,8 +160,8 @@ def record_ok(wheel: Path) -> bool:
     """Every member listed in RECORD with a hash has that hash (what a strict installer checks)."""
     with zipfile.ZipFile(wheel) as zf:
         record = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
-        for line in zf.read(record).decode().splitlines():
-            path, digest, _ = (line.rsplit(",", 2) + ["", ""])[:3]
+        for row in csv.reader(zf.read(record).decode().splitlines()):
+            path, digest = row[0], (row[1] if len(row) > 1 else "")
             if not digest:
                 continue
             algo, _, want = digest.partition("=")
@@ -166,7 +175,11 @@ def metadata(wheel: Path) -> list[Requirement]:
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         text = zf.read(meta).decode()
-    return [Requirement(line.split(":", 1)[1].strip()) for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    return [
+        Requirement(line.split(":", 1)[1].strip())
+        for line in text.splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
 
 
 def check_complete(wheels: Path, roots: list[Requirement]) -> list[str]:
@@ -191,13 +204,14 @@ def check_complete(wheels: Path, roots: list[Requirement]) -> list[str]:
         seen.add(key)
         name = key[0]
         spec: SpecifierSet = req.specifier
-        image_version = IMAGE[name] if name in IMAGE else "absent"
+        image_version = IMAGE.get(name, "absent")
         if image_version not in ("absent", None) and spec.contains(image_version, prereleases=True):
             continue  # the image's satisfies it
         if name in bundled and spec.contains(bundled[name], prereleases=True):
             for sub in metadata(files[name]):
-                env = {**PY312, "extra": ""}
-                if sub.marker is None or any(sub.marker.evaluate({**env, "extra": e}) for e in extras | {""}):
+                if sub.marker is None or any(
+                    sub.marker.evaluate({**PY312, "extra": e}) for e in extras | {""}
+                ):
                     todo.append((sub, name))
             continue
         if image_version is None and name not in bundled:
@@ -226,7 +240,9 @@ def folder_bytes(folder: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Gather the GPU check's wheels and tokenizer (docs/ci.md).")
     ap.add_argument("dir", nargs="?", type=Path, default=ROOT / ".gpu-bundle")
-    ap.add_argument("--max-mib", type=float, default=40.0, help="fail above this size (the call's limit is 64)")
+    ap.add_argument(
+        "--max-mib", type=float, default=40.0, help="fail above this size (the call's limit is 64)"
+    )
     args = ap.parse_args(argv)
     out: Path = args.dir.resolve()
     if out.exists():
@@ -249,7 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         before, after = trim_wheel(bnb, BNB_KEEP, BNB_DROP)
         if not record_ok(bnb):
             sys.exit(f"gpu_bundle: trimmed {bnb.name} does not match its RECORD")
-        log(f"trimmed {bnb.name}: {before / 2**20:.1f} -> {after / 2**20:.1f} MiB (CUDA 13 and CPU libraries)")
+        log(
+            f"trimmed {bnb.name}: {before / 2**20:.1f} -> {after / 2**20:.1f} MiB (CUDA 13 and CPU libraries)"
+        )
 
     from workbench.spec.sources import ensure_demo_model  # the demo model, converted once in the cache
 

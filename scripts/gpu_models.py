@@ -76,13 +76,13 @@ SHAPES = {
 }
 
 
-def build(tokenizer_dir: Path, folder: Path, shape: dict, *, device: str, dtype: str, seed: int) -> int:
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+def make_config(shape: dict):
+    """A llama config of ``shape`` on the demo tokenizer's vocabulary (ids 1/2 = its bos/eos)."""
+    from transformers import LlamaConfig
 
     shape = dict(shape)
     rope_theta = shape.pop("rope_theta")
-    config = LlamaConfig(
+    return LlamaConfig(
         vocab_size=VOCAB,
         max_position_embeddings=8192,
         rms_norm_eps=1e-5,
@@ -93,9 +93,15 @@ def build(tokenizer_dir: Path, folder: Path, shape: dict, *, device: str, dtype:
         rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
         **shape,
     )
+
+
+def build(tokenizer_dir: Path, folder: Path, shape: dict, *, device: str, dtype: str, seed: int) -> int:
+    import torch
+    from transformers import GenerationConfig, LlamaForCausalLM
+
     torch.manual_seed(seed)
     with torch.device(device):
-        model = LlamaForCausalLM(config)  # transformers' own init: normal(0, initializer_range)
+        model = LlamaForCausalLM(make_config(shape))  # transformers' init: normal(0, initializer_range)
     model = model.to(getattr(torch, dtype)).eval()
     model.config.dtype = dtype
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=2)
