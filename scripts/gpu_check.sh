@@ -44,11 +44,12 @@ work=$(cd "$work" && pwd)
 exec > >(tee "$out/check.log") 2>&1
 t0=$SECONDS
 stamp() { echo "== [$((SECONDS - t0)) s] $*"; }
-export PYTHONUNBUFFERED=1 WORKBENCH_CACHE="$work/cache" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 base="${PYTHON:-python3}"
 if [ -n "$bundle" ]; then
     bundle=$(cd "$bundle" && pwd)
+    export WORKBENCH_CACHE="$work/cache"  # a fresh machine: nothing cached (the bandwidth is measured)
     [ -d "$bundle/wheels" ] && [ -f "$bundle/tokenizer/tokenizer.json" ] \
         || { echo "gpu_check: $bundle is not a bundle (scripts/gpu_bundle.sh makes one)" >&2; exit 2; }
     stamp "venv from $bundle on $("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
@@ -63,7 +64,7 @@ if [ -n "$bundle" ]; then
     # a venv (/opt/torch/.venv), whose torch a nested venv would not see: a .pth file adds the base
     # interpreter's site-packages after the venv's own, so the venv's packages (transformers 5.24)
     # shadow the image's (5.17) and everything else (torch, numpy, ...) comes from the image.
-    "$base" -c 'import site; print("\n".join(site.getsitepackages()))' \
+    "$base" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
         >"$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_base_site.pth"
     py="$work/venv/bin/python"
     # A venv made by Python < 3.12 brings its own old setuptools, which would shadow the base's (torch
@@ -77,12 +78,15 @@ else
     py="${PYTHON:-python}"
     wb="$(command -v workbench || true)"
     [ -n "$wb" ] || { echo "gpu_check: no workbench on PATH (pip install -e '.[engine,quant]')" >&2; exit 2; }
-    tokenizer=$("$py" -c 'from workbench.spec.sources import ensure_demo_model as d; print(d("smollm2-135m"))')
+    tokenizer=$("$py" -c 'import sys; from workbench.spec.sources import ensure_demo_model as d
+print(d("smollm2-135m", log=lambda m: print(m, file=sys.stderr)))')
 fi
 
 if [ "$cpu" = 1 ]; then
+    label="tiny pair, CPU fallback"
     device=cpu scale=tiny reps=1 warmup=0 chat_tokens=4 long_tokens=4 limit_chat=2 limit=1
 else
+    label="1.07B target + 135M draft"
     device=cuda scale=full reps=${GPU_CHECK_REPS:-2} warmup=1 chat_tokens=64 long_tokens=128 limit_chat=3 limit=2
 fi
 "$py" - "$device" <<'PY' || { echo "gpu_check: no CUDA device visible to torch: nothing to check (--cpu runs the CPU fallback)" >&2; exit 2; }
@@ -124,7 +128,7 @@ done
 
 spec="$out/gpu-check.toml"
 cat >"$spec" <<TOML
-name = "gpu check: random-weight llama 1.07B + 135M draft ($device, $scale)"
+name = "gpu check: random-weight llama, $label ($device)"
 description = "scripts/gpu_check.sh. Random weights built from configs (scripts/gpu_models.py): prefill and decode time, memory and the roofline depend on shapes and dtypes, not on weight values; acceptance (speculative, prompt lookup) does, so those figures are not a trained model's."
 repetitions = $reps
 warmup = $warmup
