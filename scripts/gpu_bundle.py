@@ -233,6 +233,18 @@ def tree_bytes() -> int:
     return sum((ROOT / p).stat().st_size for p in out.decode().split("\0") if p and (ROOT / p).is_file())
 
 
+def source_hash(root: Path = ROOT) -> str:
+    """A digest of the sources the project wheel is built from (pyproject.toml and the *.py files of
+    the packages), so that the check can tell a bundle built from another checkout."""
+    h = hashlib.sha256()
+    files = [root / "pyproject.toml"]
+    for folder in ("workbench", "strategies", "resources"):
+        files += sorted((root / folder).rglob("*.py"))
+    for f in files:
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
@@ -243,7 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--max-mib", type=float, default=40.0, help="fail above this size (the call's limit is 64)"
     )
+    ap.add_argument("--source-hash", action="store_true", help="print the sources' digest and stop")
     args = ap.parse_args(argv)
+    if args.source_hash:
+        print(source_hash())
+        return 0
     out: Path = args.dir.resolve()
     if out.exists():
         shutil.rmtree(out)
@@ -286,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
 
     lines = [f"{w.name}  {w.stat().st_size / 2**20:.2f} MiB" for w in sorted(wheels.glob("*.whl"))]
     why = [f"  {n}: {r}" for n, r in CARRY.items()]
+    (out / "source.sha256").write_text(source_hash() + "\n")
     (out / "BUNDLE.txt").write_text(
         "GPU check bundle (scripts/gpu_bundle.sh; docs/ci.md). Install: scripts/gpu_check.sh --from-bundle DIR\n\n"
         + "\n".join(lines)

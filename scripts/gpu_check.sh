@@ -50,6 +50,13 @@ base="${PYTHON:-python3}"
 if [ -n "$bundle" ]; then
     bundle=$(cd "$bundle" && pwd)
     export WORKBENCH_CACHE="$work/cache"  # a fresh machine: nothing cached (the bandwidth is measured)
+    # The installed wheel must be this checkout's code (scripts/ and tests/ come from the checkout).
+    here=$("$base" scripts/gpu_bundle.py --source-hash)
+    if [ "$here" != "$(cat "$bundle/source.sha256" 2>/dev/null)" ] && [ -z "${GPU_CHECK_STALE_OK:-}" ]; then
+        echo "gpu_check: $bundle was built from other sources than this checkout: rebuild it" \
+            "(scripts/gpu_bundle.sh), or set GPU_CHECK_STALE_OK=1" >&2
+        exit 2
+    fi
     [ -d "$bundle/wheels" ] && [ -f "$bundle/tokenizer/tokenizer.json" ] \
         || { echo "gpu_check: $bundle is not a bundle (scripts/gpu_bundle.sh makes one)" >&2; exit 2; }
     stamp "venv from $bundle on $("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
