@@ -42,6 +42,8 @@ rm -rf "$work"
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 exec > >(tee "$out/check.log") 2>&1
+tee_pid=$!
+trap 'exec >&- 2>&-; wait "$tee_pid" 2>/dev/null || true' EXIT  # check.log complete before the exit
 t0=$SECONDS
 stamp() { echo "== [$((SECONDS - t0)) s] $*"; }
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -50,6 +52,8 @@ base="${PYTHON:-python3}"
 if [ -n "$bundle" ]; then
     bundle=$(cd "$bundle" && pwd)
     export WORKBENCH_CACHE="$work/cache"  # a fresh machine: nothing cached (the bandwidth is measured)
+    [ -d "$bundle/wheels" ] && [ -f "$bundle/tokenizer/tokenizer.json" ] \
+        || { echo "gpu_check: $bundle is not a bundle (scripts/gpu_bundle.sh makes one)" >&2; exit 2; }
     # The installed wheel must be this checkout's code (scripts/ and tests/ come from the checkout).
     here=$("$base" scripts/gpu_bundle.py --source-hash)
     if [ "$here" != "$(cat "$bundle/source.sha256" 2>/dev/null)" ] && [ -z "${GPU_CHECK_STALE_OK:-}" ]; then
@@ -57,8 +61,6 @@ if [ -n "$bundle" ]; then
             "(scripts/gpu_bundle.sh), or set GPU_CHECK_STALE_OK=1" >&2
         exit 2
     fi
-    [ -d "$bundle/wheels" ] && [ -f "$bundle/tokenizer/tokenizer.json" ] \
-        || { echo "gpu_check: $bundle is not a bundle (scripts/gpu_bundle.sh makes one)" >&2; exit 2; }
     stamp "venv from $bundle on $("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
     if ! "$base" -m venv --system-site-packages "$work/venv" >"$work/venv.log" 2>&1; then
         # e.g. a Debian/Ubuntu Python without ensurepip: then the base's own pip (seen through the
@@ -77,7 +79,9 @@ if [ -n "$bundle" ]; then
     # A venv made by Python < 3.12 brings its own old setuptools, which would shadow the base's (torch
     # needs setuptools >= 77): drop it (3.12, the image's, puts only pip in a venv).
     "$py" -m pip uninstall -y -q --disable-pip-version-check setuptools >/dev/null 2>&1 || true
-    "$py" -m pip install -q --disable-pip-version-check --no-index --find-links "$bundle/wheels" \
+    # --no-compile: pip byte-compiles one file after the other (transformers has thousands); the
+    # workers compile only what they import, once
+    "$py" -m pip install -q --disable-pip-version-check --no-compile --no-index --find-links "$bundle/wheels" \
         "llm-workbench[engine]" torchao bitsandbytes
     wb="$work/venv/bin/workbench"
     tokenizer="$bundle/tokenizer"
