@@ -35,7 +35,7 @@ scripts/gpu_bundle.sh "$out/bundle"
 PYTHON="$image/bin/python" GPU_CHECK_WORK="$out/work" GPU_CHECK_RUN_S=600 GPU_CHECK_DEADLINE_S=1200 \
     scripts/gpu_check.sh --from-bundle "$out/bundle" --cpu "$out/check"
 # Every variant ran its trials, from the bundle's packages (not the stand-in image's).
-(cd "$out/work" && "$out/work/venv/bin/python" - "$out/check") <<'PY'
+(cd "$out/work" && "$out/work/venv/bin/python" - "$out/check" "$out/bundle") <<'PY'
 import sqlite3
 import sys
 from pathlib import Path
@@ -46,7 +46,8 @@ import workbench
 out = Path(sys.argv[1])
 files = sorted(p.name for p in out.iterdir())
 assert len(files) <= 8, f"more than 8 files would not all come back from a device call: {files}"
-assert transformers.__version__ == "5.24.0", f"transformers {transformers.__version__} (not the bundle's)"
+bundled = next(Path(sys.argv[2], "wheels").glob("transformers-*.whl")).name.split("-")[1]
+assert transformers.__version__ == bundled, f"transformers {transformers.__version__}, not the bundle's {bundled}"
 assert "site-packages" in workbench.__file__, f"workbench imported from {workbench.__file__}"
 db = sqlite3.connect(out / "gpu.db")
 rows = db.execute(
