@@ -144,7 +144,7 @@ description = "scripts/gpu_check.sh. Random weights built from configs (scripts/
 repetitions = $reps
 warmup = $warmup
 warmup_max_new_tokens = 16
-# TODO(main session, issue 14): add  order = "interleaved"  here once the interleaved run order lands.
+order = "interleaved"            # all variants resident on the GPU at once, trials round by round (docs/analysis.md)
 
 [[variants]]
 name = "baseline"
