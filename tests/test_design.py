@@ -155,6 +155,11 @@ def test_the_normal_path_agrees_with_the_bootstrap_at_the_switch():
     assert normal.lo == pytest.approx(boot.lo, abs=0.004) and normal.hi == pytest.approx(boot.hi, abs=0.004)
 
 
+def test_one_pair_per_prompt_gives_no_interval():
+    est = paired_speedup([10.0, 20.0, 30.0], [9.0, 19.0, 28.0], ["a", "b", "c"], higher_is_better=False)
+    assert est.value > 1 and est.lo is None and est.mde is None and est.half_width is None
+
+
 def test_pairs_match_prompt_and_repetition_and_skip_missing_values():
     ref = [{"workload": "w", "prompt_id": "p", "repetition": r, "e2e_ms": 10.0 + r} for r in range(3)]
     var = [
@@ -255,7 +260,7 @@ def test_a_drifting_machine_fools_the_sequential_order_not_the_interleaved_one(t
 def test_a_real_ten_percent_difference_is_found_within_two_percent(tmp_path):
     drifting = f"drift_per_s = 0.2\ndrift_from = {time.time()}"
     store, result = run(
-        two_fakes(a=drifting, b=drifting, b_decode=1.8),
+        two_fakes(a=drifting, b=drifting, b_decode=1.8, tokens=30),
         tmp_path / "r.db",
     )
     s = speedups(store, result.run_id)

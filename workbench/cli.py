@@ -347,13 +347,14 @@ def runs(db: Path | None, as_json: bool) -> None:
         return
     click.echo(
         text_table(
-            ["id", "name", "status", "started", "variants", "trials", "failed"],
+            ["id", "name", "status", "started", "order", "variants", "trials", "failed"],
             [
                 [
                     r["id"],
                     r["name"],
                     r["status"],
                     (r["started_at"] or "")[:19].replace("T", " "),
+                    r["trial_order"] or ("" if r["status"] == "running" else "sequential"),
                     r["variants"],
                     r["trials"],
                     r["failed"],

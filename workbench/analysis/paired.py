@@ -112,6 +112,8 @@ def paired_speedup(
     for value, key in zip(d.tolist(), strata, strict=True):
         groups[key].append(value)
     arrays = [np.asarray(g) for g in groups.values()]
+    if all(g.size < 2 for g in arrays):  # one pair per prompt: nothing says how much a pair varies
+        return PairedEstimate(math.exp(mean), n=n)
     # the bootstrap variance of the stratified mean: sum over prompts of (n_s/n)^2 * var_s / n_s
     se = math.sqrt(sum((g.size / n) ** 2 * float(g.var()) / g.size for g in arrays))
     if se == 0.0:

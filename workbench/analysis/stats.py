@@ -4,6 +4,14 @@ ratios of medians, a least-squares line.
 Bootstrap resampling is stratified by prompt: a workload's prompts differ (chat turn 1 vs turn 6) far
 more than repetitions of one prompt do, and every variant ran the same prompts. The seed is fixed: the
 same data always gives the same interval.
+
+From :data:`EXACT_FROM` values on, the bootstrap distribution of the median is computed instead of
+sampled: a resample's median is at most ``x`` exactly when at least half its values are, and the
+number of a stratum's resampled values at most ``x`` is binomial (``n_s`` draws, the stratum's share
+at most ``x``), independently per stratum. The sum of those binomials is normal to far better than
+the Monte-Carlo error of 2,000 resamples at these sizes, so the percentile interval comes from that
+distribution directly — the same interval, without resampling thousands of times (what keeps a
+10,000-trial run's analysis within seconds; ``benchmarks/analysis_scale.py`` checks the agreement).
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ import numpy as np
 __all__ = ["BOOTSTRAP_RESAMPLES", "SEED", "Estimate", "bootstrap_median", "fit_line", "speedup"]
 
 BOOTSTRAP_RESAMPLES = 2000
+#: from this many values on, the median's bootstrap distribution is computed, not sampled
+EXACT_FROM = 400
 SEED = 20261130  # fixed: the same data always gives the same interval
 
 
@@ -52,6 +62,42 @@ def _resampled_medians(groups: list[np.ndarray], resamples: int, rng: np.random.
     return np.median(np.concatenate(parts, axis=1), axis=1)
 
 
+def _median_distribution(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The stratified bootstrap distribution of the pooled median: the sorted pooled values and, at
+    each, the probability that a resample's median is at most that value (see the module docstring)."""
+    values = np.sort(np.concatenate(groups))
+    n = values.size
+    mean = np.zeros(n)
+    var = np.zeros(n)
+    for g in groups:
+        share = np.searchsorted(np.sort(g), values, side="right") / g.size
+        mean += g.size * share
+        var += g.size * share * (1 - share)
+    need = n / 2 + 0.5  # at least half the resample at most x (a continuity-corrected middle)
+    sd = np.sqrt(var)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(sd > 0, (mean - need) / np.where(sd > 0, sd, 1), np.where(mean >= need, np.inf, -np.inf))
+    from math import erf, sqrt
+
+    cdf = np.fromiter((0.5 * (1 + erf(v / sqrt(2))) if np.isfinite(v) else float(v > 0) for v in z), float, n)
+    return values, np.maximum.accumulate(cdf)
+
+
+def _quantiles(values: np.ndarray, cdf: np.ndarray, qs: Sequence[float]) -> list[float]:
+    """The smallest value whose cumulative probability reaches each of ``qs``."""
+    return [float(values[min(int(np.searchsorted(cdf, q, side="left")), values.size - 1)]) for q in qs]
+
+
+def _sample_medians(groups: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """``resamples`` bootstrap medians: drawn from the computed distribution for large samples,
+    else by resampling."""
+    if sum(g.size for g in groups) >= EXACT_FROM:
+        values, cdf = _median_distribution(groups)
+        picks = np.searchsorted(cdf, rng.random(resamples), side="left")
+        return values[np.minimum(picks, values.size - 1)]
+    return _resampled_medians(groups, resamples, rng)
+
+
 def bootstrap_median(
     values: Sequence[float | None],
     strata: Sequence[Any] | None = None,
@@ -66,6 +112,9 @@ def bootstrap_median(
     median = float(np.median(np.concatenate(groups)))
     if all(g.size < 2 for g in groups):
         return Estimate(median, n=n)
+    if n >= EXACT_FROM:
+        lo, hi = _quantiles(*_median_distribution(groups), (0.025, 0.975))
+        return Estimate(median, lo, hi, n)
     samples = _resampled_medians(groups, resamples, np.random.default_rng(SEED))
     lo, hi = np.percentile(samples, [2.5, 97.5])
     return Estimate(median, float(lo), float(hi), n)
@@ -92,7 +141,7 @@ def speedup(
     if all(g.size < 2 for g in a) or all(g.size < 2 for g in b):
         return Estimate(value, n=min(na, nb))
     rng = np.random.default_rng(SEED)
-    ra, rb = _resampled_medians(a, resamples, rng), _resampled_medians(b, resamples, rng)
+    ra, rb = _sample_medians(a, resamples, rng), _sample_medians(b, resamples, rng)
     ratios = ra[rb > 0] / rb[rb > 0]
     lo, hi = np.percentile(ratios, [2.5, 97.5])
     return Estimate(value, float(lo), float(hi), min(na, nb))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -139,11 +139,11 @@ def export_data(
     _mkdir(out_dir)
     analysis = analysis or analyze_run(store, run_id)
     trials = store.trials(run_id, include_warmup=True)
-    steps = store.query(
+    steps = store.rows(
         "select s.* from steps s join trials t on t.id = s.trial_id where t.run_id = ? order by s.trial_id, s.idx",
         [run_id],
     )
-    written = [_csv(out_dir / "trials.csv", trials), _csv(out_dir / "steps.csv", steps)]
+    written = [_csv(out_dir / "trials.csv", trials), _csv_rows(out_dir / "steps.csv", *steps)]
     windows = store.server_metrics(run_id, include_warmup=True)
     if windows:
         written.append(_csv(out_dir / "server_metrics.csv", windows))
@@ -182,6 +182,18 @@ def _mkdir(out_dir: Path) -> None:
 def _write(path: Path, data: bytes) -> Path:
     try:
         path.write_bytes(data)
+    except OSError as exc:
+        raise WorkbenchError(f"cannot write {path}: {exc.strerror}") from None
+    return path
+
+
+def _csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+    """Rows as tuples, streamed (every step of a large run: millions of rows)."""
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(columns)
+            writer.writerows(rows)
     except OSError as exc:
         raise WorkbenchError(f"cannot write {path}: {exc.strerror}") from None
     return path

@@ -211,10 +211,15 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise _translate(exc, self.path) from None
 
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[str], Iterable[tuple[Any, ...]]]:
+        """A query's column names and its rows as tuples, streamed (for exports of millions of steps)."""
+        cursor = self.db.execute(sql, list(params))
+        return [d[0] for d in cursor.description], cursor
+
     def runs(self) -> list[dict[str, Any]]:
         return self.query(
             """
-            select r.id, r.name, r.started_at, r.finished_at, r.status, r.baseline,
+            select r.id, r.name, r.started_at, r.finished_at, r.status, r.baseline, r.trial_order,
               (select count(*) from variants v where v.run_id = r.id) as variants,
               (select count(*) from trials t where t.run_id = r.id and t.warmup = 0) as trials,
               (select count(*) from trials t where t.run_id = r.id and t.status = 'failed') as failed

@@ -226,3 +226,14 @@ def m010_design_and_disturbance(db: Database) -> None:
     trials.add_column("gpu_temp_c", int)  # CUDA: the GPU's temperature at the trial's end
     trials.add_column("disturbed", int)  # 1: the trial's figures were disturbed (see `disturbance`)
     trials.add_column("disturbance", str)  # why, in one line
+
+
+@migrations()
+def m011_step_indexes(db: Database) -> None:
+    """Partial indexes on the few steps the analysis aggregates (sub-timed and drafted ones), so a
+    10,000-trial run's 2.5 million steps are not scanned for them on every `show`."""
+    db.execute(
+        "create index if not exists idx_steps_timed on steps (trial_id) "
+        "where draft_ms is not null or verify_ms is not null"
+    )
+    db.execute("create index if not exists idx_steps_drafted on steps (trial_id) where draft_proposed > 0")

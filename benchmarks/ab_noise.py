@@ -1,0 +1,210 @@
+"""A/A on the real demo model with a CPU hog partway through: does the design keep the answer honest?
+
+What is measured
+    Two identical variants ("A" and "A2": ``demo:smollm2-135m``, baseline, float32) over the built-in
+    ``code`` workload (4 prompts, 32 new tokens, ``ignore_eos``), ``--repetitions`` rounds, through the
+    real path (``RunExecutor`` → worker processes → store). In each run, once a third of the trials
+    have landed, a CPU-burning process starts for ``--hog-s`` seconds (default 30) on one of the
+    cores. Each run is analysed like `workbench show`: the e2e speed-up of A2 over A with its 95 % CI,
+    whether it is "significant", the CI's half-width, the minimum detectable effect, how many trials
+    were flagged disturbed.
+
+    ``--runs`` runs with the default interleaved order and paired statistics, and as many with the
+    old ``order = "sequential"`` (unpaired ratios of medians, as the workbench reported before),
+    alternated so the machine's drift hits both.
+
+    Interleaving overhead: on a quiet machine (no hog), A alone (one worker) and A beside an idle A2
+    (two workers, interleaved) alternate for ``--overhead-runs`` runs each; the ratio of A's median
+    decode tok/s interleaved over alone must be ≥ 0.98: an idle worker, blocked on its pipe, costs
+    the active one nothing.
+
+Pass criterion (exit 0; exit 1 otherwise)
+    no interleaved run reports a significant A/A difference (the CI contains 1.00), and the overhead
+    ratio ≥ ``--min-ratio`` (0.98). The sequential runs are the contrast, not a criterion.
+
+About 10-12 minutes on a 2-core CPU with the defaults.
+
+    python benchmarks/ab_noise.py
+    python benchmarks/ab_noise.py --runs 3 --repetitions 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from workbench.analysis.run import analyze_run
+from workbench.analysis.stats import speedup
+from workbench.run.execute import RunExecutor
+from workbench.spec.parse import parse_spec
+from workbench.store import Store
+
+VARIANT = """
+[[variants]]
+name = "{name}"
+model = "demo:smollm2-135m"
+dtype = "float32"
+"""
+
+SPEC = """
+name = "{title}"
+repetitions = {reps}
+warmup = 1
+warmup_max_new_tokens = 8
+order = "{order}"
+{variants}
+[[workloads]]
+name = "code"
+limit = 4
+max_new_tokens = 32
+ignore_eos = true
+"""
+
+HOG = "import time\nt = time.time()\nwhile time.time() - t < {s}:\n    pass\n"
+
+
+def spec_text(title: str, order: str, reps: int, names: tuple[str, ...]) -> str:
+    return SPEC.format(
+        title=title, order=order, reps=reps, variants="".join(VARIANT.format(name=n) for n in names)
+    )
+
+
+def run_one(db: Path, text: str, hog_s: float) -> dict[str, Any]:
+    """Run a spec, starting the hog once a third of its trials landed; analyse it."""
+    store = Store(db)
+    hog: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def on_progress(progress: Any) -> None:
+        with lock:
+            if hog_s and not hog and progress.done >= progress.total / 3:
+                hog["proc"] = subprocess.Popen([sys.executable, "-c", HOG.format(s=hog_s)])
+                hog["at"] = progress.done
+
+    started = time.time()
+    result = RunExecutor(parse_spec(text), store, on_progress=on_progress).run()
+    if "proc" in hog:
+        hog["proc"].wait()
+    analysis = analyze_run(store, result.run_id)
+    trials = store.trials(result.run_id)
+    store.close()
+    return {
+        "analysis": analysis,
+        "trials": trials,
+        "seconds": time.time() - started,
+        "load": os.getloadavg()[0],
+    }
+
+
+def aa_row(label: str, out: dict[str, Any]) -> dict[str, Any]:
+    analysis, trials = out["analysis"], out["trials"]
+    (s,) = [s for s in analysis.summaries if s.variant == "A2"]
+    if analysis.design.order == "sequential":  # what the workbench reported before: medians, unpaired
+        a = [t for t in trials if t["variant"] == "A" and t["status"] == "ok"]
+        b = [t for t in trials if t["variant"] == "A2" and t["status"] == "ok"]
+        est = speedup(
+            [t["e2e_ms"] for t in a],
+            [t["e2e_ms"] for t in b],
+            [t["prompt_id"] for t in a],
+            [t["prompt_id"] for t in b],
+        )
+        mde = None
+    else:
+        est, mde = s.speedup_e2e, s.speedup_e2e.mde
+    significant = est is not None and est.lo is not None and not (est.lo <= 1.0 <= est.hi)
+    return {
+        "run": label,
+        "A2/A e2e": f"{est.value:.3f} [{est.lo:.3f}–{est.hi:.3f}]" if est and est.lo else "",
+        "significant": significant,
+        "±CI": (max(est.hi / est.value - 1, 1 - est.lo / est.value)) if est and est.lo else None,
+        "MDE": mde,
+        "disturbed": f"{s.n_disturbed}/{analysis.design.disturbance.measured}",
+        "drift": analysis.design.drift,
+        "s": out["seconds"],
+    }
+
+
+def decode_tps(out: dict[str, Any], variant: str = "A") -> list[float]:
+    return [
+        t["decode_tokens_per_s"] for t in out["trials"] if t["variant"] == variant and t["status"] == "ok"
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2, help="A/A runs per order (default 2)")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--hog-s", type=float, default=30.0)
+    parser.add_argument("--overhead-runs", type=int, default=2)
+    parser.add_argument("--min-ratio", type=float, default=0.98)
+    parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--skip-aa", action="store_true")
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="ab-noise-"))
+    print(f"load average at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
+    rows = []
+    if not args.skip_aa:
+        for i in range(args.runs):
+            for order in ("interleaved", "sequential"):
+                out = run_one(
+                    folder / f"aa-{order}-{i}.db",
+                    spec_text(f"A/A {order} {i}", order, args.repetitions, ("A", "A2")),
+                    args.hog_s,
+                )
+                rows.append({"order": order, **aa_row(f"{order} {i}", out)})
+                print(rows[-1], flush=True)
+    ratio = None
+    if not args.skip_overhead:
+        alone: list[float] = []
+        beside: list[float] = []
+        for i in range(args.overhead_runs):
+            one = run_one(folder / f"alone-{i}.db", spec_text("A alone", "interleaved", 2, ("A",)), 0)
+            alone += decode_tps(one)
+            two = run_one(
+                folder / f"beside-{i}.db", spec_text("A beside A2", "interleaved", 2, ("A", "A2")), 0
+            )
+            beside += decode_tps(two)
+            print(
+                f"overhead round {i}: alone {statistics.median(decode_tps(one)):.2f} tok/s, beside an idle "
+                f"worker {statistics.median(decode_tps(two)):.2f} tok/s (load {two['load']:.2f})",
+                flush=True,
+            )
+        ratio = statistics.median(beside) / statistics.median(alone)
+    print()
+    if rows:
+        headers = list(rows[0])
+        print("  ".join(f"{h:>24}" for h in headers))
+        for row in rows:
+            print("  ".join(f"{v:>24.3f}" if isinstance(v, float) else f"{v!s:>24}" for v in row.values()))
+    problems = []
+    false = [r["run"] for r in rows if r["order"] == "interleaved" and r["significant"]]
+    if false:
+        problems.append(f"interleaved A/A runs with a 'significant' difference: {', '.join(false)}")
+    seq_false = sum(r["significant"] for r in rows if r["order"] == "sequential")
+    print(
+        f"\nfalse findings at 95 %: interleaved + paired {len(false)} of "
+        f"{sum(r['order'] == 'interleaved' for r in rows)}, sequential + unpaired {seq_false} of "
+        f"{sum(r['order'] == 'sequential' for r in rows)}"
+    )
+    if ratio is not None:
+        print(f"interleaving overhead: A's decode tok/s beside an idle worker / alone = {ratio:.3f}")
+        if ratio < args.min_ratio:
+            problems.append(f"overhead ratio {ratio:.3f} < {args.min_ratio}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+    if problems:
+        print("FAIL: " + "; ".join(problems))
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
