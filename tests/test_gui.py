@@ -967,3 +967,22 @@ def test_demo_opens_the_app_only_for_a_person_at_a_display(monkeypatch):
         monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
     assert not cli.gui_available()  # piped or under a test runner: never blocks on a window
+
+
+def test_the_builder_sets_the_order_and_auto_repetitions(qtbot, tmp_path):
+    window = open_window(qtbot, tmp_path / "new.db")
+    b = window.builder
+    assert b.order.currentText() == "interleaved" and "order" not in b.draft.top  # the default
+    b.v_strategy.setCurrentText("fake")
+    b.order.setCurrentText("blocks")
+    b.repetitions.setValue(0)  # the lowest value reads "auto"
+    assert b.repetitions.text() == "auto"
+    saved = tmp_path / "auto.toml"
+    assert window._save_to(saved)
+    spec = parse_spec(saved.read_text(), base_dir=saved.parent)
+    assert spec.order == "blocks" and spec.auto_repetitions
+    b.set_draft(SpecDraft.new())
+    b.set_draft(SpecDraft.load(saved))  # loaded back as it was, and saved again unchanged
+    assert b.order.currentText() == "blocks" and b.repetitions.text() == "auto"
+    b.warmup.setValue(2)
+    assert b.draft.top["repetitions"] == "auto" and b.draft.top["order"] == "blocks"

@@ -81,8 +81,12 @@ class ExperimentBuilder(QWidget):
         # experiment-wide settings
         self.name_edit = QLineEdit()
         self.name_edit.setObjectName("experimentName")
-        self.repetitions = spin(1, 10_000, explain("repetitions"))
+        self.repetitions = spin(0, 10_000, explain("repetitions"), special="auto")
         self.warmup = spin(0, 100, explain("warm-up"))
+        self.order = QComboBox()
+        self.order.setObjectName("trialOrder")
+        self.order.addItems(["interleaved", "blocks", "sequential"])
+        self.order.setToolTip(explain("order"))
         self.max_new_tokens = spin(0, 1_000_000, explain("max new tokens"), special="per workload")
         self.limit = spin(0, 1_000_000, explain("limit"), special="all")
         top = QHBoxLayout()
@@ -91,6 +95,7 @@ class ExperimentBuilder(QWidget):
         for label, w in (
             ("Repetitions", self.repetitions),
             ("Warm-up", self.warmup),
+            ("Order", self.order),
             ("Max new tokens", self.max_new_tokens),
             ("Prompts per workload", self.limit),
         ):
@@ -229,6 +234,7 @@ class ExperimentBuilder(QWidget):
         self.name_edit.textEdited.connect(self._top_changed)
         self.repetitions.valueChanged.connect(self._top_changed)
         self.warmup.valueChanged.connect(self._top_changed)
+        self.order.currentTextChanged.connect(self._top_changed)
         self.max_new_tokens.valueChanged.connect(self._common_changed)
         self.limit.valueChanged.connect(self._common_changed)
         self.variant_list.currentRowChanged.connect(self._show_variant)
@@ -285,8 +291,11 @@ class ExperimentBuilder(QWidget):
         self._loading = True
         try:
             self.name_edit.setText(str(draft.top.get("name", "")))
-            self.repetitions.setValue(
-                int(draft.top.get("repetitions", 3)) if _is_int(draft.top.get("repetitions", 3)) else 3
+            reps = draft.top.get("repetitions", 3)
+            self.repetitions.setValue(0 if reps == "auto" else int(reps) if _is_int(reps) else 3)
+            order = draft.top.get("order", "interleaved")
+            self.order.setCurrentText(
+                order if order in ("interleaved", "blocks", "sequential") else "interleaved"
             )
             self.warmup.setValue(
                 int(draft.top.get("warmup", 1)) if _is_int(draft.top.get("warmup", 1)) else 1
@@ -658,8 +667,10 @@ class ExperimentBuilder(QWidget):
         if self._loading:
             return
         self.draft.top["name"] = self.name_edit.text()
-        self.draft.top["repetitions"] = self.repetitions.value()
+        self.draft.top["repetitions"] = self.repetitions.value() or "auto"
         self.draft.top["warmup"] = self.warmup.value()
+        if self.order.currentText() != "interleaved" or "order" in self.draft.top:
+            self.draft.top["order"] = self.order.currentText()
         self._changed()
 
     def _common_changed(self, *_: Any) -> None:

@@ -43,7 +43,12 @@ TERMS: dict[str, str] = {
     "met every target.",
     "goodput": "Share of the requests that met every target of the workload (failed requests count as "
     "missing them).",
-    "repetitions": "Measured trials per prompt; more repetitions give tighter confidence intervals.",
+    "repetitions": "Measured trials per prompt; more repetitions give tighter confidence intervals. "
+    '"auto" (the lowest value) adds rounds until every speed-up is known to ±3 % (at most 20).',
+    "order": "How the variants' trials are ordered in time. interleaved (default): all loaded at once, "
+    "each prompt run by every variant seconds apart, so the machine's drift touches them alike. "
+    "blocks: one variant loaded at a time, A B B A (when they do not fit in memory together). "
+    "sequential: each variant in one go (drift lands on whichever ran then).",
     "warm-up": "Trials per workload run first and left out of the statistics (caches, lazy "
     "initialisation, clocks ramping up).",
     "max new tokens": "Output budget for every prompt; 'per workload' keeps each workload's own setting.",
