@@ -11,10 +11,12 @@ from typing import Any
 import torch
 
 from workbench.core.device import Device
-from workbench.core.errors import ModelSourceError, StrategyError
+from workbench.core.errors import ModelSourceError
 from workbench.core.strategy import Prompt, Request
 from workbench.core.variant import Variant
 from workbench.spec.sources import materialize, parse_source
+
+from ._text import Stopper, encode_prompt
 
 __all__ = ["HFModel", "Sampler", "Stopper", "load_hf_model", "resolve_dtype", "wrap_hf_model"]
 
@@ -53,16 +55,7 @@ class HFModel:
         return torch.device(str(self.device))
 
     def encode(self, prompt: Prompt) -> list[int]:
-        tok = self.tokenizer
-        if prompt.messages is not None:
-            if not getattr(tok, "chat_template", None):
-                raise StrategyError(
-                    f"prompt {prompt.id!r} is a chat (messages) but this model's tokenizer has no chat template; "
-                    'use plain {"prompt": ...} lines for base models'
-                )
-            text = tok.apply_chat_template(list(prompt.messages), add_generation_prompt=True, tokenize=False)
-            return list(tok(text, add_special_tokens=False)["input_ids"])
-        return list(tok(prompt.prompt or "")["input_ids"])
+        return encode_prompt(self.tokenizer, prompt)
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
@@ -186,27 +179,3 @@ class Sampler:
         if self.greedy:
             return torch.argmax(logits, dim=-1)
         return torch.multinomial(self.probs(logits), 1, generator=self.generator).squeeze(-1)
-
-
-class Stopper:
-    """Decides when generation ends: EOS (unless ``ignore_eos``), a stop string, or the budget."""
-
-    def __init__(
-        self, request: Request, eos_ids: frozenset[int], decode: Callable[[Sequence[int]], str]
-    ) -> None:
-        self.eos_ids = frozenset() if request.ignore_eos else eos_ids
-        self.stop = request.stop
-        self.max_new_tokens = request.max_new_tokens
-        self._decode = decode
-        # a stop string can only be completed by the last few tokens: decode a short tail
-        self._tail = max((len(s) for s in self.stop), default=0) + 8
-
-    def __call__(self, tokens: Sequence[int], new: int = 1) -> str | None:
-        for t in tokens[-new:]:
-            if t in self.eos_ids:
-                return "eos"
-        if self.stop and any(s in self._decode(tokens[-self._tail :]) for s in self.stop):
-            return "stop"
-        if len(tokens) >= self.max_new_tokens:
-            return "length"
-        return None

@@ -9,7 +9,8 @@ source into something ``from_pretrained`` loads in seconds:
   pinned SHA-256, de-quantized once and saved as a safetensors folder beside it.
 - ``path/to/model.gguf`` — converted once the same way, cached by path, size and mtime.
 - a folder — loaded as is; safetensors preferred, pickled ``.bin`` weights only through
-  ``torch.load(weights_only=True)`` (transformers' own loader for ``.bin``).
+  ``torch.load(weights_only=True)`` (transformers' own loader for ``.bin``). A folder with a
+  ``genai_config.json`` and no ``config.json`` is an ONNX Runtime GenAI model (``onnxruntime-genai``).
 - a hub id — the normal Hugging Face cache; offline and not cached is one clear error, not 30 s of
   retries.
 """
@@ -33,7 +34,16 @@ from urllib.parse import urlparse
 
 from workbench.core.errors import ModelSourceError
 
-__all__ = ["DEMO_MODELS", "DemoModel", "ModelSource", "cache_dir", "materialize", "parse_source", "preflight"]
+__all__ = [
+    "DEMO_MODELS",
+    "DemoModel",
+    "ModelSource",
+    "cache_dir",
+    "ensure_demo_gguf",
+    "materialize",
+    "parse_source",
+    "preflight",
+]
 
 
 @dataclass(frozen=True)
@@ -104,9 +114,10 @@ def parse_source(ref: str, *, base_dir: Path | None = None) -> ModelSource:
             raise ModelSourceError(
                 f"model {ref!r} is a file but not a .gguf; give a model folder, a .gguf file or a hub id"
             )
-        if not (path / "config.json").exists():
+        if not (path / "config.json").exists() and not (path / "genai_config.json").exists():
             raise ModelSourceError(
-                f"model folder {ref!r} has no config.json (not a transformers model folder)"
+                f"model folder {ref!r} has no config.json (not a transformers model folder) "
+                "nor genai_config.json (an ONNX Runtime GenAI model folder)"
             )
         return ModelSource("dir", ref, path.resolve())
     if looks_like_path or ref.count("/") > 1 or not _HUB_ID.match(ref):
@@ -142,6 +153,8 @@ def materialize(source: ModelSource, *, log: Callable[[str], None] = print) -> M
 
 
 def _check_weights(folder: Path) -> None:
+    if (folder / "genai_config.json").exists() and not (folder / "config.json").exists():
+        return  # an ONNX Runtime GenAI folder: its own strategy reads it
     if any(folder.glob("*.safetensors")):
         return
     if any(folder.glob("*.bin")):
@@ -208,16 +221,23 @@ def _is_converted(folder: Path) -> bool:
 def ensure_demo_model(name: str, *, log: Callable[[str], None] = print) -> Path:
     """The demo model as a safetensors folder in the cache, fetching and converting it on first use."""
     demo = DEMO_MODELS[name]
-    root = cache_dir() / "models"
-    target = root / f"demo-{demo.name}"
+    target = cache_dir() / "models" / f"demo-{demo.name}"
     if _is_converted(target):
         return target
-    gguf = root / "downloads" / Path(demo.member).name
-    if not gguf.exists() or _sha256(gguf) != demo.sha256:
-        _fetch_demo_gguf(demo, gguf, log=log)
+    gguf = ensure_demo_gguf(name, log=log)
     log(f"converting the demo model to safetensors (once; cached in {target})")
     convert_gguf(gguf, target)
     return target
+
+
+def ensure_demo_gguf(name: str, *, log: Callable[[str], None] = print) -> Path:
+    """The demo model's GGUF as shipped (checked against its pinned SHA-256), fetched on first use;
+    runtimes that read GGUF themselves (llama.cpp) load it without the safetensors conversion."""
+    demo = DEMO_MODELS[name]
+    gguf = cache_dir() / "models" / "downloads" / Path(demo.member).name
+    if not gguf.exists() or _sha256(gguf) != demo.sha256:
+        _fetch_demo_gguf(demo, gguf, log=log)
+    return gguf
 
 
 def _fetch_demo_gguf(demo: DemoModel, dest: Path, *, log: Callable[[str], None]) -> None:

@@ -1,0 +1,403 @@
+"""``llama-cpp``: llama.cpp in the worker process (llama-cpp-python), on a GGUF file.
+
+The model is a ``.gguf`` file, the demo model's own GGUF (Q4_1, as shipped), or either of them
+re-quantized once to ``gguf_type`` with llama.cpp's own ``llama_model_quantize`` and cached beside
+the other converted models (``<cache>/models/llama-cpp/``). A transformers folder or hub id is
+converted to GGUF first with llama.cpp's converter (``strategies/_gguf.py``).
+
+Generation is the low-level loop, not the high-level completion call (which yields text in chunks):
+``Llama.eval`` on the whole prompt (prefill, in ``n_batch`` slices), then one ``llama_sampler_sample``
+and one ``Llama.eval`` of that token per step, so every token reaches the probe on its own. Greedy is
+llama.cpp's greedy sampler; ``temperature > 0`` is a sampler chain temperature → top-k → top-p →
+distribution seeded with the request's seed (the baseline's order, llama.cpp's random stream). EOS is
+every end-of-generation token of the GGUF's vocabulary (``llama_vocab_is_eog``); ``ignore_eos`` and
+stop strings behave as in the baseline (``strategies/_text.py``). Chat prompts use the chat template
+stored in the GGUF (``tokenizer.chat_template``), rendered with jinja2 as transformers does.
+
+``weights_mb`` is llama.cpp's ``llama_model_size`` (the tensors as stored: quantized blocks with their
+scales); ``kv_bytes_per_token`` follows from the layers, KV heads, head size and ``kv_type`` (a
+quantized cache stores blocks of 32 values with a scale, e.g. 34 bytes per 32 for q8_0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from workbench.core.config import field_help
+from workbench.core.errors import ModelSourceError, StrategyError
+from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
+
+from ._text import Stopper
+
+if TYPE_CHECKING:
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
+
+INSTALL = (
+    "pip install 'llm-workbench[llama-cpp]' or `make llama-cpp`; it builds llama.cpp from source, "
+    "~7 min on 2 cores once, CUDA flags in docs/runtimes.md"
+)
+
+#: bytes per element of a KV-cache type (ggml block size: quantized types hold 32 values + scales)
+KV_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32,
+            "q4_1": 20 / 32, "q4_0": 18 / 32}  # fmt: skip
+
+#: GGUF ``general.file_type`` numbers (``llama_ftype``) to names, for the record
+_FTYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+                11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
+                17: "Q5_K_M", 18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}  # fmt: skip
+
+
+@dataclass
+class LlamaCppConfig:
+    gguf_type: Literal[
+        "as-is",
+        "F32",
+        "F16",
+        "BF16",
+        "Q8_0",
+        "Q6_K",
+        "Q5_K_M",
+        "Q5_K_S",
+        "Q5_1",
+        "Q5_0",
+        "Q4_K_M",
+        "Q4_K_S",
+        "Q4_1",
+        "Q4_0",
+        "IQ4_NL",
+        "IQ4_XS",
+        "Q3_K_L",
+        "Q3_K_M",
+        "Q3_K_S",
+        "Q2_K",
+    ] = field_help(
+        "weights as llama.cpp stores them: as-is = the GGUF file as given (the demo model: Q4_1); "
+        "a type re-quantizes it once with llama_model_quantize (cached; from a quantized file the "
+        "weights are de-quantized first, so F32/F16 of a Q4_1 file hold the Q4_1 values)",
+        default="as-is",
+    )
+    n_batch: int = field_help("prompt tokens per prefill pass (llama.cpp's -b / -ub)", default=512)
+    flash_attn: bool = field_help(
+        "llama.cpp's flash attention (-fa); needed for a quantized V cache", default=False
+    )
+    kv_type: Literal["f16", "f32", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"] = field_help(
+        "KV-cache element type for keys and values (-ctk/-ctv): quantized types need flash_attn = true",
+        default="f16",
+    )
+    n_gpu_layers: int = field_help(
+        "layers offloaded to the GPU (-ngl): -1 = all (the default on a cuda device), 0 on a cpu device; "
+        "needs a llama-cpp-python built with CUDA (docs/runtimes.md)",
+        default=-1,
+    )
+    n_ctx: int = field_help(
+        "context size llama.cpp allocates its KV cache for; 0 = the model's training context", default=4096
+    )
+
+    def __post_init__(self) -> None:
+        if self.n_batch < 1:
+            raise ValueError(f"n_batch must be at least 1, got {self.n_batch}")
+        if self.n_ctx < 0:
+            raise ValueError(f"n_ctx must be 0 (the model's own) or positive, got {self.n_ctx}")
+        if self.n_gpu_layers < -1:
+            raise ValueError(f"n_gpu_layers must be -1 (all) or at least 0, got {self.n_gpu_layers}")
+        if self.kv_type not in ("f16", "f32", "bf16") and not self.flash_attn:
+            raise ValueError(
+                f"kv_type = {self.kv_type!r} needs flash_attn = true (llama.cpp quantizes the V cache "
+                "only with flash attention)"
+            )
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the GGUF file ---------------------------------------------------------------------------------
+
+
+def check_gguf(path: Path) -> None:
+    """A file that does not start with the GGUF magic is refused before llama.cpp reads it."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise ModelSourceError(f"cannot read {path}: {exc.strerror}") from None
+    if magic != b"GGUF":
+        raise ModelSourceError(f"{path} is not a GGUF file (it does not start with the GGUF magic bytes)")
+
+
+def source_gguf(model: str, gguf_type: str = "as-is", *, log: Callable[[str], None] = _log) -> Path:
+    """The GGUF file a model source stands for: the file itself, the demo model's shipped GGUF, or a
+    transformers model converted to GGUF once with llama.cpp's converter (cached): in F32 or BF16
+    when ``gguf_type`` asks for them, else F16, the usual start for quantizing."""
+    from workbench.spec.sources import ensure_demo_gguf, materialize, parse_source
+
+    source = parse_source(model)
+    if source.kind == "gguf":
+        assert source.path is not None
+        check_gguf(source.path)
+        return source.path
+    if source.kind == "demo":
+        return ensure_demo_gguf(source.ref.split(":", 1)[1], log=log)
+    from ._gguf import hf_to_gguf
+
+    outtype = {"F32": "f32", "BF16": "bf16"}.get(gguf_type, "f16")
+    return hf_to_gguf(Path(materialize(source, log=log).location), outtype=outtype, log=log)
+
+
+def _file_key(path: Path) -> str:
+    stat = path.stat()
+    return hashlib.sha256(f"{path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
+def quantized_gguf(
+    source: Path, gguf_type: str, *, threads: int | None = None, log: Callable[[str], None] = _log
+) -> Path:
+    """``source`` re-quantized to ``gguf_type`` with llama.cpp's ``llama_model_quantize``, once: the
+    result is cached by the source's path, size and mtime; written beside and renamed into place, so
+    a failure leaves nothing half-written."""
+    import llama_cpp
+
+    from workbench.spec.sources import cache_dir
+
+    target = cache_dir() / "models" / "llama-cpp" / f"{source.stem}-{_file_key(source)}-{gguf_type}.gguf"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    ftype_name = "LLAMA_FTYPE_ALL_F32" if gguf_type == "F32" else f"LLAMA_FTYPE_MOSTLY_{gguf_type}"
+    ftype = getattr(llama_cpp, ftype_name, None)
+    if ftype is None:
+        raise StrategyError(
+            f"this llama-cpp-python ({llama_cpp.__version__}) does not know gguf_type {gguf_type!r}"
+        )
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.allow_requantize = True  # a quantized source (the demo's Q4_1) is de-quantized first
+    params.nthread = threads or 0
+    part = target.with_name(target.name + f".{os.getpid()}.part")
+    log(f"quantizing {source.name} to {gguf_type} with llama.cpp (once; cached in {target})")
+    try:
+        _silence_llama_log()
+        rc = llama_cpp.llama_model_quantize(str(source).encode(), str(part).encode(), params)
+        if rc != 0 or not part.exists():
+            raise StrategyError(
+                f"llama.cpp could not quantize {source.name} to {gguf_type} (llama_model_quantize returned {rc})"
+            )
+        os.replace(part, target)
+    finally:
+        part.unlink(missing_ok=True)
+    return target
+
+
+_LOG_CALLBACK: Any = None
+
+
+def _silence_llama_log() -> None:
+    """llama.cpp logs every tensor it loads or quantizes; route its log to nowhere (errors surface as
+    return codes and exceptions). The callback is kept alive at module level (ctypes)."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is not None:
+        return
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback
+    def _drop(level: int, text: bytes, user_data: Any) -> None:
+        return None
+
+    _LOG_CALLBACK = _drop
+    llama_cpp.llama_log_set(_LOG_CALLBACK, None)
+
+
+# --- the session -----------------------------------------------------------------------------------
+
+
+class LlamaCppSession(Session):
+    def __init__(self, llm: Any, *, path: Path, kv_type: str, device: Device) -> None:
+        import llama_cpp
+
+        self.llm = llm
+        self.path = path
+        model = llm.model
+        self._ctx = llm.ctx
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        self.eos_ids = frozenset(t for t in range(llm.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, t))
+        self.n_ctx = int(llm.n_ctx())
+        self.context_length = self.n_ctx
+        self.weights_mb = llama_cpp.llama_model_size(model) / 2**20
+        file_type = llm.metadata.get("general.file_type")
+        self.gguf_type = _FTYPE_NAMES.get(int(file_type), f"ftype {file_type}") if file_type else "unknown"
+        self.dtype = self.gguf_type
+        layers = int(llama_cpp.llama_model_n_layer(model))
+        heads = int(llama_cpp.llama_model_n_head(model))
+        kv_heads = int(llama_cpp.llama_model_n_head_kv(model))
+        arch = llm.metadata.get("general.architecture", "")
+        head_dim = int(
+            llm.metadata.get(f"{arch}.attention.key_length") or llama_cpp.llama_model_n_embd(model) // heads
+        )
+        per_element = KV_BYTES[kv_type]
+        shape: dict[str, int] = {"layers": layers, "kv_heads": kv_heads, "head_dim": head_dim}
+        if per_element.is_integer():
+            shape["bytes_per_element"] = int(per_element)
+        self.model_shape = shape
+        self.kv_bytes_per_token = 2 * layers * kv_heads * head_dim * per_element
+        self.kv_type = kv_type
+        self.chat_template = llm.metadata.get("tokenizer.chat_template")
+        self._bos = self._token_text(llm.token_bos())
+        self._eos = self._token_text(llm.token_eos())
+        #: llama.cpp's own counters for the last generate (prompt eval / eval ms and tokens), beside
+        #: the runner's clock (benchmarks/runtimes.py compares them)
+        self.last_timings: dict[str, float] = {}
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        if prompt.messages is not None:
+            if not self.chat_template:
+                raise StrategyError(
+                    f"prompt {prompt.id!r} is a chat (messages) but this GGUF has no chat template "
+                    '(tokenizer.chat_template); use plain {"prompt": ...} lines for base models'
+                )
+            text = self._render_chat(list(prompt.messages))
+            return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return list(self.llm.tokenize((prompt.prompt or "").encode("utf-8"), add_bos=True, special=True))
+
+    def _render_chat(self, messages: list[dict[str, str]]) -> str:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        formatter = Jinja2ChatFormatter(
+            template=self.chat_template, eos_token=self._eos, bos_token=self._bos, add_generation_prompt=True
+        )
+        return formatter(messages=cast(Any, messages)).prompt
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.llm.detokenize(list(token_ids), special=False).decode("utf-8", errors="replace")
+
+    def _sampler(self, request: Request) -> Any:
+        import llama_cpp
+
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        if request.temperature <= 0:
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
+            return chain
+        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_temp(request.temperature))
+        if request.top_k > 0:
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_k(request.top_k))
+        if request.top_p < 1.0:
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_p(request.top_p, 1))
+        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_dist(request.seed & 0xFFFFFFFF))
+        return chain
+
+    def generate(self, request: Request, probe: Probe) -> Output:
+        import llama_cpp
+
+        needed = len(request.input_ids) + request.max_new_tokens
+        if needed > self.n_ctx:
+            raise StrategyError(
+                f"prompt ({len(request.input_ids)} tokens) + max_new_tokens ({request.max_new_tokens}) "
+                f"exceed the context llama.cpp allocated (n_ctx = {self.n_ctx}); raise n_ctx"
+            )
+        llm = self.llm
+        stopper = Stopper(request, self.eos_ids, self.decode)
+        sampler = self._sampler(request)
+        tokens: list[int] = []
+        reason: str | None = None
+        try:
+            llm.reset()
+            llama_cpp.llama_perf_context_reset(self._ctx)
+            llm.eval(list(request.input_ids))  # prefill
+            while True:
+                token = int(llama_cpp.llama_sampler_sample(sampler, self._ctx, -1))
+                tokens.append(token)
+                probe.step((token,))
+                reason = stopper(tokens)
+                if reason is not None:
+                    break
+                llm.eval([token])
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
+        perf = llama_cpp.llama_perf_context(self._ctx)
+        self.last_timings = {
+            "prompt_eval_ms": perf.t_p_eval_ms,
+            "prompt_tokens": perf.n_p_eval,
+            "eval_ms": perf.t_eval_ms,
+            "eval_tokens": perf.n_eval,
+        }
+        return Output(token_ids=tokens, text=self.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+class LlamaCppStrategy(Strategy):
+    name = "llama-cpp"
+    description = "llama.cpp in-process (llama-cpp-python) on a GGUF: as shipped or re-quantized (gguf_type)"
+    Config = LlamaCppConfig
+
+    def available(self) -> str | None:
+        if importlib.util.find_spec("llama_cpp") is None:
+            return f"needs llama-cpp-python: {INSTALL}"
+        return None
+
+    def preflight(self, variant: Variant) -> None:
+        from workbench.spec.sources import parse_source
+
+        if variant.dtype != "auto":
+            raise StrategyError(
+                f"dtype = {variant.dtype!r} does not apply to llama-cpp: the weights' precision is gguf_type "
+                "(F32, F16, Q8_0, Q4_K_M...)"
+            )
+        source = parse_source(variant.model)
+        if source.kind == "gguf":
+            assert source.path is not None
+            check_gguf(source.path)
+        elif source.kind in ("dir", "hub"):
+            from ._gguf import converter_unavailable_reason
+
+            reason = converter_unavailable_reason()
+            if reason:
+                raise StrategyError(f"model {variant.model!r} is not a GGUF and {reason}")
+
+    def load(self, variant: Variant, device: Device) -> Session:
+        import llama_cpp
+
+        from workbench.spec.sources import parse_source
+
+        config: LlamaCppConfig = variant.config
+        self.preflight(variant)
+        _silence_llama_log()
+        path = source_gguf(variant.model, config.gguf_type)
+        converted = parse_source(variant.model).kind in ("dir", "hub")
+        if config.gguf_type != "as-is" and not (converted and path.stem.endswith(f"-{config.gguf_type}")):
+            path = quantized_gguf(path, config.gguf_type, threads=variant.threads)
+        gpu_layers = config.n_gpu_layers if device.type == "cuda" else 0
+        kv = getattr(llama_cpp, f"GGML_TYPE_{config.kv_type.upper()}")
+        try:
+            llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=config.n_ctx,
+                n_batch=config.n_batch,
+                n_ubatch=config.n_batch,
+                n_threads=variant.threads,
+                n_threads_batch=variant.threads,
+                flash_attn=config.flash_attn,
+                type_k=kv,
+                type_v=kv,
+                n_gpu_layers=gpu_layers,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ModelSourceError(
+                f"llama.cpp cannot load {path.name}: {exc} (a truncated or damaged GGUF, or an architecture "
+                "this llama.cpp does not know)"
+            ) from None
+        return LlamaCppSession(llm, path=path, kv_type=config.kv_type, device=device)

@@ -1,0 +1,307 @@
+"""``onnxruntime-genai``: ONNX Runtime GenAI in the worker process, on a model its builder made.
+
+The model is either an ONNX Runtime GenAI folder (``genai_config.json`` + ``model.onnx``), used as it
+is, or any model source (the demo model, a transformers folder, a cached hub id) built once with the
+library's model builder, ``python -m onnxruntime_genai.models.builder``, at ``precision`` for the
+execution provider of the variant's device (``cpu`` or ``cuda``), and cached under
+``<cache>/models/ort-genai/`` (built beside, renamed into place: a failed build leaves nothing).
+
+Tokens come one at a time from ``Generator.generate_next_token()`` and go to the probe one by one.
+Greedy is the builder's ``do_sample = false``; ``temperature > 0`` samples with ONNX Runtime GenAI's
+own sampler (``temperature``, ``top_k`` — the whole vocabulary when the request has none — and
+``top_p``, seeded with the request's seed). ``ignore_eos`` sets ``min_length`` to the full budget, so
+the library masks EOS until then (as ``generate(min_new_tokens=...)`` does in transformers: after a
+first EOS the output differs from the baseline's, which carries on past it). Prompts are tokenized
+with the model folder's tokenizer through transformers, exactly as the baseline tokenizes them.
+
+``weights_mb`` is the size of the ONNX weights as stored (``*.onnx`` + external data, int4 blocks with
+their scales); ``kv_bytes_per_token`` comes from the layers, KV heads and head size in
+``genai_config.json`` and the KV element type of the graph's ``past_key_values`` inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from workbench.core.config import field_help
+from workbench.core.errors import ModelSourceError, StrategyError
+from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
+
+from ._text import Stopper, encode_prompt
+
+if TYPE_CHECKING:
+    from workbench.core.device import Device
+    from workbench.core.variant import Variant
+
+INSTALL = "pip install 'llm-workbench[engine,ort-genai]' (or `make ort-genai`)"
+_DONE = ".workbench-built"
+#: ONNX tensor element types of a KV cache, in bytes
+_ELEMENT_BYTES = {1: 4, 10: 2, 16: 2}  # float, float16, bfloat16
+
+
+@dataclass
+class OrtGenAIConfig:
+    precision: Literal["int4", "int8", "fp16", "bf16", "fp32"] = field_help(
+        "weights the model builder writes (int4/int8: MatMulNBits, block-wise; on a cpu the activations "
+        "and KV cache stay fp32); ignored for a model that is already an ONNX Runtime GenAI folder",
+        default="int4",
+    )
+    int4_block_size: Literal[16, 32, 64, 128, 256] = field_help(
+        "int4/int8: weights per scale block (the builder's int4_block_size)", default=32
+    )
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def is_genai_folder(path: Path) -> bool:
+    return (path / "genai_config.json").is_file()
+
+
+def _folder_key(folder: Path, *extra: str) -> str:
+    stamp = "|".join(
+        f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.iterdir()) if p.is_file()
+    )
+    return hashlib.sha256("|".join([str(folder), stamp, *extra]).encode()).hexdigest()[:16]
+
+
+def build_model(
+    source_folder: Path, precision: str, provider: str, block_size: int, *, log: Callable[[str], None] = _log
+) -> Path:
+    """``source_folder`` (a transformers model) built with ONNX Runtime GenAI's model builder, once."""
+    version = metadata.version("onnxruntime-genai")
+    key = _folder_key(source_folder, precision, provider, str(block_size), version)
+    from workbench.spec.sources import cache_dir
+
+    target = cache_dir() / "models" / "ort-genai" / f"{source_folder.name}-{key}-{precision}-{provider}"
+    if (target / _DONE).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    log(
+        f"building {source_folder.name} for ONNX Runtime GenAI ({precision}, {provider}; once; cached in {target})"
+    )
+    staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        with tempfile.TemporaryDirectory(prefix="ort-builder-cache-", dir=target.parent) as scratch:
+            command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source_folder),
+                       "-o", str(staging), "-p", precision, "-e", provider, "-c", scratch,
+                       "--extra_options", f"int4_block_size={block_size}"]  # fmt: skip
+            logfile = Path(scratch) / "builder.log"
+            with open(logfile, "w") as out:
+                proc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+            if proc.returncode != 0 or not is_genai_folder(staging):
+                raise ModelSourceError(
+                    f"the ONNX Runtime GenAI model builder could not build {source_folder.name} "
+                    f"({precision}, {provider}): {_last_error(logfile)}"
+                )
+        (staging / _DONE).write_text(f"built from {source_folder} with onnxruntime-genai {version}\n")
+        staging.chmod(0o755)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _last_error(logfile: Path) -> str:
+    lines = [ln.strip() for ln in logfile.read_text(errors="replace").splitlines() if ln.strip()]
+    for line in reversed(lines):  # the exception's own line, not the traceback's last frame
+        if "Error" in line.split(":", 1)[0] or line.startswith(("NotImplementedError", "ValueError")):
+            return line
+    return lines[-1] if lines else "no output"
+
+
+def model_folder(
+    variant: Variant, config: OrtGenAIConfig, provider: str, *, log: Callable[[str], None] = _log
+) -> Path:
+    from workbench.spec.sources import materialize, parse_source
+
+    source = parse_source(variant.model)
+    if source.kind == "dir" and source.path is not None and is_genai_folder(source.path):
+        return source.path
+    if source.kind == "gguf":
+        raise StrategyError(
+            f"model {variant.model!r} is a GGUF; the ONNX Runtime GenAI builder reads transformers models "
+            "(give a folder or the demo model; GGUF files are the llama-cpp strategy's)"
+        )
+    where = materialize(source, log=log)
+    folder = Path(where.location)
+    if not folder.is_dir():  # a hub id: its cached snapshot
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(where.location, local_files_only=where.local_files_only))
+    return build_model(folder, config.precision, provider, config.int4_block_size, log=log)
+
+
+def kv_element_bytes(folder: Path, genai: dict[str, Any]) -> int | None:
+    """Bytes per element of the KV cache: the type of the graph's first past-key input."""
+    decoder = genai["model"]["decoder"]
+    name = decoder.get("inputs", {}).get("past_key_names", "past_key_values.%d.key") % 0
+    try:
+        import onnx
+    except ImportError:
+        return None
+    graph = onnx.load(str(folder / decoder["filename"]), load_external_data=False).graph
+    for value in graph.input:
+        if value.name == name:
+            return _ELEMENT_BYTES.get(value.type.tensor_type.elem_type)
+    return None
+
+
+class OrtGenAISession(Session):
+    def __init__(self, folder: Path, provider: str, threads: int | None, precision: str | None) -> None:
+        import onnxruntime_genai as og
+        from transformers import AutoTokenizer
+
+        self.folder = folder
+        self.provider = provider
+        genai = json.loads((folder / "genai_config.json").read_text())
+        config = og.Config(str(folder))
+        config.clear_providers()
+        if provider != "cpu":
+            config.append_provider(provider)
+        if threads:
+            config.overlay(
+                json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}})
+            )
+        self.model = og.Model(config)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        eos = genai["model"].get("eos_token_id")
+        self.eos_ids = frozenset(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        self.vocab_size = int(genai["model"].get("vocab_size") or len(self.tokenizer))
+        self.context_length = int(genai["model"].get("context_length") or 0) or None
+        decoder = genai["model"]["decoder"]
+        files = [folder / decoder["filename"], *folder.glob("*.onnx.data"), *folder.glob("*.onnx_data")]
+        self.weights_mb = sum(p.stat().st_size for p in files if p.exists()) / 2**20
+        element = kv_element_bytes(folder, genai)
+        shape = {
+            "layers": int(decoder["num_hidden_layers"]),
+            "kv_heads": int(decoder["num_key_value_heads"]),
+            "head_dim": int(decoder["head_size"]),
+        }
+        if element:
+            shape["bytes_per_element"] = element
+            self.kv_bytes_per_token = float(
+                2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * element
+            )
+        self.model_shape = shape
+        self.dtype = precision or "onnx"  # None: a folder given as it is
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        return encode_prompt(self.tokenizer, prompt)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
+    def generate(self, request: Request, probe: Probe) -> Output:
+        import numpy as np
+        import onnxruntime_genai as og
+
+        total = len(request.input_ids) + request.max_new_tokens
+        if self.context_length and total > self.context_length:
+            raise StrategyError(
+                f"prompt ({len(request.input_ids)} tokens) + max_new_tokens ({request.max_new_tokens}) exceed "
+                f"the model's context ({self.context_length})"
+            )
+        options: dict[str, Any] = {"max_length": total, "batch_size": 1}
+        if request.temperature <= 0:
+            options["do_sample"] = False
+        else:
+            options.update(
+                do_sample=True,
+                temperature=request.temperature,
+                top_k=request.top_k or self.vocab_size,
+                top_p=request.top_p,
+                random_seed=request.seed & 0x7FFFFFFF,
+            )
+        if request.ignore_eos:
+            options["min_length"] = total
+        params = og.GeneratorParams(self.model)
+        params.set_search_options(**options)
+        generator = og.Generator(self.model, params)
+        stopper = Stopper(request, self.eos_ids, self.decode)
+        tokens: list[int] = []
+        reason: str | None = None
+        try:
+            generator.append_tokens(np.asarray(request.input_ids, dtype=np.int32))  # prefill
+            while reason is None:
+                generator.generate_next_token()
+                token = int(generator.get_next_tokens()[0])
+                tokens.append(token)
+                probe.step((token,))
+                reason = stopper(tokens)
+                if reason is None and generator.is_done():
+                    reason = "eos" if token in self.eos_ids else "length"
+        finally:
+            del generator
+        return Output(token_ids=tokens, text=self.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        del self.model
+
+
+class OrtGenAIStrategy(Strategy):
+    name = "onnxruntime-genai"
+    description = (
+        "ONNX Runtime GenAI in-process: a model built once by its model builder (int4/int8/fp16/fp32)"
+    )
+    Config = OrtGenAIConfig
+
+    def available(self) -> str | None:
+        missing = [m for m in ("onnxruntime_genai", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            return f"needs {' and '.join(m.replace('_', '-') for m in missing)} ({INSTALL})"
+        return None
+
+    def preflight(self, variant: Variant) -> None:
+        from workbench.spec.sources import parse_source
+
+        if variant.dtype != "auto":
+            raise StrategyError(
+                f"dtype = {variant.dtype!r} does not apply to onnxruntime-genai: the weights' precision is "
+                "`precision` (int4, int8, fp16, bf16, fp32)"
+            )
+        source = parse_source(variant.model)
+        if source.kind == "gguf":
+            raise StrategyError(
+                f"model {variant.model!r} is a GGUF; the ONNX Runtime GenAI builder reads transformers models "
+                "(GGUF files are the llama-cpp strategy's)"
+            )
+        if not (source.kind == "dir" and source.path is not None and is_genai_folder(source.path)):
+            missing = [m for m in ("torch", "onnx", "onnx_ir") if importlib.util.find_spec(m) is None]
+            if missing:
+                raise StrategyError(
+                    f"building {variant.model!r} with the ONNX Runtime GenAI model builder needs "
+                    f"{' and '.join(m.replace('_', '-') for m in missing)} ({INSTALL})"
+                )
+
+    def load(self, variant: Variant, device: Device) -> Session:
+        if device.type not in ("cpu", "cuda"):
+            raise StrategyError(f"onnxruntime-genai runs on cpu or cuda here, not on {device.type}")
+        self.preflight(variant)
+        config: OrtGenAIConfig = variant.config
+        folder = model_folder(variant, config, device.type)
+        precision = config.precision if (folder / _DONE).exists() else None
+        try:
+            return OrtGenAISession(folder, device.type, variant.threads, precision)
+        except Exception as exc:
+            if isinstance(exc, StrategyError | ModelSourceError):
+                raise
+            raise ModelSourceError(
+                f"ONNX Runtime GenAI cannot load {folder}: {str(exc).splitlines()[0]}"
+            ) from None
