@@ -107,7 +107,13 @@ def build_model(
                     f"the ONNX Runtime GenAI model builder could not build {source_folder.name} "
                     f"({precision}, {provider}): {_last_error(logfile)}"
                 )
-        (staging / _DONE).write_text(f"built from {source_folder} with onnxruntime-genai {version}\n")
+        built = {
+            "source": str(source_folder),
+            "precision": precision,
+            "provider": provider,
+            "onnxruntime_genai": version,
+        }
+        (staging / _DONE).write_text(json.dumps(built) + "\n")
         staging.chmod(0o755)
         if target.exists():
             shutil.rmtree(target)
@@ -116,6 +122,14 @@ def build_model(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def built_precision(folder: Path) -> str | None:
+    """The precision a folder was built at by :func:`build_model`; ``None`` for one made elsewhere."""
+    try:
+        return str(json.loads((folder / _DONE).read_text())["precision"])
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _last_error(logfile: Path) -> str:
@@ -296,7 +310,7 @@ class OrtGenAIStrategy(Strategy):
         self.preflight(variant)
         config: OrtGenAIConfig = variant.config
         folder = model_folder(variant, config, device.type)
-        precision = config.precision if (folder / _DONE).exists() else None
+        precision = built_precision(folder)
         try:
             return OrtGenAISession(folder, device.type, variant.threads, precision)
         except Exception as exc:
