@@ -116,12 +116,16 @@ def test_a_stop_string_ends_the_generation(q4_1):
 
 def test_seeded_sampling_repeats_and_the_seed_matters(q4_1):
     def sample(seed):
-        request = request_for(q4_1, PROMPTS[1], max_new_tokens=16, ignore_eos=True, temperature=1.2, seed=seed)
+        request = request_for(
+            q4_1, PROMPTS[1], max_new_tokens=16, ignore_eos=True, temperature=1.2, seed=seed
+        )
         return q4_1.generate(request, ListProbe()).token_ids
 
     assert sample(11) == sample(11)
     assert any(sample(11) != sample(s) for s in (12, 13, 14))
-    with_top = request_for(q4_1, PROMPTS[1], max_new_tokens=8, temperature=0.7, top_k=1, ignore_eos=True, seed=5)
+    with_top = request_for(
+        q4_1, PROMPTS[1], max_new_tokens=8, temperature=0.7, top_k=1, ignore_eos=True, seed=5
+    )
     greedy = request_for(q4_1, PROMPTS[1], max_new_tokens=8, ignore_eos=True)
     assert q4_1.generate(with_top, ListProbe()).token_ids == q4_1.generate(greedy, ListProbe()).token_ids
 
@@ -219,7 +223,7 @@ def test_a_truncated_gguf_fails_to_load_in_one_line(tmp_path, demo_gguf):
     cut = tmp_path / "cut.gguf"
     with open(demo_gguf, "rb") as src:
         cut.write_bytes(src.read(4 << 20))
-    with pytest.raises(ModelSourceError, match="llama.cpp cannot load cut.gguf") as info:
+    with pytest.raises(ModelSourceError, match=r"llama\.cpp cannot load cut\.gguf") as info:
         load_session(cut, "llama-cpp", dtype="auto")
     assert "\n" not in str(info.value)
 
@@ -227,7 +231,9 @@ def test_a_truncated_gguf_fails_to_load_in_one_line(tmp_path, demo_gguf):
 @pytest.mark.slow
 def test_a_transformers_folder_is_converted_with_llama_cpps_converter():
     pytest.importorskip("torch")
-    pytest.importorskip("sentencepiece", reason="llama.cpp's converter imports sentencepiece (make llama-cpp)")
+    pytest.importorskip(
+        "sentencepiece", reason="llama.cpp's converter imports sentencepiece (make llama-cpp)"
+    )
     from workbench.spec.sources import ensure_demo_model
 
     folder = ensure_demo_model("smollm2-135m")  # the demo as a safetensors folder

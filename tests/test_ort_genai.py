@@ -15,7 +15,6 @@ from workbench.core.errors import ModelSourceError, SpecError, StrategyError
 from workbench.core.strategy import Cancelled, Prompt, Request
 from workbench.testing.helpers import ListProbe, build_tiny_model, load_session, request_for, tiny_prompt
 
-
 og = pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai is not installed (make ort-genai)")
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx_ir", reason="the ONNX Runtime GenAI model builder needs onnx-ir (make ort-genai)")
