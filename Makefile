@@ -12,7 +12,14 @@ PYTEST_ARGS ?=
 GPTQ_PACKAGES := gptqmodel==7.7.0 pypcre==0.6.4 logbar==0.4.15 threadpoolctl==3.8.0 device-smi==0.5.7 \
 	tokenicer==0.0.14 defuser==0.0.28 'pillow>=11'
 
-.PHONY: setup gptq gptq-check demo test lint format clean
+# The local runtimes beside transformers (docs/runtimes.md). llama-cpp-python is pinned here so that a
+# wheel built once (scripts/llama_cpp_wheel.sh; CI keeps it in WHEELHOUSE) is the one installed; pip
+# builds it from source otherwise (~8 min on 2 cores, then pip's own cache). For CUDA:
+#   CMAKE_ARGS="-DGGML_CUDA=on" make llama-cpp
+LLAMA_CPP_VERSION := 0.3.36
+WHEELHOUSE ?=
+
+.PHONY: setup gptq gptq-check llama-cpp ort-genai runtimes-check demo test lint format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +41,25 @@ gptq: $(VENV)/.gptq
 # (.ci/run) runs this target after `make test`.
 gptq-check: gptq
 	$(BIN)/python -m pytest tests/test_gptq.py $(PYTEST_ARGS)
+
+$(VENV)/.llama-cpp: $(VENV)/.installed
+	$(if $(WHEELHOUSE),LLAMA_CPP_VERSION=$(LLAMA_CPP_VERSION) PYTHON=$(BIN)/python bash scripts/llama_cpp_wheel.sh $(WHEELHOUSE))
+	$(BIN)/python -m pip install $(if $(WHEELHOUSE),--find-links $(WHEELHOUSE)) \
+		'llama-cpp-python==$(LLAMA_CPP_VERSION)' -e '.[llama-cpp]'
+	touch $@
+
+llama-cpp: $(VENV)/.llama-cpp
+
+$(VENV)/.ort-genai: $(VENV)/.installed
+	$(BIN)/python -m pip install -e '.[engine,ort-genai]'
+	touch $@
+
+ort-genai: $(VENV)/.ort-genai
+
+# Not part of `setup`/`test` (the llama.cpp build); without the packages these tests skip. CI (.ci/run)
+# runs this target with WHEELHOUSE=~/.cache/workbench-ci/wheels.
+runtimes-check: llama-cpp ort-genai
+	$(BIN)/python -m pytest tests/test_llama_cpp.py tests/test_ort_genai.py tests/test_runtimes.py $(PYTEST_ARGS)
 
 demo: setup
 	$(BIN)/workbench demo
