@@ -67,7 +67,7 @@ def speed(args: argparse.Namespace) -> bool:
         spec.write_text(spec_text(args))
         db = Path(tmp) / "r.db"
         proc = subprocess.run(
-            [sys.executable, "-m", "workbench.cli", "run", str(spec), "--db", str(db)],
+            [sys.executable, "-m", "workbench", "run", str(spec), "--db", str(db)],
             capture_output=True,
             text=True,
             check=False,
