@@ -67,6 +67,13 @@ def tiny_model_dir(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
+@pytest.fixture(scope="session")
+def tiny_model_dir_64(tmp_path_factory):
+    """The tiny llama with heads of 16 (hidden size 64): ONNX Runtime's attention refuses smaller."""
+    pytest.importorskip("torch")
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-llama-64"), hidden_size=64)
+
+
 #: A run with known costs: a baseline, a "quantized-like" variant (faster decode, slower prefill) and a
 #: "speculative-like" one (3 tokens per step), on prompts of different lengths and both sweeps. Costs
 #: are large enough (ms) to stay distinguishable on a loaded CI machine: the fake keeps an absolute

@@ -30,6 +30,21 @@ def server_overrides(name: str, request) -> dict:
     return {}
 
 
+def model_for(name: str, request) -> tuple[str, str]:
+    """(model, dtype) of the contract run. Runtimes with formats and kernels of their own get a model
+    they read: llama.cpp the demo's GGUF (the tiny llama's word-level tokenizer has no GGUF
+    conversion), ONNX Runtime GenAI a tiny llama with heads of 16 (its attention kernel's minimum),
+    built into a private cache; both take their precision from their own parameters (dtype auto)."""
+    if name == "llama-cpp":
+        return "demo:smollm2-135m", "auto"
+    if name == "onnxruntime-genai":
+        request.getfixturevalue("monkeypatch").setenv(
+            "WORKBENCH_CACHE", str(request.getfixturevalue("tmp_path"))
+        )
+        return str(request.getfixturevalue("tiny_model_dir_64")), "auto"
+    return str(request.getfixturevalue("tiny_model_dir")), "float32"
+
+
 def test_builtins_are_registered_through_the_entry_point_group():
     assert {"baseline", "fake"} <= set(NAMES)
 
@@ -53,11 +68,16 @@ def test_strategy_generates_under_the_runner(name, request):
     cls = registry.get(name)
     if cls().available() is not None:
         pytest.skip(f"{name} not available here: {cls().available()}")
-    model = str(request.getfixturevalue("tiny_model_dir")) if cls.requires_model else ""
-    config = example_config(
-        cls, str(request.getfixturevalue("tiny_model_dir")), **server_overrides(name, request)
+    model, dtype = model_for(name, request)
+    config = example_config(cls, model, **server_overrides(name, request))
+    variant = Variant(
+        name="v",
+        strategy=name,
+        model=model if cls.requires_model else "",
+        dtype=dtype,
+        device="cpu",
+        config=config,
     )
-    variant = Variant(name="v", strategy=name, model=model, dtype="float32", device="cpu", config=config)
     session = cls().load(variant, Device("cpu"))
     assert isinstance(session, Session)
     ids = session.encode(Prompt(id="x", prompt=tiny_prompt(10)))

@@ -13,7 +13,7 @@ import pytest
 
 from workbench.core.errors import ModelSourceError, SpecError, StrategyError
 from workbench.core.strategy import Cancelled, Prompt, Request
-from workbench.testing.helpers import ListProbe, build_tiny_model, load_session, request_for, tiny_prompt
+from workbench.testing.helpers import ListProbe, load_session, request_for, tiny_prompt
 
 og = pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai is not installed (make ort-genai)")
 torch = pytest.importorskip("torch")
@@ -33,9 +33,8 @@ def ort_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tiny64(tmp_path_factory):
-    # heads of 16: ONNX Runtime's GroupQueryAttention refuses smaller ones
-    return build_tiny_model(tmp_path_factory.mktemp("tiny64"), hidden_size=64)
+def tiny64(tiny_model_dir_64):
+    return tiny_model_dir_64  # heads of 16: ONNX Runtime's GroupQueryAttention refuses smaller ones
 
 
 @pytest.fixture(scope="module")
