@@ -149,7 +149,13 @@ def source_gguf(model: str, gguf_type: str = "as-is", *, log: Callable[[str], No
     from ._gguf import hf_to_gguf
 
     outtype = {"F32": "f32", "BF16": "bf16"}.get(gguf_type, "f16")
-    return hf_to_gguf(Path(materialize(source, log=log).location), outtype=outtype, log=log)
+    where = materialize(source, log=log)
+    folder = Path(where.location)
+    if not folder.is_dir():  # a hub id: its cached snapshot
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(where.location, local_files_only=where.local_files_only))
+    return hf_to_gguf(folder, outtype=outtype, log=log)
 
 
 def _file_key(path: Path) -> str:
@@ -219,7 +225,7 @@ def _silence_llama_log() -> None:
 
 
 class LlamaCppSession(Session):
-    def __init__(self, llm: Any, *, path: Path, kv_type: str, device: Device) -> None:
+    def __init__(self, llm: Any, *, path: Path, kv_type: str) -> None:
         import llama_cpp
 
         self.llm = llm
@@ -400,4 +406,4 @@ class LlamaCppStrategy(Strategy):
                 f"llama.cpp cannot load {path.name}: {exc} (a truncated or damaged GGUF, or an architecture "
                 "this llama.cpp does not know)"
             ) from None
-        return LlamaCppSession(llm, path=path, kv_type=config.kv_type, device=device)
+        return LlamaCppSession(llm, path=path, kv_type=config.kv_type)
