@@ -12,7 +12,6 @@ has). No Hugging Face hub access: the model is read from the local folder ``mate
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -26,6 +25,8 @@ from pathlib import Path
 
 from workbench.core.errors import ModelSourceError
 from workbench.spec.sources import cache_dir
+
+from ._files import cache_key, move_into_place
 
 __all__ = ["converter_dir", "converter_unavailable_reason", "hf_to_gguf"]
 
@@ -84,10 +85,7 @@ def converter_dir(*, log: Callable[[str], None] = print) -> Path:
             if not (staging / "convert_hf_to_gguf.py").exists():
                 raise ModelSourceError(f"{sdists[0].name} holds no vendor/llama.cpp/convert_hf_to_gguf.py")
             (staging / _DONE).write_text(f"from {sdists[0].name}\n")
-            staging.chmod(0o755)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
+            move_into_place(staging, target)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
@@ -97,10 +95,7 @@ def converter_dir(*, log: Callable[[str], None] = print) -> Path:
 def hf_to_gguf(folder: Path, *, outtype: str = "f16", log: Callable[[str], None] = print) -> Path:
     """``folder`` (a transformers model folder) as a GGUF file of ``outtype`` (f32, f16, bf16),
     converted once and cached by the folder's path and the mtimes of its files."""
-    stamp = "|".join(
-        f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.iterdir()) if p.is_file()
-    )
-    key = hashlib.sha256(f"{folder}|{stamp}".encode()).hexdigest()[:16]
+    key = cache_key(folder)
     target = cache_dir() / "models" / "llama-cpp" / f"hf-{folder.name}-{key}-{outtype.upper()}.gguf"
     if target.exists():
         return target

@@ -21,7 +21,6 @@ quantized cache stores blocks of 32 values with a scale, e.g. 34 bytes per 32 fo
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import sys
@@ -137,7 +136,7 @@ def source_gguf(model: str, gguf_type: str = "as-is", *, log: Callable[[str], No
     """The GGUF file a model source stands for: the file itself, the demo model's shipped GGUF, or a
     transformers model converted to GGUF once with llama.cpp's converter (cached): in F32 or BF16
     when ``gguf_type`` asks for them, else F16, the usual start for quantizing."""
-    from workbench.spec.sources import ensure_demo_gguf, materialize, parse_source
+    from workbench.spec.sources import ensure_demo_gguf, parse_source
 
     source = parse_source(model)
     if source.kind == "gguf":
@@ -146,21 +145,11 @@ def source_gguf(model: str, gguf_type: str = "as-is", *, log: Callable[[str], No
         return source.path
     if source.kind == "demo":
         return ensure_demo_gguf(source.ref.split(":", 1)[1], log=log)
+    from ._files import local_folder
     from ._gguf import hf_to_gguf
 
     outtype = {"F32": "f32", "BF16": "bf16"}.get(gguf_type, "f16")
-    where = materialize(source, log=log)
-    folder = Path(where.location)
-    if not folder.is_dir():  # a hub id: its cached snapshot
-        from huggingface_hub import snapshot_download
-
-        folder = Path(snapshot_download(where.location, local_files_only=where.local_files_only))
-    return hf_to_gguf(folder, outtype=outtype, log=log)
-
-
-def _file_key(path: Path) -> str:
-    stat = path.stat()
-    return hashlib.sha256(f"{path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    return hf_to_gguf(local_folder(source, log=log), outtype=outtype, log=log)
 
 
 def quantized_gguf(
@@ -173,7 +162,9 @@ def quantized_gguf(
 
     from workbench.spec.sources import cache_dir
 
-    target = cache_dir() / "models" / "llama-cpp" / f"{source.stem}-{_file_key(source)}-{gguf_type}.gguf"
+    from ._files import cache_key
+
+    target = cache_dir() / "models" / "llama-cpp" / f"{source.stem}-{cache_key(source)}-{gguf_type}.gguf"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

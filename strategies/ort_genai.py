@@ -21,10 +21,8 @@ their scales); ``kv_bytes_per_token`` comes from the layers, KV heads and head s
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -39,6 +37,7 @@ from workbench.core.config import field_help
 from workbench.core.errors import ModelSourceError, StrategyError
 from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
 
+from ._files import cache_key, local_folder, move_into_place
 from ._text import Stopper, encode_prompt
 
 if TYPE_CHECKING:
@@ -71,19 +70,12 @@ def is_genai_folder(path: Path) -> bool:
     return (path / "genai_config.json").is_file()
 
 
-def _folder_key(folder: Path, *extra: str) -> str:
-    stamp = "|".join(
-        f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.iterdir()) if p.is_file()
-    )
-    return hashlib.sha256("|".join([str(folder), stamp, *extra]).encode()).hexdigest()[:16]
-
-
 def build_model(
     source_folder: Path, precision: str, provider: str, block_size: int, *, log: Callable[[str], None] = _log
 ) -> Path:
     """``source_folder`` (a transformers model) built with ONNX Runtime GenAI's model builder, once."""
     version = metadata.version("onnxruntime-genai")
-    key = _folder_key(source_folder, precision, provider, str(block_size), version)
+    key = cache_key(source_folder, precision, provider, str(block_size), version)
     from workbench.spec.sources import cache_dir
 
     target = cache_dir() / "models" / "ort-genai" / f"{source_folder.name}-{key}-{precision}-{provider}"
@@ -114,10 +106,7 @@ def build_model(
             "onnxruntime_genai": version,
         }
         (staging / _DONE).write_text(json.dumps(built) + "\n")
-        staging.chmod(0o755)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+        move_into_place(staging, target)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -143,7 +132,7 @@ def _last_error(logfile: Path) -> str:
 def model_folder(
     variant: Variant, config: OrtGenAIConfig, provider: str, *, log: Callable[[str], None] = _log
 ) -> Path:
-    from workbench.spec.sources import materialize, parse_source
+    from workbench.spec.sources import parse_source
 
     source = parse_source(variant.model)
     if source.kind == "dir" and source.path is not None and is_genai_folder(source.path):
@@ -153,13 +142,9 @@ def model_folder(
             f"model {variant.model!r} is a GGUF; the ONNX Runtime GenAI builder reads transformers models "
             "(give a folder or the demo model; GGUF files are the llama-cpp strategy's)"
         )
-    where = materialize(source, log=log)
-    folder = Path(where.location)
-    if not folder.is_dir():  # a hub id: its cached snapshot
-        from huggingface_hub import snapshot_download
-
-        folder = Path(snapshot_download(where.location, local_files_only=where.local_files_only))
-    return build_model(folder, config.precision, provider, config.int4_block_size, log=log)
+    return build_model(
+        local_folder(source, log=log), config.precision, provider, config.int4_block_size, log=log
+    )
 
 
 def kv_element_bytes(folder: Path, genai: dict[str, Any]) -> int | None:
