@@ -246,7 +246,11 @@ def test_a_drifting_machine_fools_the_sequential_order_not_the_interleaved_one(t
     store, result = run(two_fakes(a=drifting, b=drifting), tmp_path / "int.db")
     inter = speedups(store, result.run_id)
     est = inter.speedup_e2e
-    assert est.method == "paired" and est.lo <= 1.0 <= est.hi, est
+    # No bias beyond the noise. On a busy machine the fake's trials carry random noise too, and a
+    # 95 % CI of an A/A pair excludes 1 in 5 % of runs by definition (what ab_noise.py counts);
+    # the test asks the 99.9 % interval (3.29 standard errors) so that it fails only on a bias.
+    se = math.log(est.hi / est.lo) / (2 * 1.96)
+    assert est.method == "paired" and abs(math.log(est.value)) < 3.29 * se + 1e-9, est
     assert abs(est.value - 1) < 0.03
     design = analyze_run(store, result.run_id).design
     assert design.order == "interleaved" and design.drift > 1.1  # the machine's drift is reported
