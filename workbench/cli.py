@@ -85,7 +85,8 @@ def disturbed_option(f: F) -> F:
         "exclude_disturbed",
         default=None,
         help="Leave trials the machine disturbed (waiting for a CPU, a GPU clock drop) out of the "
-        "statistics, or keep them. Default: left out when they are at most 10 % of the measured trials "
+        "statistics, or keep them. Default: left out when they are at most 25 % of the measured trials "
+        "and no variant has more than half of its own disturbed "
         "(docs/analysis.md).",
     )(f)
 

@@ -14,9 +14,11 @@ The **minimum detectable effect** is the smallest true speed-up this run's noise
 significant 4 times in 5 (95 % two-sided, 80 % power): ``exp(2.80 × SE) − 1`` of the mean log-ratio.
 
 Disturbed trials (:mod:`workbench.run.disturbance`) are left out of the pairs by default when they are
-few (at most :data:`EXCLUDE_DISTURBED_UP_TO` of the measured trials): a pair with a disturbed trial is
-dropped whole. When more are disturbed, dropping them would leave a biased remainder; they stay in
-and the output says so.
+few (at most :data:`EXCLUDE_DISTURBED_UP_TO` of the measured trials) and spread over the variants (none
+has more than :data:`SELF_DISTURBED_SHARE` of its own disturbed): a pair with a disturbed trial is
+dropped whole, so both variants lose the same rounds. When more are disturbed, dropping them would
+leave a biased remainder; and a variant that is disturbed most of the time disturbs itself (more
+threads than cores), so its slowness is real. Then they stay in and the output says so.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED, Estimate
 __all__ = [
     "EXCLUDE_DISTURBED_UP_TO",
     "NORMAL_FROM",
+    "SELF_DISTURBED_SHARE",
     "Disturbance",
     "PairedEstimate",
     "disturbance",
@@ -46,8 +49,11 @@ __all__ = [
 
 #: from this many pairs the CI comes from the exact bootstrap moments instead of resampling
 NORMAL_FROM = 400
-#: disturbed trials are excluded by default when they are at most this share of the measured ones
-EXCLUDE_DISTURBED_UP_TO = 0.10
+#: disturbed trials are excluded by default when they are at most this share of the measured ones...
+EXCLUDE_DISTURBED_UP_TO = 0.25
+#: ... and no variant has more than this share of its own disturbed (then it disturbs itself: e.g.
+#: more threads than cores; its slowness is real and must stay in)
+SELF_DISTURBED_SHARE = 0.5
 _Z95, _Z80 = 1.959964, 0.841621
 
 
@@ -155,6 +161,7 @@ class Disturbance:
     measured: int
     excluded: bool
     reasons: tuple[str, ...] = ()  # a few examples
+    kept_because: str | None = None  # why they stay in, when they do
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,9 +171,7 @@ class Disturbance:
             return None
         share = self.disturbed / self.measured if self.measured else 0.0
         what = (
-            "left out of the speed-ups"
-            if self.excluded
-            else "kept in the speed-ups (too many to leave out: rerun on a quieter machine)"
+            "left out of the speed-ups" if self.excluded else f"kept in the speed-ups ({self.kept_because})"
         )
         return f"{self.disturbed} of {self.measured} trials disturbed ({share:.0%}), {what}"
 
@@ -175,10 +180,23 @@ def disturbance(trials: Sequence[dict[str, Any]], exclude: bool | None = None) -
     """Count the disturbed measured trials; ``exclude`` None = the default rule (few: excluded)."""
     measured = [t for t in trials if t.get("status") == "ok" and not t.get("warmup")]
     bad = [t for t in measured if t.get("disturbed")]
+    kept = "asked for" if exclude is False else None
     if exclude is None:
-        exclude = bool(bad) and len(bad) <= EXCLUDE_DISTURBED_UP_TO * len(measured)
+        per_variant: dict[Any, list[int]] = defaultdict(lambda: [0, 0])
+        for t in measured:
+            per_variant[t.get("variant")][0] += bool(t.get("disturbed"))
+            per_variant[t.get("variant")][1] += 1
+        selfish = [v for v, (b, n) in per_variant.items() if b > SELF_DISTURBED_SHARE * n]
+        if selfish:
+            kept = (
+                f"most of {selfish[0]}'s trials: it disturbs itself, e.g. more threads than cores, so its "
+                "slowness is real"
+            )
+        elif len(bad) > EXCLUDE_DISTURBED_UP_TO * len(measured):
+            kept = "too many to leave out: rerun on a quieter machine"
+        exclude = bool(bad) and kept is None
     reasons = tuple(dict.fromkeys(str(t.get("disturbance") or "") for t in bad[:3]))
-    return Disturbance(len(bad), len(measured), bool(exclude and bad), reasons)
+    return Disturbance(len(bad), len(measured), bool(exclude and bad), reasons, None if exclude else kept)
 
 
 def drift(trials: Sequence[dict[str, Any]], variant: str | None, metric: str = "e2e_ms") -> float | None:

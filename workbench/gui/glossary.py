@@ -31,7 +31,7 @@ TERMS: dict[str, str] = {
     "(`workbench noise` says how many).",
     "disturbed": "Trials during which the machine was busy with something else (the worker waited for "
     "a CPU longer than 10 % of its compute, or the GPU clock dropped); left out of the statistics "
-    "when they are few.",
+    "when they are few (at most a quarter, and not most of one variant's).",
     "match": "Share of greedy outputs identical to the baseline's; in brackets the share of equal "
     "tokens when some differ (quantization and other dtypes drift, speculative decoding must not).",
     "prefill share": "Share of the end-to-end time spent before the first token: high means the input "
