@@ -67,14 +67,24 @@ def test_every_python_package_folder_is_listed():
     assert setuptools["package-dir"]["workbench_strategies"] == "strategies"
 
 
-def test_the_sample_database_is_a_small_finished_demo_run():
+def test_the_sample_database_is_a_small_finished_demo_run(tmp_path):
+    import sqlite3
+
     from workbench.core.resources import resource_path
     from workbench.store import Store
 
     assert resource_path("sample", "demo.db") == SAMPLE
     assert SAMPLE.stat().st_size < 1_000_000
     assert not SAMPLE.with_name("demo.db-wal").exists()  # everything is in the one file
-    with Store(SAMPLE, create=False) as store:
+    with sqlite3.connect(SAMPLE) as conn:  # shipped migrated: a viewer may open it read-only
+        applied = {row[0] for row in conn.execute("select name from _sqlite_migrations")}
+    from workbench.store.schema import migrations
+
+    assert {m.name for m in migrations._migrations} <= applied
+    copy = tmp_path / "demo.db"  # opened as a copy: the test must not change the tracked file
+    with sqlite3.connect(SAMPLE) as src, sqlite3.connect(copy) as dst:
+        src.backup(dst)
+    with Store(copy, create=False) as store:
         runs = store.runs()
         assert len(runs) == 1 and runs[0]["status"] == "ok" and runs[0]["name"].startswith("demo")
         assert {v["name"] for v in store.variants(runs[0]["id"])} >= {"baseline", "prompt-lookup"}

@@ -228,7 +228,7 @@ def analyze_run(
     ok_ref = [t for t in trials if t["variant"] == ref and t["status"] == "ok"]
     analysis.cost_model = CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}")
     analysis.phases = measure_phases(summaries, trials, ref, strategies=strategies, device=analysis.device)
-    analysis.timelines = _timelines(store, trials, ref)
+    analysis.timelines = _timelines(store, trials, ref, [v["name"] for v in variants])
     _judge_targets(analysis, strategies, ref, exclude_disturbed)
     for row in store.accepted_lengths(run_id):
         analysis.accepted_lengths.setdefault(row["variant"], {})[int(row["accepted"])] = int(row["steps"])
@@ -243,11 +243,20 @@ def _judge_targets(
     from workbench.spec.parse import recorded_targets
 
     analysis.targets = recorded_targets(analysis.run.get("spec") or "")
-    analysis.verdicts = evaluate(analysis.trials, analysis.targets, exclude_disturbed=exclude_disturbed)
+    verdicts = evaluate(analysis.trials, analysis.targets, exclude_disturbed=exclude_disturbed)
+    # in the summaries' order (the spec's variants): an interleaved round may start with any of them
+    rank = {(s.workload, s.variant): i for i, s in enumerate(analysis.summaries)}
+    workloads = {w: i for i, w in enumerate(dict.fromkeys(s.workload for s in analysis.summaries))}
+    analysis.verdicts = sorted(
+        verdicts,
+        key=lambda v: (workloads.get(v.workload, len(workloads)), rank.get((v.workload, v.variant), 0)),
+    )
     analysis.target_advice = what_it_takes(analysis.verdicts, analysis.trials, reference, strategies)
 
 
-def _timelines(store: Any, trials: Sequence[dict[str, Any]], reference: str | None) -> list[Timeline]:
+def _timelines(
+    store: Any, trials: Sequence[dict[str, Any]], reference: str | None, order: Sequence[str] = ()
+) -> list[Timeline]:
     """Per workload: the prompt whose reference e2e is the median of the workload's prompts, and for
     every variant its median-e2e repetition of that prompt."""
     ok = [t for t in trials if t["status"] == "ok" and t.get("e2e_ms") is not None]
@@ -260,7 +269,9 @@ def _timelines(store: Any, trials: Sequence[dict[str, Any]], reference: str | No
             by_prompt[t["prompt_id"]].append(t["e2e_ms"])
         ranked = sorted(by_prompt, key=lambda p: float(np.median(by_prompt[p])))
         prompt = ranked[(len(ranked) - 1) // 2]
-        for variant in dict.fromkeys(t["variant"] for t in rows):
+        for variant in dict.fromkeys(
+            [*(v for v in order if any(t["variant"] == v for t in rows)), *(t["variant"] for t in rows)]
+        ):
             reps = sorted(
                 (t for t in rows if t["variant"] == variant and t["prompt_id"] == prompt),
                 key=lambda t: t["e2e_ms"],
