@@ -259,9 +259,12 @@ def test_a_drifting_machine_fools_the_sequential_order_not_the_interleaved_one(t
     est = inter.speedup_e2e
     # No bias beyond the noise. On a busy machine the fake's trials carry random noise too, and a
     # 95 % CI of an A/A pair excludes 1 in 5 % of runs by definition (what ab_noise.py counts);
-    # the test asks the 99.9 % interval (3.29 standard errors) so that it fails only on a bias.
+    # the test asks the 99.9 % interval (3.29 standard errors) so that it fails only on a bias. On a
+    # quiet machine the fake is exact to microseconds (CI ±0.006 % in CI's run), and the balanced
+    # order leaves a second-order residual of the drift (its cost of going second shrinks as
+    # 1/(1 + 0.2 t): 0.013 % measured): a bias of no size, 600x below the sequential one, allowed.
     se = math.log(est.hi / est.lo) / (2 * 1.96)
-    assert est.method == "paired" and abs(math.log(est.value)) < 3.29 * se + 1e-9, est
+    assert est.method == "paired" and abs(math.log(est.value)) < max(3.29 * se, 0.001), est
     assert abs(est.value - 1) < 0.03
     design = analyze_run(store, result.run_id).design
     assert design.order == "interleaved" and design.drift > 1.1  # the machine's drift is reported
