@@ -351,7 +351,8 @@ def test_a_run_mixes_local_and_endpoint_variants_with_server_figures(openai_serv
     ratio = (
         by_variant["served-x4"]["throughput_tokens_per_s"] / by_variant["served"]["throughput_tokens_per_s"]
     )
-    assert 2.0 < ratio < 5.0
+    # the group's stream starts and durations say where a slow group lost its time (one seen at 1.86)
+    assert 2.0 < ratio < 5.0, [(round(t["group_offset_ms"]), round(t["e2e_ms"])) for t in parallel]
     assert (tmp_path / "out" / "server_metrics.csv").exists()
     report = (tmp_path / "out" / "summary.md").read_text()
     assert "srv TTFT mean ms" in report and "agg tok/s" in report and " srv" in report
