@@ -166,6 +166,10 @@ class Disturbance:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def keeps(self, trial: dict[str, Any]) -> bool:
+        """Whether the statistics use ``trial`` (False for a disturbed one when they are left out)."""
+        return not (self.excluded and trial.get("disturbed"))
+
     def line(self) -> str | None:
         if not self.disturbed:
             return None
@@ -227,11 +231,7 @@ def drift(trials: Sequence[dict[str, Any]], variant: str | None, metric: str = "
 def usable(trials: Sequence[dict[str, Any]], exclude_disturbed: bool | None = None) -> list[dict[str, Any]]:
     """The measured ok trials the speed-ups use: disturbed ones left out when the rule says so."""
     rule = disturbance(trials, exclude_disturbed)
-    return [
-        t
-        for t in trials
-        if t.get("status") == "ok" and not t.get("warmup") and not (rule.excluded and t.get("disturbed"))
-    ]
+    return [t for t in trials if t.get("status") == "ok" and not t.get("warmup") and rule.keeps(t)]
 
 
 def widest_ci(trials: Sequence[dict[str, Any]], baseline: str) -> float | None:

@@ -116,9 +116,10 @@ def summarize(
     seen = {k: i for i, k in enumerate(groups)}
     keys = sorted(groups, key=lambda k: (rank.get(k[0], len(rank)), seen[k]))
     summaries = []
+    used: dict[tuple[str, str], list[dict[str, Any]]] = {}  # the ok trials each group's statistics use
     for variant, workload in keys:
         rows = groups[(variant, workload)]
-        ok = [_derived(r) for r in rows if r["status"] == "ok" and not (rule.excluded and r.get("disturbed"))]
+        ok = used[(variant, workload)] = [_derived(r) for r in rows if r["status"] == "ok" and rule.keeps(r)]
         summary = GroupSummary(
             variant=variant,
             workload=workload,
@@ -152,15 +153,11 @@ def summarize(
             summary.verify_share = sum(r.get("verify_ms") or 0.0 for r in timed) / decode_ms
         summaries.append(summary)
     if baseline is not None:
-        usable = {
-            key: [r for r in rows if r["status"] == "ok" and not (rule.excluded and r.get("disturbed"))]
-            for key, rows in groups.items()
-        }
         for s in summaries:
-            base = usable.get((baseline, s.workload))
+            base = used.get((baseline, s.workload))
             if not base or s.variant == baseline:
                 continue
-            mine = usable[(s.variant, s.workload)]
+            mine = used[(s.variant, s.workload)]
             s.speedup_e2e = speedup_of(base, mine, "e2e_ms", higher_is_better=False)
             s.speedup_ttft = speedup_of(base, mine, "ttft_ms", higher_is_better=False)
             s.speedup_decode = speedup_of(base, mine, "decode_tokens_per_s", higher_is_better=True)

@@ -266,7 +266,7 @@ def evaluate(
     for t in trials:
         if t.get("warmup") or t.get("status", "ok") not in ("ok", "failed"):
             continue
-        if rule.excluded and t.get("disturbed"):
+        if not rule.keeps(t):
             continue
         groups[(t["variant"], t["workload"])].append(t)
     verdicts = []

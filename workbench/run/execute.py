@@ -196,12 +196,11 @@ class RunExecutor:
                 continue
             need = largest * RESIDENT_MARGIN
             if loaded.free_mb < need:
+                resident = sum(s.worker is not None for s in self._state)
                 self._close_all()
-                for other in self._state:
-                    other.reset_load()
                 return (
                     f"interleaving needs every variant loaded at once: {loaded.free_mb / 1024:.1f} GB free "
-                    f"on {loaded.device} after {len([s for s in self._state if s.loads])} of "
+                    f"on {loaded.device} after {resident} of "
                     f"{len(self._state)}, the next may need ~{need / 1024:.1f} GB; ran in counterbalanced "
                     'blocks instead (order = "blocks")'
                 )
@@ -269,12 +268,9 @@ class RunExecutor:
         for state in self._state:
             if state.dead:
                 continue
-            per_rep: dict[int, int] = collections.Counter()
-            done: dict[int, int] = collections.Counter()
-            for i, t in enumerate(state.plan.trials):
-                if not t.warmup:
-                    per_rep[t.repetition] += 1
-                    done[t.repetition] += i in state.received
+            trials = state.plan.trials
+            done = collections.Counter(trials[i].repetition for i in state.received if not trials[i].warmup)
+            per_rep = state.per_repetition
             reps = 0
             while per_rep.get(reps) and done[reps] == per_rep[reps]:
                 reps += 1
@@ -291,7 +287,6 @@ class RunExecutor:
         self._report(f"loading {variant.name}")
         worker = _Worker(self, state)
         state.worker = worker
-        state.loads += 1
         self._active = worker
         try:
             event = worker.wait_loaded()
@@ -460,14 +455,12 @@ class _VariantState:
         self.worker: _Worker | None = None
         self.received: set[int] = set()  # indices of its trials recorded (or failed) so far
         self.trial_ids: dict[int, int | None] = {}
-        self.loads = 0
+        #: measured trials per repetition (what "a repetition is finished" means)
+        self.per_repetition = collections.Counter(t.repetition for t in plan.trials if not t.warmup)
         self.dead = False  # failed to load or died: its remaining trials are failed
         self.error: str | None = None
         self.best_clock: float | None = None  # highest GPU clock seen (disturbance rule)
         self.stopped_early = False  # repetitions = "auto" ended the run before its cap
-
-    def reset_load(self) -> None:
-        self.loads = 0
 
     def fail(self, reason: str) -> None:
         self.dead = True
@@ -573,23 +566,24 @@ class _Worker:
                 if isinstance(event, ev.Finished):
                     break
         try:
-            self.returncode = self.proc.wait(timeout=CANCEL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.returncode = self.proc.wait()
+            self._reap()
         finally:
             with self._executor._lock:
                 self._executor._workers.discard(self)
-        self._reader.join(timeout=5)
 
-    def death(self) -> str:
-        """Why the process ended, with its last line of output."""
+    def _reap(self) -> None:
+        """Wait for the process to end (killed after the grace time) and for its stderr to drain."""
         try:
             self.returncode = self.proc.wait(timeout=CANCEL_GRACE_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.returncode = self.proc.wait()
         self._reader.join(timeout=5)
+
+    def death(self) -> str:
+        """Why the process ended, with its last line of output."""
+        self._reap()
+        assert self.returncode is not None
         name = self.state.plan.variant.name
         reason = f"worker process for '{name}' died: {describe_exit(self.returncode)}"
         tail = [line for line in self.stderr_tail if line.strip()]
