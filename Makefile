@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install $(TORCH)
-	$(BIN)/python -m pip install -e '.[engine,quant,gui,dev]'
+	$(BIN)/python -m pip install -e '.[engine,quant,ort-genai,gui,dev]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -50,16 +50,18 @@ $(VENV)/.llama-cpp: $(VENV)/.installed
 
 llama-cpp: $(VENV)/.llama-cpp
 
+# Part of `setup` now (binary wheels; the demo's quantized variant): kept for venvs made before.
 $(VENV)/.ort-genai: $(VENV)/.installed
 	$(BIN)/python -m pip install -e '.[engine,ort-genai]'
 	touch $@
 
 ort-genai: $(VENV)/.ort-genai
 
-# Not part of `setup`/`test` (the llama.cpp build); without the packages these tests skip. CI (.ci/run)
-# runs this target with WHEELHOUSE=~/.cache/workbench-ci/wheels.
+# Not part of `setup`/`test` (the llama.cpp build); without llama-cpp-python these tests skip. CI
+# (.ci/run) runs this target with WHEELHOUSE=~/.cache/workbench-ci/wheels. The ONNX Runtime GenAI tests
+# run in `make test` (its wheels are part of `setup`).
 runtimes-check: llama-cpp ort-genai
-	$(BIN)/python -m pytest tests/test_llama_cpp.py tests/test_ort_genai.py tests/test_runtimes.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/test_llama_cpp.py tests/test_runtimes.py $(PYTEST_ARGS)
 
 demo: setup
 	$(BIN)/workbench demo

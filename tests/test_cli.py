@@ -165,10 +165,11 @@ def test_run_records_trials_and_steps(recorded):
     assert "prefill_ms = 2" in run["spec"]
     assert json.loads(run["environment"])  # host recorded
     trials = db_rows(db, "select * from trials where run_id = 1 order by id")
-    # warm-up 1 per workload + 2 prompts × 2 repetitions, per variant
-    assert len(trials) == 2 * (1 + 4)
+    # per variant: 2 prompts × 2 repetitions, and 1 warm-up per workload in each repetition's fresh
+    # worker (workers = "per-repetition")
+    assert len(trials) == 2 * (2 + 4)
     assert {t["status"] for t in trials} == {"ok"}
-    assert sum(t["warmup"] for t in trials) == 2
+    assert sum(t["warmup"] for t in trials) == 4
     for t in trials:
         assert t["strategy"] == "fake" and t["workload"] == "code"
         assert t["output_tokens"] == 4 and t["input_tokens"] > 0
@@ -316,12 +317,12 @@ def test_run_json_and_out(recorded):
     assert {"headline.png", "headline.svg", "report.html"} <= names  # the gui extra is installed here
     with open(out / "trials.csv", newline="", encoding="utf-8") as f:
         trials = list(csv.DictReader(f))
-    assert len(trials) == 10  # warm-ups included
+    assert len(trials) == 12  # warm-ups (one per repetition's fresh workers) included
     assert {t["run_id"] for t in trials} == {"2"}
     assert {"variant", "ttft_ms", "tpot_ms", "e2e_ms", "warmup"} <= set(trials[0])
     with open(out / "steps.csv", newline="", encoding="utf-8") as f:
         steps = list(csv.DictReader(f))
-    assert len(steps) == 10 * 4
+    assert len(steps) == 12 * 4
     data = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert data["run"]["id"] == 2 and data["run"]["status"] == "ok"
     assert [s["variant"] for s in data["summary"]] == ["slow", "fast"]
@@ -553,7 +554,7 @@ def test_packaged_demo_specs_are_valid(name):
 
     spec = load_spec(resource_path("specs", name))
     kinds = {v.strategy for v in spec.variants}
-    assert {"baseline", "quantized", "speculative", "prompt-lookup"} <= kinds
+    assert {"baseline", "onnxruntime-genai", "speculative", "prompt-lookup"} <= kinds
     assert {w.name for w in spec.workloads} >= {"chat", "summarise", "code"}
     plans = plan_run(spec)
     assert all(t.max_new_tokens <= spec.warmup_max_new_tokens for t in plans[0].trials if t.warmup)
@@ -567,6 +568,29 @@ def test_the_levers_spec_is_valid():
     assert {"baseline", "prefix-cache", "context-trim"} <= {v.strategy for v in spec.variants}
     assert max(v.batch_size for v in spec.variants) > 1
     assert {w.name for w in spec.workloads} == {"chat", "summarise"}
+
+
+def test_demo_full_leaves_out_runtimes_not_installed_and_says_so(monkeypatch, capsys):
+    from workbench.cli import _available_variants
+    from workbench.core import registry
+    from workbench.core.resources import resource_path
+    from workbench.spec.parse import load_spec
+
+    spec = load_spec(resource_path("specs", "demo-full.toml"))
+    llama = registry.get("llama-cpp")
+    monkeypatch.setattr(llama, "available", lambda self: "llama-cpp-python is not installed: make llama-cpp")
+    trimmed = _available_variants(spec)
+    gone = [v.name for v in spec.variants if v.strategy == "llama-cpp"]
+    assert gone and [v.name for v in trimmed.variants] == [
+        v.name for v in spec.variants if v.name not in gone
+    ]
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1 and "leaving out 'q4_1-gguf', 'q4_k_m-gguf'" in err and "make llama-cpp" in err
+    )
+    assert "q4_1-gguf" not in trimmed.text and trimmed.workloads == spec.workloads
+    monkeypatch.undo()
+    assert all(registry.get(v.strategy)().available() is None for v in _available_variants(spec).variants)
 
 
 def test_demo_help_offers_full():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ __all__ = [
     "AUTO_MIN_REPETITIONS",
     "DTYPES",
     "ORDERS",
+    "WORKERS",
     "Spec",
     "load_spec",
     "parse_spec",
@@ -45,6 +47,7 @@ __all__ = [
     "self_comparison",
     "spec_from_dict",
     "variant_from_dict",
+    "without_variants",
 ]
 
 if sys.version_info >= (3, 11):
@@ -55,6 +58,8 @@ else:  # pragma: no cover
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 #: trial orders (docs/analysis.md "How trials are ordered")
 ORDERS = ("interleaved", "blocks", "sequential")
+#: worker processes (docs/analysis.md "Processes"): fresh ones for every repetition, or one for the run
+WORKERS = ("per-repetition", "one")
 #: ``repetitions = "auto"``: the fewest repetitions before the CIs are looked at, and the default cap
 AUTO_MIN_REPETITIONS = 3
 AUTO_MAX_REPETITIONS = 20
@@ -67,6 +72,7 @@ _TOP_KEYS = {
     "warmup_max_new_tokens",
     "seed",
     "order",
+    "workers",
     "max_repetitions",
     "ci_target",
     "baseline",
@@ -110,6 +116,10 @@ class Spec:
     #: variant loaded at once, round by round), ``blocks`` (one variant loaded at a time, A B B A over
     #: passes of repetitions) or ``sequential`` (each variant's trials in one go, as before)
     order: str = "interleaved"
+    #: ``per-repetition``: interleaved runs start every variant's workers afresh (load, warm-ups) for
+    #: each repetition, so its trials come from several processes and the paired CIs see how much two
+    #: processes of one variant differ; ``one``: one worker per variant for the whole run
+    workers: str = "per-repetition"
     #: ``repetitions = "auto"``: add rounds (at least :data:`AUTO_MIN_REPETITIONS`, at most
     #: ``repetitions``) until every paired speed-up CI is within ±``ci_target``
     auto_repetitions: bool = False
@@ -166,6 +176,9 @@ def spec_from_dict(
             'spec: repetitions = "auto" needs order = "interleaved" or "blocks" (sequential runs each '
             "variant's repetitions in one go, so no round can be added to all of them)"
         )
+    workers = _get(data, "workers", str, "spec", default="per-repetition")
+    if workers not in WORKERS:
+        raise SpecError(f"spec: 'workers' must be one of {', '.join(WORKERS)}, got {workers!r}")
     ci_target = _get(data, "ci_target", float, "spec", default=0.03)
     if not 0 < ci_target < 1:
         raise SpecError(f"spec: 'ci_target' is a fraction, e.g. 0.03 for ±3 %, got {ci_target!r}")
@@ -212,6 +225,7 @@ def spec_from_dict(
         warmup_max_new_tokens=warmup_tokens,
         seed=_get(data, "seed", int, "spec", default=0),
         order=order,
+        workers=workers,
         auto_repetitions=auto_repetitions,
         ci_target=ci_target,
         baseline=baseline,
@@ -274,6 +288,15 @@ def self_comparison(spec: Spec, variant: str | None = None, repetitions: int | N
         "variants": [table, {**table, "name": f"{name} again"}],
     }
     return parse_spec(spec_to_toml(data), base_dir=spec.path.parent if spec.path else ".")
+
+
+def without_variants(spec: Spec, names: Collection[str]) -> Spec:
+    """``spec`` less the variants named ``names`` (its stored text rewritten to match)."""
+    from workbench.spec.writer import spec_to_toml
+
+    data = tomllib.loads(spec.text)
+    data["variants"] = [v for v in data.get("variants", []) if v.get("name") not in names]
+    return parse_spec(spec_to_toml(data), base_dir=spec.path.parent if spec.path else ".", path=spec.path)
 
 
 def variant_from_dict(data: dict[str, Any]) -> Variant:
