@@ -9,9 +9,13 @@ What is measured
     whether it is "significant", the CI's half-width, the minimum detectable effect, how many trials
     were flagged disturbed.
 
-    ``--runs`` runs with the default interleaved order and paired statistics, and as many with the
-    old ``order = "sequential"`` (unpaired ratios of medians, as the workbench reported before),
-    alternated so the machine's drift hits both.
+    ``--runs`` runs of each design in ``--designs`` (alternated, so the machine's drift hits all):
+    ``fresh`` = the default (interleaved, fresh worker processes every repetition, paired statistics
+    clustered on the process pairs), ``one`` = interleaved with one worker per variant for the whole
+    run (``workers = "one"``: paired, but a slow process passes for a slow variant), ``sequential`` =
+    the old order with unpaired ratios of medians (as the workbench reported before). Each row also
+    shows A2's CPU time over A's per repetition (geometric mean of the pairs' ``cpu_ms`` ratios): two
+    processes of one variant that work at different speeds show there.
 
     Interleaving overhead: on a quiet machine (no hog), A alone (one worker) and A beside an idle A2
     (two workers, interleaved) alternate for ``--overhead-runs`` runs each; the ratio of A's median
@@ -19,18 +23,20 @@ What is measured
     the active one nothing.
 
 Pass criterion (exit 0; exit 1 otherwise)
-    no interleaved run reports a significant A/A difference (the CI contains 1.00), and the overhead
-    ratio ≥ ``--min-ratio`` (0.98). The sequential runs are the contrast, not a criterion.
+    no run of the default design (``fresh``) reports a significant A/A difference (the CI contains
+    1.00), and the overhead ratio ≥ ``--min-ratio`` (0.98). The other designs are the contrast, not a
+    criterion.
 
 About 10-12 minutes on a 2-core CPU with the defaults.
 
     python benchmarks/ab_noise.py
-    python benchmarks/ab_noise.py --runs 3 --repetitions 4
+    python benchmarks/ab_noise.py --runs 4 --designs fresh --skip-overhead
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -60,6 +66,7 @@ repetitions = {reps}
 warmup = 1
 warmup_max_new_tokens = 8
 order = "{order}"
+workers = "{workers}"
 {variants}
 [[workloads]]
 name = "code"
@@ -71,10 +78,34 @@ ignore_eos = true
 HOG = "import time\nt = time.time()\nwhile time.time() - t < {s}:\n    pass\n"
 
 
-def spec_text(title: str, order: str, reps: int, names: tuple[str, ...]) -> str:
+#: design name → (order, workers)
+DESIGNS = {
+    "fresh": ("interleaved", "per-repetition"),
+    "one": ("interleaved", "one"),
+    "sequential": ("sequential", "one"),
+}
+
+
+def spec_text(title: str, design: str, reps: int, names: tuple[str, ...]) -> str:
+    order, workers = DESIGNS[design]
     return SPEC.format(
-        title=title, order=order, reps=reps, variants="".join(VARIANT.format(name=n) for n in names)
+        title=title,
+        order=order,
+        workers=workers,
+        reps=reps,
+        variants="".join(VARIANT.format(name=n) for n in names),
     )
+
+
+def cpu_by_repetition(trials: list[dict[str, Any]]) -> str:
+    """A2's CPU time over A's, per repetition (geometric mean of the pairs' ratios)."""
+    a = {(t["prompt_id"], t["repetition"]): t for t in trials if t["variant"] == "A" and t.get("cpu_ms")}
+    logs: dict[int, list[float]] = {}
+    for t in trials:
+        other = a.get((t["prompt_id"], t["repetition"]))
+        if t["variant"] == "A2" and t.get("cpu_ms") and other is not None:
+            logs.setdefault(t["repetition"], []).append(math.log(t["cpu_ms"] / other["cpu_ms"]))
+    return " ".join(f"{math.exp(statistics.fmean(v)):.3f}" for _, v in sorted(logs.items()))
 
 
 def run_one(db: Path, text: str, hog_s: float) -> dict[str, Any]:
@@ -123,6 +154,7 @@ def aa_row(label: str, out: dict[str, Any]) -> dict[str, Any]:
     return {
         "run": label,
         "A2/A e2e": f"{est.value:.3f} [{est.lo:.3f}–{est.hi:.3f}]" if est and est.lo else "",
+        "cpu A2/A by rep": cpu_by_repetition(trials),
         "significant": significant,
         "±CI": (max(est.hi / est.value - 1, 1 - est.lo / est.value)) if est and est.lo else None,
         "MDE": mde,
@@ -140,7 +172,12 @@ def decode_tps(out: dict[str, Any], variant: str = "A") -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=2, help="A/A runs per order (default 2)")
+    parser.add_argument("--runs", type=int, default=2, help="A/A runs per design (default 2)")
+    parser.add_argument(
+        "--designs",
+        default="fresh,one,sequential",
+        help="comma-separated, of: " + ", ".join(DESIGNS) + " (default: all three)",
+    )
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--hog-s", type=float, default=30.0)
     parser.add_argument("--overhead-runs", type=int, default=2)
@@ -152,25 +189,27 @@ def main() -> int:
     print(f"load average at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     rows = []
     if not args.skip_aa:
+        designs = [d.strip() for d in args.designs.split(",") if d.strip()]
+        unknown = [d for d in designs if d not in DESIGNS]
+        if unknown:
+            parser.error(f"unknown design {unknown[0]!r}; choose from {', '.join(DESIGNS)}")
         for i in range(args.runs):
-            for order in ("interleaved", "sequential"):
+            for design in designs:
                 out = run_one(
-                    folder / f"aa-{order}-{i}.db",
-                    spec_text(f"A/A {order} {i}", order, args.repetitions, ("A", "A2")),
+                    folder / f"aa-{design}-{i}.db",
+                    spec_text(f"A/A {design} {i}", design, args.repetitions, ("A", "A2")),
                     args.hog_s,
                 )
-                rows.append({"order": order, **aa_row(f"{order} {i}", out)})
+                rows.append({"design": design, **aa_row(f"{design} {i}", out)})
                 print(rows[-1], flush=True)
     ratio = None
     if not args.skip_overhead:
         alone: list[float] = []
         beside: list[float] = []
         for i in range(args.overhead_runs):
-            one = run_one(folder / f"alone-{i}.db", spec_text("A alone", "interleaved", 2, ("A",)), 0)
+            one = run_one(folder / f"alone-{i}.db", spec_text("A alone", "one", 2, ("A",)), 0)
             alone += decode_tps(one)
-            two = run_one(
-                folder / f"beside-{i}.db", spec_text("A beside A2", "interleaved", 2, ("A", "A2")), 0
-            )
+            two = run_one(folder / f"beside-{i}.db", spec_text("A beside A2", "one", 2, ("A", "A2")), 0)
             beside += decode_tps(two)
             print(
                 f"overhead round {i}: alone {statistics.median(decode_tps(one)):.2f} tok/s, beside an idle "
@@ -185,15 +224,17 @@ def main() -> int:
         for row in rows:
             print("  ".join(f"{v:>24.3f}" if isinstance(v, float) else f"{v!s:>24}" for v in row.values()))
     problems = []
-    false = [r["run"] for r in rows if r["order"] == "interleaved" and r["significant"]]
+    false = [r["run"] for r in rows if r["design"] == "fresh" and r["significant"]]
     if false:
-        problems.append(f"interleaved A/A runs with a 'significant' difference: {', '.join(false)}")
-    seq_false = sum(r["significant"] for r in rows if r["order"] == "sequential")
-    print(
-        f"\nfalse findings at 95 %: interleaved + paired {len(false)} of "
-        f"{sum(r['order'] == 'interleaved' for r in rows)}, sequential + unpaired {seq_false} of "
-        f"{sum(r['order'] == 'sequential' for r in rows)}"
-    )
+        problems.append(f"A/A runs of the default design with a 'significant' difference: {', '.join(false)}")
+    if rows:
+        counts = ", ".join(
+            f"{d} {sum(r['significant'] for r in rows if r['design'] == d)} of "
+            f"{sum(r['design'] == d for r in rows)}"
+            for d in DESIGNS
+            if any(r["design"] == d for r in rows)
+        )
+        print(f"\nfalse findings at 95 %: {counts}")
     if ratio is not None:
         print(f"interleaving overhead: A's decode tok/s beside an idle worker / alone = {ratio:.3f}")
         if ratio < args.min_ratio:

@@ -15,11 +15,14 @@ import pytest
 from workbench.analysis.paired import (
     disturbance,
     drift,
+    mde_with,
     pair_values,
     paired_speedup,
+    pairs_needed,
     usable,
 )
 from workbench.analysis.run import analyze_run
+from workbench.analysis.stats import t_quantile
 from workbench.core.errors import SpecError
 from workbench.run import execute
 from workbench.run.design import balanced_orders, block_schedule, interleaved_schedule, row_for_round
@@ -160,6 +163,44 @@ def test_one_pair_per_prompt_gives_no_interval():
     assert est.value > 1 and est.lo is None and est.mde is None and est.half_width is None
 
 
+def test_pairs_from_several_processes_are_clustered_on_them():
+    # Three process pairs; inside each the pairs agree to 0.1 %, but the processes differ by ±5 %:
+    # the pairs alone would call that significant, the process pairs are what varies.
+    d = [0.05, -0.05, 0.0]
+    ref, var, strata, clusters = [], [], [], []
+    for c, shift in enumerate(d):
+        for p in range(4):
+            for jitter in (0.999, 1.001):
+                ref.append(100.0)
+                var.append(100.0 * math.exp(shift) * jitter)
+                strata.append(f"p{p}")
+                clusters.append((c, c))
+    plain = paired_speedup(ref, var, strata, higher_is_better=True)
+    assert plain.clusters is None and (plain.lo > 1 or plain.hi < 1 or plain.half_width < 0.05)
+    est = paired_speedup(ref, var, strata, higher_is_better=True, clusters=clusters)
+    assert est.clusters == 3 and est.lo < 1 < est.hi
+    assert est.value == pytest.approx(1.0, abs=1e-3)
+    # cluster-robust SE of the mean of (0.05, -0.05, 0) with G/(G-1): sqrt(1.5 * 0.005) / 3
+    se = math.sqrt(1.5 * 0.005) / 3
+    assert math.log(est.hi) == pytest.approx(4.303 * se, rel=1e-3)
+    assert est.mde == pytest.approx(math.exp((4.303 + 1.061) * se) - 1, rel=1e-3)
+    # more repetitions (clusters) shrink both the standard error and the t quantiles
+    assert mde_with(est, est.n) == pytest.approx(est.mde)
+    assert mde_with(est, 4 * est.n) < est.mde / 2 / 1.5
+    needed = pairs_needed(est, 0.05)
+    assert needed is not None and mde_with(est, needed) <= 0.05 < mde_with(est, needed - 8)
+    # one process pair, or a run that does not say (older runs): the pairs' own interval
+    assert paired_speedup(ref, var, strata, higher_is_better=True, clusters=[(0, 0)] * len(ref)) == plain
+    assert paired_speedup(ref, var, strata, higher_is_better=True, clusters=[None] * len(ref)) == plain
+
+
+def test_t_quantiles_match_the_table_and_the_expansion_beyond_it():
+    assert t_quantile(0.975, 1) == 12.706 and t_quantile(0.8, 2) == 1.061
+    assert t_quantile(0.975, 60) == pytest.approx(2.0003, abs=1e-3)
+    assert t_quantile(0.8, 120) == pytest.approx(0.8446, abs=1e-3)
+    assert t_quantile(0.975, 10**6) == pytest.approx(1.95996, abs=1e-4)
+
+
 def test_pairs_match_prompt_and_repetition_and_skip_missing_values():
     ref = [{"workload": "w", "prompt_id": "p", "repetition": r, "e2e_ms": 10.0 + r} for r in range(3)]
     var = [
@@ -287,10 +328,37 @@ def test_a_real_ten_percent_difference_is_found_within_two_percent(tmp_path):
     assert est.value == pytest.approx(2.0 / 1.8, rel=0.02)
 
 
+def test_fresh_workers_per_repetition_keep_one_slow_process_from_faking_a_difference(tmp_path):
+    # A and B are the same variant, but B's first process runs 25 % slower (its second 20 % faster,
+    # its third as A): over processes B is A. One process per variant for the run sees only the
+    # first: a false finding. Fresh workers per repetition see three and say the processes differ.
+    slow_first = "process_factors = [1.25, 0.8, 1.0]"
+    text = two_fakes(reps=3, b=slow_first, b_decode=2, limit=3, tokens=20)
+    one_process = text.replace('order = "interleaved"', 'order = "interleaved"\nworkers = "one"')
+    store, result = run(one_process, tmp_path / "one.db")
+    one = speedups(store, result.run_id)
+    assert store.resolve_run(result.run_id)["workers"] == "one"
+    assert {t["worker"] for t in store.trials(result.run_id, include_warmup=True)} == {0}
+    assert one.speedup_e2e.clusters is None and one.speedup_e2e.hi < 1.0  # "B is slower"
+
+    store, result = run(text, tmp_path / "fresh.db")
+    assert result.status == "ok" and store.resolve_run(result.run_id)["workers"] == "per-repetition"
+    trials = store.trials(result.run_id, include_warmup=True)
+    measured = [t for t in trials if not t["warmup"]]
+    assert all(t["worker"] == t["repetition"] for t in measured)  # a new process every repetition
+    assert collections.Counter(t["variant"] for t in trials if t["warmup"]) == {"A": 3, "B": 3}
+    fresh = speedups(store, result.run_id)
+    est = fresh.speedup_e2e
+    assert est.clusters == 3 and est.lo < 1.0 < est.hi, est
+    assert not fresh.significant
+
+
 def test_auto_repetitions_stop_once_the_cis_are_narrow_or_at_the_cap(tmp_path):
     # identical variants: a loose target is met at the first look (3 repetitions)...
     store, result = run(
-        two_fakes(reps='"auto"', top="max_repetitions = 12\nci_target = 0.5", limit=2, tokens=6),
+        two_fakes(
+            reps='"auto"', top='max_repetitions = 12\nci_target = 0.5\nworkers = "one"', limit=2, tokens=6
+        ),
         tmp_path / "auto.db",
     )
     assert result.status == "ok"

@@ -52,8 +52,10 @@ def test_a_run_fills_runs_variants_trials_steps(db_path):
     variants = {v["name"]: v for v in store.variants(result.run_id)}
     assert variants["baseline"]["status"] == "ok" and variants["baseline"]["device"] == "cpu"
     trials = store.trials(result.run_id, include_warmup=True)
-    assert len(trials) == 14  # 2 variants × (1 warm-up + 2 reps × 3 prompts)
-    assert sum(t["warmup"] for t in trials) == 2
+    # 2 variants × (2 reps × 3 prompts + a warm-up in each repetition's fresh worker)
+    assert len(trials) == 16
+    assert sum(t["warmup"] for t in trials) == 4
+    assert {(t["repetition"], t["worker"]) for t in trials if not t["warmup"]} == {(0, 0), (1, 1)}
     for t in trials:
         assert t["status"] == "ok"
         steps = store.steps(t["id"])

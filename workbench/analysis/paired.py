@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED, Estimate
+from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED, Estimate, t_quantile
 
 __all__ = [
     "EXCLUDE_DISTURBED_UP_TO",
@@ -43,6 +43,7 @@ __all__ = [
     "drift",
     "mde_with",
     "paired_speedup",
+    "paired_trials",
     "pairs_needed",
     "widest_ci",
 ]
@@ -65,6 +66,10 @@ class PairedEstimate(Estimate):
 
     mde: float | None = None
     method: str = "paired"
+    #: worker-process pairs the pairs came from, when more than one (the CI is then clustered on them)
+    clusters: int | None = None
+    #: the t quantiles' degrees of freedom, for clustered pairs
+    df: int | None = None
 
     @property
     def half_width(self) -> float | None:
@@ -86,15 +91,27 @@ def pair_values(
 ) -> tuple[list[float], list[float], list[Any]]:
     """(reference values, variant values, prompt of each pair) for the trials both sides have of the
     same (workload, prompt, repetition), both with a positive ``metric``."""
-    ref = {_key(t): t.get(metric) for t in reference}
-    a, b, strata = [], [], []
+    a, b, strata, _ = paired_trials(reference, variant, metric)
+    return a, b, strata
+
+
+def paired_trials(
+    reference: Sequence[dict[str, Any]], variant: Sequence[dict[str, Any]], metric: str
+) -> tuple[list[float], list[float], list[Any], list[Any]]:
+    """:func:`pair_values` and each pair's cluster: the two worker processes that ran it
+    (``(reference worker, variant worker)``; None where a trial does not say, as in older runs)."""
+    ref = {_key(t): t for t in reference}
+    a, b, strata, clusters = [], [], [], []
     for t in variant:
-        x, y = ref.get(_key(t)), t.get(metric)
-        if x is not None and y is not None and x > 0 and y > 0:
+        r = ref.get(_key(t))
+        x, y = (r.get(metric) if r is not None else None), t.get(metric)
+        if r is not None and x is not None and y is not None and x > 0 and y > 0:
             a.append(float(x))
             b.append(float(y))
             strata.append(t.get("prompt_id"))
-    return a, b, strata
+            wr, wv = r.get("worker"), t.get("worker")
+            clusters.append(None if wr is None or wv is None else (wr, wv))
+    return a, b, strata, clusters
 
 
 def paired_speedup(
@@ -103,9 +120,11 @@ def paired_speedup(
     strata: Sequence[Any],
     *,
     higher_is_better: bool,
+    clusters: Sequence[Any] | None = None,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> PairedEstimate | None:
-    """The variant's speed-up over the reference from aligned pairs (see the module docstring)."""
+    """The variant's speed-up over the reference from aligned pairs (see the module docstring);
+    ``clusters``: the worker-process pair of each pair (:func:`paired_trials`)."""
     a, b = np.asarray(reference, dtype=float), np.asarray(variant, dtype=float)
     if a.size == 0:
         return None
@@ -122,6 +141,9 @@ def paired_speedup(
         return PairedEstimate(math.exp(mean), n=n)
     # the bootstrap variance of the stratified mean: sum over prompts of (n_s/n)^2 * var_s / n_s
     se = math.sqrt(sum((g.size / n) ** 2 * float(g.var()) / g.size for g in arrays))
+    labels = set(clusters or ())
+    if len(labels) >= 2 and None not in labels:
+        return _clustered(d, strata, clusters, se)  # type: ignore[arg-type]
     if se == 0.0:
         return PairedEstimate(math.exp(mean), math.exp(mean), math.exp(mean), n, 0.0)
     if n >= NORMAL_FROM:
@@ -137,20 +159,85 @@ def paired_speedup(
     )
 
 
+def _clustered(
+    d: np.ndarray, strata: Sequence[Any], clusters: Sequence[Any], iid_se: float
+) -> PairedEstimate:
+    """The speed-up when its pairs come from several worker-process pairs (``workers =
+    "per-repetition"``). Two processes of one variant can differ by several per cent for minutes (a
+    process's memory placement, its thread pool's state after a contended stretch), and that moves
+    every pair they ran alike, which pairing cannot cancel. So the variance of the mean log-ratio is
+    split (one-way random effects over the process pairs, on each pair's log-ratio less its prompt's
+    mean): what varies within a process pair (``s_w²``, pooled) and, estimated by the method of
+    moments, what varies between them (``τ²``, 0 when the process pairs agree as well as their own
+    pairs do): ``V = s_w² / n + τ² / G``. The CI and MDE use Student's t with Welch-Satterthwaite's
+    degrees of freedom: about ``G − 1`` when the processes differ (few processes, a wide interval:
+    three of them cannot tell a slow process from a slow variant), the pairs' own when they do not."""
+    n = int(d.size)
+    mean = float(d.mean())
+    by_prompt: dict[Any, list[int]] = defaultdict(list)
+    for i, key in enumerate(strata):
+        by_prompt[key].append(i)
+    e = d.copy()
+    for idx in by_prompt.values():
+        e[idx] -= d[idx].mean()
+    by_cluster: dict[Any, list[int]] = defaultdict(list)
+    for i, label in enumerate(clusters):
+        by_cluster[label].append(i)
+    g = len(by_cluster)
+    means = {label: float(e[idx].mean()) for label, idx in by_cluster.items()}
+    within = sum(float(((e[idx] - means[label]) ** 2).sum()) for label, idx in by_cluster.items())
+    df_w = n - g - (len(by_prompt) - 1)
+    between = sum(len(idx) * means[label] ** 2 for label, idx in by_cluster.items()) / (g - 1)
+    s_w2 = within / df_w if df_w > 0 else 0.0
+    tau2 = max(0.0, (between - s_w2) / (n / g)) if df_w > 0 else between / (n / g)
+    v_w, v_b = s_w2 / n, tau2 / g
+    var = v_w + v_b
+    if var <= 0.0:
+        return PairedEstimate(math.exp(mean), math.exp(mean), math.exp(mean), n, 0.0, clusters=g)
+    terms = (v_w**2 / df_w if df_w > 0 else 0.0) + (v_b**2 / (g - 1))
+    df = max(1, int(var**2 / terms)) if terms > 0 else max(1, df_w)
+    se = max(math.sqrt(var), iid_se)
+    t95, t80 = t_quantile(0.975, df), t_quantile(0.8, df)
+    return PairedEstimate(
+        math.exp(mean),
+        math.exp(mean - t95 * se),
+        math.exp(mean + t95 * se),
+        n,
+        math.exp((t95 + t80) * se) - 1,
+        clusters=g,
+        df=df,
+    )
+
+
+def _quantiles(df: int | None) -> float:
+    """The MDE's multiplier of the standard error: z's, or t's at ``df`` degrees of freedom."""
+    if df is None:
+        return _Z95 + _Z80
+    return t_quantile(0.975, max(1, df)) + t_quantile(0.8, max(1, df))
+
+
 def mde_with(est: PairedEstimate, pairs: int) -> float | None:
     """The minimum detectable effect ``est``'s noise would give with ``pairs`` pairs instead of its
-    own ``est.n`` (the standard error shrinks with the square root of the pairs)."""
+    own ``est.n`` (the standard error shrinks with the square root of the pairs; with clustered
+    pairs the process pairs grow in proportion, and so do the t quantiles' degrees of freedom)."""
     if est.mde is None or est.n < 2 or pairs < 1:
         return None
-    se = math.log1p(est.mde) / (_Z95 + _Z80)
-    return math.expm1((_Z95 + _Z80) * se * math.sqrt(est.n / pairs))
+    se = math.log1p(est.mde) / _quantiles(est.df)
+    df = None if est.df is None else max(1, round(est.df * pairs / est.n))
+    return math.expm1(_quantiles(df) * se * math.sqrt(est.n / pairs))
 
 
 def pairs_needed(est: PairedEstimate, effect: float) -> int | None:
     """How many pairs it takes to detect a speed-up of ``effect`` (0.05 = 5 %) at ``est``'s noise."""
     if est.mde is None or est.n < 2 or effect <= 0:
         return None
-    return max(2, math.ceil(est.n * (math.log1p(est.mde) / math.log1p(effect)) ** 2))
+    if est.clusters is None:
+        return max(2, math.ceil(est.n * (math.log1p(est.mde) / math.log1p(effect)) ** 2))
+    pairs = max(2, est.n // max(1, est.clusters))  # one more cluster at a time
+    step = pairs
+    while (mde := mde_with(est, pairs)) is not None and mde > effect and pairs < 1000 * est.n:
+        pairs += step
+    return pairs
 
 
 @dataclass(frozen=True)
@@ -247,8 +334,8 @@ def widest_ci(trials: Sequence[dict[str, Any]], baseline: str) -> float | None:
         if variant == baseline or not base:
             continue
         for metric, higher in (("e2e_ms", False), ("decode_tokens_per_s", True)):
-            a, b, strata = pair_values(base, mine, metric)
-            est = paired_speedup(a, b, strata, higher_is_better=higher)
+            a, b, strata, clusters = paired_trials(base, mine, metric)
+            est = paired_speedup(a, b, strata, higher_is_better=higher, clusters=clusters)
             width = est.half_width if est is not None else None
             if width is None:
                 if metric == "e2e_ms":

@@ -44,6 +44,9 @@ class Design:
     repetitions: int | None  # measured repetitions that ran
     drift: float | None  # the baseline's last rounds' time over its first rounds' (1.00 = none)
     disturbance: Disturbance
+    #: interleaved runs: "per-repetition" (fresh worker processes every repetition) or "one"
+    workers: str | None = None
+    processes: int | None = None  # worker processes the baseline's measured trials came from
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +55,8 @@ class Design:
             "repetitions": self.repetitions,
             "drift": self.drift,
             "disturbed": self.disturbance.to_dict(),
+            "workers": self.workers,
+            "processes": self.processes,
         }
 
     def lines(self) -> list[str]:
@@ -65,6 +70,17 @@ class Design:
             'whichever variant ran then (interleaving is the default: order = "interleaved")',
         }[self.order]
         out = [f"Order: {what}."]
+        if self.workers == "per-repetition" and (self.processes or 0) > 1:
+            out.append(
+                f"Workers: fresh processes every repetition ({self.processes} per variant); the CIs "
+                "count process pairs, not just trials, since two processes of one variant can differ "
+                "by a few per cent."
+            )
+        elif self.workers == "one":
+            out.append(
+                'Workers: one process per variant for the whole run (workers = "one"): a slow process '
+                "would look like a slow variant."
+            )
         if self.note:
             out.append(self.note[:1].upper() + self.note[1:] + ".")
         if self.drift is not None:
@@ -224,6 +240,11 @@ def analyze_run(
         repetitions=run.get("repetitions"),
         drift=drift(trials, ref),
         disturbance=disturbance(trials, exclude_disturbed),
+        workers=run.get("workers"),
+        processes=len(
+            {t.get("worker") for t in trials if t["variant"] == ref and t.get("worker") is not None}
+        )
+        or None,
     )
     ok_ref = [t for t in trials if t["variant"] == ref and t["status"] == "ok"]
     analysis.cost_model = CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}")

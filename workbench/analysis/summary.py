@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.analysis.paired import PairedEstimate, disturbance, pair_values, paired_speedup
+from workbench.analysis.paired import PairedEstimate, disturbance, paired_speedup, paired_trials
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
 
 __all__ = ["METRICS", "GroupSummary", "server_summary", "speedup_of", "summarize", "throughput"]
@@ -176,9 +176,9 @@ def speedup_of(
     """The variant's speed-up on ``metric``: paired when at least two of its trials have a partner
     of the same (workload, prompt, repetition) in the reference, else a ratio of medians (trials that
     do not pair up: e.g. failures on one side only)."""
-    a, b, strata = pair_values(reference, variant, metric)
+    a, b, strata, clusters = paired_trials(reference, variant, metric)
     if len(a) >= 2:
-        return paired_speedup(a, b, strata, higher_is_better=higher_is_better)
+        return paired_speedup(a, b, strata, higher_is_better=higher_is_better, clusters=clusters)
     num, den = (variant, reference) if higher_is_better else (reference, variant)
     est = speedup([r.get(metric) for r in num], [r.get(metric) for r in den], _prompts(num), _prompts(den))
     if est is None:

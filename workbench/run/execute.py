@@ -163,7 +163,11 @@ class RunExecutor:
                 self._run_blocks(block_schedule(self.plans, self.spec.seed))
             elif order == "sequential" or len(self.plans) == 1:
                 self._run_blocks(sequential_schedule(self.plans))
-            self.store.update_run(run_id, {"trial_order": order, "repetitions": self._repetitions_done()})
+            workers = self.spec.workers if order == "interleaved" and len(self.plans) > 1 else None
+            self.store.update_run(
+                run_id,
+                {"trial_order": order, "repetitions": self._repetitions_done(), "workers": workers},
+            )
         finally:
             self._close_all()
             for state in self._state:
@@ -207,10 +211,33 @@ class RunExecutor:
         for unit in warmups:
             if not self._dispatch(unit):
                 return None
+        repetition = rounds[0].repetition if rounds else None
         for unit in rounds:
+            fresh = unit.repetition != repetition and self.spec.workers == "per-repetition"
+            if fresh and not self._restart(warmups):
+                return None
+            repetition = unit.repetition
             if not self._dispatch(unit) or self._enough():
                 break
         return None
+
+    def _restart(self, warmups: Sequence[Unit]) -> bool:
+        """Fresh workers for the next repetition (``workers = "per-repetition"``): every live worker
+        closes, then each variant loads again and runs its warm-ups again (recorded as warm-ups), so
+        no trial of the new repetition runs in a process that ran the last one. False once
+        cancelled."""
+        self._report("next repetition: fresh worker processes")
+        self._close_all()
+        for state in self._state:
+            if self.cancelled:
+                return False
+            if not state.dead:
+                self._load(state)
+        for unit in warmups:
+            self.progress.total += len(unit.trials)
+            if not self._dispatch(unit):
+                return False
+        return True
 
     def _run_blocks(self, blocks: list[Block]) -> None:
         """One variant loaded at a time: each block loads it, runs its units and closes it."""
@@ -287,6 +314,7 @@ class RunExecutor:
         self._report(f"loading {variant.name}")
         worker = _Worker(self, state)
         state.worker = worker
+        state.loads += 1
         self._active = worker
         try:
             event = worker.wait_loaded()
@@ -353,7 +381,11 @@ class RunExecutor:
         if isinstance(event, ev.TrialDone):
             state.received.add(event.index)
             trial = state.plan.trials[event.index]
-            row = {**event.trial, "round_position": None if trial.warmup else position}
+            row = {
+                **event.trial,
+                "round_position": None if trial.warmup else position,
+                "worker": state.loads - 1,
+            }
             why = judge(row, state.best_clock)
             if row.get("gpu_clock_mhz"):
                 state.best_clock = max(state.best_clock or 0, row["gpu_clock_mhz"])
@@ -461,6 +493,7 @@ class _VariantState:
         self.error: str | None = None
         self.best_clock: float | None = None  # highest GPU clock seen (disturbance rule)
         self.stopped_early = False  # repetitions = "auto" ended the run before its cap
+        self.loads = 0  # worker processes started so far (the trials' `worker` is this less one)
 
     def fail(self, reason: str) -> None:
         self.dead = True
@@ -489,7 +522,12 @@ class _Worker:
             kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
         else:
             kwargs["start_new_session"] = True  # the terminal's Ctrl-C reaches only us; we forward it
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "WORKBENCH_WORKER": str(state.loads),  # which of the variant's processes this is (0 = first)
+        }
         self.proc = subprocess.Popen(
             [executor._python, "-m", "workbench.run.worker"],
             stdin=subprocess.PIPE,

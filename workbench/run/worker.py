@@ -139,14 +139,15 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     )
     trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
     watch = MachineWatch(device.index or 0 if device.is_cuda else None)
-    for number, command in enumerate(_commands(sys.stdin)):
+    for command in _commands(sys.stdin):
         if command.get("close"):
             break
         if cancelled():
             events.emit(ev.Cancelled())
             return 130
         group = [int(i) for i in command["run"]]
-        status = _run_group(session, runner, variant, trials, group, number, events, watch)
+        # a group is named by its first trial: unique in the variant however many processes run it
+        status = _run_group(session, runner, variant, trials, group, group[0], events, watch)
         if "cancelled" in status or cancelled():
             events.emit(ev.Cancelled())
             return 130

@@ -237,3 +237,12 @@ def m011_step_indexes(db: Database) -> None:
         "where draft_ms is not null or verify_ms is not null"
     )
     db.execute("create index if not exists idx_steps_drafted on steps (trial_id) where draft_proposed > 0")
+
+
+@migrations()
+def m012_worker_process(db: Database) -> None:
+    """Which worker process of its variant ran each trial (0 = the first loaded; a new one for every
+    repetition with ``workers = "per-repetition"``, and for every block): the paired statistics treat
+    trials of one process pair as a cluster (docs/analysis.md "Processes")."""
+    db.table("trials").add_column("worker", int)
+    db.table("runs").add_column("workers", str)  # per-repetition | one: what the run used

@@ -13,7 +13,8 @@ Tokens are deterministic functions of the prompt and the seed; ``tokens_per_step
 speculative strategy (several tokens per step, with draft statistics). ``fail_on_prompt`` and
 ``crash_after_trials`` make failures on purpose, for testing how they are recorded; ``slow_factor``
 with ``slow_from``/``slow_until``, or ``drift_per_s``, imitate a machine whose speed changes during the
-run, for testing the design (interleaving, pairing).
+run, and ``process_factors`` processes of one variant that differ in speed, for testing the design
+(interleaving, pairing, fresh workers per repetition).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ class FakeConfig:
     slow_until: float | None = field_help("end of the slow window (Unix time, s)", default=None)
     drift_per_s: float = field_help("cost growth per second after drift_from (0.01 = +1 %/s)", default=0.0)
     drift_from: float | None = field_help("when the drift starts (Unix time, s)", default=None)
+    # Two processes of one variant that run at different speeds (a process's memory placement, its
+    # thread pool's state): the worker process numbered k (``WORKBENCH_WORKER``, 0 = the variant's
+    # first) has its costs times ``process_factors[k % len]``.
+    process_factors: tuple[float, ...] = field_help(
+        "cost multiplier of the variant's k-th worker process (cycled)", default=(1.0,)
+    )
 
     def __post_init__(self) -> None:
         if self.tokens_per_step < 1:
@@ -67,10 +74,14 @@ class FakeConfig:
             raise ValueError("costs must not be negative")
         if self.slow_factor <= 0:
             raise ValueError("slow_factor must be positive")
+        self.process_factors = tuple(self.process_factors)
+        if not self.process_factors or min(self.process_factors) <= 0:
+            raise ValueError("process_factors must be positive multipliers")
 
     def factor(self, now: float) -> float:
         """The cost multiplier at Unix time ``now``."""
-        f = 1.0
+        index = int(os.environ.get("WORKBENCH_WORKER", "0") or 0)
+        f = self.process_factors[index % len(self.process_factors)]
         if self.slow_from is not None and self.slow_from <= now < (self.slow_until or float("inf")):
             f *= self.slow_factor
         if self.drift_per_s and self.drift_from is not None and now > self.drift_from:
