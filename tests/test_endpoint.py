@@ -329,7 +329,7 @@ def test_a_run_mixes_local_and_endpoint_variants_with_server_figures(openai_serv
     assert all(t["group_offset_ms"] is not None for t in parallel)
     windows = db_rows(db_path, "select * from server_metrics")
     seq = [w for w in windows if w["variant"] == "served"]
-    assert len(seq) == 9  # one window per trial, warm-up included (flagged)
+    assert len(seq) == 10  # one window per trial, the warm-up of each repetition's fresh worker included
     assert all(w["trials"] == 1 and w["trial_id"] and w["requests"] == 1 for w in seq), [
         (w["trials"], w["trial_id"], w["requests"]) for w in seq
     ]
