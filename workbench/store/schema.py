@@ -237,3 +237,14 @@ def m011_step_indexes(db: Database) -> None:
         "where draft_ms is not null or verify_ms is not null"
     )
     db.execute("create index if not exists idx_steps_drafted on steps (trial_id) where draft_proposed > 0")
+
+
+@migrations()
+def m0XX_python(db: Database) -> None:
+    """A variant's worker may run in another Python environment (``python`` in the spec): which
+    interpreter, and the library versions every variant's worker had (docs/runtimes.md)."""
+    variants = db.table("variants")
+    variants.add_column("python", str)  # the interpreter its worker ran with; NULL = the workbench's own
+    variants.add_column(
+        "packages", str
+    )  # JSON {name: version} of its worker's libraries (torch, transformers...)
