@@ -18,8 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 import workbench
+from workbench.analysis.run import analyze_run
 from workbench.cli import cli
 from workbench.core.errors import SpecError, StrategyError
+from workbench.report.documents import markdown_report
 from workbench.run.execute import RunExecutor, preflight_spec
 from workbench.run.interpreter import command, probe
 from workbench.spec.parse import parse_spec
@@ -213,6 +215,16 @@ def test_a_variants_worker_runs_in_its_python_and_both_are_recorded(db_path, oth
     there = env["variants"]["there"]
     assert there["python"] == str(other_python) and there["python_version"] == sys.version.split()[0]
     assert "packages" in there and "python" not in env["variants"]["here"]
+    # show and the report say which interpreter and libraries each variant had
+    shown = CliRunner().invoke(cli, ["show", str(result.run_id), "--db", str(db_path)])
+    assert shown.exit_code == 0, shown.output
+    header = next(
+        line for line in shown.output.splitlines() if line.startswith("variant") and "python" in line
+    )
+    assert header.split()[-2:] == ["python", "libraries"]
+    assert "(the workbench's)" in shown.output and other_python.name in shown.output
+    report = markdown_report(analyze_run(store, result.run_id))
+    assert f"| {other_python} |" in report
 
 
 def test_a_worker_that_dies_in_its_python_fails_only_its_variant(db_path, other_python):
