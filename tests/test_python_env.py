@@ -93,7 +93,7 @@ def test_python_path_is_made_absolute_relative_to_the_spec(tmp_path, other_pytho
     assert spec.variants[0].python is None and "python" not in spec.variants[0].to_dict()
     assert make_spec("./env/py", base_dir=tmp_path).variants[1].python == str(link)
     # a bare name is a command on PATH
-    assert make_spec(Path(sys.executable).name).variants[1].python == shutil.which(Path(sys.executable).name)
+    assert make_spec("sh").variants[1].python == shutil.which("sh")
 
 
 @pytest.mark.parametrize(
