@@ -3,6 +3,7 @@ stopping. Imported only inside ``Strategy.load`` (it imports torch at module lev
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,29 @@ from workbench.spec.sources import materialize, parse_source
 
 from ._text import Stopper, encode_prompt
 
-__all__ = ["HFModel", "Sampler", "Stopper", "load_hf_model", "resolve_dtype", "wrap_hf_model"]
+__all__ = ["HFModel", "Sampler", "Stopper", "kv_cache", "load_hf_model", "resolve_dtype", "wrap_hf_model"]
+
+
+def _cache_keyword() -> str:
+    """The keyword a model's forward takes its KV cache under in the installed transformers: ``cache``
+    from 5.24 on (``past_key_values`` stays a deprecated alias there, until 5.40), ``past_key_values``
+    before. An older release takes an unknown ``cache=`` silently into its ``**kwargs`` and decodes
+    each token without the prompt, so the name follows the version: a variant's ``python`` may run
+    an older transformers (docs/runtimes.md)."""
+    import transformers
+
+    found = re.match(r"(\d+)\.(\d+)", transformers.__version__)
+    version = (int(found[1]), int(found[2])) if found else (0, 0)
+    return "cache" if version >= (5, 24) else "past_key_values"
+
+
+_CACHE_KEYWORD = _cache_keyword()
+
+
+def kv_cache(cache: Any) -> dict[str, Any]:
+    """``model(..., **kv_cache(cache))``: the KV cache under the keyword this transformers takes."""
+    return {_CACHE_KEYWORD: cache}
+
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

@@ -31,7 +31,7 @@ from transformers import DynamicCache
 
 from workbench.core.strategy import Output, Probe, Request
 
-from ._hf import HFModel, Sampler, Stopper
+from ._hf import HFModel, Sampler, Stopper, kv_cache
 
 __all__ = ["Draft", "Drafter", "crop_cache", "generate_speculative"]
 
@@ -101,7 +101,7 @@ def generate_speculative(hf: HFModel, drafter: Drafter, request: Request, probe:
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         input_ids = torch.tensor([seq], dtype=torch.long, device=device)
-        logits = model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits
+        logits = model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
         first = int(sampler(logits[:, -1, :]).item())  # same draw as the baseline's first token
         drafter.start(request, sampler, cache)
         seq.append(first)
@@ -122,7 +122,7 @@ def generate_speculative(hf: HFModel, drafter: Drafter, request: Request, probe:
             k = len(draft.tokens)
             t0 = timer.now()
             verify_in = torch.tensor([[seq[-1], *draft.tokens]], dtype=torch.long, device=device)
-            logits = model(input_ids=verify_in, cache=cache, use_cache=True).logits[0]  # [k + 1, vocab]
+            logits = model(input_ids=verify_in, **kv_cache(cache), use_cache=True).logits[0]  # [k + 1, vocab]
             new, accepted = _accept(logits, draft, sampler)  # host values: the device is done
             verify_ms = (timer.now() - t0) * 1e3
             # Stop at the first EOS / stop string / budget inside the accepted run.

@@ -64,11 +64,13 @@ class BaselineSession(HFSession):
         import torch
         from transformers import DynamicCache
 
+        from ._hf import kv_cache
+
         hf = self.hf
         with torch.inference_mode():
             cache = DynamicCache(config=hf.model.config)
             input_ids = torch.tensor([request.input_ids], dtype=torch.long, device=hf.torch_device)
-            logits = hf.model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits
+            logits = hf.model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
         return Output(token_ids=tokens, text=hf.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
 
@@ -79,7 +81,7 @@ class BaselineSession(HFSession):
         import torch
         from transformers import DynamicCache
 
-        from ._hf import Sampler, Stopper
+        from ._hf import Sampler, Stopper, kv_cache
 
         hf = self.hf
         device = hf.torch_device
@@ -105,7 +107,7 @@ class BaselineSession(HFSession):
                 input_ids=ids,
                 attention_mask=mask,
                 position_ids=positions,
-                cache=cache,
+                **kv_cache(cache),
                 use_cache=True,
                 logits_to_keep=1,
             ).logits
@@ -128,7 +130,7 @@ class BaselineSession(HFSession):
                     input_ids=torch.tensor(step, dtype=torch.long, device=device).view(n, 1),
                     attention_mask=mask,
                     position_ids=positions,
-                    cache=cache,
+                    **kv_cache(cache),
                     use_cache=True,
                 ).logits
         return [
@@ -141,7 +143,7 @@ def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any
     """Token-by-token decode after a prefill: ``cache`` holds the prompt, ``logits`` are the prefill's
     scores for the last prompt position. Returns the tokens and the finish reason. Call it under
     ``torch.inference_mode()``."""
-    from ._hf import Sampler, Stopper
+    from ._hf import Sampler, Stopper, kv_cache
 
     sampler = Sampler(request, hf.torch_device)
     stopper = Stopper(request, hf.eos_ids, hf.decode)
@@ -154,7 +156,7 @@ def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any
         reason = stopper(tokens)
         if reason is not None:
             return tokens, reason
-        logits = hf.model(input_ids=next_token.view(1, 1), cache=cache, use_cache=True).logits
+        logits = hf.model(input_ids=next_token.view(1, 1), **kv_cache(cache), use_cache=True).logits
 
 
 class BaselineStrategy(Strategy):

@@ -107,12 +107,14 @@ class ContextTrimSession(HFSession):
         import torch
         from transformers import DynamicCache
 
+        from ._hf import kv_cache
+
         hf = self.hf
         with torch.inference_mode():
             ids = self.trim(request)  # inside the timed TTFT: trimming is part of the lever's cost
             cache = DynamicCache(config=hf.model.config)
             input_ids = torch.tensor([ids], dtype=torch.long, device=hf.torch_device)
-            logits = hf.model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits
+            logits = hf.model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
         return Output(
             token_ids=tokens,

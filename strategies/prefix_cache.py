@@ -86,6 +86,8 @@ class PrefixCacheSession(HFSession):
     def generate(self, request: Request, probe: Probe) -> Output:
         import torch
 
+        from ._hf import kv_cache
+
         hf = self.hf
         prompt = tuple(request.input_ids)
         if self.config.reset == "on-repeat":
@@ -97,7 +99,7 @@ class PrefixCacheSession(HFSession):
             entry, reused = self._lookup(prompt)
             cache = self._copy(entry.cache, reused) if entry is not None else self._empty()
             suffix = torch.tensor([prompt[reused:]], dtype=torch.long, device=hf.torch_device)
-            logits = hf.model(input_ids=suffix, cache=cache, use_cache=True, logits_to_keep=1).logits
+            logits = hf.model(input_ids=suffix, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
             self._keep(request.prompt.id, prompt, cache)
         return Output(

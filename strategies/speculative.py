@@ -169,13 +169,17 @@ class DraftModelDrafter:
         """The draft's scores for the next token: over the full vocabulary, or over ``subset_ids``."""
         import torch
 
+        from ._hf import kv_cache
+
         ids = torch.tensor([new_tokens], dtype=torch.long, device=self.hf.torch_device)
         self.cached.extend(new_tokens)
         if self.subset_ids is None:
-            logits = self.hf.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1).logits
+            logits = self.hf.model(
+                input_ids=ids, **kv_cache(self.cache), use_cache=True, logits_to_keep=1
+            ).logits
             return logits[0, -1, : self.vocab_limit]
         decoder = self.hf.model.get_decoder()
-        hidden = decoder(input_ids=ids, cache=self.cache, use_cache=True).last_hidden_state[0, -1]
+        hidden = decoder(input_ids=ids, **kv_cache(self.cache), use_cache=True).last_hidden_state[0, -1]
         return hidden @ self.subset_weight.T
 
     def _token(self, index: int) -> int:

@@ -96,6 +96,7 @@ COMMON_VARIANT_KEYS = frozenset(
         "concurrency",
         "batch_size",
         "threads",
+        "python",
     }
 )
 

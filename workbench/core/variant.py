@@ -27,6 +27,9 @@ class Variant:
     #: CPU threads for the variant's compute (torch intra-op threads in its worker; runtimes with their
     #: own thread pool, e.g. llama.cpp, read it too); None = the library's default (one per core)
     threads: int | None = None
+    #: the Python interpreter its worker process runs with (another virtual environment, with its own
+    #: library versions); None = the interpreter running the workbench
+    python: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     #: the strategy's ``Config`` instance built from ``params``
     config: Any = None
@@ -48,5 +51,6 @@ class Variant:
             "concurrency": self.concurrency,
             "batch_size": self.batch_size,
             **({"threads": self.threads} if self.threads is not None else {}),
+            **({"python": self.python} if self.python is not None else {}),
             **self.params,
         }

@@ -18,6 +18,7 @@ from workbench.report.formatting import (
     acceptance_text,
     environment_lines,
     host_environment,
+    libraries,
     match_text,
     mde_text,
     timing_cells,
@@ -157,6 +158,10 @@ def _variants_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
         ]
         for v in analysis.variants
     ]
+    if any(v.get("python") for v in analysis.variants):  # some ran in another Python environment
+        headers += ["python", "libraries"]
+        for row, v in zip(rows, analysis.variants, strict=True):
+            row += [v.get("python") or "(the workbench's)", libraries(v.get("packages"))]
     return headers, rows
 
 

@@ -11,6 +11,7 @@ __all__ = [
     "environment_lines",
     "fmt",
     "host_environment",
+    "libraries",
     "machine_line",
     "match_text",
     "ratio",
@@ -128,6 +129,16 @@ def machine_line(host: dict[str, Any]) -> str:
         f"{_hardware(host)}; torch {packages.get('torch')}, transformers {packages.get('transformers')}"
         f"{threads}"
     )
+
+
+def libraries(packages: Any) -> str:
+    """A variant's ``packages`` (JSON) as the versions that matter most: transformers and torch."""
+    try:
+        versions = json.loads(packages) if isinstance(packages, str) else packages or {}
+    except ValueError:
+        versions = {}
+    found = [f"{name} {versions[name]}" for name in ("transformers", "torch") if name in versions]
+    return ", ".join(found) or "-"
 
 
 def environment_lines(host: dict[str, Any]) -> list[str]:

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.report.formatting import acceptance_text, fmt, match_text, mde_text, ratio, timing_cells
+from workbench.report.formatting import (
+    acceptance_text,
+    fmt,
+    libraries,
+    match_text,
+    mde_text,
+    ratio,
+    timing_cells,
+)
 
 __all__ = [
     "comparison_table",
@@ -50,6 +58,13 @@ def variants_table(variants: Sequence[dict[str, Any]]) -> Table:
         ]
         for v in variants
     ]
+    if any(v.get("python") for v in variants):  # some ran in another Python environment: say which
+        headers += ["python", "libraries"]
+        for row, v in zip(rows, variants, strict=True):
+            row += [
+                short(v["python"]) if v.get("python") else "(the workbench's)",
+                libraries(v.get("packages")),
+            ]
     return headers, rows
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from workbench.core.device import Device
 
-__all__ = ["snapshot"]
+__all__ = ["package_versions", "snapshot"]
 
 _PACKAGES = (
     "torch",
@@ -52,7 +52,8 @@ def _memory_gb() -> float | None:
         return None
 
 
-def _versions() -> dict[str, str]:
+def package_versions() -> dict[str, str]:
+    """The versions of the libraries a run's numbers depend on, as installed in this interpreter."""
     versions = {}
     for name in _PACKAGES:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
@@ -66,10 +67,11 @@ def snapshot(device: Device | None = None) -> dict[str, Any]:
         "host": platform.node(),
         "os": platform.platform(),
         "python": sys.version.split()[0],
+        "executable": sys.executable,
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "memory_gb": _memory_gb(),
-        "packages": _versions(),
+        "packages": package_versions(),
     }
     torch = sys.modules.get("torch")
     if torch is not None:

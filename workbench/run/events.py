@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 __all__ = [
+    "PROTOCOL",
     "Cancelled",
     "Event",
     "EventError",
@@ -27,6 +28,12 @@ __all__ = [
     "UnitDone",
     "parse_event",
 ]
+
+
+#: The version of what parent and worker say to each other (these events, the job and the commands).
+#: A worker in another Python environment (a variant's ``python``) must speak the same: the parent
+#: checks it before the run (:mod:`workbench.run.interpreter`). Bump it when a message changes shape.
+PROTOCOL = 1
 
 
 class EventError(ValueError):

@@ -27,9 +27,11 @@ from workbench import __version__
 from workbench.analysis.paired import widest_ci
 from workbench.core.config import model_source_fields
 from workbench.core.errors import StrategyError, WorkbenchError
+from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.design import Block, Unit, block_schedule, interleaved_schedule, sequential_schedule
 from workbench.run.disturbance import judge
+from workbench.run.interpreter import child_environment, command, probe
 from workbench.run.plan import TrialPlan, VariantPlan, plan_run
 from workbench.spec.parse import AUTO_MIN_REPETITIONS, Spec
 from workbench.store import Store
@@ -89,6 +91,7 @@ class RunExecutor:
         self._active: _Worker | None = None  # the one loading or running a unit now
         self._state: list[_VariantState] = []
         self._environment: dict[str, Any] = {}
+        self._host_elsewhere = False  # the environment's host was seen from another interpreter
         self._positions: dict[int | None, int] = {}  # units dispatched per round so far
         self._checked = 0  # repetitions = "auto": the repetition count last looked at
         self.run_id: int | None = None
@@ -145,6 +148,7 @@ class RunExecutor:
                     "concurrency": v.concurrency,
                     "batch_size": v.batch_size,
                     "threads": v.threads,
+                    "python": v.python,
                     "sweep_param": v.sweep_param,
                     "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },
@@ -364,18 +368,38 @@ class RunExecutor:
     def _on_loaded(self, state: _VariantState, event: ev.Loaded) -> None:
         variant = state.plan.variant
         loaded = event.variant_fields()
-        self._environment.setdefault("host", event.environment)
+        environment = event.environment
+        # The machine: as a worker in the workbench's own interpreter saw it (one in another Python
+        # environment has other libraries); the first variant's until one of those loads.
+        if "host" not in self._environment or (self._host_elsewhere and variant.python is None):
+            self._environment["host"] = environment
+            self._host_elsewhere = variant.python is not None
         entry = dict(loaded)
-        if "torch_threads" in event.environment:  # per variant: its `threads` may differ
-            entry["torch_threads"] = event.environment["torch_threads"]
+        if "torch_threads" in environment:  # per variant: its `threads` may differ
+            entry["torch_threads"] = environment["torch_threads"]
+        if variant.python is not None:  # another Python environment: its own libraries
+            entry.update(
+                python=variant.python,
+                python_version=environment.get("python"),
+                packages=environment.get("packages", {}),
+            )
         self._environment.setdefault("variants", {})[variant.name] = entry
         server = json.dumps(loaded["server"]) if loaded["server"] is not None else None
+        packages = json.dumps(environment["packages"]) if environment.get("packages") else None
         self.store.update_variant(
             self.run_id,  # type: ignore[arg-type]
             variant.name,
-            {**loaded, "server": server, "status": "loaded"},
+            {**loaded, "server": server, "packages": packages, "status": "loaded"},
         )
-        self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s")
+        where = ""
+        if variant.python is not None:
+            libraries = ", ".join(
+                f"{name} {environment.get('packages', {})[name]}"
+                for name in ("transformers", "torch")
+                if name in environment.get("packages", {})
+            )
+            where = f" (python {variant.python}{': ' + libraries if libraries else ''})"
+        self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s{where}")
 
     def _on_event(self, state: _VariantState, event: ev.Event, position: int) -> None:
         if isinstance(event, ev.TrialDone):
@@ -522,14 +546,11 @@ class _Worker:
             kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
         else:
             kwargs["start_new_session"] = True  # the terminal's Ctrl-C reaches only us; we forward it
-        env = {
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "WORKBENCH_WORKER": str(state.loads),  # which of the variant's processes this is (0 = first)
-        }
+        python = state.plan.variant.python  # None: the workbench's own (another: isolated)
         self.proc = subprocess.Popen(
-            [executor._python, "-m", "workbench.run.worker"],
+            command(python, "workbench.run.worker")
+            if python
+            else [executor._python, "-m", "workbench.run.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -537,7 +558,8 @@ class _Worker:
             encoding="utf-8",
             errors="replace",
             bufsize=1,
-            env=env,
+            # which of the variant's processes this is (0 = the first)
+            env={**child_environment(), "WORKBENCH_WORKER": str(state.loads)},
             **kwargs,
         )
         with executor._lock:
@@ -643,18 +665,22 @@ def preflight_spec(spec: Spec) -> None:
     from workbench.core import registry
     from workbench.spec.sources import parse_source, preflight
 
+    elsewhere: dict[str, list[Variant]] = {}  # variants whose worker runs in another interpreter
     for v in spec.variants:
         strategy_cls = registry.get(v.strategy_ref or v.strategy)
-        strategy = strategy_cls()
-        reason = strategy.available()
-        if reason:
-            raise StrategyError(
-                f"variant '{v.name}': strategy '{v.strategy}' is not available here: {reason}"
-            )
-        try:
-            strategy.preflight(v)
-        except WorkbenchError as exc:
-            raise type(exc)(f"variant '{v.name}': {exc}") from None
+        if v.python is not None:  # its strategy is checked where it will run
+            elsewhere.setdefault(v.python, []).append(v)
+        else:
+            strategy = strategy_cls()
+            reason = strategy.available()
+            if reason:
+                raise StrategyError(
+                    f"variant '{v.name}': strategy '{v.strategy}' is not available here: {reason}"
+                )
+            try:
+                strategy.preflight(v)
+            except WorkbenchError as exc:
+                raise type(exc)(f"variant '{v.name}': {exc}") from None
         sources = [v.model] if strategy_cls.requires_model else []
         sources += [getattr(v.config, name) for name in model_source_fields(v.config)]
         for source in sources:
@@ -662,6 +688,8 @@ def preflight_spec(spec: Spec) -> None:
                 preflight(parse_source(source))
             except WorkbenchError as exc:
                 raise type(exc)(f"variant '{v.name}': {exc}") from None
+    for python, variants in elsewhere.items():
+        probe(python, variants)
 
 
 def run_spec(spec: Spec, store: Store, **kwargs: Any) -> RunResult:

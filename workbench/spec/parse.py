@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
+import shutil
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -416,6 +418,7 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         concurrency=concurrency,
         batch_size=batch_size,
         threads=_threads(data, where),
+        python=_python(data, where, base_dir),
         params=params,
         config=config,
         sweep_param=sweep[0] if sweep else None,
@@ -561,6 +564,36 @@ def _threads(data: dict[str, Any], where: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SpecError(f"{where}: 'threads' must be a whole number of at least 1, got {value!r}")
     return value
+
+
+def _python(data: dict[str, Any], where: str, base_dir: Path | None) -> str | None:
+    """``python``: the interpreter the variant's worker runs with, as an absolute path (a venv's
+    ``bin/python`` is a link to its base interpreter: not resolved, or the venv would be lost). A
+    path relative to the spec, or a command found on PATH. Whether it runs and has the workbench is
+    checked before the run starts (:func:`workbench.run.interpreter.probe`)."""
+    value = data.get("python")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{where}: 'python' must be the path of a Python interpreter, got {value!r}")
+    value = value.strip()
+    if os.sep not in value and "/" not in value and not value.startswith("~"):
+        found = shutil.which(value)
+        if found is None:
+            raise SpecError(f"{where}: 'python' {value!r} is not a path and not a command on PATH")
+        return os.path.abspath(found)
+    path = Path(value).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    path = Path(os.path.abspath(path))
+    if path.is_dir():
+        hint = path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+        raise SpecError(f"{where}: 'python' {path} is a folder; give its interpreter, e.g. {hint}")
+    if not path.exists():
+        raise SpecError(f"{where}: 'python' {path} does not exist")
+    if not os.access(path, os.X_OK):
+        raise SpecError(f"{where}: 'python' {path} is not executable")
+    return str(path)
 
 
 def _request_count(data: dict[str, Any], key: str, where: str, supported: bool, refusal: str) -> int:

@@ -246,3 +246,13 @@ def m012_worker_process(db: Database) -> None:
     trials of one process pair as a cluster (docs/analysis.md "Processes")."""
     db.table("trials").add_column("worker", int)
     db.table("runs").add_column("workers", str)  # per-repetition | one: what the run used
+
+
+@migrations()
+def m013_python(db: Database) -> None:
+    """A variant's worker may run in another Python environment (``python`` in the spec): which
+    interpreter, and the library versions every variant's worker had (docs/runtimes.md)."""
+    variants = db.table("variants")
+    variants.add_column("python", str)  # the interpreter its worker ran with; NULL = the workbench's own
+    # JSON {name: version} of its worker's libraries (torch, transformers...)
+    variants.add_column("packages", str)
