@@ -1,0 +1,177 @@
+"""Does drafting pay? The break-even analysis of speculative variants (workbench.analysis.drafting): the
+cost model on steps with known costs, the unit (own plain steps or the paired baseline), variable and
+zero draft lengths, the advice; then through a real run of the fake draft → verify loop into `show`,
+the JSON, the report and the charts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.analysis.drafting import MIN_PLAIN_STEPS, break_even, drafting_advice, pct
+from workbench.analysis.paired import PairedEstimate
+from workbench.analysis.summary import GroupSummary
+
+
+def _trial(tid, variant, prompt, rep=0, workload="code", **kw):
+    return {
+        "id": tid,
+        "variant": variant,
+        "workload": workload,
+        "prompt_id": prompt,
+        "repetition": rep,
+        "status": "ok",
+        "warmup": 0,
+        **kw,
+    }
+
+
+def _summary(variant, workload, value, lo=None, hi=None):
+    s = GroupSummary(variant, workload, 1, 0)
+    s.speedup_decode = PairedEstimate(value, lo, hi, 4)
+    return s
+
+
+def test_costs_break_even_and_positions_from_known_steps():
+    # T1 = 10 ms (the plain steps' verify); a 4-token draft costs 2 ms (D = 0.2), its verify 14 ms (V = 1.4)
+    trials = [_trial(1, "spec", "p0", decode_ms=0.0), _trial(2, "base", "p0", tpot_ms=12.0)]
+    plain = [(1, 1, 0, 0, None, 10.0)] * MIN_PLAIN_STEPS
+    drafted = [(1, 1 + a, 4, a, 2.0, 14.0) for a in (4, 4, 3, 2, 1, 0, 0, 0)]
+    trials[0]["decode_ms"] = sum((d or 0) + v for *_, d, v in plain + drafted) + 0.5 * 13  # 0.5 ms outside
+    (b,) = break_even(trials, plain + drafted, [_summary("spec", "code", 1.2, 1.1, 1.3)], "base")
+    assert (b.variant, b.workload, b.unit, b.target_step_ms) == ("spec", "code", "plain steps", 10.0)
+    assert b.baseline_step_ms == 12.0  # reported beside, not the unit: the variant has its own plain steps
+    assert (b.steps, b.plain_steps, b.proposed, b.accepted) == (13, 5, 32, 14)
+    lengths = {x.k: x for x in b.lengths}
+    assert set(lengths) == {0, 4}
+    four = lengths[4]
+    assert four.draft_cost == pytest.approx(0.2) and four.verify_cost == pytest.approx(1.4)
+    assert four.break_even == pytest.approx((0.2 + 1.4 - 1) / 4)  # 15 % needed
+    assert four.acceptance == pytest.approx(14 / 32)
+    assert four.speedup == pytest.approx((1 + 14 / 8) / 1.6)
+    assert lengths[0].cost == pytest.approx(1.0) and lengths[0].break_even is None
+    assert b.needed == pytest.approx(0.15)
+    assert b.draft_cost_per_token == pytest.approx(0.05)
+    assert b.verify_fit == pytest.approx((1.0, 0.1))  # V(0) = 1, V(4) = 1.4 on a line
+    assert b.predicted_speedup == pytest.approx((5 + 8 + 14) / (5 * 1.0 + 8 * 1.6))
+    assert b.overhead == pytest.approx(0.5 / 10)
+    # acceptance by position: of the steps drafting >= i tokens, the share accepting the first i
+    assert [(p.position, p.reached, p.accepted) for p in b.positions] == [
+        (1, 8, 5),
+        (2, 8, 4),
+        (3, 8, 3),
+        (4, 8, 2),
+    ]
+    assert b.verdict == "pays"  # the measured CI excludes 1
+    data = b.to_dict()
+    assert data["lengths"][1]["break_even"] == pytest.approx(0.15)
+    assert data["measured_speedup"]["value"] == 1.2 and data["verdict"] == "pays"
+    json.dumps(data)
+
+
+def test_unit_is_the_paired_baseline_step_without_enough_plain_steps():
+    # two prompts whose baseline steps differ: each trial's steps are measured in its own pair's T1
+    trials = [
+        _trial(1, "spec", "short"),
+        _trial(2, "spec", "long"),
+        _trial(3, "base", "short", tpot_ms=10.0),
+        _trial(4, "base", "long", tpot_ms=20.0),
+    ]
+    steps = [(1, 2, 2, 1, 1.0, 12.0), (1, 1, 0, 0, None, 10.0), (2, 3, 2, 2, 2.0, 24.0)]
+    (b,) = break_even(trials, steps, (), "base")
+    assert b.unit == "baseline" and b.target_step_ms == 15.0
+    two = next(x for x in b.lengths if x.k == 2)
+    assert two.draft_cost == pytest.approx(0.1) and two.verify_cost == pytest.approx(1.2)
+    assert two.break_even == pytest.approx(0.15)
+    assert b.measured_speedup is None and b.verdict == "pays"  # no measurement: the prediction decides
+    assert b.predicted_speedup == pytest.approx((2 + 1 + 3) / (1.3 + 1.0 + 1.3))
+
+
+def test_variable_draft_lengths_are_bucketed():
+    trials = [_trial(1, "lookup", "p")]
+    steps = [(1, 1, 0, 0, 0.1, 10.0)] * 6 + [(1, 3, 2, 2, 0.1, 11.0)] * 5 + [(1, 1, 6, 0, 0.1, 13.0)] * 5
+    (b,) = break_even(trials, steps)
+    lengths = {x.k: x for x in b.lengths}
+    assert set(lengths) == {0, 2, 6}
+    assert lengths[2].acceptance == 1.0 and lengths[6].acceptance == 0.0
+    assert lengths[2].break_even == pytest.approx((0.01 + 1.1 - 1) / 2)
+    assert lengths[6].break_even == pytest.approx((0.01 + 1.3 - 1) / 6)
+    # the mix's needed acceptance weighs each length by its steps and tokens
+    assert b.needed == pytest.approx((5 * 0.11 + 5 * 0.31) / (5 * 2 + 5 * 6))
+    assert b.acceptance == pytest.approx(10 / 40)
+    # positions 1-2 reached by every drafted step, 3-6 only by the 6-token drafts (never accepted)
+    assert [(p.position, p.reached, p.accepted) for p in b.positions][:3] == [
+        (1, 10, 5),
+        (2, 10, 5),
+        (3, 5, 0),
+    ]
+    assert b.best_k == 2  # a fixed k = 2 is the best the positions and costs predict
+    assert b.best_speedup == pytest.approx((1 + 0.5 + 0.5) / lengths[2].cost)
+
+
+def test_steps_without_timings_still_give_acceptance():
+    trials = [_trial(1, "spec", "p")]
+    (b,) = break_even(trials, [(1, 3, 2, 2, None, None)] * 3, [_summary("spec", "code", 0.9)])
+    assert b.unit is None and b.lengths == [] and b.needed is None and b.predicted_speedup is None
+    assert b.acceptance == 1.0 and b.positions[0].rate == 1.0
+    assert b.verdict == "loses"  # from the measured speed-up alone (no CI: its value)
+
+
+def test_non_drafting_variants_and_other_trials_are_left_out():
+    trials = [_trial(1, "base", "p", tpot_ms=10.0), _trial(2, "spec", "p")]
+    steps = [(2, 1, 0, 0, None, 10.0)] * 6 + [(99, 3, 2, 2, 1.0, 12.0)]  # trial 99: not a measured one
+    assert break_even(trials, steps, (), "base") == []  # spec never drafted; 99 is ignored
+
+
+def test_advice_names_where_drafting_paid_and_what_was_needed():
+    def run(workload, accepted_each, speedup, lo, hi):
+        trials = [_trial(1, "lookup", "p", workload=workload)]
+        steps = [(1, 1, 0, 0, 0.0, 10.0)] * 5 + [(1, 1 + a, 4, a, 0.0, 13.0) for a in accepted_each]
+        return break_even(trials, steps, [_summary("lookup", workload, speedup, lo, hi)])[0]
+
+    code = run("code", [4, 4, 3, 4] * 3, 2.8, 2.5, 3.1)
+    chat = run("chat", [0] * 15 + [1], 0.85, 0.8, 0.9)
+    assert chat.needed == pytest.approx(0.3 / 4) and chat.acceptance == pytest.approx(1 / 64)
+    lines = drafting_advice([code, chat])
+    assert lines[0] == (
+        "lookup: drafting paid on code (2.80x decode: acceptance 94 % ≥ 8 % needed); "
+        "not on chat (0.85x decode: acceptance 2 % < 8 % needed)."
+    )
+    (hint,) = [line for line in lines[1:] if line.startswith("lookup on chat")]
+    # k = 1 would need 7.5 % at position 1 (the fitted verify cost 1.075): 1 in 16 is not enough
+    assert hint == (
+        "lookup on chat: no draft length pays here: even the first draft token is accepted only 6 % "
+        "(8 % needed); decode plainly (k = 0) on prompts like these."
+    )
+    assert not any(line.startswith("lookup on code") for line in lines)  # it paid, as predicted
+
+
+def test_advice_prefers_shorter_drafts_when_they_would_pay():
+    # the first two positions are accepted, the rest never: k = 6 loses, k = 2 would pay
+    trials = [_trial(1, "spec", "p")]
+    steps = [(1, 1, 0, 0, 0.0, 10.0)] * 5 + [(1, 3, 6, 2, 6.0, 16.0)] * 10 + [(1, 3, 2, 2, 2.0, 12.0)] * 5
+    (b,) = break_even(trials, steps, [_summary("spec", "code", 0.95, 0.9, 1.0)])
+    assert b.verdict == "unclear" and b.best_k == 2
+    hint = drafting_advice([b])[-1]
+    assert b.best_speedup == pytest.approx(3 / 1.4)  # 1 + 2 accepted per step for D + V = 0.2 + 1.2
+    assert hint.startswith("spec on code: shorter drafts would pay: at k = 2") and "2.14x" in hint
+
+
+def test_advice_explains_a_prediction_that_missed():
+    trials = [_trial(1, "spec", "p", decode_ms=0.0)]
+    steps = [(1, 1, 0, 0, 0.0, 10.0)] * 5 + [(1, 4, 3, 3, 3.0, 12.0)] * 10
+    trials[0]["decode_ms"] = 5 * 10.0 + 10 * 15.0 + 15 * 5.0  # 5 ms per step outside draft and verify
+    (b,) = break_even(trials, steps, [_summary("spec", "code", 1.6, 1.5, 1.7)])
+    assert b.predicted_speedup == pytest.approx(45 / 20)
+    assert b.overhead == pytest.approx(0.5)
+    (line, hint) = drafting_advice([b])
+    assert line.startswith("spec: drafting paid on code (1.60x decode")
+    assert hint == (
+        "spec on code: predicted 2.25x from acceptance and costs, measured 1.60x: the loop spends 0.50 "
+        "target steps per step outside draft and verify."
+    )
+
+
+def test_pct():
+    assert pct(0.314) == "31 %" and pct(1.4) == "> 100 %" and pct(-0.2) == "0 %" and pct(None) == "–"
