@@ -175,3 +175,160 @@ def test_advice_explains_a_prediction_that_missed():
 
 def test_pct():
     assert pct(0.314) == "31 %" and pct(1.4) == "> 100 %" and pct(-0.2) == "0 %" and pct(None) == "–"
+
+
+# -- through a real run of the fake draft -> verify loop ---------------------------------------------
+
+#: a baseline and two drafting variants with known costs: a draft token costs 0.25 of a target step
+#: (0.5 ms of 2 ms), verifying it 0.1 more (0.2 ms), so drafting breaks even at 35 % acceptance
+DRAFTING_SPEC = """
+name = "fake drafting"
+repetitions = 2
+warmup = 0
+
+[[variants]]
+name = "baseline"
+strategy = "fake"
+prefill_ms = 1
+decode_ms_per_token = 2
+
+[[variants]]
+name = "good"
+strategy = "fake"
+prefill_ms = 1
+decode_ms_per_token = 2
+draft_tokens = 4
+acceptance = 0.9
+draft_ms_per_token = 0.5
+verify_ms_per_token = 0.2
+plain_every = 4
+
+[[variants]]
+name = "bad"
+strategy = "fake"
+prefill_ms = 1
+decode_ms_per_token = 2
+draft_tokens = 4
+acceptance = 0.05
+draft_ms_per_token = 0.5
+verify_ms_per_token = 0.2
+plain_every = 4
+
+[[workloads]]
+name = "code"
+limit = 2
+max_new_tokens = 32
+"""
+
+
+@pytest.fixture(scope="module")
+def drafting_db(tmp_path_factory):
+    from workbench.run.execute import RunExecutor
+    from workbench.spec.parse import parse_spec
+    from workbench.store import Store
+
+    path = tmp_path_factory.mktemp("drafting") / "results.db"
+    with Store(path) as store:
+        result = RunExecutor(parse_spec(DRAFTING_SPEC), store).run()
+    assert result.status == "ok", result.errors
+    return path
+
+
+def test_a_fake_run_recovers_the_injected_costs(drafting_db):
+    from workbench.analysis.run import analyze_run
+    from workbench.store import Store
+
+    with Store(drafting_db, create=False) as store:
+        analysis = analyze_run(store, None)
+    by = {b.variant: b for b in analysis.break_even}
+    assert set(by) == {"good", "bad"}  # the baseline never drafts
+    for b in by.values():
+        # its own plain steps (every 4th step, and the last where the budget leaves no room) are T1
+        assert b.unit == "plain steps" and b.target_step_ms == pytest.approx(2.0)
+        assert b.plain_steps >= MIN_PLAIN_STEPS and b.baseline_step_ms == pytest.approx(2.0, rel=0.25)
+        assert b.draft_cost_per_token == pytest.approx(0.25)
+        assert b.verify_fit == pytest.approx((1.0, 0.1))
+        assert b.needed == pytest.approx(0.35)
+        four = next(x for x in b.lengths if x.k == 4)
+        assert four.cost == pytest.approx(1 + 0.4 + 1.0) and four.break_even == pytest.approx(0.35)
+        assert b.positions[0].position == 1 and b.positions[0].reached == b.drafted_steps
+    assert by["good"].acceptance > 0.6 and by["bad"].acceptance < 0.2
+    # far from 1 either way: the measured decode speed-up agrees with the verdict of the break-even
+    assert by["good"].verdict == "pays" and by["bad"].verdict == "loses"
+    assert by["good"].measured_speedup.value == pytest.approx(by["good"].predicted_speedup, rel=0.25)
+    data = analysis.to_dict()
+    assert [row["variant"] for row in data["break_even"]] == ["good", "bad"]
+    assert data["drafting_advice"][0].startswith("good: drafting paid on code (")
+    assert data["drafting_advice"][1].startswith("bad: drafting did not pay on code (")
+    assert "< 35 % needed" in data["drafting_advice"][1]
+    json.dumps(data, default=str)
+
+
+def test_show_prints_the_break_even_table_and_advice(drafting_db):
+    from click.testing import CliRunner
+
+    from workbench.cli import cli
+
+    result = CliRunner().invoke(cli, ["show", "--db", str(drafting_db)])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "Does drafting pay? (speculative variants; costs in target steps T1)" in out
+    header = next(line for line in out.splitlines() if line.startswith("variant") and "needed" in line)
+    assert "predicted" in header and "measured" in header and "best k" in header
+    rows = [line.split() for line in out.splitlines() if line.startswith(("good ", "bad ")) and "%" in line]
+    assert any(r[0] == "good" and "35" in r for r in rows)  # the needed acceptance, 35 %
+    assert "Per draft length" in out
+    assert "  - good: drafting paid on code" in out
+    js = CliRunner().invoke(cli, ["show", "--db", str(drafting_db), "--json"])
+    assert {row["variant"] for row in json.loads(js.output)["break_even"]} == {"good", "bad"}
+
+
+def test_the_report_and_the_chart_show_it(drafting_db):
+    from workbench.analysis.run import analyze_run
+    from workbench.charts import DraftPositionChart, run_charts
+    from workbench.report.documents import html_report, markdown_report
+    from workbench.store import Store
+
+    with Store(drafting_db, create=False) as store:
+        analysis = analyze_run(store, None)
+    charts = run_charts(analysis)
+    (chart,) = [c for c in charts if isinstance(c, DraftPositionChart)]
+    assert chart.name == "draft-positions" and chart.workloads == ("code",)
+    assert {s.variant for s in chart.series} == {"good", "bad"}
+    rows = chart.rows()
+    first = next(r for r in rows if r["variant"] == "good" and r["position"] == 1)
+    good = next(b for b in analysis.break_even if b.variant == "good")
+    assert first["accepted_pct"] == pytest.approx(100 * good.positions[0].rate)
+    assert first["needed_pct"] == pytest.approx(35.0)
+    md = markdown_report(analysis, {"draft-positions": "draft-positions.png"}, charts)
+    section = md.split("## Does drafting pay?")[1]
+    assert "![Acceptance by draft position" in section.split("##")[0]
+    assert "| good | code |" in section and "- good: drafting paid on code" in section
+    html = html_report(analysis, {}, charts)
+    assert "<h2>Does drafting pay?</h2>" in html and "bad: drafting did not pay on code" in html
+    assert "## Charts" not in md or "draft-positions.png" not in md.split("## Charts")[1]
+
+
+def test_the_gui_acceptance_tab_shows_the_chart_the_table_and_the_advice(
+    qtbot, drafting_db, tmp_path, monkeypatch
+):
+    pytest.importorskip("PySide6")
+    from workbench.gui.chartview import CHART_TABS
+    from workbench.gui.main_window import MainWindow
+    from workbench.gui.settings import GuiSettings
+
+    monkeypatch.setenv("WORKBENCH_GUI_SETTINGS", str(tmp_path / "gui.ini"))
+    window = MainWindow(drafting_db, settings=GuiSettings())
+    qtbot.addWidget(window, before_close_func=lambda w: w.stop_run_and_wait())
+    window.show()
+    qtbot.waitUntil(lambda: window.is_ready and window.results is not None, timeout=30_000)
+    tab = [title for title, _, _ in CHART_TABS].index("Acceptance")
+    window.charts.setCurrentIndex(tab)
+    window.charts.draw_all()
+    note = window.charts.notes[tab]
+    assert note.isVisibleTo(window.charts)
+    text = note.text()
+    assert "Does drafting pay?" in text and "good: drafting paid on code" in text
+    assert "<table" in text and "35 %" in text
+    assert "draft-positions" in window.charts.widgets
+    assert not any(n.isVisibleTo(window.charts) for i, n in enumerate(window.charts.notes) if i != tab)
