@@ -332,3 +332,23 @@ def test_the_gui_acceptance_tab_shows_the_chart_the_table_and_the_advice(
     assert "<table" in text and "35 %" in text
     assert "draft-positions" in window.charts.widgets
     assert not any(n.isVisibleTo(window.charts) for i, n in enumerate(window.charts.notes) if i != tab)
+
+
+def test_hovering_a_draft_position_reads_its_acceptance(qtbot, drafting_db):
+    pytest.importorskip("PySide6")
+    from workbench.analysis.run import analyze_run
+    from workbench.charts import DraftPositionChart, run_charts
+    from workbench.gui import charts
+    from workbench.gui.chartview import describe
+    from workbench.store import Store
+
+    with Store(drafting_db, create=False) as store:
+        (chart,) = [c for c in run_charts(analyze_run(store, None)) if isinstance(c, DraftPositionChart)]
+    widget = charts.build(chart)
+    qtbot.addWidget(widget)
+    plot = charts.plot_items(widget)[0]
+    text = describe(chart, plot, 1.1, 50)
+    good = next(s for s in chart.series if s.variant == "good")
+    assert text.startswith("<b>draft position 1</b>")
+    assert f"good on code: {good.rates[0]:.0f} % accepted (of {good.reached[0]} steps)" in text
+    assert describe(chart, plot, 1.5, 50) is None  # between positions

@@ -374,6 +374,18 @@ def describe(chart: cd.Chart, plot: Any, x: float, y: float) -> str | None:
             return None
         steps = chart.counts[variants[i]][length]
         return f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {share:.0f} % of steps ({steps})"
+    if isinstance(chart, cd.DraftPositionChart):
+        position = round(x)
+        rows = [
+            (s, s.rates[s.positions.index(position)], s.reached[s.positions.index(position)])
+            for s in chart.series
+            if position in s.positions
+        ]
+        if not rows or abs(x - position) > 0.3 or not -5 <= y <= 105:
+            return None
+        lines = [f"<b>draft position {position}</b>"]
+        lines += [f"{s.variant} on {s.workload}: {rate:.0f} % accepted (of {n} steps)" for s, rate, n in rows]
+        return "<br>".join(lines)
     if isinstance(chart, cd.TimelineChart):
         lines = []
         for s in chart.series:
