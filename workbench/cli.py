@@ -149,7 +149,8 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
 
     Compares the baseline with int8 weights (quantized), prompt lookup and a draft model
     (speculative) on chat, summarise and code prompts, and prints the table with speed-ups,
-    acceptance and match columns, the phase of each workload and advice. The spec it runs is
+    acceptance and match columns, the phase of each workload and advice, and whether drafting
+    paid (acceptance against the break-even of its measured costs). The spec it runs is
     resources/specs/demo.toml (copy it to start your own). Then opens the desktop app on the run,
     where there is a display.
     """
@@ -375,8 +376,10 @@ def runs(db: Path | None, as_json: bool) -> None:
 def show(
     run_ref: str, db: Path | None, baseline: str | None, exclude_disturbed: bool | None, as_json: bool
 ) -> None:
-    """One run: its environment, variants and metrics per variant × workload, the phases, and the
-    experience targets (verdicts, goodput, what would it take). RUN is an id, a name or 'latest'."""
+    """One run: its environment, variants and metrics per variant × workload, the phases, whether
+    drafting paid (speculative variants: acceptance by draft position, draft and verify costs, the
+    break-even, predicted vs measured), and the experience targets (verdicts, goodput, what would it
+    take). RUN is an id, a name or 'latest'."""
     store = _open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
     variants = store.variants(run_row["id"])
