@@ -142,7 +142,7 @@ def test_advice_names_where_drafting_paid_and_what_was_needed():
     # k = 1 would need 7.5 % at position 1 (the fitted verify cost 1.075): 1 in 16 is not enough
     assert hint == (
         "lookup on chat: no draft length pays here: even the first draft token is accepted only 6 % "
-        "(8 % needed); decode plainly (k = 0) on prompts like these."
+        "(7 % needed at k = 1); decode plainly (k = 0) on prompts like these."
     )
     assert not any(line.startswith("lookup on code") for line in lines)  # it paid, as predicted
 
@@ -156,6 +156,24 @@ def test_advice_prefers_shorter_drafts_when_they_would_pay():
     hint = drafting_advice([b])[-1]
     assert b.best_speedup == pytest.approx(3 / 1.4)  # 1 + 2 accepted per step for D + V = 0.2 + 1.2
     assert hint.startswith("spec on code: shorter drafts would pay: at k = 2") and "2.14x" in hint
+
+
+def test_advice_blames_the_cost_when_even_full_acceptance_cannot_pay():
+    # every draft token accepted, but drafting one costs 1.2 target steps: no acceptance could pay
+    trials = [_trial(1, "spec", "p")]
+    steps = [(1, 1, 0, 0, 0.0, 10.0)] * 5 + [(1, 4, 3, 3, 36.0, 13.0)] * 10
+    (b,) = break_even(trials, steps, [_summary("spec", "code", 0.7, 0.6, 0.8)])
+    assert b.acceptance == 1.0 and b.needed == pytest.approx((3.6 + 1.3 - 1) / 3) and b.needed > 1
+    assert b.needed_at(1) == pytest.approx(1.2 + 0.1)  # from c_d and the fitted verify line
+    line, hint = drafting_advice([b])
+    assert line == (
+        "spec: drafting did not pay on code (0.70x decode: acceptance 100 %, no acceptance could pay its costs)."
+    )
+    assert hint == (
+        "spec on code: no draft length pays here at this cost: a drafted token costs 1.20 target steps to "
+        "draft, a one-token draft > 100 % acceptance to break even; a cheaper draft would pay, else decode "
+        "plainly (k = 0)."
+    )
 
 
 def test_advice_explains_a_prediction_that_missed():

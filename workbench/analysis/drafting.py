@@ -20,11 +20,13 @@ draft lengths the needed acceptance is ``Σ n_k (D(k) + V(k) − 1) / Σ n_k k``
 length ``k``), the figure its measured acceptance (Σ accepted / Σ proposed) is compared with.
 
 ``T1`` is the median ``verify_ms`` of the variant's own plain steps (k = 0: the verify of one
-token *is* a target step) when it has at least :data:`MIN_PLAIN_STEPS` of them in the workload — a
-fixed-length draft has one at the end of every trial, where the budget leaves no room to draft —
-else the TPOT of the baseline's trial of the same prompt in the same round (the pairs of
+token *is* a target step: prompt lookup finding nothing, adaptive drafting backing off, the budget
+leaving no room) when it has at least :data:`MIN_PLAIN_STEPS` of them in the workload, else the
+TPOT of the baseline's trial of the same prompt in the same round (the pairs of
 :mod:`workbench.analysis.paired`). D and V per draft length are medians over its steps; ``c_d`` =
-Σ draft / Σ proposed; V(k) is also fitted as a line ``a + b·k`` over every step.
+Σ draft / Σ proposed; V(k) is also fitted as a line ``a + b·k`` through the per-length medians
+(weighted by their steps; without plain steps anchored at V(0) = 1, as heavily as its best-measured
+length), which prices the lengths a what-if needs but the variant hardly drafted.
 
 The **predicted** speed-up = Σ tokens / Σ (D(k_s) + V(k_s)) over the variant's decode steps: its
 measured acceptance and per-length costs, nothing else. The **measured** one is the paired decode
@@ -188,6 +190,21 @@ class BreakEven:
     def mean_draft_length(self) -> float | None:
         return self.proposed / self.drafted_steps if self.drafted_steps else None
 
+    def cost_at(self, k: int) -> float | None:
+        """D(k) + V(k) in target steps: measured at that length when it has at least
+        :data:`MIN_BUCKET_STEPS` steps, else from ``c_d`` and the fitted verify line."""
+        bucket = next((x for x in self.lengths if x.k == k), None)
+        if bucket is not None and bucket.steps >= MIN_BUCKET_STEPS and bucket.cost is not None:
+            return bucket.cost
+        if self.verify_fit is None:
+            return bucket.cost if bucket is not None else None
+        return self.verify_fit[0] + self.verify_fit[1] * k + (self.draft_cost_per_token or 0.0) * k
+
+    def needed_at(self, k: int) -> float | None:
+        """The acceptance a fixed draft of ``k`` tokens needs to break even (:meth:`cost_at`)."""
+        cost = self.cost_at(k)
+        return (cost - 1) / k if cost is not None and k > 0 else None
+
     @property
     def verdict(self) -> str | None:
         """``pays`` / ``loses`` / ``unclear``: from the measured speed-up's CI (its value when it has
@@ -338,10 +355,16 @@ def _analyse(
         result.draft_cost_per_token = sum((r[4] or 0.0) / unit[r[0]] for r in drafted) / sum(
             r[2] for r in drafted
         )
-    slope, intercept = fit_line([r[2] for r in timed], [(r[5] or 0.0) / unit[r[0]] for r in timed])
+    # V(k) as a line through the per-length medians, each counted once per step (robust to the odd
+    # slow step of a busy machine, which a fit over every step is not)
+    medians = [(x.k, x.steps, x.verify_cost) for x in result.lengths if x.verify_cost is not None]
+    if medians and not any(k == 0 for k, _, _ in medians):  # anchored where V(0) = 1 by definition
+        medians.append((0, max(n for _, n, _ in medians), 1.0))
+    slope, intercept = fit_line(
+        [k for k, n, _ in medians for _ in range(n)], [v for _, n, v in medians for _ in range(n)]
+    )
     if slope is not None and intercept is not None:
         result.verify_fit = (intercept, slope)
-    costs = {b.k: b.cost for b in result.lengths}
     with_cost = [(b, b.cost) for b in result.lengths if b.cost is not None]
     spend = sum(b.steps * cost for b, cost in with_cost)
     if spend > 0:
@@ -357,7 +380,7 @@ def _analyse(
     per_step_t1 = statistics.median(unit[r[0]] for r in timed)
     if decode_ms > 0 and len(timed) == len(rows):
         result.overhead = max(decode_ms - inside, 0.0) / len(rows) / per_step_t1
-    result.best_k, result.best_speedup = _best_length(result, costs)
+    result.best_k, result.best_speedup = _best_length(result)
     return result
 
 
@@ -373,26 +396,21 @@ def _positions(rows: Sequence[StepRow]) -> list[DraftPosition]:
     return [DraftPosition(i, reached[i], accepted[i]) for i in range(1, longest + 1) if reached[i]]
 
 
-def _best_length(result: BreakEven, costs: dict[int, float | None]) -> tuple[int | None, float | None]:
+def _best_length(result: BreakEven) -> tuple[int | None, float | None]:
     """The fixed draft length with the highest predicted speed-up: tokens per step from the
-    acceptance by position, cost measured at that length (enough steps) or from the fitted line."""
-    buckets = {b.k: b for b in result.lengths}
+    acceptance by position, the cost from :meth:`BreakEven.cost_at`."""
     best: tuple[int | None, float | None] = (None, None)
     expected = 1.0
     for p in result.positions:
         if p.reached < MIN_BUCKET_STEPS:
             break
         expected += p.rate
-        k = p.position
-        bucket = buckets.get(k)
-        cost = costs.get(k) if bucket is not None and bucket.steps >= MIN_BUCKET_STEPS else None
-        if cost is None and result.verify_fit is not None:
-            cost = result.verify_fit[0] + result.verify_fit[1] * k + (result.draft_cost_per_token or 0.0) * k
+        cost = result.cost_at(p.position)
         if cost is None or cost <= 0:
             continue
         speedup = expected / cost
         if best[1] is None or speedup > best[1]:
-            best = (k, speedup)
+            best = (p.position, speedup)
     return best
 
 
@@ -461,27 +479,33 @@ def drafting_advice(results: Sequence[BreakEven]) -> list[str]:
 def _hint(b: BreakEven) -> str | None:
     """What would do better where drafting did not pay, or why the prediction missed."""
     mean_k = b.mean_draft_length
-    if b.verdict in ("loses", "unclear") and b.positions:
-        first = b.positions[0]
-        one = next((x for x in b.lengths if x.k == 1), None)
-        if b.best_k is not None and b.best_speedup is not None and b.best_speedup > 1.02:
-            if mean_k is not None and b.best_k < mean_k - 0.5:
+    if b.verdict in ("loses", "unclear") and b.positions and b.best_speedup is not None:
+        if b.best_speedup > 1.02:
+            if b.best_k is not None and mean_k is not None and b.best_k < mean_k - 0.5:
                 return (
                     f"shorter drafts would pay: at k = {b.best_k} the acceptance by position predicts "
                     f"{b.best_speedup:.2f}x (its drafts averaged {mean_k:.1f} tokens; later positions are "
                     "accepted less)."
                 )
-        elif b.best_speedup is not None:
-            needed = one.break_even if one is not None and one.break_even is not None else b.needed
-            why = f" ({pct(needed)} needed)" if needed is not None else ""
-            already = (
+        else:
+            first = b.positions[0].rate
+            need = b.needed_at(1)
+            plain = (
                 f" (it drafted nothing on {b.plain_steps / b.steps:.0%} of its steps already)"
                 if b.steps and b.plain_steps >= 0.5 * b.steps
                 else ""
             )
+            if need is not None and (need > 1 or first >= need):  # the costs, not the acceptance
+                draft = f"{b.draft_cost_per_token or 0.0:.2f}"
+                return (
+                    f"no draft length pays here at this cost: a drafted token costs {draft} target steps to "
+                    f"draft, a one-token draft {pct(need)} acceptance to break even; a cheaper draft would "
+                    f"pay, else decode plainly (k = 0){plain}."
+                )
+            why = f" ({pct(need)} needed at k = 1)" if need is not None else ""
             return (
-                f"no draft length pays here: even the first draft token is accepted only "
-                f"{pct(first.rate)}{why}; decode plainly (k = 0) on prompts like these{already}."
+                f"no draft length pays here: even the first draft token is accepted only {pct(first)}{why}; "
+                f"decode plainly (k = 0) on prompts like these{plain}."
             )
     est = b.measured_speedup
     if (

@@ -34,7 +34,7 @@ def break_even_table(results: Sequence[Any]) -> Table:
     rows = []
     for b in results:
         fit = b.verify_fit
-        verify = f"{fit[0]:.2f} + {fit[1]:.2f}·k" if fit else "–"
+        verify = f"{fit[0]:.2f} {'−' if fit[1] < 0 else '+'} {abs(fit[1]):.2f}·k" if fit else "–"
         unit = "–"
         if b.target_step_ms is not None:
             unit = f"{fmt(b.target_step_ms, 1)} ({'plain' if b.unit == 'plain steps' else 'baseline'})"
