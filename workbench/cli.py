@@ -151,7 +151,8 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
 
     Compares the baseline with int4 weights in ONNX Runtime GenAI, prompt lookup and a draft model
     (speculative) on chat, summarise and code prompts, and prints the table with speed-ups,
-    acceptance and match columns, the phase of each workload and advice. The spec it runs is
+    acceptance and match columns, the phase of each workload and advice, and whether drafting
+    paid (acceptance against the break-even of its measured costs). The spec it runs is
     resources/specs/demo.toml (copy it to start your own). Then opens the desktop app on the run,
     where there is a display.
     """
@@ -395,8 +396,10 @@ def runs(db: Path | None, as_json: bool) -> None:
 def show(
     run_ref: str, db: Path | None, baseline: str | None, exclude_disturbed: bool | None, as_json: bool
 ) -> None:
-    """One run: its environment, variants and metrics per variant × workload, the phases, and the
-    experience targets (verdicts, goodput, what would it take). RUN is an id, a name or 'latest'."""
+    """One run: its environment, variants and metrics per variant × workload, the phases, whether
+    drafting paid (speculative variants: acceptance by draft position, draft and verify costs, the
+    break-even, predicted vs measured), and the experience targets (verdicts, goodput, what would it
+    take). RUN is an id, a name or 'latest'."""
     store = _open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
     variants = store.variants(run_row["id"])
@@ -567,6 +570,7 @@ def _print_comparison(
         for line in analysis.design.lines() if analysis.design else []:
             click.echo(textwrap.fill(line, 110, subsequent_indent="  "), err=True)
         _print_phases(analysis)
+        _print_drafting(analysis)
         _print_targets(analysis.verdicts, analysis.target_advice)
     else:
         disturbed = sum(s.n_disturbed for s in summaries)
@@ -599,6 +603,26 @@ SPEEDUP_LEGEND = (
     "trials of the same prompt in the same round, with a bootstrap 95 % CI, * when it excludes 1; MDE: "
     "the smallest e2e speed-up this run's noise would detect (95 %, 80 % power)."
 )
+
+
+def _print_drafting(analysis: Any) -> None:
+    """Does drafting pay: per speculative variant × workload, acceptance against the break-even, the
+    costs, predicted vs measured, then per draft length, then the advice."""
+    from workbench.analysis.drafting import MIN_BUCKET_STEPS
+    from workbench.report.drafting import DRAFTING_NOTE, break_even_table, draft_length_table
+
+    if not analysis.break_even:
+        return
+    click.echo()
+    click.echo("Does drafting pay? (speculative variants; costs in target steps T1)")
+    click.echo(text_table(*break_even_table(analysis.break_even)))
+    headers, rows = draft_length_table(analysis.break_even, MIN_BUCKET_STEPS)
+    if rows:
+        click.echo(f"Per draft length (lengths with at least {MIN_BUCKET_STEPS} steps):")
+        click.echo(text_table(headers, rows))
+    click.echo(textwrap.fill(DRAFTING_NOTE, 110), err=True)
+    for line in analysis.drafting_advice:
+        click.echo(textwrap.fill(line, 110, initial_indent="  - ", subsequent_indent="    "))
 
 
 def _print_phases(analysis: Any) -> None:

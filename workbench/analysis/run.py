@@ -119,6 +119,11 @@ class RunAnalysis:
     verdicts: list[Any] = field(default_factory=list)
     target_advice: dict[str, list[str]] = field(default_factory=dict)
 
+    # does drafting pay? (workbench.analysis.drafting) a BreakEven per speculative variant × workload,
+    # and the advice lines drawn from them
+    break_even: list[Any] = field(default_factory=list)
+    drafting_advice: list[str] = field(default_factory=list)
+
     def verdict(self, variant: str, workload: str) -> Any:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
         return next((v for v in self.verdicts if (v.variant, v.workload) == (variant, workload)), None)
@@ -161,6 +166,9 @@ class RunAnalysis:
             },
             "target_advice": self.target_advice,
             "design": self.design.to_dict() if self.design else None,
+            # per speculative variant × workload: acceptance by position, costs, break-even (docs/analysis.md)
+            "break_even": [b.to_dict() for b in self.break_even],
+            "drafting_advice": self.drafting_advice,
         }
 
 
@@ -253,7 +261,26 @@ def analyze_run(
     _judge_targets(analysis, strategies, ref, exclude_disturbed)
     for row in store.accepted_lengths(run_id):
         analysis.accepted_lengths.setdefault(row["variant"], {})[int(row["accepted"])] = int(row["steps"])
+    if analysis.accepted_lengths:
+        _break_even(analysis, store, reference)
     return analysis
+
+
+def _break_even(analysis: RunAnalysis, store: Any, reference: str | None) -> None:
+    """Does drafting pay: per speculative variant × workload, from its steps (the trials the
+    statistics use: disturbed ones left out by the same rule)."""
+    from workbench.analysis.drafting import break_even, drafting_advice
+
+    rule = analysis.disturbance
+    used = [
+        t
+        for t in analysis.trials
+        if t["status"] == "ok" and not t.get("warmup") and (rule is None or rule.keeps(t))
+    ]
+    analysis.break_even = break_even(
+        used, store.draft_steps(analysis.run["id"]), analysis.summaries, reference
+    )
+    analysis.drafting_advice = drafting_advice(analysis.break_even)
 
 
 def _judge_targets(

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.charts.acceptance import AcceptanceChart, acceptance_chart
+from workbench.charts.acceptance import (
+    AcceptanceChart,
+    DraftPositionChart,
+    PositionSeries,
+    acceptance_chart,
+    draft_position_chart,
+)
 from workbench.charts.base import OKABE_ITO, Axis, Chart, lighten, variant_colours
 from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart
 from workbench.charts.memory import MemoryBar, MemoryChart, memory_chart
@@ -28,12 +34,14 @@ __all__ = [
     "AcceptanceChart",
     "Axis",
     "Chart",
+    "DraftPositionChart",
     "HeadlineBar",
     "HeadlineChart",
     "HeadlineGroup",
     "MemoryBar",
     "MemoryChart",
     "ParameterSweepChart",
+    "PositionSeries",
     "RooflineChart",
     "SpeedupChart",
     "SpeedupPoint",
@@ -43,6 +51,7 @@ __all__ = [
     "TargetsChart",
     "TimelineChart",
     "acceptance_chart",
+    "draft_position_chart",
     "headline_chart",
     "lighten",
     "memory_chart",
@@ -66,6 +75,7 @@ def run_charts(analysis: Any) -> list[Chart]:
     charts.extend(timeline_charts(analysis))
     charts.extend(sweep_charts(analysis))
     charts.extend(parameter_sweep_charts(analysis))
+    charts.append(draft_position_chart(analysis))
     charts.append(acceptance_chart(analysis))
     charts.append(memory_chart(analysis))
     charts.append(roofline_chart(analysis))

@@ -1,4 +1,5 @@
-"""Speculative decoding: how many draft tokens each verify step accepted."""
+"""Speculative decoding: how many draft tokens each verify step accepted, and the acceptance at each
+draft position (from the break-even analysis, :mod:`workbench.analysis.drafting`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from typing import Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
 
-__all__ = ["AcceptanceChart", "acceptance_chart"]
+__all__ = [
+    "AcceptanceChart",
+    "DraftPositionChart",
+    "PositionSeries",
+    "acceptance_chart",
+    "draft_position_chart",
+]
 
 
 # -- (v) accepted length --------------------------------------------------------------------------------
@@ -55,5 +62,82 @@ def acceptance_chart(analysis: Any) -> AcceptanceChart | None:
         notes=[
             "Tokens per verify step = accepted draft tokens + the target's own token; the legend's mean is "
             "the mean accepted length."
+        ],
+    )
+
+
+# -- (v b) acceptance by draft position -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PositionSeries:
+    """One speculative variant on one workload: the acceptance at each draft position, and the
+    acceptance its mix of draft lengths needed to break even (None without timings)."""
+
+    variant: str
+    workload: str
+    positions: tuple[int, ...]
+    rates: tuple[float, ...]  # % of the steps drafting >= i tokens that accepted the first i
+    reached: tuple[int, ...]  # those steps
+    acceptance: float | None  # accepted / proposed, %
+    needed: float | None  # break-even acceptance for its mix of lengths, %
+
+
+@dataclass
+class DraftPositionChart(Chart):
+    """Acceptance by draft position, per speculative variant × workload (docs/analysis.md "Does
+    drafting pay?")."""
+
+    key: ClassVar[str] = "draft-positions"
+    series: tuple[PositionSeries, ...] = ()
+    workloads: tuple[str, ...] = ()
+    x_axis: Axis = Axis("draft position", "token")
+    y_axis: Axis = Axis("accepted at that position", "%")
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "variant": s.variant,
+                "workload": s.workload,
+                "position": p,
+                "accepted_pct": r,
+                "steps_reaching": n,
+                "acceptance_pct": s.acceptance,
+                "needed_pct": s.needed,
+            }
+            for s in self.series
+            for p, r, n in zip(s.positions, s.rates, s.reached, strict=True)
+        ]
+
+
+def draft_position_chart(analysis: Any) -> DraftPositionChart | None:
+    results = [b for b in getattr(analysis, "break_even", ()) if b.positions]
+    if not results:
+        return None
+
+    def share(value: float | None) -> float | None:
+        return None if value is None else 100 * value
+
+    return DraftPositionChart(
+        title="Acceptance by draft position (speculative variants)",
+        variants=tuple(analysis.variant_names),
+        workloads=tuple(dict.fromkeys(b.workload for b in results)),
+        series=tuple(
+            PositionSeries(
+                b.variant,
+                b.workload,
+                tuple(p.position for p in b.positions),
+                tuple(100 * p.rate for p in b.positions),
+                tuple(p.reached for p in b.positions),
+                share(b.acceptance),
+                share(b.needed),
+            )
+            for b in results
+        ),
+        notes=[
+            "Of the steps that drafted at least i tokens, the share that accepted the first i (a line per "
+            "variant, a dash pattern per workload). Drafting pays when the acceptance over the drafted "
+            "tokens beats the 'needed' of the legend: the break-even of the variant's measured draft and "
+            "verify costs."
         ],
     )

@@ -448,6 +448,54 @@ def _acceptance(widget: pg.GraphicsLayoutWidget, chart: cd.AcceptanceChart) -> N
     _legend(widget, entries, per_line=3)
 
 
+#: a dash pattern per workload of the draft-position chart (the colour is the variant's)
+_DASHES = (
+    QtCore.Qt.PenStyle.SolidLine,
+    QtCore.Qt.PenStyle.DashLine,
+    QtCore.Qt.PenStyle.DotLine,
+    QtCore.Qt.PenStyle.DashDotLine,
+    QtCore.Qt.PenStyle.DashDotDotLine,
+)
+_SYMBOLS = ("o", "s", "t", "d", "+")
+
+
+def _draft_positions(widget: pg.GraphicsLayoutWidget, chart: cd.DraftPositionChart) -> None:
+    plot = _plot(widget)
+    plot.showGrid(x=False, y=True, alpha=0.15)
+    _axis_label(plot, "bottom", chart.x_axis)
+    _axis_label(plot, "left", chart.y_axis)
+    colours = chart.colours
+    style = {w: i % len(_DASHES) for i, w in enumerate(chart.workloads)}
+    entries = []
+    for s in chart.series:
+        colour = colours.get(s.variant, cd.OKABE_ITO[-1])
+        i = style.get(s.workload, 0)
+        _line(
+            plot,
+            list(s.positions),
+            list(s.rates),
+            pen=pg.mkPen(colour, width=2.2, style=_DASHES[i]),
+            symbol=_SYMBOLS[i],
+            symbolSize=8,
+            symbolBrush=colour,
+            symbolPen=pg.mkPen(colour),
+        )
+        figures = []
+        if s.acceptance is not None:
+            figures.append(f"accepted {s.acceptance:.0f} %")
+        if s.needed is not None:
+            figures.append(f"needed {s.needed:.0f} %" if s.needed <= 100 else "needed > 100 %")
+        dash = ("—", "– –", "···", "–·", "–··")[i]
+        entries.append(
+            (colour, f"{s.variant} · {s.workload} ({dash})" + (f": {', '.join(figures)}" if figures else ""))
+        )
+    longest = max((p for s in chart.series for p in s.positions), default=1)
+    plot.getAxis("bottom").setTicks([[(k, str(k)) for k in range(1, longest + 1)], []])
+    plot.setXRange(0.6, longest + 0.4, padding=0)
+    plot.setYRange(0, 105, padding=0)
+    _legend(widget, entries, per_line=2)
+
+
 def _memory(widget: pg.GraphicsLayoutWidget, chart: cd.MemoryChart) -> None:
     plot = _plot(widget)
     plot.showGrid(x=True, y=False, alpha=0.15)
@@ -544,6 +592,7 @@ _BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
     cd.ParameterSweepChart: _sweep,
     cd.SpeedupChart: _speedup,
     cd.AcceptanceChart: _acceptance,
+    cd.DraftPositionChart: _draft_positions,
     cd.MemoryChart: _memory,
     cd.RooflineChart: _roofline,
     cd.TargetsChart: _targets,

@@ -39,7 +39,11 @@ CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
     ("Timeline", ("timeline",), "No token timelines: no trial finished with steps recorded."),
     ("Sweeps", ("sweep",), "No sweep data: add the sweep-input or sweep-output workloads."),
     ("Speed-up", ("speedup",), "No speed-ups: the run needs a baseline variant and another variant."),
-    ("Acceptance", ("accepted-length",), "No speculative variants (speculative, prompt-lookup) in this run."),
+    (
+        "Acceptance",
+        ("accepted-length", "draft-positions"),
+        "No speculative variants (speculative, prompt-lookup) in this run.",
+    ),
     ("Memory", ("memory", "roofline"), "No memory figures recorded."),
     (
         "Targets",
@@ -73,6 +77,7 @@ class ChartPanel(QTabWidget):
         self.data: dict[str, cd.Chart] = {}
         self._pages: list[QVBoxLayout] = []
         self._empty: list[QLabel] = []
+        self.notes: list[QLabel] = []  # per tab: advice and tables above its charts (hidden when empty)
         self.active: str | None = None  # the chart last hovered or right-clicked
         self._stale: set[str] = set()  # charts whose data changed since they were drawn
         self._drawing = False
@@ -85,6 +90,15 @@ class ChartPanel(QTabWidget):
             empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
             empty.setEnabled(False)
             layout.addWidget(empty)
+            note = QLabel()
+            note.setObjectName(f"note_{title.lower().replace(' ', '_').replace('-', '_')}")
+            note.setTextFormat(Qt.TextFormat.RichText)
+            note.setWordWrap(True)
+            note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            note.setContentsMargins(8, 4, 8, 8)
+            note.hide()
+            layout.addWidget(note)  # above the charts: what the tab's charts add up to
+            self.notes.append(note)
             layout.addStretch(0)  # charts (stretch 1) share the height; this only keeps the label up
             scroll = QScrollArea()
             scroll.setWidgetResizable(True)
@@ -121,6 +135,13 @@ class ChartPanel(QTabWidget):
             self.active = None
         self._draw_next()
 
+    def set_note(self, title: str, html: str) -> None:
+        """Rich text above the charts of the tab ``title`` (the Acceptance tab: the break-even
+        advice and tables); empty hides it."""
+        i = next(i for i, (t, _, _) in enumerate(CHART_TABS) if t == title)
+        self.notes[i].setText(html)
+        self.notes[i].setVisible(bool(html))
+
     def draw_all(self) -> None:
         """Draw every stale chart now, whatever tab is shown (export, tests)."""
         for name in list(self._stale):
@@ -154,10 +175,10 @@ class ChartPanel(QTabWidget):
             self.widgets[name] = widget
             self.hovers[name] = ChartHover(widget, chart, on_hover=self._hovered)
             layout = self._pages[tab_of(chart)]
-            # in data order among the tab's charts, before the stretch
+            # in data order among the tab's charts, after the empty label and the note, before the stretch
             before = [n for n in self.data if self.data[n].key in CHART_TABS[tab_of(chart)][1]]
             drawn = [n for n in before[: before.index(name)] if n in self.widgets]
-            layout.insertWidget(1 + len(drawn), widget, 1)
+            layout.insertWidget(2 + len(drawn), widget, 1)
         else:
             charts.fill(widget, chart)
             self.hovers[name].chart = chart
@@ -353,6 +374,18 @@ def describe(chart: cd.Chart, plot: Any, x: float, y: float) -> str | None:
             return None
         steps = chart.counts[variants[i]][length]
         return f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {share:.0f} % of steps ({steps})"
+    if isinstance(chart, cd.DraftPositionChart):
+        position = round(x)
+        rows = [
+            (s, s.rates[s.positions.index(position)], s.reached[s.positions.index(position)])
+            for s in chart.series
+            if position in s.positions
+        ]
+        if not rows or abs(x - position) > 0.3 or not -5 <= y <= 105:
+            return None
+        lines = [f"<b>draft position {position}</b>"]
+        lines += [f"{s.variant} on {s.workload}: {rate:.0f} % accepted (of {n} steps)" for s, rate, n in rows]
+        return "<br>".join(lines)
     if isinstance(chart, cd.TimelineChart):
         lines = []
         for s in chart.series:

@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from workbench.gui.widgets import escape
 
-__all__ = ["CHART_INTERVAL_S", "ResultsView", "advice_html"]
+__all__ = ["CHART_INTERVAL_S", "ResultsView", "advice_html", "drafting_html"]
 
 #: during a run the charts are redrawn at most this often (s); the table follows every trial
 CHART_INTERVAL_S = 2.0
@@ -97,6 +97,8 @@ class ResultsView(QObject):
             data.summaries, {p.workload: p.label for p in data.phases}, getattr(data, "verdicts", ())
         )
         w.advice.setHtml(advice_html(data))
+        if w.charts is not None:
+            w.charts.set_note("Acceptance", drafting_html(data))
         self.update_charts()
         if data.failures:
             items = "".join(f"<li>{escape(f)}</li>" for f in data.failures[:5])
@@ -122,6 +124,36 @@ class ResultsView(QObject):
         self._charts_timer.stop()
         self._charts_at = time.monotonic()
         w.charts.set_charts(w.results.charts)
+
+
+def drafting_html(data: Any) -> str:
+    """Above the Acceptance tab's charts: does drafting pay? The break-even table per speculative
+    variant × workload, the costs per draft length, and the advice (one run; empty otherwise)."""
+    from workbench.analysis.drafting import MIN_BUCKET_STEPS
+    from workbench.report.drafting import DRAFTING_NOTE, break_even_table, draft_length_table
+
+    analysis = data.analysis
+    results = getattr(analysis, "break_even", None) if analysis is not None else None
+    if not results:
+        return ""
+
+    def table(headers: list[str], rows: list[list[str]]) -> str:
+        head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+        body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+        return f"<table border='1' cellspacing='0' cellpadding='3'><tr>{head}</tr>{body}</table>"
+
+    out = ["<h3>Does drafting pay?</h3>"]
+    if analysis.drafting_advice:
+        out.append(
+            "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in analysis.drafting_advice) + "</ul>"
+        )
+    out.append(table(*break_even_table(results)))
+    headers, rows = draft_length_table(results, MIN_BUCKET_STEPS)
+    if rows:
+        out.append(f"<p>Per draft length (at least {MIN_BUCKET_STEPS} steps):</p>")
+        out.append(table(headers, rows))
+    out.append(f"<p><i>{escape(DRAFTING_NOTE)}</i></p>")
+    return "".join(out)
 
 
 def advice_html(data: Any) -> str:

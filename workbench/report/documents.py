@@ -11,9 +11,11 @@ import base64
 import html
 from collections.abc import Sequence
 
+from workbench.analysis.drafting import MIN_BUCKET_STEPS
 from workbench.analysis.run import RunAnalysis
 from workbench.charts import run_charts
 from workbench.charts.base import Chart, variant_colours
+from workbench.report.drafting import DRAFTING_NOTE, break_even_table, draft_length_table
 from workbench.report.formatting import (
     acceptance_text,
     environment_lines,
@@ -203,6 +205,10 @@ _FOOTNOTE = (
 )
 
 
+#: charts placed in a section of their own (the rest go under "Charts")
+_OWN_SECTION = ("headline", "speedup", "targets", "draft-positions")
+
+
 def _design_lines(analysis: RunAnalysis) -> list[str]:
     """How the trials were ordered, the drift, the disturbed trials (analysis.run.Design)."""
     return analysis.design.lines() if analysis.design else []
@@ -238,7 +244,21 @@ def markdown_report(
     out += ["## Results", "", _md_table(*results_table(analysis)), "", _FOOTNOTE, ""]
     out += [f"- {line}" for line in _design_lines(analysis)] + ([""] if _design_lines(analysis) else [])
     image("speedup")
-    rest = [name for name in by_name if name not in ("headline", "speedup", "targets") and name in images]
+    if analysis.break_even:  # speculative variants: does drafting pay?
+        out += ["## Does drafting pay?", ""]
+        out += [f"- {line}" for line in analysis.drafting_advice] + ([""] if analysis.drafting_advice else [])
+        image("draft-positions")
+        out += [_md_table(*break_even_table(analysis.break_even)), ""]
+        headers, rows = draft_length_table(analysis.break_even, MIN_BUCKET_STEPS)
+        if rows:
+            out += [
+                f"Per draft length (at least {MIN_BUCKET_STEPS} steps):",
+                "",
+                _md_table(headers, rows),
+                "",
+            ]
+        out += [DRAFTING_NOTE, ""]
+    rest = [name for name in by_name if name not in _OWN_SECTION and name in images]
     if rest:
         out += ["## Charts", ""]
         for name in rest:
@@ -344,7 +364,20 @@ def html_report(
     if _design_lines(analysis):
         parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in _design_lines(analysis)) + "</ul>")
     figure("speedup")
-    rest = [name for name in by_name if name not in ("headline", "speedup", "targets") and name in pngs]
+    if analysis.break_even:  # speculative variants: does drafting pay?
+        parts.append("<h2>Does drafting pay?</h2>")
+        if analysis.drafting_advice:
+            parts.append(
+                "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in analysis.drafting_advice) + "</ul>"
+            )
+        figure("draft-positions")
+        parts.append(_html_table(*break_even_table(analysis.break_even), colours=colours))
+        headers, rows = draft_length_table(analysis.break_even, MIN_BUCKET_STEPS)
+        if rows:
+            parts.append(f'<p class="note">Per draft length (at least {MIN_BUCKET_STEPS} steps):</p>')
+            parts.append(_html_table(headers, rows, colours=colours))
+        parts.append(f'<p class="note">{esc(DRAFTING_NOTE)}</p>')
+    rest = [name for name in by_name if name not in _OWN_SECTION and name in pngs]
     if rest:
         parts.append("<h2>Charts</h2>")
         for name in rest:

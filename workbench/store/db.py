@@ -279,6 +279,25 @@ class Store:
         )
         return {r["trial_id"]: r for r in rows}
 
+    def draft_steps(self, run_id: int) -> list[tuple[int, int, int, int, float | None, float | None]]:
+        """The measured steps of the run's draft → verify loops, as ``(trial id, n_tokens,
+        draft_proposed, draft_accepted, draft_ms, verify_ms)``: every step with a sub-split or a draft
+        (plain steps of those loops included: they have a ``verify_ms``). Read through the two partial
+        indexes of ``m011_step_indexes``, so a run without speculative variants costs nothing."""
+        columns = "s.trial_id, s.n_tokens, s.draft_proposed, s.draft_accepted, s.draft_ms, s.verify_ms"
+        measured = "t.run_id = ? and t.warmup = 0 and t.status = 'ok'"
+        sql = f"""
+            select {columns} from steps s join trials t on t.id = s.trial_id
+            where {measured} and (s.draft_ms is not null or s.verify_ms is not null)
+            union all
+            select {columns} from steps s join trials t on t.id = s.trial_id
+            where {measured} and s.draft_proposed > 0 and s.draft_ms is null and s.verify_ms is null
+        """
+        try:
+            return [tuple(r) for r in self.db.execute(sql, [run_id, run_id]).fetchall()]
+        except sqlite3.DatabaseError as exc:
+            raise _translate(exc, self.path) from None
+
     def accepted_lengths(self, run_id: int) -> list[dict[str, Any]]:
         """Per variant and accepted-draft count: how many measured steps verified a draft and accepted
         that many of its tokens (speculative strategies)."""

@@ -10,7 +10,9 @@ test (or a plugin author checking their setup) knows exactly what the runner sho
     decode_ms_per_token = 8
 
 Tokens are deterministic functions of the prompt and the seed; ``tokens_per_step > 1`` imitates a
-speculative strategy (several tokens per step, with draft statistics). ``fail_on_prompt`` and
+speculative strategy (several tokens per step, with draft statistics); ``draft_tokens`` with
+``acceptance``, ``draft_ms_per_token`` and ``verify_ms_per_token`` imitates a draft -> verify loop
+with known costs and sub-splits (for the break-even analysis). ``fail_on_prompt`` and
 ``crash_after_trials`` make failures on purpose, for testing how they are recorded; ``slow_factor``
 with ``slow_from``/``slow_until``, or ``drift_per_s``, imitate a machine whose speed changes during the
 run, and ``process_factors`` processes of one variant that differ in speed, for testing the design
@@ -20,6 +22,7 @@ run, and ``process_factors`` processes of one variant that differ in speed, for 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import time
 import zlib
@@ -45,6 +48,20 @@ class FakeConfig:
     tokens_per_step: int = field_help(
         "tokens delivered per decode step (>1 imitates speculative decoding)", default=1
     )
+    # A draft -> verify loop with known costs (for the break-even analysis): each step proposes
+    # ``draft_tokens`` (fewer where the budget leaves no room), accepts a prefix of them, one token at a
+    # time with probability ``acceptance`` (drawn from the prompt and the seed: deterministic), and
+    # takes ``draft_ms_per_token`` per proposed token plus a verify of ``decode_ms_per_token +
+    # verify_ms_per_token`` per proposed token; every ``plain_every``-th step drafts nothing (k = 0).
+    draft_tokens: int = field_help("draft tokens per draft -> verify step (0: no drafting)", default=0)
+    acceptance: float = field_help(
+        "chance a draft token is accepted, given the ones before were", default=1.0
+    )
+    draft_ms_per_token: float = field_help("draft time per proposed token (ms)", default=0.0)
+    verify_ms_per_token: float = field_help(
+        "verify time per proposed token on top of a one-token step (ms)", default=0.0
+    )
+    plain_every: int = field_help("every n-th decode step drafts nothing (0: never)", default=0)
     output_tokens: int | None = field_help("tokens to generate (default: max_new_tokens)", default=None)
     context_length: int = field_help("the pretend model's context window (tokens)", default=8192)
     weights_mb: float = field_help(
@@ -77,6 +94,14 @@ class FakeConfig:
         self.process_factors = tuple(self.process_factors)
         if not self.process_factors or min(self.process_factors) <= 0:
             raise ValueError("process_factors must be positive multipliers")
+        if self.draft_tokens < 0 or self.plain_every < 0:
+            raise ValueError("draft_tokens and plain_every must not be negative")
+        if self.draft_tokens and self.tokens_per_step > 1:
+            raise ValueError("draft_tokens and tokens_per_step > 1 both imitate speculation: choose one")
+        if not 0 <= self.acceptance <= 1:
+            raise ValueError("acceptance must be between 0 and 1")
+        if min(self.draft_ms_per_token, self.verify_ms_per_token) < 0:
+            raise ValueError("costs must not be negative")
 
     def factor(self, now: float) -> float:
         """The cost multiplier at Unix time ``now``."""
@@ -135,6 +160,9 @@ class FakeSession(Session):
         deadline = start + int(prefill * c.factor(time.time()) * 1e6)
         wait_until_ns(deadline)
         probe.step(tokens[:1])
+        if c.draft_tokens:
+            self._draft_verify(tokens, deadline, random.Random(base), probe)
+            return Output(token_ids=tokens, text=self.decode(tokens), finish_reason="length")
         i = 1
         while i < n_out:
             chunk = tokens[i : i + c.tokens_per_step]
@@ -144,6 +172,27 @@ class FakeSession(Session):
             probe.step(chunk, draft_proposed=proposed, draft_accepted=min(proposed, len(chunk) - 1))
             i += len(chunk)
         return Output(token_ids=tokens, text=self.decode(tokens), finish_reason="length")
+
+    def _draft_verify(self, tokens: list[int], deadline: int, rng: random.Random, probe: Probe) -> None:
+        """The decode steps of a draft -> verify loop with the configured costs and acceptance."""
+        c = self.config
+        i, step = 1, 0
+        while i < len(tokens):
+            step += 1
+            room = len(tokens) - i - 1  # as the real loop: never draft past the budget
+            k = 0 if c.plain_every and step % c.plain_every == 0 else min(c.draft_tokens, room)
+            accepted = 0
+            while accepted < k and rng.random() < c.acceptance:
+                accepted += 1
+            draft_ms = c.draft_ms_per_token * k if k else None
+            verify_ms = c.decode_ms_per_token + c.verify_ms_per_token * k
+            deadline += int(((draft_ms or 0.0) + verify_ms) * c.factor(time.time()) * 1e6)
+            wait_until_ns(deadline)
+            chunk = tokens[i : i + accepted + 1]
+            probe.step(
+                chunk, draft_proposed=k, draft_accepted=accepted, draft_ms=draft_ms, verify_ms=verify_ms
+            )
+            i += len(chunk)
 
     def generate_batch(self, requests: Sequence[Request], probes: Sequence[Probe]) -> list[Output]:
         """Ideal batching: one prefill costing the longest prompt's, then one token per request per

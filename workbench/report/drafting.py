@@ -1,0 +1,90 @@
+"""Does drafting pay? The break-even tables of the speculative variants (analysis.drafting.BreakEven
+each), shared by `workbench show`, the Markdown/HTML report and the GUI's Acceptance tab."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from workbench.analysis.drafting import pct
+from workbench.report.formatting import fmt, ratio
+
+__all__ = ["DRAFTING_NOTE", "break_even_table", "draft_length_table", "pct"]
+
+Table = tuple[list[str], list[list[str]]]
+
+#: what the tables' figures mean, under them
+DRAFTING_NOTE = (
+    "Costs in target steps (T1: the variant's own plain-step verify, else the baseline's TPOT on the same "
+    "prompts): draft per drafted token, verify(k) fitted, other = the loop's time outside both, per step. "
+    "A step drafting k tokens costs D(k) + V(k) and yields 1 + accepted tokens, so drafting "
+    "breaks even at acceptance (D(k) + V(k) − 1) / k; 'needed' is that for the variant's mix of draft "
+    "lengths. Predicted = tokens / Σ (D + V) over its steps; measured = the paired decode speed-up vs the "
+    "baseline. Acceptance by position i = of the steps drafting ≥ i tokens, the share accepting the first i."
+)
+
+
+def _times(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}x"
+
+
+def break_even_table(results: Sequence[Any]) -> Table:
+    """One row per speculative variant × workload: its draft lengths, acceptance against the
+    break-even, costs, predicted and measured speed-ups, the best fixed length."""
+    rows = []
+    for b in results:
+        fit = b.verify_fit
+        verify = f"{fit[0]:.2f} {'−' if fit[1] < 0 else '+'} {abs(fit[1]):.2f}·k" if fit else "–"
+        unit = "–"
+        if b.target_step_ms is not None:
+            unit = f"{fmt(b.target_step_ms, 1)} ({'plain' if b.unit == 'plain steps' else 'baseline'})"
+        best = f"{b.best_k} ({_times(b.best_speedup)})" if b.best_k is not None else "–"
+        rows.append(
+            [
+                b.variant,
+                b.workload,
+                f"{b.drafted_steps} + {b.plain_steps}",
+                fmt(b.mean_draft_length, 1),
+                pct(b.acceptance),
+                pct(b.needed),
+                fmt(b.draft_cost_per_token, 2),
+                verify,
+                fmt(b.overhead, 2),
+                unit,
+                _times(b.predicted_speedup),
+                ratio(b.measured_speedup) or "–",
+                best,
+            ]
+        )
+    headers = ["variant", "workload", "steps+plain", "mean k", "accepted", "needed"]
+    headers += ["draft/tok", "verify(k)", "other", "T1 ms", "predicted", "measured", "best k"]
+    return headers, rows
+
+
+def draft_length_table(results: Sequence[Any], min_steps: int = 1) -> Table:
+    """Per variant × workload × draft length (lengths with at least ``min_steps`` steps): the
+    acceptance there and at that position, the costs, the break-even and what that length predicts."""
+    rows = []
+    for b in results:
+        positions = {p.position: p for p in b.positions}
+        for x in b.lengths:
+            if x.k == 0 or x.steps < min_steps:
+                continue
+            at = positions.get(x.k)
+            rows.append(
+                [
+                    b.variant,
+                    b.workload,
+                    str(x.k),
+                    str(x.steps),
+                    pct(at.rate) if at is not None else "–",
+                    pct(x.acceptance),
+                    pct(x.break_even),
+                    fmt(x.tokens_per_step, 2),
+                    fmt(x.draft_cost, 2),
+                    fmt(x.verify_cost, 2),
+                    _times(x.speedup),
+                ]
+            )
+    headers = ["variant", "workload", "k", "steps", "at position k", "accepted", "needed"]
+    return [*headers, "tokens/step", "D(k)", "V(k)", "predicted"], rows
