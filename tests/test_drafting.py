@@ -203,6 +203,7 @@ DRAFTING_SPEC = """
 name = "fake drafting"
 repetitions = 2
 warmup = 0
+workers = "one"   # the fake has no process effects; two process pairs would leave t with one df
 
 [[variants]]
 name = "baseline"
