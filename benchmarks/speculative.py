@@ -7,9 +7,9 @@ What is measured
     workloads — both sides of the trade-off:
 
     summarise     the first prompt (a long report: text to copy from)
-    abstractive   every prompt: answers in the model's own words (an abstractive summary of a history
+    abstractive   every prompt (``--limit``: the first N): answers in the model's own words (an abstractive summary of a history
                   text, a 3-turn chat, a code stub, explain / argue / plan), little to copy
-    copy-edit     every prompt: the input returned changed a little (type hints, a typo, a table, ...)
+    copy-edit     every prompt (``--limit`` likewise): the input returned changed a little (type hints, a typo, a table, ...)
 
     baseline       plain decoding (the reference)
     prompt-lookup  our loop, n-gram drafts from the prompt, ``schedule = "adaptive"`` (the default)
@@ -57,11 +57,11 @@ max_new_tokens = {n}
 [[workloads]]
 name = "abstractive"
 max_new_tokens = {n}
-
+{limit}
 [[workloads]]
 name = "copy-edit"
 max_new_tokens = {n}
-"""
+{limit}"""
 
 
 def spec_text(args: argparse.Namespace) -> str:
@@ -82,7 +82,8 @@ def spec_text(args: argparse.Namespace) -> str:
         ]
     head = f'name = "benchmark: speculative decoding"\nrepetitions = {args.repetitions}\nwarmup = 1\n'
     body = "".join(VARIANT.format(name=name, extra=extra) for name, extra in variants)
-    return head + body + WORKLOADS.format(n=args.max_new_tokens)
+    limit = f"limit = {args.limit}\n" if args.limit else ""
+    return head + body + WORKLOADS.format(n=args.max_new_tokens, limit=limit)
 
 
 def geomean(values: list[float]) -> float:
@@ -101,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fixed", action="store_true", help="also the fixed schedules and hf-assisted (the cross-check)"
     )
+    parser.add_argument(
+        "--limit", type=int, default=0, help="the first N prompts of abstractive and copy-edit (0: all)"
+    )
     parser.add_argument("--db", type=Path, help="keep the results database here")
     args = parser.parse_args(argv)
 
@@ -115,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         store,
         on_progress=lambda p: p.message and print(f"  [{p.done}/{p.total}] {p.message}", file=sys.stderr),
     ).run()
-    trials = [t for t in store.trials(result.run_id)]
+    trials = store.trials(result.run_id)
     cells: dict[tuple[str, str, str], list[dict]] = {}  # (variant, workload, prompt) -> trials
     for t in trials:
         cells.setdefault((t["variant"], t["workload"], t["prompt_id"]), []).append(t)

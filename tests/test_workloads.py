@@ -99,11 +99,11 @@ def test_the_trade_off_workloads_hold_what_their_names_promise():
     copy_edit = builtin_workload("copy-edit")
     assert {"type-hints", "typo", "table"} <= set(copy_edit.prompt_ids)
     # an edit returns its input changed a little: each prompt carries the text to edit after its
-    # one-paragraph instruction, long enough that the answer is mostly copied
+    # one-paragraph instruction, longer than it, so the answer is mostly copied
     for item in copy_edit.items:
         assert item.prompt.messages is not None
         instruction, _, text = item.prompt.messages[-1]["content"].partition("\n\n")
-        assert len(text) >= 2 * len(instruction), item.prompt.id
+        assert len(text) > len(instruction), item.prompt.id
 
 
 def test_sweep_input_lengths(index):
