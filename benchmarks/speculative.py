@@ -46,7 +46,7 @@ VARIANT = """
 name = "{name}"
 model = "demo:smollm2-135m"
 dtype = "float32"
-{extra}"""
+{threads}{extra}"""
 
 WORKLOADS = """
 [[workloads]]
@@ -81,7 +81,8 @@ def spec_text(args: argparse.Namespace) -> str:
             ("hf-assisted", 'strategy = "hf-assisted"\n' + draft + "confidence_threshold = 0.0\n"),
         ]
     head = f'name = "benchmark: speculative decoding"\nrepetitions = {args.repetitions}\nwarmup = 1\n'
-    body = "".join(VARIANT.format(name=name, extra=extra) for name, extra in variants)
+    threads = f"threads = {args.threads}\n" if args.threads else ""
+    body = "".join(VARIANT.format(name=name, threads=threads, extra=extra) for name, extra in variants)
     limit = f"limit = {args.limit}\n" if args.limit else ""
     return head + body + WORKLOADS.format(n=args.max_new_tokens, limit=limit)
 
@@ -104,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--limit", type=int, default=0, help="the first N prompts of abstractive and copy-edit (0: all)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads per worker (0: one per core); 1 on a machine other processes keep busy",
     )
     parser.add_argument("--db", type=Path, help="keep the results database here")
     args = parser.parse_args(argv)
@@ -135,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"\ndemo:smollm2-135m float32, greedy, {args.max_new_tokens} new tokens, {args.repetitions} reps "
+        f"(threads: {args.threads or 'one per core'}) "
         f"(interleaved); draft {args.draft_dtype}, k <= {args.k}; prompt lookup num_tokens <= "
         f"{args.pld_tokens}; db {db}\n"
     )
