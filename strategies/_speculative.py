@@ -31,7 +31,8 @@ distribution the baseline samples from.
   cost of a step with ``k`` draft tokens relative to a plain one-token step, both from its own timer
   (``draft_ms + verify_ms``; a plain step is a ``k = 0`` step, one token through the target): the
   median of the recent plain steps is the unit ``T1``, the median extra time per draft token of the
-  recent draft steps is ``r`` (in units of ``T1``). It drafts the ``k`` (0 up to the cap) that
+  recent draft steps (with two prior ones at ``PRIOR_COST``, so that one step slowed by the OS early on
+  cannot stop the drafting) is ``r`` (in units of ``T1``). It drafts the ``k`` (0 up to the cap) that
   maximises the expected tokens per unit time, ``(1 + a1 + a1 a2 + ...) / (1 + r k)``; ``k = 0`` (plain
   decoding) when no draft length is predicted to beat a plain step by ``MARGIN``. The first decode step
   is a plain one (it measures ``T1``), and a plain step refreshes ``T1`` after 4, 8, then every 16
@@ -191,10 +192,11 @@ class Adaptive:
     PRIOR_ACCEPTANCE = 0.6  # a first guess at each position's acceptance, worth PRIOR_WEIGHT steps
     PRIOR_WEIGHT = 0.5
     DECAY = 0.85  # per draft step: the counts remember ~7 draft steps
-    PRIOR_COST = 0.25  # extra time per draft token (x T1) until a draft step is measured
+    PRIOR_COST = 0.25  # extra time per draft token (x T1), counted as PRIOR_SAMPLES measured steps
+    PRIOR_SAMPLES = 2
     MARGIN = 0.03  # draft only when it is predicted to beat plain decoding by 3 %
     PROBE_BUDGET = 0.02  # share of the time the probes may cost while plain decoding wins
-    WINDOW = 8  # recent steps the cost medians are taken over
+    WINDOW = 12  # recent steps the cost medians are taken over
     REFRESH = 16  # a plain step at the latest after this many steps without one
 
     def __init__(self, cap: int) -> None:
@@ -224,11 +226,14 @@ class Adaptive:
         return statistics.median(self.plain) if self.plain else None
 
     def cost_per_token(self) -> float:
-        """Extra time per draft token, in units of a plain step: the median over the recent draft steps."""
+        """Extra time per draft token, in units of a plain step: the median over the recent draft steps
+        and ``PRIOR_SAMPLES`` of ``PRIOR_COST`` (so one step slowed by the OS early in a request, when
+        there are few, cannot stop the drafting on its own)."""
         t1 = self.t1()
         if not self.drafts or not t1:
             return self.PRIOR_COST
-        return max(0.0, statistics.median((ms - t1) / (k * t1) for k, ms in self.drafts))
+        measured = [(ms - t1) / (k * t1) for k, ms in self.drafts]
+        return max(0.0, statistics.median([*measured, *[self.PRIOR_COST] * self.PRIOR_SAMPLES]))
 
     def best(self, limit: int) -> tuple[int, float]:
         """The draft length (0..limit) with the most expected tokens per unit time, and that rate (tokens

@@ -10,9 +10,10 @@ pytest.importorskip("torch")
 from workbench_strategies._speculative import Adaptive, Schedule
 
 
-def drive(plan, accept, *, t1: float = 10.0, per_token: float, steps: int, room: int = 100):
+def drive(plan, accept, *, t1: float = 10.0, per_token: float, steps: int, room: int = 100, slow=()):
     """Run ``plan`` for ``steps`` steps against a drafter whose i-th draft token (0-based) is accepted
-    when ``accept(step, i)``, with steps costing ``t1 * (1 + per_token * k)`` ms; the draft lengths."""
+    when ``accept(step, i)``, with steps costing ``t1 * (1 + per_token * k)`` ms (3x that for the steps
+    in ``slow``: the OS ran something else); the draft lengths."""
     lengths = []
     for step in range(steps):
         k = plan.next_k(room)
@@ -20,7 +21,7 @@ def drive(plan, accept, *, t1: float = 10.0, per_token: float, steps: int, room:
         accepted = 0
         while accepted < k and accept(step, accepted):
             accepted += 1
-        cost = t1 * (1 + per_token * k)
+        cost = t1 * (1 + per_token * k) * (3 if step in slow else 1)
         plan.update(k, accepted, 0.1 * cost if k else None, 0.9 * cost if k else cost)
     return lengths
 
@@ -74,6 +75,17 @@ def test_the_estimates_are_robust_to_a_slow_step():
     plan.update(0, 0, None, 500.0)  # one plain step preempted by the OS: 50x slower
     assert plan.t1() == pytest.approx(10.0)
     assert plan.cost_per_token() == pytest.approx(0.1)
+
+
+def test_a_slowed_step_early_on_does_not_stop_a_draft_that_pays():
+    # a draft model at 0.6 of a target step per token that always agrees: k = 6 gives 7 tokens per
+    # 4.6 steps' time; its first draft step slowed 3x alone says drafting costs more than it gives
+    lengths = drive(Adaptive(6), lambda step, i: True, per_token=0.6, steps=30, slow={1})
+    assert lengths[:3] == [0, 2, 6]
+    assert lengths[2:].count(6) >= 25
+    # two in a row stop it for a while: a probe finds the way back
+    lengths = drive(Adaptive(6), lambda step, i: True, per_token=0.6, steps=40, slow={1, 2})
+    assert lengths[-15:].count(6) >= 14
 
 
 def test_never_more_than_the_room():
