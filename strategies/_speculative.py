@@ -1,7 +1,12 @@
 """The draft → verify loop shared by ``speculative`` (a draft model) and ``prompt-lookup`` (n-gram drafts).
 
 One sequence (batch size 1). The target model prefills the prompt and yields the first token exactly as
-the baseline does; then every step
+the baseline does: the same forward pass (``logits_to_keep = 1``, a ``DynamicCache``), the same draw, and
+nothing else before the token is reported, so the TTFT is the baseline's (``tests/test_speculative.py``
+compares the torch operations up to the first token, op for op). Only then does the drafter start on
+the request (its own prefill, or a copy of the target's cache): that time lies between the first and
+the second token, in the decode phase, outside every step's ``draft_ms`` / ``verify_ms``. Then every
+step
 
 1. the *drafter* proposes up to ``k`` tokens continuing the sequence (``draft_ms``),
 2. the target scores ``[last token] + draft`` in **one** forward pass, giving ``k + 1`` next-token
@@ -18,13 +23,41 @@ draft token ``x`` with probability ``min(1, p(x) / q(x))``, on rejection sample 
 is the target's distribution after temperature / top-k / top-p (:meth:`Sampler.probs`), so it is the
 distribution the baseline samples from.
 
+**How many tokens to draft** (:class:`Schedule`, the strategies' ``schedule`` key), per step:
+
+* ``adaptive`` (the default): per request, the loop estimates the draft's acceptance rate at each
+  draft position (the chance that position ``i`` is accepted when all before it were; counts that fade
+  by ``DECAY`` per draft step, so the estimate follows the text from copied spans to free prose) and the
+  cost of a step with ``k`` draft tokens relative to a plain one-token step, both from its own timer
+  (``draft_ms + verify_ms``; a plain step is a ``k = 0`` step, one token through the target): the
+  median of the recent plain steps is the unit ``T1``, the median extra time per draft token of the
+  recent draft steps (with two prior ones at ``PRIOR_COST``, so that one step slowed by the OS early on
+  cannot stop the drafting) is ``r`` (in units of ``T1``). It drafts the ``k`` (0 up to the cap) that
+  maximises the expected tokens per unit time, ``(1 + a1 + a1 a2 + ...) / (1 + r k)``; ``k = 0`` (plain
+  decoding) when no draft length is predicted to beat a plain step by ``MARGIN``. The first decode step
+  is a plain one (it measures ``T1``), and a plain step refreshes ``T1`` after 4, 8, then every 16
+  draft steps without one. While plain decoding wins, a one-token draft probes again every few steps, as often as keeps the
+  probes' expected loss near ``PROBE_BUDGET`` of the time (a cheap draft such as prompt lookup probes
+  every 2-5 steps, a draft model every ~20-30). Timing-driven, so under sampling a seed reproduces the
+  output only with the same schedule choices (``fixed`` is bit-reproducible).
+* ``fixed``: always the cap (``num_draft_tokens`` / ``num_tokens``), where the drafter has that many.
+* ``heuristic``: transformers' schedule for assistant models: start at the cap, +2 after a step whose
+  whole draft was accepted, -1 otherwise, between 1 and twice the cap.
+
+Each restarts for every request, so trials do not depend on the ones before them. A step never drafts
+past the token budget. A ``k = 0`` step reports ``draft_proposed = 0`` and ``draft_ms = None``.
+
 Imported only inside ``Strategy.load`` (it imports torch at module level).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
-from typing import Any, Protocol
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 import torch
 from transformers import DynamicCache
@@ -33,7 +66,7 @@ from workbench.core.strategy import Output, Probe, Request
 
 from ._hf import HFModel, Sampler, Stopper, kv_cache
 
-__all__ = ["Draft", "Drafter", "crop_cache", "generate_speculative"]
+__all__ = ["SCHEDULES", "Draft", "Drafter", "Schedule", "crop_cache", "generate_speculative"]
 
 
 class Draft:
@@ -54,13 +87,15 @@ class Drafter(Protocol):
     """Proposes draft tokens for one sequence at a time."""
 
     def start(self, request: Request, sampler: Sampler, target_cache: Any) -> None:
-        """A new request: reset per-request state (caches, adaptive draft length); may prefill on
-        ``request.input_ids`` (timed as part of the prefill: it happens before the first token) or
-        reuse ``target_cache``, the target's cache holding the prompt (read it, never change it)."""
+        """A new request: reset per-request state (caches); may prefill on
+        ``request.input_ids`` or reuse ``target_cache``, the target's cache holding the prompt (read it,
+        never change it). Called once the first token (the target's) has been reported: its time is
+        decode time, between the first token and the second."""
         ...
 
     def propose(self, tokens: list[int], max_tokens: int) -> Draft:
-        """Up to ``max_tokens`` (>= 1) tokens continuing ``tokens`` (prompt + generated so far)."""
+        """Up to ``max_tokens`` (>= 1) tokens continuing ``tokens`` (prompt + generated so far). The loop's
+        :class:`Schedule` chooses ``max_tokens`` per step: propose that many where possible."""
         ...
 
     def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
@@ -89,8 +124,173 @@ class _Timer:
         return time.perf_counter()
 
 
-def generate_speculative(hf: HFModel, drafter: Drafter, request: Request, probe: Probe) -> Output:
-    """Generate for ``request`` with draft → verify steps; reports every step through ``probe``."""
+SCHEDULES = ("adaptive", "fixed", "heuristic")
+ScheduleKind = Literal["adaptive", "fixed", "heuristic"]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How many draft tokens each step asks the drafter for: ``kind`` (one of :data:`SCHEDULES`) and
+    ``max_tokens``, the cap (``num_draft_tokens`` / ``num_tokens``). :meth:`start` gives the per-request
+    state."""
+
+    kind: ScheduleKind = "adaptive"
+    max_tokens: int = 5
+
+    def start(self) -> _Plan:
+        if self.kind == "fixed":
+            return _Fixed(self.max_tokens)
+        if self.kind == "heuristic":
+            return _Heuristic(self.max_tokens)
+        if self.kind == "adaptive":
+            return Adaptive(self.max_tokens)
+        raise ValueError(f"unknown draft schedule {self.kind!r}; one of {', '.join(SCHEDULES)}")
+
+
+class _Plan(Protocol):
+    def next_k(self, room: int) -> int:
+        """Draft tokens to ask for in the next step (0: a plain step); ``room`` (>= 1) is the most the
+        budget allows."""
+        ...
+
+    def update(self, proposed: int, accepted: int, draft_ms: float | None, verify_ms: float) -> None:
+        """After a verify: the drafter proposed ``proposed`` tokens, ``accepted`` of them were accepted."""
+        ...
+
+
+class _Fixed:
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def next_k(self, room: int) -> int:
+        return min(self.k, room)
+
+    def update(self, proposed: int, accepted: int, draft_ms: float | None, verify_ms: float) -> None:
+        pass
+
+
+class _Heuristic:
+    """transformers' ``num_assistant_tokens_schedule = "heuristic"``: +2 after a fully accepted draft, -1
+    otherwise (between 1 and twice the starting length)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.max_k = 2 * k
+
+    def next_k(self, room: int) -> int:
+        return min(self.k, room)
+
+    def update(self, proposed: int, accepted: int, draft_ms: float | None, verify_ms: float) -> None:
+        if proposed:
+            self.k = min(self.max_k, self.k + 2) if accepted == proposed else max(1, self.k - 1)
+
+
+class Adaptive:
+    """The ``adaptive`` schedule (module docstring): the draft length that maximises expected tokens
+    per unit time, from this request's acceptance by draft position and its measured step costs."""
+
+    PRIOR_ACCEPTANCE = 0.6  # a first guess at each position's acceptance, worth PRIOR_WEIGHT steps
+    PRIOR_WEIGHT = 0.5
+    DECAY = 0.85  # per draft step: the counts remember ~7 draft steps
+    PRIOR_COST = 0.25  # extra time per draft token (x T1), counted as PRIOR_SAMPLES measured steps
+    PRIOR_SAMPLES = 2
+    MARGIN = 0.03  # draft only when it is predicted to beat plain decoding by 3 %
+    PROBE_BUDGET = 0.02  # share of the time the probes may cost while plain decoding wins
+    WINDOW = 12  # recent steps the cost medians are taken over
+    REFRESH = 16  # a plain step at the latest after this many steps without one
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.tried = [0.0] * cap  # faded counts: position i reached (all before it accepted) ...
+        self.taken = [0.0] * cap  # ... and accepted
+        self.plain: deque[float] = deque(maxlen=self.WINDOW)  # ms of recent k = 0 steps
+        self.drafts: deque[tuple[int, float]] = deque(maxlen=self.WINDOW)  # (k, ms) of draft steps
+        self.since_plain = 0  # steps since the last plain one
+        self.refresh = 4  # ... and after how many the next plain step is due (doubles to REFRESH)
+        self.idle = 0  # plain steps in a row chosen because drafting did not pay
+
+    # --- estimates ---------------------------------------------------------------------------------
+
+    def acceptance(self) -> list[float]:
+        """Per draft position, the estimated chance it is accepted given all before it were; a position
+        with little evidence leans on the one before it (the first on ``PRIOR_ACCEPTANCE``)."""
+        rates = []
+        prior = self.PRIOR_ACCEPTANCE
+        for tried, taken in zip(self.tried, self.taken, strict=True):
+            prior = (taken + self.PRIOR_WEIGHT * prior) / (tried + self.PRIOR_WEIGHT)
+            rates.append(prior)
+        return rates
+
+    def t1(self) -> float | None:
+        """A plain step's time (ms): the median of the recent ones."""
+        return statistics.median(self.plain) if self.plain else None
+
+    def cost_per_token(self) -> float:
+        """Extra time per draft token, in units of a plain step: the median over the recent draft steps
+        and ``PRIOR_SAMPLES`` of ``PRIOR_COST`` (so one step slowed by the OS early in a request, when
+        there are few, cannot stop the drafting on its own)."""
+        t1 = self.t1()
+        if not self.drafts or not t1:
+            return self.PRIOR_COST
+        measured = [(ms - t1) / (k * t1) for k, ms in self.drafts]
+        return max(0.0, statistics.median([*measured, *[self.PRIOR_COST] * self.PRIOR_SAMPLES]))
+
+    def best(self, limit: int) -> tuple[int, float]:
+        """The draft length (0..limit) with the most expected tokens per unit time, and that rate (tokens
+        per plain-step time; a plain step is 1)."""
+        r = self.cost_per_token()
+        best_k, best_rate = 0, 1.0 + self.MARGIN
+        expected = run = 1.0
+        for k, a in enumerate(self.acceptance()[:limit], start=1):
+            run *= a
+            expected += run
+            rate = expected / (1.0 + r * k)
+            if rate > best_rate:
+                best_k, best_rate = k, rate
+        return best_k, (best_rate if best_k else 1.0)
+
+    # --- the schedule ------------------------------------------------------------------------------
+
+    def next_k(self, room: int) -> int:
+        limit = min(self.cap, room)
+        if limit < 1 or not self.plain or self.since_plain >= self.refresh:
+            return 0  # measure (or refresh) the unit: a plain step
+        k, _ = self.best(limit)
+        if k:
+            self.idle = 0
+            return k
+        self.idle += 1
+        # A one-token probe loses about (r - a1) of a plain step when it fails; spread it so the probes
+        # cost at most PROBE_BUDGET of the time.
+        loss = max(self.cost_per_token() - self.acceptance()[0], 0.0)
+        if self.idle > math.ceil(loss / self.PROBE_BUDGET):
+            self.idle = 0
+            return 1
+        return 0
+
+    def update(self, proposed: int, accepted: int, draft_ms: float | None, verify_ms: float) -> None:
+        if proposed == 0:
+            self.plain.append(verify_ms)
+            self.since_plain = 0
+            self.refresh = min(2 * self.refresh, self.REFRESH) if len(self.plain) > 1 else self.refresh
+            return
+        self.since_plain += 1
+        self.drafts.append((proposed, (draft_ms or 0.0) + verify_ms))
+        for i in range(self.cap):
+            self.tried[i] *= self.DECAY
+            self.taken[i] *= self.DECAY
+        for i in range(min(accepted + 1, proposed, self.cap)):
+            self.tried[i] += 1.0
+            if i < accepted:
+                self.taken[i] += 1.0
+
+
+def generate_speculative(
+    hf: HFModel, drafter: Drafter, request: Request, probe: Probe, schedule: Schedule | None = None
+) -> Output:
+    """Generate for ``request`` with draft → verify steps; reports every step through ``probe``.
+    ``schedule`` chooses each step's draft length; ``None``: as many as the budget allows (the drafter
+    proposes up to its own length)."""
     model = hf.model
     device = hf.torch_device
     sampler = Sampler(request, device)
@@ -103,22 +303,25 @@ def generate_speculative(hf: HFModel, drafter: Drafter, request: Request, probe:
         input_ids = torch.tensor([seq], dtype=torch.long, device=device)
         logits = model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
         first = int(sampler(logits[:, -1, :]).item())  # same draw as the baseline's first token
-        drafter.start(request, sampler, cache)
         seq.append(first)
         out.append(first)
-        probe.step((first,))
+        probe.step((first,))  # nothing but the baseline's own work before the first token
         reason = stopper(out)
+        if reason is None:
+            drafter.start(request, sampler, cache)
+        plan = schedule.start() if schedule is not None else None
         while reason is None:
             # Never draft past the budget: a step yields at most k + 1 tokens, and the verify pass
             # never runs beyond prompt + max_new_tokens positions (the context the runner checked).
             room = request.max_new_tokens - len(out) - 1
+            want = room if plan is None or room < 1 else plan.next_k(room)
             draft_ms = None
             draft = Draft([])
-            if room > 0:
+            if want > 0:
                 t0 = timer.now()
-                draft = drafter.propose(seq, room)
+                draft = drafter.propose(seq, want)
                 draft_ms = (timer.now() - t0) * 1e3
-                draft.tokens = draft.tokens[:room]
+                draft.tokens = draft.tokens[:want]
             k = len(draft.tokens)
             t0 = timer.now()
             verify_in = torch.tensor([[seq[-1], *draft.tokens]], dtype=torch.long, device=device)
@@ -136,6 +339,8 @@ def generate_speculative(hf: HFModel, drafter: Drafter, request: Request, probe:
             seq.extend(emitted)
             crop_cache(cache, len(seq) - 1)
             drafter.accepted(seq, k, accepted)
+            if plan is not None:
+                plan.update(k, accepted, draft_ms, verify_ms)
             probe.step(
                 emitted,
                 draft_proposed=k,

@@ -5,13 +5,21 @@ The draft is found by n-gram lookup (Saxena 2023, "prompt lookup decoding"; tran
 (prompt + generated, ``max_ngram_size`` down to ``min_ngram_size`` tokens) that also occurs earlier, and
 propose the ``num_tokens`` tokens that followed its most recent earlier occurrence. The target verifies
 them in one forward pass (:mod:`strategies._speculative`). Pays off when the output copies from the
-input (summaries, RAG answers, code edits); costs a little when nothing matches.
+input (summaries, RAG answers, code edits).
+
+When the answer does not copy (an abstractive summary, a chat answer in its own words) a match is
+still found almost every step (a single common token is a 1-gram match), but its continuation is rarely
+what the model says next, and each verify pass of ``num_tokens + 1`` tokens costs more than a plain
+step (~1.1x per draft token on a CPU). ``schedule = "adaptive"`` (the default) measures both per
+request and drafts only as many tokens as pay, none at all when plain decoding is faster, probing
+again every few steps; ``num_tokens`` is the cap. ``fixed``: always ``num_tokens`` (what prompt lookup
+was before); ``heuristic``: +2 / -1 per step from ``num_tokens`` (between 1 and twice it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from workbench.core.config import field_help
 from workbench.core.strategy import Output, Probe, Request, Session, Strategy
@@ -26,8 +34,17 @@ if TYPE_CHECKING:
 @dataclass
 class PromptLookupConfig:
     max_ngram_size: int = field_help("longest suffix n-gram (tokens) searched for in the text", default=3)
-    num_tokens: int = field_help("draft tokens proposed per step (copied after the match)", default=10)
+    num_tokens: int = field_help(
+        "draft tokens proposed per step, copied after the match (the most, under the adaptive schedule)",
+        default=10,
+    )
     min_ngram_size: int = field_help("shortest suffix n-gram tried before giving up on a draft", default=1)
+    schedule: Literal["adaptive", "fixed", "heuristic"] = field_help(
+        "draft tokens per step: adaptive = as many as the measured acceptance and verify cost say pay, "
+        "0 when plain decoding is faster (num_tokens at most); fixed = always num_tokens; heuristic = "
+        "+2 after a fully accepted draft, -1 otherwise (1 to 2 x num_tokens)",
+        default="adaptive",
+    )
 
     def __post_init__(self) -> None:
         if self.min_ngram_size < 1:
@@ -86,9 +103,10 @@ class PromptLookupSession(HFSession):
         self.drafter = PromptLookupDrafter(config)
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from ._speculative import generate_speculative
+        from ._speculative import Schedule, generate_speculative
 
-        return generate_speculative(self.hf, self.drafter, request, probe)
+        c = self.drafter.config
+        return generate_speculative(self.hf, self.drafter, request, probe, Schedule(c.schedule, c.num_tokens))
 
 
 class PromptLookupStrategy(Strategy):

@@ -5,16 +5,21 @@ temperature 0, sampled from its own distribution otherwise); the target scores t
 pass and keeps the longest acceptable prefix plus one token of its own (:mod:`strategies._speculative`).
 Output is token-identical to the baseline under greedy decoding and distributed like it under sampling.
 
-``adaptive`` is transformers' "heuristic" schedule: +2 draft tokens after a step where the whole draft
-was accepted, -1 otherwise (at least 1, at most twice ``num_draft_tokens``); it restarts from
-``num_draft_tokens`` for every request, so trials do not depend on the ones before them.
+``schedule`` chooses the draft length per step (:mod:`strategies._speculative` has the details):
+``adaptive`` (the default) drafts as many tokens (``num_draft_tokens`` at most) as this request's
+measured acceptance by position and step costs say pay, down to none (plain decoding) when the draft
+agrees too rarely to pay for its steps, probing again now and then; ``fixed`` always drafts
+``num_draft_tokens``; ``heuristic`` is transformers' schedule (+2 after a fully accepted draft, -1
+otherwise, between 1 and twice ``num_draft_tokens``; what ``adaptive = true`` meant before there was a
+``schedule`` key). ``adaptive = false`` is ``schedule = "fixed"``. Every schedule restarts for every
+request, so trials do not depend on the ones before them.
 
 The draft needs the prompt in its KV cache before it can draft. When the draft is the target's own model
 at another precision (the demo's fp16 draft), the target's prefill cache already holds what it needs:
 ``draft_prefill = "from-target"`` (the default for that case) copies the target's keys/values into the
-draft's cache (cast to the cache's dtype: ``draft_kv_dtype``) instead of running a second prefill, so
-speculative decoding costs nothing in the TTFT.
-A different draft model prefills the prompt itself (``own``), and that time is part of the TTFT.
+draft's cache (cast to the cache's dtype: ``draft_kv_dtype``) instead of running a second prefill.
+A different draft model prefills the prompt itself (``own``). Either happens once the target's first
+token is out, so the TTFT is the baseline's; the time lies between the first and the second token.
 
 Draft and target must share a tokenizer (token ids are exchanged directly); a draft larger than the
 target is refused as a configuration mistake.
@@ -50,12 +55,15 @@ class SpeculativeConfig:
     draft_dtype: Literal["auto", "float32", "float16", "bfloat16"] = field_help(
         "dtype of the draft model; auto = the target's", default="auto"
     )
-    num_draft_tokens: int = field_help("tokens the draft model proposes per step", default=5)
+    num_draft_tokens: int = field_help(
+        "tokens the draft model proposes per step (the most, under the adaptive schedule)", default=5
+    )
     draft_prefill: Literal["auto", "own", "from-target"] = field_help(
-        "how the draft gets the prompt into its KV cache: own = it prefills the prompt itself (part of "
-        "the TTFT); from-target = the target's prefill cache cast to the draft's dtype (free; only for a "
-        "draft that is the target's own model at another precision); auto = from-target when the draft "
-        "is the same model source as the target",
+        "how the draft gets the prompt into its KV cache (after the first token: the TTFT is the "
+        "baseline's either way): own = it prefills the prompt itself; from-target = the target's prefill "
+        "cache cast to the draft's dtype (a copy, no second prefill; only for a draft that is the "
+        "target's own model at another precision); auto = from-target when the draft is the same model "
+        "source as the target",
         default="auto",
     )
     draft_vocab: int = field_help(
@@ -70,10 +78,15 @@ class SpeculativeConfig:
         "slower in it, while half-precision weights halve the matmul time), else the draft's dtype",
         default="auto",
     )
+    schedule: Literal["auto", "adaptive", "fixed", "heuristic"] = field_help(
+        "draft tokens per step: adaptive = as many as the measured acceptance and step costs say pay, "
+        "0 (plain decoding) when drafting does not (num_draft_tokens at most); fixed = always "
+        "num_draft_tokens; heuristic = +2 after a fully accepted draft, -1 otherwise (1 to 2 x "
+        "num_draft_tokens); auto = adaptive, or fixed with adaptive = false",
+        default="auto",
+    )
     adaptive: bool = field_help(
-        "adapt the draft length per step: +2 after a fully accepted draft, -1 otherwise "
-        "(between 1 and 2 x num_draft_tokens)",
-        default=True,
+        "false: a fixed draft length (schedule = fixed); true: the schedule key decides", default=True
     )
 
     def __post_init__(self) -> None:
@@ -83,6 +96,14 @@ class SpeculativeConfig:
             raise ValueError(f"num_draft_tokens must be at least 1, got {self.num_draft_tokens}")
         if self.draft_vocab < 0:
             raise ValueError(f"draft_vocab must be 0 (full vocabulary) or more, got {self.draft_vocab}")
+        if not self.adaptive and self.schedule not in ("auto", "fixed"):
+            raise ValueError(f"adaptive = false contradicts schedule = {self.schedule!r}; set one of them")
+
+    @property
+    def draft_schedule(self) -> Literal["adaptive", "fixed", "heuristic"]:
+        if self.schedule == "auto":
+            return "adaptive" if self.adaptive else "fixed"
+        return self.schedule
 
 
 class DraftModelDrafter:
@@ -93,8 +114,6 @@ class DraftModelDrafter:
         self.config = config
         self.reuse_target = reuse_target  # take the prompt's keys/values from the target's cache
         self.vocab_limit = vocab_limit  # the target's logit width: never draft a token it cannot score
-        self.k = config.num_draft_tokens
-        self.max_k = 2 * config.num_draft_tokens
         self.cache: Any = None
         self.kv_dtype: Any = None  # storage dtype of the draft's cache (None: the draft's dtype)
         import torch
@@ -130,7 +149,6 @@ class DraftModelDrafter:
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         from ._cpu import GrowingCache
 
-        self.k = self.config.num_draft_tokens
         self.sampler = sampler
         self.cache = self._new_cache()
         self.cached = []
@@ -150,8 +168,8 @@ class DraftModelDrafter:
                     )
             self.cached = list(request.input_ids)
             return
-        # Prefill the draft on the prompt now, beside the target's prefill (it counts in the TTFT,
-        # as in serving engines), rather than inside the first step's draft_ms.
+        # Prefill the draft on the prompt now (after the first token: decode time, between the first
+        # and the second token), rather than inside the first step's draft_ms.
         self._forward(list(request.input_ids))
 
     def _restrict_head(self, prompt_ids: Any) -> None:
@@ -203,7 +221,7 @@ class DraftModelDrafter:
 
         from ._speculative import Draft
 
-        k = min(self.k, max_tokens)
+        k = max_tokens  # the loop's schedule chose it
         common = self._sync(tokens)
         logits = self._forward(tokens[common:])
         draft: list[int] = []
@@ -228,8 +246,6 @@ class DraftModelDrafter:
 
     def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
         self._sync(tokens)
-        if self.config.adaptive and proposed:
-            self.k = min(self.max_k, self.k + 2) if accepted == proposed else max(1, self.k - 1)
 
 
 class SpeculativeSession(HFSession):
@@ -248,9 +264,11 @@ class SpeculativeSession(HFSession):
         self.drafter = DraftModelDrafter(draft_hf, config, vocab_limit, reuse_target)
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from ._speculative import generate_speculative
+        from ._speculative import Schedule, generate_speculative
 
-        return generate_speculative(self.hf, self.drafter, request, probe)
+        c = self.drafter.config
+        schedule = Schedule(c.draft_schedule, c.num_draft_tokens)
+        return generate_speculative(self.hf, self.drafter, request, probe, schedule)
 
     def close(self) -> None:
         del self.draft_hf, self.drafter

@@ -443,7 +443,16 @@ def test_unknown_demo_model():
 def test_unknown_builtin_workload():
     message = spec_error(FAKE + '[[workloads]]\nname = "nope"\n', kind=SpecError)
     assert "workload 'nope'" in message and "not a built-in" in message
-    for name in ("chat", "summarise", "code", "rag", "sweep-input", "sweep-output"):
+    for name in (
+        "chat",
+        "summarise",
+        "code",
+        "rag",
+        "abstractive",
+        "copy-edit",
+        "sweep-input",
+        "sweep-output",
+    ):
         assert name in message
 
 

@@ -65,6 +65,8 @@ def sessions(models):
         "baseline": load(t, "baseline"),
         "pld": load(t, PLD),
         "pld-short": load(t, PLD, num_tokens=3, max_ngram_size=2),
+        "pld-fixed": load(t, PLD, schedule="fixed"),
+        "pld-heuristic": load(t, PLD, num_tokens=3, schedule="heuristic"),
         "self": load(t, SPEC, draft=str(t), adaptive=False),  # auto: reuses the target's prefill
         "self-own": load(t, SPEC, draft=str(t), draft_prefill="own", num_draft_tokens=3),
         "self-bf16": load(t, SPEC, draft=str(t), draft_dtype="bfloat16", num_draft_tokens=3),
@@ -75,6 +77,7 @@ def sessions(models):
         # a draft that may only propose ids < 60 or ids of the prompt (draft_vocab)
         "truncated-subset": load(t, SPEC, draft=str(models["truncated"]), draft_vocab=60),
         "random": load(t, SPEC, draft=str(models["random"]), num_draft_tokens=3),
+        "random-heuristic": load(t, SPEC, draft=str(models["random"]), schedule="heuristic"),
     }
 
 
@@ -117,6 +120,8 @@ def baseline_outputs(sessions):
     [
         "pld",
         "pld-short",
+        "pld-fixed",
+        "pld-heuristic",
         "self",
         "self-own",
         "self-bf16",
@@ -124,6 +129,7 @@ def baseline_outputs(sessions):
         "truncated",
         "truncated-subset",
         "random",
+        "random-heuristic",
     ],
 )
 def test_greedy_output_is_token_identical_to_baseline(sessions, baseline_outputs, name):
@@ -137,6 +143,45 @@ def test_greedy_output_is_token_identical_to_baseline(sessions, baseline_outputs
             assert out.text == base.decode(expected[:max_new])
             assert out.finish_reason == "length"
             check_accounting(probe, out)
+
+
+class _OpLog:
+    """The torch operations (name and input shapes) a session runs until its first token is reported."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        log = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if log.on:
+                    shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
+                    log.ops.append((str(func), shapes))
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+        self.ops: list = []
+        self.on = True
+
+    def step(self, token_ids=(), **kw) -> None:
+        self.on = False  # the first token is out: what follows is decode time
+
+
+@pytest.mark.parametrize("name", ["pld", "self", "self-own", "truncated", "random"])
+def test_the_first_token_costs_what_the_baselines_does(sessions, name):
+    """TTFT equal to the baseline's by construction: up to the first token a speculative session runs
+    the baseline's torch operations, op for op (one prefill with the same shapes, the same draw); the
+    drafter (a draft's prefill, a copy of the target's cache) starts after it."""
+    logs = {}
+    for key in ("baseline", name):
+        s = sessions[key]
+        log = _OpLog()
+        with log.mode:
+            s.generate(request_for(s, PLAIN[1], max_new_tokens=6, ignore_eos=True), log)
+        logs[key] = log.ops
+    assert any("mm" in op or "linear" in op for op, _ in logs["baseline"])  # the log saw the prefill
+    assert logs[name] == logs["baseline"]
 
 
 def test_prompt_lookup_accepts_multi_token_drafts(sessions):
@@ -199,8 +244,8 @@ def test_draft_prefill_from_target_needs_the_same_architecture(models):
         load(models["target"], SPEC, draft=str(models["truncated"]), draft_prefill="from-target")
 
 
-def test_adaptive_draft_length_grows_when_everything_is_accepted(models):
-    s = load(models["target"], SPEC, draft=str(models["target"]), num_draft_tokens=2)
+def test_heuristic_draft_length_grows_when_everything_is_accepted(models):
+    s = load(models["target"], SPEC, draft=str(models["target"]), num_draft_tokens=2, schedule="heuristic")
     probe = ListProbe()
     s.generate(request_for(s, PLAIN[1], max_new_tokens=40, ignore_eos=True), probe)
     proposed = [i["draft_proposed"] for i in probe.info[1:]]
@@ -326,16 +371,47 @@ def _chi2(counts: dict, probs: dict, n: int) -> tuple[float, int]:
     return sum((o - e) ** 2 / e for o, e in big), len(big) - 1
 
 
+@pytest.fixture
+def with_schedule(monkeypatch):
+    """Set a session's draft schedule for one test. ``adaptive`` also gets a fixed cost (0.25 of a plain
+    step per draft token) and a measured unit from the start, so it drafts from the first decode step
+    and its choices follow the acceptance alone (deterministic given the seed): 2 tokens first, a
+    plain step after a rejection of both."""
+    import dataclasses
+
+    from workbench_strategies._speculative import Adaptive
+
+    def apply(session, schedule: str) -> None:
+        drafter = session.drafter
+        monkeypatch.setattr(drafter, "config", dataclasses.replace(drafter.config, schedule=schedule))
+        if schedule == "adaptive":
+            monkeypatch.setattr(Adaptive, "cost_per_token", lambda self: 0.25)
+            init = Adaptive.__init__
+
+            def measured(self, cap):
+                init(self, cap)
+                self.plain.append(1.0)
+
+            monkeypatch.setattr(Adaptive, "__init__", measured)
+
+    return apply
+
+
+@pytest.mark.parametrize("schedule", ["fixed", "adaptive"])
 @pytest.mark.parametrize("name,both_paths", [("truncated", True), ("truncated-subset", True)])
-def test_sampling_matches_the_target_distribution(sessions, name, both_paths):
+def test_sampling_matches_the_target_distribution(sessions, name, both_paths, schedule, with_schedule):
     s = sessions[name]
+    with_schedule(s, schedule)
     text = REPETITIVE[0]
     n = 300
-    kw = dict(max_new_tokens=3, ignore_eos=True, temperature=1.0, top_k=3)
+    # 4 tokens, the first 3 checked: under adaptive the third comes from a step whose draft length
+    # depends on what the step before accepted
+    kw = dict(max_new_tokens=4, ignore_eos=True, temperature=1.0, top_k=3)
     pair_p, third_p = _exact_distributions(s, request_for(s, text, **kw))
     pairs: dict = {}
     thirds: dict = {}
     proposed = accepted = 0
+    lengths: set = set()  # the draft lengths of each request's steps
     for seed in range(n):
         probe = ListProbe()
         out = s.generate(request_for(s, text, seed=seed, **kw), probe)
@@ -344,7 +420,10 @@ def test_sampling_matches_the_target_distribution(sessions, name, both_paths):
         thirds[out.token_ids[2]] = thirds.get(out.token_ids[2], 0) + 1
         proposed += sum(i.get("draft_proposed", 0) for i in probe.info)
         accepted += sum(i.get("draft_accepted", 0) for i in probe.info)
+        lengths.add(tuple(i["draft_proposed"] for i in probe.info[1:]))
     assert accepted < proposed  # the rejection path ran
+    if schedule == "adaptive":  # both of its choices after the first step ran
+        assert {(2, 0, 0), (2, 0)} <= lengths, lengths
     assert accepted > 0 or not both_paths  # and the acceptance path (a random draft: rarely)
     for counts, probs in ((pairs, pair_p), (thirds, third_p)):
         stat, df = _chi2(counts, probs, n)
@@ -386,8 +465,9 @@ def test_rejection_rule_reproduces_the_target_distribution(draft_kind):
     assert abs(accepted_total / n - rate) < 4 * (rate * (1 - rate) / n) ** 0.5
 
 
-def test_sampling_is_seeded(sessions):
+def test_sampling_is_seeded(sessions, with_schedule):
     s = sessions["truncated"]
+    with_schedule(s, "fixed")  # adaptive choices follow the clock, and the draws follow the choices
     kw = dict(max_new_tokens=20, ignore_eos=True, temperature=1.2, top_p=0.95)
     a = s.generate(request_for(s, PLAIN[1], seed=3, **kw), ListProbe())
     b = s.generate(request_for(s, PLAIN[1], seed=3, **kw), ListProbe())
@@ -395,6 +475,31 @@ def test_sampling_is_seeded(sessions):
 
 
 # --- refusals ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        ("", "adaptive"),
+        ("adaptive = false\n", "fixed"),
+        ('schedule = "heuristic"\n', "heuristic"),
+        ('adaptive = false\nschedule = "fixed"\n', "fixed"),
+    ],
+)
+def test_the_schedule_key_and_the_older_adaptive_switch(keys, expected):
+    spec = parse_spec(
+        f'[[variants]]\nname = "v"\nmodel = "x"\nstrategy = "{SPEC}"\ndraft = "y"\n{keys}'
+        '[[workloads]]\nname = "code"\n'
+    )
+    assert spec.variants[0].config.draft_schedule == expected
+
+
+def test_adaptive_false_contradicting_the_schedule_is_refused():
+    with pytest.raises(SpecError, match="adaptive = false contradicts schedule = 'heuristic'"):
+        parse_spec(
+            f'[[variants]]\nname = "v"\nmodel = "x"\nstrategy = "{SPEC}"\ndraft = "y"\nadaptive = false\n'
+            'schedule = "heuristic"\n[[workloads]]\nname = "code"\n'
+        )
 
 
 def test_draft_is_required():

@@ -20,7 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-BUILTINS = ["chat", "summarise", "code", "rag", "sweep-input", "sweep-output"]
+BUILTINS = ["chat", "summarise", "code", "rag", "abstractive", "copy-edit", "sweep-input", "sweep-output"]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_every_builtin_loads(name, index):
             assert p.messages[-1]["role"] == "user"
 
 
-@pytest.mark.parametrize("name", ["chat", "summarise", "code", "rag"])
+@pytest.mark.parametrize("name", ["chat", "summarise", "code", "rag", "abstractive", "copy-edit"])
 def test_builtin_budgets_come_from_the_index(name, index):
     assert {i.max_new_tokens for i in builtin_workload(name).items} == {index[name]["max_new_tokens"]}
 
@@ -73,7 +73,7 @@ def test_chat_has_growing_histories():
         assert history[-1]["role"] == "user"
 
 
-@pytest.mark.parametrize("name", ["summarise", "code"])
+@pytest.mark.parametrize("name", ["summarise", "code", "abstractive", "copy-edit"])
 def test_summarise_and_code_are_wrapped_as_chat(name, index):
     assert index[name].get("as_chat") is True
     workload = builtin_workload(name)
@@ -86,6 +86,24 @@ def test_summarise_and_code_are_wrapped_as_chat(name, index):
     for raw_item, item in zip(raw, workload.items, strict=True):
         if raw_item.prompt.prompt is not None:
             assert item.prompt.messages == ({"role": "user", "content": raw_item.prompt.prompt},)
+
+
+def test_the_trade_off_workloads_hold_what_their_names_promise():
+    abstractive = builtin_workload("abstractive")
+    ids = set(abstractive.prompt_ids)
+    assert {"history-summary", "chat-3turn", "code-stub"} <= ids  # the three kinds of unseen prompt
+    chat = next(i for i in abstractive.items if i.prompt.id == "chat-3turn").prompt.messages
+    assert chat is not None and [m["role"] for m in chat].count("user") == 3
+    history = next(i for i in abstractive.items if i.prompt.id == "history-summary").prompt.messages
+    assert history is not None and len(history[-1]["content"].split()) >= 400  # a ~500-token text
+    copy_edit = builtin_workload("copy-edit")
+    assert {"type-hints", "typo", "table"} <= set(copy_edit.prompt_ids)
+    # an edit returns its input changed a little: each prompt carries the text to edit after its
+    # one-paragraph instruction, longer than it, so the answer is mostly copied
+    for item in copy_edit.items:
+        assert item.prompt.messages is not None
+        instruction, _, text = item.prompt.messages[-1]["content"].partition("\n\n")
+        assert len(text) > len(instruction), item.prompt.id
 
 
 def test_sweep_input_lengths(index):

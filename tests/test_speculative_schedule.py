@@ -1,0 +1,109 @@
+"""The draft schedules of the shared draft → verify loop (workbench_strategies._speculative): the
+adaptive one's choices from acceptance and cost, its plain steps and probes; fixed and heuristic."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from workbench_strategies._speculative import Adaptive, Schedule
+
+
+def drive(plan, accept, *, t1: float = 10.0, per_token: float, steps: int, room: int = 100, slow=()):
+    """Run ``plan`` for ``steps`` steps against a drafter whose i-th draft token (0-based) is accepted
+    when ``accept(step, i)``, with steps costing ``t1 * (1 + per_token * k)`` ms (3x that for the steps
+    in ``slow``: the OS ran something else); the draft lengths."""
+    lengths = []
+    for step in range(steps):
+        k = plan.next_k(room)
+        lengths.append(k)
+        accepted = 0
+        while accepted < k and accept(step, accepted):
+            accepted += 1
+        cost = t1 * (1 + per_token * k) * (3 if step in slow else 1)
+        plan.update(k, accepted, 0.1 * cost if k else None, 0.9 * cost if k else cost)
+    return lengths
+
+
+def test_the_first_step_is_plain_and_measures_the_unit():
+    plan = Adaptive(6)
+    assert plan.next_k(50) == 0
+    plan.update(0, 0, None, 20.0)
+    assert plan.t1() == 20.0
+    assert plan.next_k(50) > 0  # the prior says drafting may pay: try
+
+
+def test_a_draft_that_always_agrees_drafts_the_cap():
+    lengths = drive(Adaptive(6), lambda step, i: True, per_token=0.1, steps=40)
+    assert lengths[0] == 0
+    assert lengths[-10:].count(6) >= 9  # the cap, but for a plain step now and then
+    # plain steps that refresh the unit: after 4, 8 and then every 16 draft steps, no more
+    assert lengths.count(0) <= 4
+
+
+def test_a_draft_that_never_agrees_falls_back_to_plain_decoding_and_probes():
+    cheap = drive(Adaptive(10), lambda step, i: False, per_token=0.1, steps=200)
+    assert cheap[:2] == [0, 2]  # measure the unit, try the prior's length
+    drafts = [k for k in cheap[10:] if k]
+    assert drafts and set(drafts) == {1}  # only one-token probes
+    # a cheap draft probes often, an expensive one rarely: each near the probe budget
+    costly = drive(Adaptive(10), lambda step, i: False, per_token=0.6, steps=200)
+    assert 0 < sum(costly[10:]) < sum(cheap[10:])
+    for lengths, per_token in ((cheap, 0.1), (costly, 0.6)):
+        time = sum(1 + per_token * k for k in lengths[10:])
+        assert time / len(lengths[10:]) < 1.03  # within ~3 % of plain decoding
+
+
+def test_it_follows_the_text_from_free_prose_into_a_copied_span():
+    # positions accepted from step 60 on (prompt lookup reaching text it copies)
+    lengths = drive(Adaptive(10), lambda step, i: step >= 60, per_token=0.1, steps=100)
+    assert sum(lengths[20:60]) < 20  # probes only
+    assert sum(lengths[80:]) >= 8 * 18  # drafting the cap again, within a few probes
+
+
+def test_acceptance_by_position_sets_the_length():
+    # the first two draft tokens are always accepted, the third never: drafting 2 or 3 is best
+    lengths = drive(Adaptive(8), lambda step, i: i < 2, per_token=0.1, steps=60)
+    assert set(lengths[20:]) <= {0, 2, 3}
+    assert lengths[20:].count(2) + lengths[20:].count(3) >= 30
+
+
+def test_the_estimates_are_robust_to_a_slow_step():
+    plan = Adaptive(6)
+    drive(plan, lambda step, i: True, per_token=0.1, steps=20)
+    plan.update(0, 0, None, 500.0)  # one plain step preempted by the OS: 50x slower
+    assert plan.t1() == pytest.approx(10.0)
+    assert plan.cost_per_token() == pytest.approx(0.1)
+
+
+def test_a_slowed_step_early_on_does_not_stop_a_draft_that_pays():
+    # a draft model at 0.6 of a target step per token that always agrees: k = 6 gives 7 tokens per
+    # 4.6 steps' time; its first draft step slowed 3x alone says drafting costs more than it gives
+    lengths = drive(Adaptive(6), lambda step, i: True, per_token=0.6, steps=30, slow={1})
+    assert lengths[:3] == [0, 2, 6]
+    assert lengths[2:].count(6) >= 25
+    # two in a row stop it for a while: a probe finds the way back
+    lengths = drive(Adaptive(6), lambda step, i: True, per_token=0.6, steps=40, slow={1, 2})
+    assert lengths[-15:].count(6) >= 14
+
+
+def test_never_more_than_the_room():
+    plan = Adaptive(6)
+    drive(plan, lambda step, i: True, per_token=0.1, steps=10)
+    assert plan.next_k(2) <= 2
+    assert plan.next_k(0) == 0
+
+
+def test_fixed_and_heuristic():
+    fixed = Schedule("fixed", 4).start()
+    assert [fixed.next_k(r) for r in (10, 3)] == [4, 3]
+    heuristic = Schedule("heuristic", 2).start()
+    got = []
+    for accepted_all in (True, True, False, False, False):
+        k = heuristic.next_k(10)
+        got.append(k)
+        heuristic.update(k, k if accepted_all else 0, 1.0, 1.0)
+    assert got == [2, 4, 4, 3, 2]  # +2 up to twice the start, -1 down
+    with pytest.raises(ValueError, match="unknown draft schedule"):
+        Schedule("sometimes", 2).start()  # type: ignore[arg-type]
