@@ -59,7 +59,7 @@ ort-genai: $(VENV)/.ort-genai
 # Not part of `setup`/`test` (the llama.cpp build); without the packages these tests skip. CI (.ci/run)
 # runs this target with WHEELHOUSE=~/.cache/workbench-ci/wheels.
 runtimes-check: llama-cpp ort-genai
-	$(BIN)/python -m pytest tests/test_llama_cpp.py tests/test_ort_genai.py tests/test_runtimes.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/test_llama_cpp.py tests/test_ort_genai.py tests/test_runtimes.py tests/test_runtime_drafts.py $(PYTEST_ARGS)
 
 demo: setup
 	$(BIN)/workbench demo

@@ -35,8 +35,8 @@ from workbench.core.errors import StrategyError
 from workbench.core.strategy import Output, Probe, Request
 
 from ._speculative import Draft
+from ._text import TOKENIZER_PROBE as _PROBE_TEXT
 from .baseline import HFSession
-from .speculative import _PROBE_TEXT, SpeculativeConfig
 
 __all__ = [
     "LlamaCppDrafter",
@@ -52,7 +52,7 @@ class _RuntimeDrafter:
     accepted draft, -1 otherwise, as the transformers draft does), the list of tokens in the runtime's
     cache, and turning logits into a draft token."""
 
-    def __init__(self, config: SpeculativeConfig, vocab_limit: int) -> None:
+    def __init__(self, config: Any, vocab_limit: int) -> None:
         self.config = config
         self.vocab_limit = vocab_limit  # the target's logit width: never draft a token it cannot score
         self.k = config.num_draft_tokens
@@ -102,7 +102,7 @@ class _RuntimeDrafter:
 class LlamaCppDrafter(_RuntimeDrafter):
     """A llama.cpp model (llama-cpp-python ``Llama``) as the draft."""
 
-    def __init__(self, llm: Any, config: SpeculativeConfig, vocab_limit: int) -> None:
+    def __init__(self, llm: Any, config: Any, vocab_limit: int) -> None:
         super().__init__(config, vocab_limit)
         self.llm = llm
         self.n_vocab = int(llm.n_vocab())
@@ -144,7 +144,7 @@ class LlamaCppDrafter(_RuntimeDrafter):
 class OrtGenAIDrafter(_RuntimeDrafter):
     """An ONNX Runtime GenAI model as the draft: one ``Generator`` per request."""
 
-    def __init__(self, model: Any, config: SpeculativeConfig, vocab_limit: int) -> None:
+    def __init__(self, model: Any, config: Any, vocab_limit: int) -> None:
         super().__init__(config, vocab_limit)
         self.model = model
         self.generator: Any = None
@@ -247,13 +247,11 @@ class RuntimeDraftSession(HFSession):
         super().close()
 
 
-def _draft_threads(variant: Any, config: SpeculativeConfig) -> int | None:
+def _draft_threads(variant: Any, config: Any) -> int | None:
     return config.draft_threads or variant.threads
 
 
-def load_runtime_draft(
-    target: Any, variant: Any, device: Any, config: SpeculativeConfig, runtime: str
-) -> Any:
+def load_runtime_draft(target: Any, variant: Any, device: Any, config: Any, runtime: str) -> Any:
     """Load ``config.draft`` in ``runtime`` (through that runtime's own strategy: the same conversion,
     quantization and caches) and pair it with the loaded transformers ``target``."""
     vocab_limit = int(target.model.get_output_embeddings().weight.shape[0])
@@ -269,7 +267,7 @@ def load_runtime_draft(
             threads=_draft_threads(variant, config),
             params={},
             # n_ctx = 0: the model's training context (the runner checks prompt + budget against it)
-            config=LlamaCppConfig(gguf_type=config.draft_gguf_type, n_ctx=0),  # type: ignore[arg-type]
+            config=LlamaCppConfig(gguf_type=config.draft_gguf_type, n_ctx=0),
         )
         session: Any = LlamaCppStrategy().load(llama_variant, device)
         llm = session.llm
@@ -297,7 +295,7 @@ def load_runtime_draft(
         dtype="auto",
         threads=_draft_threads(variant, config),
         params={},
-        config=OrtGenAIConfig(precision=config.draft_precision),  # type: ignore[arg-type]
+        config=OrtGenAIConfig(precision=config.draft_precision),
     )
     session = OrtGenAIStrategy().load(ort_variant, device)
     d_tok = session.tokenizer

@@ -42,14 +42,12 @@ from workbench.core.config import field_help, model_field
 from workbench.core.errors import StrategyError
 from workbench.core.strategy import Output, Probe, Request, Session, Strategy
 
+from ._text import TOKENIZER_PROBE as _PROBE_TEXT
 from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
     from workbench.core.variant import Variant
-
-# Encoded by both tokenizers: words, digits, punctuation, whitespace runs, non-ASCII.
-_PROBE_TEXT = "The quick brown fox, 1234 jumps over\n\tthe lazy dog. Ünïcödé — 漢字 🙂 def f(x): return x"
 
 
 @dataclass
