@@ -25,6 +25,7 @@ Imported only inside ``Strategy.load`` (it imports torch and numpy at module lev
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -271,6 +272,13 @@ def load_runtime_draft(target: Any, variant: Any, device: Any, config: Any, runt
         )
         session: Any = LlamaCppStrategy().load(llama_variant, device)
         llm = session.llm
+        # draft_threads is for the one-token draft steps; the prompt's prefill (a batch, in the TTFT)
+        # keeps the variant's threads, all cores by default, as the target's prefill does
+        import llama_cpp
+
+        llama_cpp.llama_set_n_threads(
+            llm.ctx, int(llm.n_threads), int(variant.threads or os.cpu_count() or 1)
+        )
         try:
             check_same_tokens(
                 tok,

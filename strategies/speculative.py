@@ -29,7 +29,9 @@ the drafter picks tokens from the runtime's logits (argmax, or a draw from their
 the request's temperature / top-k / top-p, which the verify rule needs), so greedy output stays
 token-identical and sampling exact (``strategies/_runtime_drafts.py``). Its vocabulary, tokenization
 of a probe text and special-token ids must be the target's, or it is refused in one line.
-``draft_threads`` sets the draft runtime's threads (0: the variant's ``threads``).
+``draft_threads`` sets the draft runtime's threads (0: the variant's ``threads``; llama.cpp's prefill
+keeps the variant's threads: one draft thread does not spin against the target's, a prefill batch
+wants every core).
 """
 
 from __future__ import annotations
@@ -99,7 +101,9 @@ class SpeculativeConfig:
         default="int4",
     )
     draft_threads: int = field_help(
-        "threads of a llama-cpp / onnxruntime-genai draft; 0 = the variant's threads", default=0
+        "threads of a llama-cpp / onnxruntime-genai draft; 0 = the variant's threads (llama.cpp: of its "
+        "draft steps; its prefill keeps the variant's threads, all cores by default)",
+        default=0,
     )
     num_draft_tokens: int = field_help("tokens the draft model proposes per step", default=5)
     draft_prefill: Literal["auto", "own", "from-target"] = field_help(
