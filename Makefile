@@ -61,7 +61,7 @@ ort-genai: $(VENV)/.ort-genai
 # (.ci/run) runs this target with WHEELHOUSE=~/.cache/workbench-ci/wheels. The ONNX Runtime GenAI tests
 # run in `make test` (its wheels are part of `setup`).
 runtimes-check: llama-cpp ort-genai
-	$(BIN)/python -m pytest tests/test_llama_cpp.py tests/test_runtimes.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/test_llama_cpp.py tests/test_runtimes.py tests/test_runtime_drafts.py $(PYTEST_ARGS)
 
 demo: setup
 	$(BIN)/workbench demo

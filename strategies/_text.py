@@ -11,7 +11,11 @@ from typing import Any
 from workbench.core.errors import StrategyError
 from workbench.core.strategy import Prompt, Request
 
-__all__ = ["Stopper", "encode_prompt"]
+__all__ = ["TOKENIZER_PROBE", "Stopper", "encode_prompt"]
+
+#: Encoded by two tokenizers to tell whether they agree (a draft's and its target's): words, digits,
+#: punctuation, whitespace runs, non-ASCII.
+TOKENIZER_PROBE = "The quick brown fox, 1234 jumps over\n\tthe lazy dog. Ünïcödé — 漢字 🙂 def f(x): return x"
 
 
 def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:

@@ -23,6 +23,20 @@ token is out, so the TTFT is the baseline's; the time lies between the first and
 
 Draft and target must share a tokenizer (token ids are exchanged directly); a draft larger than the
 target is refused as a configuration mistake.
+
+**A draft from another runtime** (``draft_runtime``): the target's own weights, quantized, run by
+llama.cpp (``llama-cpp``: a GGUF, e.g. the demo's own Q4_1) or by ONNX
+Runtime GenAI (``onnxruntime-genai``: a model its builder makes once at ``draft_precision``), loaded
+through those strategies (same conversion, quantization and caches; ``draft_gguf_type`` re-quantizes
+the GGUF). The draft keeps its own KV cache, prefills the prompt itself (in the TTFT) and is rolled
+back after a rejection (llama.cpp drops the rejected positions, ONNX Runtime GenAI ``rewind_to``);
+the drafter picks tokens from the runtime's logits (argmax, or a draw from their distribution after
+the request's temperature / top-k / top-p, which the verify rule needs), so greedy output stays
+token-identical and sampling exact (``strategies/_runtime_drafts.py``). Its vocabulary, tokenization
+of a probe text and special-token ids must be the target's, or it is refused in one line.
+``draft_threads`` sets the draft runtime's threads (0: the variant's ``threads``; llama.cpp's prefill
+keeps the variant's threads: one draft thread does not spin against the target's, a prefill batch
+wants every core).
 """
 
 from __future__ import annotations
@@ -35,14 +49,12 @@ from workbench.core.config import field_help, model_field
 from workbench.core.errors import StrategyError
 from workbench.core.strategy import Output, Probe, Request, Session, Strategy
 
+from ._text import TOKENIZER_PROBE as _PROBE_TEXT
 from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
     from workbench.core.variant import Variant
-
-# Encoded by both tokenizers: words, digits, punctuation, whitespace runs, non-ASCII.
-_PROBE_TEXT = "The quick brown fox, 1234 jumps over\n\tthe lazy dog. Ünïcödé — 漢字 🙂 def f(x): return x"
 
 
 @dataclass
@@ -52,8 +64,51 @@ class SpeculativeConfig:
         "must use the target's tokenizer",
         default="",
     )
+    draft_runtime: Literal["auto", "transformers", "llama-cpp", "onnxruntime-genai"] = field_help(
+        "what runs the draft: transformers (in this process, like the target), llama-cpp (a GGUF: the "
+        "file, the demo model's own Q4_1, or a model converted to GGUF) or onnxruntime-genai (a model its "
+        "builder makes once at draft_precision); auto = transformers (a .gguf draft de-quantized, as "
+        "before this key existed)",
+        default="auto",
+    )
     draft_dtype: Literal["auto", "float32", "float16", "bfloat16"] = field_help(
-        "dtype of the draft model; auto = the target's", default="auto"
+        "dtype of a transformers draft; auto = the target's", default="auto"
+    )
+    draft_gguf_type: Literal[
+        "as-is",
+        "F32",
+        "F16",
+        "BF16",
+        "Q8_0",
+        "Q6_K",
+        "Q5_K_M",
+        "Q5_K_S",
+        "Q5_1",
+        "Q5_0",
+        "Q4_K_M",
+        "Q4_K_S",
+        "Q4_1",
+        "Q4_0",
+        "IQ4_NL",
+        "IQ4_XS",
+        "Q3_K_L",
+        "Q3_K_M",
+        "Q3_K_S",
+        "Q2_K",
+    ] = field_help(  # the llama-cpp strategy's gguf_type choices (a test keeps them equal)
+        "llama-cpp draft: its weights as llama.cpp stores them (as-is = the GGUF as given, the demo "
+        "model's Q4_1; a type re-quantizes it once, cached; the llama-cpp strategy's gguf_type)",
+        default="as-is",
+    )
+    draft_precision: Literal["int4", "int8", "fp16", "bf16", "fp32"] = field_help(
+        "onnxruntime-genai draft: the weights its model builder writes (the onnxruntime-genai "
+        "strategy's precision; int8 agrees with an fp32 target more often than int4)",
+        default="int4",
+    )
+    draft_threads: int = field_help(
+        "threads of a llama-cpp / onnxruntime-genai draft; 0 = the variant's threads (llama.cpp: of its "
+        "draft steps; its prefill keeps the variant's threads, all cores by default)",
+        default=0,
     )
     num_draft_tokens: int = field_help(
         "tokens the draft model proposes per step (the most, under the adaptive schedule)", default=5
@@ -98,12 +153,46 @@ class SpeculativeConfig:
             raise ValueError(f"draft_vocab must be 0 (full vocabulary) or more, got {self.draft_vocab}")
         if not self.adaptive and self.schedule not in ("auto", "fixed"):
             raise ValueError(f"adaptive = false contradicts schedule = {self.schedule!r}; set one of them")
+        if self.draft_threads < 0:
+            raise ValueError(f"draft_threads must be 0 (the variant's) or more, got {self.draft_threads}")
+        runtime = self.runtime
+        if runtime == "transformers":
+            for key, default in (
+                ("draft_gguf_type", "as-is"),
+                ("draft_precision", "int4"),
+                ("draft_threads", 0),
+            ):
+                if getattr(self, key) != default:
+                    raise ValueError(
+                        f"{key} applies to a llama-cpp / onnxruntime-genai draft, not a transformers one"
+                    )
+            return
+        for key, default in (("draft_dtype", "auto"), ("draft_vocab", 0), ("draft_kv_dtype", "auto")):
+            if getattr(self, key) != default:
+                raise ValueError(f"{key} applies to a transformers draft, not a {runtime} one")
+        if self.draft_prefill == "from-target":
+            raise ValueError(
+                f"draft_prefill = 'from-target' needs a transformers draft; a {runtime} draft prefills itself"
+            )
+        if runtime == "llama-cpp" and self.draft_precision != "int4":
+            raise ValueError(
+                "draft_precision applies to an onnxruntime-genai draft; a llama-cpp one has draft_gguf_type"
+            )
+        if runtime == "onnxruntime-genai" and self.draft_gguf_type != "as-is":
+            raise ValueError(
+                "draft_gguf_type applies to a llama-cpp draft; an onnxruntime-genai one has draft_precision"
+            )
 
     @property
     def draft_schedule(self) -> Literal["adaptive", "fixed", "heuristic"]:
         if self.schedule == "auto":
             return "adaptive" if self.adaptive else "fixed"
         return self.schedule
+
+    @property
+    def runtime(self) -> str:
+        """``draft_runtime`` with ``auto`` resolved (transformers)."""
+        return "transformers" if self.draft_runtime == "auto" else self.draft_runtime
 
 
 class DraftModelDrafter:
@@ -326,12 +415,29 @@ class SpeculativeStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
+    def preflight(self, variant: Variant) -> None:
+        """A llama-cpp / onnxruntime-genai draft: that runtime installed, and its own checks on the draft."""
+        config: SpeculativeConfig | None = variant.config
+        if config is None or config.runtime == "transformers":
+            return
+        runtime = _runtime_strategy(config.runtime)
+        reason = runtime.available()
+        if reason:
+            raise StrategyError(f"variant {variant.name!r}: a {config.runtime} draft {reason}")
+        runtime.preflight(dataclasses.replace(variant, model=config.draft, dtype="auto"))
+
     def load(self, variant: Variant, device: Device) -> Session:
         from ._hf import load_hf_model
 
         config: SpeculativeConfig = variant.config
         if config is None:
             raise StrategyError(f"variant {variant.name!r}: speculative needs a 'draft' model")
+        if config.runtime != "transformers":
+            self.preflight(variant)
+            from ._runtime_drafts import load_runtime_draft
+
+            target = load_hf_model(variant, device)
+            return load_runtime_draft(target, variant, device, config, config.runtime)
         target = load_hf_model(variant, device)
         draft_dtype: str = config.draft_dtype
         if draft_dtype == "auto":
@@ -344,3 +450,13 @@ class SpeculativeStrategy(Strategy):
         if reuse:
             check_same_architecture(target, draft, config.draft)
         return SpeculativeSession(target, draft, config, reuse_target=reuse)
+
+
+def _runtime_strategy(runtime: str) -> Strategy:
+    if runtime == "llama-cpp":
+        from .llama_cpp import LlamaCppStrategy
+
+        return LlamaCppStrategy()
+    from .ort_genai import OrtGenAIStrategy
+
+    return OrtGenAIStrategy()
