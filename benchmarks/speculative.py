@@ -13,9 +13,10 @@ What is measured
 
     baseline       plain decoding (the reference)
     prompt-lookup  our loop, n-gram drafts from the prompt, ``schedule = "adaptive"`` (the default)
-    speculative    the demo's speculative variant: our loop, draft = the same model in ``--draft-dtype``
-                   (float16: half the bytes per token; same tokenizer by construction), k = 6 at most,
-                   ``schedule = "adaptive"`` (the default)
+    speculative    the demo's speculative variant as resources/specs/demo.toml has it (the target's own
+                   weights in int8, run by ONNX Runtime GenAI, as the draft), ``schedule = "adaptive"``
+    self-fp16      our loop, draft = the same model in ``--draft-dtype`` (float16: half the bytes per
+                   token; same tokenizer by construction), k = 6 at most, ``schedule = "adaptive"``
     with ``--fixed``: prompt-lookup-fixed and speculative-fixed, the same with ``schedule = "fixed"``
     (what they were before the adaptive schedule), and hf-assisted, transformers' assisted generation
     with the same draft and a constant draft length, to cross-check our loop.
@@ -26,7 +27,9 @@ What is measured
 
 Pass criteria (exit 0; exit 1 otherwise), from issues 3 and 16; every trial identical to the baseline:
     prompt-lookup: >= 0.95x on every abstractive prompt; >= 2.5x on copy-edit; >= 3.0x on summarise;
-    speculative:   >= 1.2x on summarise; >= 0.95x on every abstractive prompt;
+    speculative:   >= 0.95x on every abstractive prompt (the demo's variant; >= 2x on chat / summarise /
+                   code is benchmarks/cross_draft.py's);
+    self-fp16:     >= 1.2x on summarise; >= 0.95x on every abstractive prompt;
     with --fixed:  speculative-fixed / hf-assisted >= 1.0 on summarise.
 
     python benchmarks/speculative.py            # ~15 min on a quiet 2-core CPU
@@ -69,7 +72,8 @@ def spec_text(args: argparse.Namespace) -> str:
     variants = [
         ("baseline", ""),
         ("prompt-lookup", f'strategy = "prompt-lookup"\nnum_tokens = {args.pld_tokens}\n'),
-        ("speculative", 'strategy = "speculative"\n' + draft),
+        ("speculative", demo_speculative()),
+        ("self-fp16", 'strategy = "speculative"\n' + draft),
     ]
     if args.fixed:
         variants += [
@@ -85,6 +89,23 @@ def spec_text(args: argparse.Namespace) -> str:
     body = "".join(VARIANT.format(name=name, threads=threads, extra=extra) for name, extra in variants)
     limit = f"limit = {args.limit}\n" if args.limit else ""
     return head + body + WORKLOADS.format(n=args.max_new_tokens, limit=limit)
+
+
+def demo_speculative() -> str:
+    """The keys of the demo's speculative variant (resources/specs/demo.toml), less name/model/dtype."""
+    import tomllib
+
+    from workbench.core.resources import resource_path
+
+    demo = tomllib.loads(resource_path("specs", "demo.toml").read_text(encoding="utf-8"))
+    (table,) = [v for v in demo["variants"] if v["name"] == "speculative"]
+    from workbench.spec.writer import toml_value
+
+    return "".join(
+        f"{key} = {toml_value(value)}\n"
+        for key, value in table.items()
+        if key not in ("name", "model", "dtype")
+    )
 
 
 def geomean(values: list[float]) -> float:
@@ -207,8 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     at_least("prompt-lookup", "abstractive", 0.95, every=True)
     at_least("prompt-lookup", "copy-edit", 2.5, every=False)
     at_least("prompt-lookup", "summarise", 3.0, every=False)
-    at_least("speculative", "summarise", 1.2, every=False)
     at_least("speculative", "abstractive", 0.95, every=True)
+    at_least("self-fp16", "summarise", 1.2, every=False)
+    at_least("self-fp16", "abstractive", 0.95, every=True)
     for variant in variants[1:]:
         checks.append((f"{variant}: every trial identical to the baseline", same[variant]))
     if args.fixed:
