@@ -93,9 +93,8 @@ def spec_text(args: argparse.Namespace) -> str:
 
 def demo_speculative() -> str:
     """The keys of the demo's speculative variant (resources/specs/demo.toml), less name/model/dtype."""
-    import tomllib
-
     from workbench.core.resources import resource_path
+    from workbench.spec.parse import tomllib
 
     demo = tomllib.loads(resource_path("specs", "demo.toml").read_text(encoding="utf-8"))
     (table,) = [v for v in demo["variants"] if v["name"] == "speculative"]
