@@ -16,8 +16,8 @@ The drafter chooses its tokens itself from the runtime's logits (the runtime's o
 used): greedy is the argmax; at temperature > 0 the token is drawn from ``q`` = the logits through
 the request's temperature / top-k / top-p (the target's :class:`Sampler`, its random stream), and
 ``q`` goes to the verify rule, so sampling stays exact. The draft prefills the prompt itself in
-``start``, which the loop calls after the first token (the TTFT stays the baseline's; the draft's
-prefill lands before the second token). Token ids are exchanged directly, so the draft's vocabulary and
+``start``, which the loop calls before it reports the first token: the draft's prefill is prefill
+work and is in the TTFT. Token ids are exchanged directly, so the draft's vocabulary and
 tokenization must be the target's (:func:`check_same_tokens`, one clear line otherwise).
 
 Imported only inside ``Strategy.load`` (it imports torch and numpy at module level).
@@ -53,6 +53,9 @@ class _RuntimeDrafter:
     """What both runtime drafters share: the list of tokens in the runtime's cache and turning logits
     into a draft token. How many to draft is the loop's choice (its ``schedule``, passed as
     ``max_tokens``), as for the transformers draft."""
+
+    #: it prefills the prompt in its own runtime: prefill work, started before the first token (TTFT)
+    prefills_prompt = True
 
     def __init__(self, config: Any, vocab_limit: int) -> None:
         self.config = config
@@ -121,7 +124,7 @@ class LlamaCppDrafter(_RuntimeDrafter):
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         self._reset(sampler)
         self.llm.reset()
-        self._eval(list(request.input_ids))  # the draft's own prefill (after the first token: decode time)
+        self._eval(list(request.input_ids))  # the draft's own prefill (before the first token: TTFT)
 
     def propose(self, tokens: list[int], max_tokens: int) -> Draft:
         common = self._common(tokens)
@@ -163,7 +166,7 @@ class OrtGenAIDrafter(_RuntimeDrafter):
             max_length=len(request.input_ids) + request.max_new_tokens, batch_size=1, do_sample=False
         )
         self.generator = og.Generator(self.model, params)
-        self._append(list(request.input_ids))  # the draft's own prefill (after the first token)
+        self._append(list(request.input_ids))  # the draft's own prefill (before the first token: TTFT)
 
     def propose(self, tokens: list[int], max_tokens: int) -> Draft:
         common = self._common(tokens)

@@ -4,9 +4,11 @@ One sequence (batch size 1). The target model prefills the prompt and yields the
 the baseline does: the same forward pass (``logits_to_keep = 1``, a ``DynamicCache``), the same draw, and
 nothing else before the token is reported, so the TTFT is the baseline's (``tests/test_speculative.py``
 compares the torch operations up to the first token, op for op). Only then does the drafter start on
-the request (its own prefill, or a copy of the target's cache): that time lies between the first and
-the second token, in the decode phase, outside every step's ``draft_ms`` / ``verify_ms``. Then every
-step
+the request (a copy of the target's cache, or nothing for a model-free draft): that time lies between
+the first and the second token, outside every step's ``draft_ms`` / ``verify_ms``. The exception is a
+draft that reads the prompt itself (``Drafter.prefills_prompt``: a draft model with its own prefill,
+a draft in another runtime): that is prefill work, so it runs before the first token is reported and
+is in the TTFT. Then every step
 
 1. the *drafter* proposes up to ``k`` tokens continuing the sequence (``draft_ms``),
 2. the target scores ``[last token] + draft`` in **one** forward pass, giving ``k + 1`` next-token
@@ -84,7 +86,9 @@ class Draft:
 
 
 class Drafter(Protocol):
-    """Proposes draft tokens for one sequence at a time."""
+    """Proposes draft tokens for one sequence at a time. A drafter whose ``start`` prefills the prompt
+    in a model of its own sets ``prefills_prompt = True`` (optional; default False): the loop then
+    starts it before the first token is reported (prefill work, in the TTFT), else after it."""
 
     def start(self, request: Request, sampler: Sampler, target_cache: Any) -> None:
         """A new request: reset per-request state (caches); may prefill on
@@ -305,9 +309,15 @@ def generate_speculative(
         first = int(sampler(logits[:, -1, :]).item())  # same draw as the baseline's first token
         seq.append(first)
         out.append(first)
-        probe.step((first,))  # nothing but the baseline's own work before the first token
+        # A draft that reads the prompt itself does prefill work: it is in the TTFT (as in serving
+        # engines, which prefill draft and target before the first token). Any other drafter starts
+        # after the token, so up to it there is nothing but the baseline's own work.
+        prefills = bool(getattr(drafter, "prefills_prompt", False))
+        if prefills:
+            drafter.start(request, sampler, cache)
+        probe.step((first,))
         reason = stopper(out)
-        if reason is None:
+        if reason is None and not prefills:
             drafter.start(request, sampler, cache)
         plan = schedule.start() if schedule is not None else None
         while reason is None:

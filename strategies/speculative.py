@@ -18,8 +18,9 @@ The draft needs the prompt in its KV cache before it can draft. When the draft i
 at another precision (the demo's fp16 draft), the target's prefill cache already holds what it needs:
 ``draft_prefill = "from-target"`` (the default for that case) copies the target's keys/values into the
 draft's cache (cast to the cache's dtype: ``draft_kv_dtype``) instead of running a second prefill.
-A different draft model prefills the prompt itself (``own``). Either happens once the target's first
-token is out, so the TTFT is the baseline's; the time lies between the first and the second token.
+The copy happens once the target's first token is out, so the TTFT is the baseline's. A different
+draft model prefills the prompt itself (``own``): that is prefill work, done before the first token is
+reported, and it is in the TTFT (as in serving engines).
 
 Draft and target must share a tokenizer (token ids are exchanged directly); a draft larger than the
 target is refused as a configuration mistake.
@@ -114,11 +115,11 @@ class SpeculativeConfig:
         "tokens the draft model proposes per step (the most, under the adaptive schedule)", default=5
     )
     draft_prefill: Literal["auto", "own", "from-target"] = field_help(
-        "how the draft gets the prompt into its KV cache (after the first token: the TTFT is the "
-        "baseline's either way): own = it prefills the prompt itself; from-target = the target's prefill "
-        "cache cast to the draft's dtype (a copy, no second prefill; only for a draft that is the "
-        "target's own model at another precision); auto = from-target when the draft is the same model "
-        "source as the target",
+        "how the draft gets the prompt into its KV cache: own = it prefills the prompt itself (prefill "
+        "work: before the first token, in the TTFT); from-target = the target's prefill cache cast to the "
+        "draft's dtype (a copy after the first token, no second prefill: the TTFT is the baseline's; only "
+        "for a draft that is the target's own model at another precision); auto = from-target when the "
+        "draft is the same model source as the target",
         default="auto",
     )
     draft_vocab: int = field_help(
@@ -202,6 +203,7 @@ class DraftModelDrafter:
         self.hf = hf
         self.config = config
         self.reuse_target = reuse_target  # take the prompt's keys/values from the target's cache
+        self.prefills_prompt = not reuse_target  # its own prefill: prefill work, in the TTFT
         self.vocab_limit = vocab_limit  # the target's logit width: never draft a token it cannot score
         self.cache: Any = None
         self.kv_dtype: Any = None  # storage dtype of the draft's cache (None: the draft's dtype)
@@ -257,8 +259,8 @@ class DraftModelDrafter:
                     )
             self.cached = list(request.input_ids)
             return
-        # Prefill the draft on the prompt now (after the first token: decode time, between the first
-        # and the second token), rather than inside the first step's draft_ms.
+        # Prefill the draft on the prompt now (before the first token is reported: prefill work, in
+        # the TTFT), rather than inside the first step's draft_ms.
         self._forward(list(request.input_ids))
 
     def _restrict_head(self, prompt_ids: Any) -> None:
