@@ -54,30 +54,16 @@ _FTYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 
                 17: "Q5_K_M", 18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}  # fmt: skip
 
 
+#: the weight types llama.cpp can re-quantize a GGUF to (``as-is``: the file as given)
+GgufType = Literal[
+    "as-is", "F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_1", "Q5_0", "Q4_K_M", "Q4_K_S",
+    "Q4_1", "Q4_0", "IQ4_NL", "IQ4_XS", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q2_K",
+]  # fmt: skip
+
+
 @dataclass
 class LlamaCppConfig:
-    gguf_type: Literal[
-        "as-is",
-        "F32",
-        "F16",
-        "BF16",
-        "Q8_0",
-        "Q6_K",
-        "Q5_K_M",
-        "Q5_K_S",
-        "Q5_1",
-        "Q5_0",
-        "Q4_K_M",
-        "Q4_K_S",
-        "Q4_1",
-        "Q4_0",
-        "IQ4_NL",
-        "IQ4_XS",
-        "Q3_K_L",
-        "Q3_K_M",
-        "Q3_K_S",
-        "Q2_K",
-    ] = field_help(
+    gguf_type: GgufType = field_help(  # noqa: RUF009 (an immutable default, as everywhere)
         "weights as llama.cpp stores them: as-is = the GGUF file as given (the demo model: Q4_1); "
         "a type re-quantizes it once with llama_model_quantize (cached; from a quantized file the "
         "weights are de-quantized first, so F32/F16 of a Q4_1 file hold the Q4_1 values)",

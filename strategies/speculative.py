@@ -52,6 +52,7 @@ from workbench.core.strategy import Output, Probe, Request, Session, Strategy
 
 from ._text import TOKENIZER_PROBE as _PROBE_TEXT
 from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
+from .llama_cpp import GgufType
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -75,28 +76,7 @@ class SpeculativeConfig:
     draft_dtype: Literal["auto", "float32", "float16", "bfloat16"] = field_help(
         "dtype of a transformers draft; auto = the target's", default="auto"
     )
-    draft_gguf_type: Literal[
-        "as-is",
-        "F32",
-        "F16",
-        "BF16",
-        "Q8_0",
-        "Q6_K",
-        "Q5_K_M",
-        "Q5_K_S",
-        "Q5_1",
-        "Q5_0",
-        "Q4_K_M",
-        "Q4_K_S",
-        "Q4_1",
-        "Q4_0",
-        "IQ4_NL",
-        "IQ4_XS",
-        "Q3_K_L",
-        "Q3_K_M",
-        "Q3_K_S",
-        "Q2_K",
-    ] = field_help(  # the llama-cpp strategy's gguf_type choices (a test keeps them equal)
+    draft_gguf_type: GgufType = field_help(  # noqa: RUF009 (the llama-cpp strategy's gguf_type choices)
         "llama-cpp draft: its weights as llama.cpp stores them (as-is = the GGUF as given, the demo "
         "model's Q4_1; a type re-quantizes it once, cached; the llama-cpp strategy's gguf_type)",
         default="as-is",

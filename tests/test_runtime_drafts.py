@@ -50,23 +50,17 @@ def test_keys_of_another_runtime_are_refused_in_one_line(tiny_model_dir, params,
     assert "\n" not in str(info.value)
 
 
-def test_the_gguf_types_are_the_llama_cpp_strategys():
-    import typing
-
+def test_the_draft_keys_are_parameters_with_the_llama_cpp_strategys_gguf_types():
     from workbench_strategies.llama_cpp import LlamaCppConfig
     from workbench_strategies.speculative import SpeculativeConfig
 
     from workbench.core.config import config_fields
 
-    ours = typing.get_type_hints(SpeculativeConfig)["draft_gguf_type"]
-    theirs = typing.get_type_hints(LlamaCppConfig)["gguf_type"]
-    assert typing.get_args(ours) == typing.get_args(theirs)
-    assert {f.name for f in config_fields(SpeculativeConfig)} >= {
-        "draft_runtime",
-        "draft_gguf_type",
-        "draft_precision",
-        "draft_threads",
-    }
+    fields = {f.name: f for f in config_fields(SpeculativeConfig)}
+    assert set(fields) >= {"draft_runtime", "draft_gguf_type", "draft_precision", "draft_threads"}
+    (theirs,) = [f for f in config_fields(LlamaCppConfig) if f.name == "gguf_type"]
+    # one alias (llama_cpp.GgufType): the GUI form and the validation offer the same choices
+    assert fields["draft_gguf_type"].choices == theirs.choices and "Q4_K_M" in theirs.choices
 
 
 def check_accounting(probe: ListProbe, out) -> tuple[int, int, int]:
