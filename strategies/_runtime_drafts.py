@@ -75,6 +75,16 @@ class _RuntimeDrafter:
             common += 1
         return common
 
+    def _crop(self, length: int) -> None:
+        """Drop the runtime cache's positions from ``length`` on (each runtime's own call)."""
+        raise NotImplementedError
+
+    def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
+        """After a verify: the runtime's cache cropped back to the accepted sequence."""
+        common = self._common(tokens)
+        if common < len(self.cached):
+            self._crop(common)
+
     def _choose(self, logits: np.ndarray, probs: list[torch.Tensor]) -> int:
         """The draft token for the next-token ``logits`` (a numpy row over the draft's vocabulary)."""
         row = logits[: self.vocab_limit]
@@ -132,11 +142,6 @@ class LlamaCppDrafter(_RuntimeDrafter):
         first = self._eval(tokens[common:])
         return self._draft(first, lambda token: self._eval([token]), max_tokens)
 
-    def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
-        common = self._common(tokens)
-        if common < len(self.cached):
-            self._crop(common)
-
 
 class OrtGenAIDrafter(_RuntimeDrafter):
     """An ONNX Runtime GenAI model as the draft: one ``Generator`` per request."""
@@ -174,11 +179,6 @@ class OrtGenAIDrafter(_RuntimeDrafter):
             self._crop(common)
         first = self._append(tokens[common:])
         return self._draft(first, lambda token: self._append([token]), max_tokens)
-
-    def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
-        common = self._common(tokens)
-        if common < len(self.cached):
-            self._crop(common)
 
 
 def check_same_tokens(
