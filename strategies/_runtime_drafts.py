@@ -25,6 +25,7 @@ Imported only inside ``Strategy.load`` (it imports torch and numpy at module lev
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import os
 from collections.abc import Callable
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 
-class _RuntimeDrafter:
+class _RuntimeDrafter(abc.ABC):
     """What both runtime drafters share: the list of tokens in the runtime's cache and turning logits
     into a draft token. How many to draft is the loop's choice (its ``schedule``, passed as
     ``max_tokens``), as for the transformers draft."""
@@ -75,9 +76,9 @@ class _RuntimeDrafter:
             common += 1
         return common
 
+    @abc.abstractmethod
     def _crop(self, length: int) -> None:
         """Drop the runtime cache's positions from ``length`` on (each runtime's own call)."""
-        raise NotImplementedError
 
     def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
         """After a verify: the runtime's cache cropped back to the accepted sequence."""
@@ -250,6 +251,19 @@ def _draft_threads(variant: Any, config: Any) -> int | None:
     return config.draft_threads or variant.threads
 
 
+def _draft_variant(variant: Any, config: Any, strategy: str, strategy_config: Any) -> Any:
+    """The draft as a variant of the runtime's own strategy (so its loading and caches are reused)."""
+    return dataclasses.replace(
+        variant,
+        strategy=strategy,
+        model=config.draft,
+        dtype="auto",
+        threads=_draft_threads(variant, config),
+        params={},
+        config=strategy_config,
+    )
+
+
 def load_runtime_draft(target: Any, variant: Any, device: Any, config: Any, runtime: str) -> Any:
     """Load ``config.draft`` in ``runtime`` (through that runtime's own strategy: the same conversion,
     quantization and caches) and pair it with the loaded transformers ``target``."""
@@ -258,17 +272,9 @@ def load_runtime_draft(target: Any, variant: Any, device: Any, config: Any, runt
     if runtime == "llama-cpp":
         from .llama_cpp import LlamaCppConfig, LlamaCppStrategy
 
-        llama_variant = dataclasses.replace(
-            variant,
-            strategy="llama-cpp",
-            model=config.draft,
-            dtype="auto",
-            threads=_draft_threads(variant, config),
-            params={},
-            # n_ctx = 0: the model's training context (the runner checks prompt + budget against it)
-            config=LlamaCppConfig(gguf_type=config.draft_gguf_type, n_ctx=0),
-        )
-        session: Any = LlamaCppStrategy().load(llama_variant, device)
+        # n_ctx = 0: the model's training context (the runner checks prompt + budget against it)
+        llama = LlamaCppConfig(gguf_type=config.draft_gguf_type, n_ctx=0)
+        session: Any = LlamaCppStrategy().load(_draft_variant(variant, config, "llama-cpp", llama), device)
         llm = session.llm
         # draft_threads is for the one-token draft steps; the prompt's prefill (a batch)
         # keeps the variant's threads, all cores by default, as the target's prefill does
@@ -294,14 +300,8 @@ def load_runtime_draft(target: Any, variant: Any, device: Any, config: Any, runt
 
     from .ort_genai import OrtGenAIConfig, OrtGenAIStrategy
 
-    ort_variant = dataclasses.replace(
-        variant,
-        strategy="onnxruntime-genai",
-        model=config.draft,
-        dtype="auto",
-        threads=_draft_threads(variant, config),
-        params={},
-        config=OrtGenAIConfig(precision=config.draft_precision),
+    ort_variant = _draft_variant(
+        variant, config, "onnxruntime-genai", OrtGenAIConfig(precision=config.draft_precision)
     )
     session = OrtGenAIStrategy().load(ort_variant, device)
     d_tok = session.tokenizer
