@@ -35,13 +35,25 @@ distribution the baseline samples from.
   median of the recent plain steps is the unit ``T1``, the median extra time per draft token of the
   recent draft steps (with two prior ones at ``PRIOR_COST``, so that one step slowed by the OS early on
   cannot stop the drafting) is ``r`` (in units of ``T1``). It drafts the ``k`` (0 up to the cap) that
-  maximises the expected tokens per unit time, ``(1 + a1 + a1 a2 + ...) / (1 + r k)``; ``k = 0`` (plain
+  maximises the expected tokens per unit time, ``(1 + a1 + a1 a2 + ...) / c(k)`` with ``c(k) = 1 + r k``
+  (but see below); ``k = 0`` (plain
   decoding) when no draft length is predicted to beat a plain step by ``MARGIN``. The first decode step
   is a plain one (it measures ``T1``), and a plain step refreshes ``T1`` after 4, 8, then every 16
-  draft steps without one. While plain decoding wins, a one-token draft probes again every few steps, as often as keeps the
-  probes' expected loss near ``PROBE_BUDGET`` of the time (a cheap draft such as prompt lookup probes
-  every 2-5 steps, a draft model every ~20-30). Timing-driven, so under sampling a seed reproduces the
-  output only with the same schedule choices (``fixed`` is bit-reproducible).
+  draft steps without one. A draft length that recent steps used is priced at what those steps cost (the
+  median, with two more samples on the per-token line), not on the line: a verify's cost is not linear
+  in its length (on this project's 2-core CPU a 2-token verify costs ~1.3 plain steps, a 5-token one
+  ~1.1: the matrix kernels change with the row count). While plain decoding wins, a drafter that
+  costs something (a draft model) probes with a one-token draft now and then, as often as keeps the
+  probes' expected loss (``step_cost(1) - 1 - a1`` plain steps each) near ``PROBE_BUDGET`` of the time
+  (every ~15-30 steps). A free drafter (``Drafter.free_drafts``: prompt lookup) never probes: on every
+  plain step it is asked what it would draft, and that *shadow* draft is scored against the tokens
+  the target then yields, position by position as they arrive (up to ``cap`` shadows open at once,
+  one per plain step), into the same acceptance counts (a greedy draft token would be accepted
+  exactly when it is the target's token; under sampling a point-mass draft ``x`` is accepted with
+  probability ``p(x)``, the chance that the target samples ``x``, so the match rate estimates the
+  same thing). On text it cannot copy it costs a lookup per step (~0.1 ms) and nothing else; when the
+  text reaches a span it can copy, the shadows see it within a step or two. Timing-driven, so under sampling a
+  seed reproduces the output only with the same schedule choices (``fixed`` is bit-reproducible).
 * ``fixed``: always the cap (``num_draft_tokens`` / ``num_tokens``), where the drafter has that many.
 * ``heuristic``: transformers' schedule for assistant models: start at the cap, +2 after a step whose
   whole draft was accepted, -1 otherwise, between 1 and twice the cap.
@@ -86,9 +98,12 @@ class Draft:
 
 
 class Drafter(Protocol):
-    """Proposes draft tokens for one sequence at a time. A drafter whose ``start`` prefills the prompt
-    in a model of its own sets ``prefills_prompt = True`` (optional; default False): the loop then
-    starts it before the first token is reported (prefill work, in the TTFT), else after it."""
+    """Proposes draft tokens for one sequence at a time. Two optional class attributes (default False):
+    a drafter whose ``start`` prefills the prompt in a model of its own sets ``prefills_prompt = True``:
+    the loop then starts it before the first token is reported (prefill work, in the TTFT), else after
+    it. A drafter whose ``propose`` costs next to nothing and changes no state (an n-gram lookup) sets
+    ``free_drafts = True``: the adaptive schedule then asks it on plain steps too and scores that
+    *shadow* draft against the tokens the target yields, instead of paying for probe drafts."""
 
     def start(self, request: Request, sampler: Sampler, target_cache: Any) -> None:
         """A new request: reset per-request state (caches); may prefill on
@@ -141,13 +156,15 @@ class Schedule:
     kind: ScheduleKind = "adaptive"
     max_tokens: int = 5
 
-    def start(self) -> _Plan:
+    def start(self, *, free_drafts: bool = False) -> _Plan:
+        """``free_drafts``: the drafter's proposals cost next to nothing (``Drafter.free_drafts``); the
+        adaptive schedule then scores shadow drafts on its plain steps instead of probing."""
         if self.kind == "fixed":
             return _Fixed(self.max_tokens)
         if self.kind == "heuristic":
             return _Heuristic(self.max_tokens)
         if self.kind == "adaptive":
-            return Adaptive(self.max_tokens)
+            return Adaptive(self.max_tokens, free_drafts=free_drafts)
         raise ValueError(f"unknown draft schedule {self.kind!r}; one of {', '.join(SCHEDULES)}")
 
 
@@ -191,27 +208,33 @@ class _Heuristic:
 
 class Adaptive:
     """The ``adaptive`` schedule (module docstring): the draft length that maximises expected tokens
-    per unit time, from this request's acceptance by draft position and its measured step costs."""
+    per unit time, from this request's acceptance by draft position and its measured step costs.
+    ``free_drafts``: the drafter's proposals cost next to nothing (prompt lookup), so plain steps
+    score *shadow* drafts (:meth:`open_shadow` / :meth:`follow`) instead of paying for probes."""
 
     PRIOR_ACCEPTANCE = 0.6  # a first guess at each position's acceptance, worth PRIOR_WEIGHT steps
     PRIOR_WEIGHT = 0.5
-    DECAY = 0.85  # per draft step: the counts remember ~7 draft steps
+    DECAY = 0.85  # per observed draft: the counts remember ~7 drafts
     PRIOR_COST = 0.25  # extra time per draft token (x T1), counted as PRIOR_SAMPLES measured steps
     PRIOR_SAMPLES = 2
     MARGIN = 0.03  # draft only when it is predicted to beat plain decoding by 3 %
     PROBE_BUDGET = 0.02  # share of the time the probes may cost while plain decoding wins
     WINDOW = 12  # recent steps the cost medians are taken over
+    BY_LENGTH = 4  # recent steps per draft length that price that length
     REFRESH = 16  # a plain step at the latest after this many steps without one
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, *, free_drafts: bool = False) -> None:
         self.cap = cap
+        self.free_drafts = free_drafts
         self.tried = [0.0] * cap  # faded counts: position i reached (all before it accepted) ...
         self.taken = [0.0] * cap  # ... and accepted
         self.plain: deque[float] = deque(maxlen=self.WINDOW)  # ms of recent k = 0 steps
         self.drafts: deque[tuple[int, float]] = deque(maxlen=self.WINDOW)  # (k, ms) of draft steps
+        self.by_length: dict[int, deque[float]] = {}  # k -> ms of the last BY_LENGTH steps drafting k
         self.since_plain = 0  # steps since the last plain one
         self.refresh = 4  # ... and after how many the next plain step is due (doubles to REFRESH)
         self.idle = 0  # plain steps in a row chosen because drafting did not pay
+        self.shadows: list[list[Any]] = []  # open shadow drafts: [start, tokens, positions matched so far]
 
     # --- estimates ---------------------------------------------------------------------------------
 
@@ -239,16 +262,29 @@ class Adaptive:
         measured = [(ms - t1) / (k * t1) for k, ms in self.drafts]
         return max(0.0, statistics.median([*measured, *[self.PRIOR_COST] * self.PRIOR_SAMPLES]))
 
+    def step_cost(self, k: int) -> float:
+        """A step with ``k`` draft tokens, in units of a plain step. Where steps drafted exactly ``k``,
+        the median of the last ``BY_LENGTH`` (with ``PRIOR_SAMPLES`` more at the per-token line below, so one slowed
+        step cannot price a length out): a verify's cost is not
+        a straight line in ``k`` (on a CPU a 2-token pass can cost more than a 5-token one, the matrix
+        kernels changing with the row count), so a length is priced by what it cost. Other lengths:
+        ``1 + cost_per_token() * k``."""
+        if k == 0:
+            return 1.0
+        line = 1.0 + self.cost_per_token() * k
+        t1 = self.t1()
+        same = [ms / t1 for ms in self.by_length.get(k, ())] if t1 else []
+        return statistics.median([*same, *[line] * self.PRIOR_SAMPLES]) if same else line
+
     def best(self, limit: int) -> tuple[int, float]:
         """The draft length (0..limit) with the most expected tokens per unit time, and that rate (tokens
         per plain-step time; a plain step is 1)."""
-        r = self.cost_per_token()
         best_k, best_rate = 0, 1.0 + self.MARGIN
         expected = run = 1.0
         for k, a in enumerate(self.acceptance()[:limit], start=1):
             run *= a
             expected += run
-            rate = expected / (1.0 + r * k)
+            rate = expected / self.step_cost(k)
             if rate > best_rate:
                 best_k, best_rate = k, rate
         return best_k, (best_rate if best_k else 1.0)
@@ -263,10 +299,12 @@ class Adaptive:
         if k:
             self.idle = 0
             return k
+        if self.free_drafts:
+            return 0  # the shadow drafts are the probes, at no cost
         self.idle += 1
-        # A one-token probe loses about (r - a1) of a plain step when it fails; spread it so the probes
-        # cost at most PROBE_BUDGET of the time.
-        loss = max(self.cost_per_token() - self.acceptance()[0], 0.0)
+        # A one-token probe yields 1 + a1 tokens in the time of step_cost(1) plain steps; spread the
+        # probes so that their expected loss is at most PROBE_BUDGET of the time.
+        loss = max(self.step_cost(1) - 1.0 - self.acceptance()[0], 0.0)
         if self.idle > math.ceil(loss / self.PROBE_BUDGET):
             self.idle = 0
             return 1
@@ -279,14 +317,62 @@ class Adaptive:
             self.refresh = min(2 * self.refresh, self.REFRESH) if len(self.plain) > 1 else self.refresh
             return
         self.since_plain += 1
-        self.drafts.append((proposed, (draft_ms or 0.0) + verify_ms))
-        for i in range(self.cap):
-            self.tried[i] *= self.DECAY
-            self.taken[i] *= self.DECAY
-        for i in range(min(accepted + 1, proposed, self.cap)):
+        ms = (draft_ms or 0.0) + verify_ms
+        self.drafts.append((proposed, ms))
+        self.by_length.setdefault(proposed, deque(maxlen=self.BY_LENGTH)).append(ms)
+        self.observe(min(accepted + 1, proposed), accepted)
+
+    def observe(self, reached: int, accepted: int) -> None:
+        """Evidence from one draft: its first ``reached`` positions were decided, the first ``accepted``
+        of them accepted (``accepted == reached``: no rejection seen)."""
+        self._fade()
+        for i in range(min(reached, self.cap)):
             self.tried[i] += 1.0
             if i < accepted:
                 self.taken[i] += 1.0
+
+    def _fade(self) -> None:
+        for i in range(self.cap):
+            self.tried[i] *= self.DECAY
+            self.taken[i] *= self.DECAY
+
+    # --- shadow drafts (free drafters) -------------------------------------------------------------
+
+    def open_shadow(self, start: int, tokens: list[int]) -> None:
+        """What the drafter would have proposed at sequence length ``start`` (a plain step follows):
+        :meth:`follow` scores it against the tokens the target then yields, as a draft would have
+        been (a greedy draft token is accepted when it is the target's token; under sampling a
+        point-mass draft ``x`` is accepted with probability ``p(x)``, the chance that the target
+        samples ``x``, so the match rate is that chance too). One shadow per plain step, so up to
+        ``cap`` are open at once, each at a different start: what drafting at each step would have
+        got. Each counts as one observed draft (the counts fade when it opens)."""
+        if tokens:
+            self._fade()
+            self.shadows.append([start, tokens[: self.cap], 0])
+
+    def follow(self, seq: list[int]) -> None:
+        """Score the open shadow drafts against ``seq`` (the sequence now), position by position as the
+        tokens arrive; each closes at its first mismatch or its end."""
+        still = []
+        for shadow in self.shadows:
+            start, tokens, seen = shadow
+            while seen < len(tokens) and start + seen < len(seq):
+                hit = seq[start + seen] == tokens[seen]
+                self.tried[seen] += 1.0
+                if not hit:
+                    break
+                self.taken[seen] += 1.0
+                seen += 1
+            else:
+                if seen < len(tokens):
+                    shadow[2] = seen
+                    still.append(shadow)
+        self.shadows = still
+
+    def drop_shadows(self) -> None:
+        """A real draft follows: its own verify decides the next tokens (the shadows' decided positions
+        are counted; the rest are not counted twice)."""
+        self.shadows = []
 
 
 def generate_speculative(
@@ -319,12 +405,20 @@ def generate_speculative(
         reason = stopper(out)
         if reason is None and not prefills:
             drafter.start(request, sampler, cache)
-        plan = schedule.start() if schedule is not None else None
+        plan = schedule.start(free_drafts=bool(getattr(drafter, "free_drafts", False))) if schedule else None
+        shadows = plan if isinstance(plan, Adaptive) and plan.free_drafts else None
         while reason is None:
             # Never draft past the budget: a step yields at most k + 1 tokens, and the verify pass
             # never runs beyond prompt + max_new_tokens positions (the context the runner checked).
             room = request.max_new_tokens - len(out) - 1
+            if shadows is not None:
+                shadows.follow(seq)
             want = room if plan is None or room < 1 else plan.next_k(room)
+            if shadows is not None:  # a free drafter: a plain step scores what it would have drafted
+                if want > 0:
+                    shadows.drop_shadows()
+                else:
+                    shadows.open_shadow(len(seq), drafter.propose(seq, shadows.cap).tokens)
             draft_ms = None
             draft = Draft([])
             if want > 0:

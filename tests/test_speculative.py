@@ -394,11 +394,11 @@ def with_schedule(monkeypatch):
         drafter = session.drafter
         monkeypatch.setattr(drafter, "config", dataclasses.replace(drafter.config, schedule=schedule))
         if schedule == "adaptive":
-            monkeypatch.setattr(Adaptive, "cost_per_token", lambda self: 0.25)
+            monkeypatch.setattr(Adaptive, "step_cost", lambda self, k: 1.0 + 0.25 * k)
             init = Adaptive.__init__
 
-            def measured(self, cap):
-                init(self, cap)
+            def measured(self, cap, **kwargs):
+                init(self, cap, **kwargs)
                 self.plain.append(1.0)
 
             monkeypatch.setattr(Adaptive, "__init__", measured)

@@ -88,6 +88,90 @@ def test_a_slowed_step_early_on_does_not_stop_a_draft_that_pays():
     assert lengths[-15:].count(6) >= 14
 
 
+def test_a_length_is_priced_by_what_it_cost():
+    # a CPU whose 2-token verify (k = 1) costs 1.5 plain steps while longer ones cost ~1.1 (the matrix
+    # kernels change with the row count); the first draft token is always accepted, no other: k = 2
+    # (2 tokens per 1.1) beats k = 1 (2 tokens per 1.5), which the per-token line would pick
+    plan = Adaptive(6)
+    lengths = []
+    for _ in range(60):
+        k = plan.next_k(100)
+        lengths.append(k)
+        accepted = min(k, 1)
+        cost = 10.0 * (1.5 if k == 1 else 1.0 + 0.05 * k)
+        plan.update(k, accepted, 0.1 * cost if k else None, 0.9 * cost if k else cost)
+    assert plan.step_cost(1) > plan.step_cost(2) + 0.1  # the line alone: 1.05 < 1.1
+    assert lengths[20:].count(2) >= 30
+
+
+def drive_free(plan, agrees, *, t1: float = 10.0, per_token: float = 0.1, tokens: int = 100):
+    """Run ``plan`` the way the loop runs it for a free drafter (``free_drafts``: shadow drafts on plain
+    steps) over ``tokens`` target tokens; the drafter's proposal at sequence length ``n`` continues the
+    target correctly for as long as ``agrees(n + i)`` (0-based index of the token); the draft lengths."""
+    target = list(range(1000, 1000 + tokens))
+
+    def propose(n: int) -> list[int]:
+        return [target[n + i] if agrees(n + i) else -1 for i in range(plan.cap) if n + i < tokens]
+
+    seq: list[int] = [target[0]]
+    lengths = []
+    while len(seq) < tokens:
+        plan.follow(seq)
+        k = plan.next_k(tokens - len(seq))
+        lengths.append(k)
+        if k:
+            plan.drop_shadows()
+            draft = propose(len(seq))[:k]
+        else:
+            plan.open_shadow(len(seq), propose(len(seq)))
+            draft = []
+        accepted = 0
+        while accepted < len(draft) and draft[accepted] == target[len(seq) + accepted]:
+            accepted += 1
+        seq.extend(target[len(seq) : len(seq) + accepted + 1])
+        cost = t1 * (1 + per_token * len(draft))
+        plan.update(len(draft), accepted, 0.1 * cost if draft else None, 0.9 * cost if draft else cost)
+    return lengths
+
+
+def test_a_free_drafter_that_never_agrees_never_drafts():
+    # prompt lookup on text it cannot copy: the shadow drafts show it before any draft is paid for
+    lengths = drive_free(Adaptive(10, free_drafts=True), lambda n: False)
+    assert sum(lengths) == 0
+    # a drafter that costs something probes instead (the prior's first try, then one-token probes)
+    probing = drive_free(Adaptive(10), lambda n: False)
+    assert sum(probing) > 0
+
+
+def test_shadow_drafts_find_a_copied_span_at_once():
+    # free prose up to token 50, then a span the lookup can copy: drafting starts on its first steps
+    lengths = drive_free(Adaptive(10, free_drafts=True), lambda n: n >= 50, tokens=120)
+    assert sum(lengths[:45]) == 0
+    first = next(i for i, k in enumerate(lengths) if k)
+    assert 48 <= first <= 53
+    assert max(lengths) == 10
+
+
+def test_shadows_score_each_position_as_its_token_arrives():
+    plan = Adaptive(4, free_drafts=True)
+    plan.open_shadow(3, [7, 8, 9, 10])
+    plan.follow([0, 1, 2, 7])  # the first position matched, the rest undecided: counted already
+    assert plan.tried == [1.0, 0.0, 0.0, 0.0] and plan.taken == [1.0, 0.0, 0.0, 0.0]
+    plan.open_shadow(4, [9, 3])  # the next plain step's shadow, open beside the first
+    plan.follow([0, 1, 2, 7, 8])  # the first's second position matched; the second's first did not
+    assert plan.tried == pytest.approx([1.85, 1.0, 0.0, 0.0])
+    assert plan.taken == pytest.approx([0.85, 1.0, 0.0, 0.0])
+    assert len(plan.shadows) == 1
+    plan.follow([0, 1, 2, 7, 8, 5])  # the first's third position failed: closed
+    assert plan.tried[2] == 1.0 and plan.taken[2] == 0.0 and plan.shadows == []
+    plan.open_shadow(6, [1, 2])
+    plan.drop_shadows()  # a real draft follows: its verify decides these positions
+    plan.follow([0, 1, 2, 7, 8, 5, 1, 2])
+    assert plan.tried[2] == pytest.approx(0.85)  # faded once by the new shadow, nothing added
+    plan.open_shadow(8, [])  # the lookup found nothing: no evidence, no fading
+    assert plan.tried[2] == pytest.approx(0.85)
+
+
 def test_never_more_than_the_room():
     plan = Adaptive(6)
     drive(plan, lambda step, i: True, per_token=0.1, steps=10)
