@@ -57,14 +57,14 @@ class PromptLookupConfig:
             raise ValueError(f"num_tokens must be at least 1, got {self.num_tokens}")
 
 
-def find_draft(tokens: list[int], max_ngram: int, min_ngram: int, num_tokens: int) -> list[int]:
+def find_draft(tokens: list[int], max_ngram: int, min_ngram: int, num_tokens: int) -> tuple[list[int], int]:
     """The tokens that followed the most recent earlier occurrence of the longest suffix n-gram of
-    ``tokens`` (``max_ngram`` down to ``min_ngram``); ``[]`` when no suffix recurs."""
+    ``tokens`` (``max_ngram`` down to ``min_ngram``), and that n; ``([], 0)`` when no suffix recurs."""
     import numpy as np
 
     length = len(tokens)
     if length < 2:
-        return []
+        return [], 0
     seq = np.asarray(tokens, dtype=np.int64)
     for n in range(min(max_ngram, length - 1), min_ngram - 1, -1):
         # candidate starts i in [0, length - n - 1]: the window seq[i:i+n] ends before the suffix's
@@ -76,8 +76,8 @@ def find_draft(tokens: list[int], max_ngram: int, min_ngram: int, num_tokens: in
         hits = np.flatnonzero(match)
         if hits.size:
             begin = int(hits[-1]) + n
-            return tokens[begin : begin + num_tokens]
-    return []
+            return tokens[begin : begin + num_tokens], n
+    return [], 0
 
 
 class PromptLookupDrafter:
@@ -93,7 +93,8 @@ class PromptLookupDrafter:
         from ._speculative import Draft
 
         c = self.config
-        return Draft(find_draft(tokens, c.max_ngram_size, c.min_ngram_size, min(c.num_tokens, max_tokens)))
+        draft, n = find_draft(tokens, c.max_ngram_size, c.min_ngram_size, min(c.num_tokens, max_tokens))
+        return Draft(draft, kind=n)  # a longer match is far likelier to be continued (Adaptive.acceptance)
 
     def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
         pass

@@ -546,7 +546,8 @@ def test_prompt_lookup_finds_the_most_recent_longest_match():
     from workbench_strategies.prompt_lookup import find_draft
 
     seq = [1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 2, 3]
-    assert find_draft(seq, 3, 1, 3) == [7, 8, 5]  # suffix (2, 3): latest earlier match at index 5
-    assert find_draft([4, 5, 6], 3, 1, 5) == []
-    assert find_draft([4, 5, 4], 3, 1, 5) == [5, 4]
-    assert find_draft([4, 5, 4], 3, 2, 5) == []  # min_ngram_size 2: a 1-token match is not enough
+    # suffix (2, 3): latest earlier match at index 5; the n-gram's length comes back too (Draft.kind)
+    assert find_draft(seq, 3, 1, 3) == ([7, 8, 5], 2)
+    assert find_draft([4, 5, 6], 3, 1, 5) == ([], 0)
+    assert find_draft([4, 5, 4], 3, 1, 5) == ([5, 4], 1)
+    assert find_draft([4, 5, 4], 3, 2, 5) == ([], 0)  # min_ngram_size 2: a 1-token match is not enough

@@ -104,52 +104,81 @@ def test_a_length_is_priced_by_what_it_cost():
     assert lengths[20:].count(2) >= 30
 
 
-def drive_free(plan, agrees, *, t1: float = 10.0, per_token: float = 0.1, tokens: int = 100):
-    """Run ``plan`` the way the loop runs it for a free drafter (``free_drafts``: shadow drafts on plain
-    steps) over ``tokens`` target tokens; the drafter's proposal at sequence length ``n`` continues the
-    target correctly for as long as ``agrees(n + i)`` (0-based index of the token); the draft lengths."""
+def drive_free(
+    plan,
+    agrees,
+    *,
+    kind=lambda n: None,
+    t1: float = 10.0,
+    per_token: float = 0.1,
+    tokens: int = 100,
+    starts=None,
+):
+    """Run ``plan`` the way the loop runs it for a free drafter (``free_drafts``: it proposes first, the
+    length is chosen knowing the proposal's kind and length, a proposal not drafted is a shadow) over
+    ``tokens`` target tokens. The proposal at sequence length ``n`` has ``Draft.kind`` ``kind(n)`` and
+    its token ``i`` is right when ``agrees(n, i)``. The draft lengths (and each step's ``n`` appended to
+    ``starts``, if given)."""
     target = list(range(1000, 1000 + tokens))
-
-    def propose(n: int) -> list[int]:
-        return [target[n + i] if agrees(n + i) else -1 for i in range(plan.cap) if n + i < tokens]
-
     seq: list[int] = [target[0]]
     lengths = []
     while len(seq) < tokens:
         plan.follow(seq)
-        k = plan.next_k(tokens - len(seq))
+        n = len(seq)
+        proposal = [target[n + i] if agrees(n, i) else -1 for i in range(plan.cap) if n + i < tokens]
+        k = plan.next_k(tokens - n, kind=kind(n), available=len(proposal))
         lengths.append(k)
+        if starts is not None:
+            starts.append(n)
         if k:
             plan.drop_shadows()
-            draft = propose(len(seq))[:k]
         else:
-            plan.open_shadow(len(seq), propose(len(seq)))
-            draft = []
+            plan.open_shadow(n, proposal, kind(n))
+        draft = proposal[:k]
         accepted = 0
-        while accepted < len(draft) and draft[accepted] == target[len(seq) + accepted]:
+        while accepted < len(draft) and draft[accepted] == target[n + accepted]:
             accepted += 1
-        seq.extend(target[len(seq) : len(seq) + accepted + 1])
+        seq.extend(target[n : n + accepted + 1])
         cost = t1 * (1 + per_token * len(draft))
-        plan.update(len(draft), accepted, 0.1 * cost if draft else None, 0.9 * cost if draft else cost)
+        plan.update(
+            len(draft), accepted, 0.1 * cost if draft else None, 0.9 * cost if draft else cost, kind(n)
+        )
     return lengths
 
 
 def test_a_free_drafter_that_never_agrees_never_drafts():
     # prompt lookup on text it cannot copy: the shadow drafts show it before any draft is paid for
-    lengths = drive_free(Adaptive(10, free_drafts=True), lambda n: False)
+    lengths = drive_free(Adaptive(10, free_drafts=True), lambda n, i: False)
     assert sum(lengths) == 0
     # a drafter that costs something probes instead (the prior's first try, then one-token probes)
-    probing = drive_free(Adaptive(10), lambda n: False)
+    probing = drive_free(Adaptive(10), lambda n, i: False)
     assert sum(probing) > 0
 
 
 def test_shadow_drafts_find_a_copied_span_at_once():
     # free prose up to token 50, then a span the lookup can copy: drafting starts on its first steps
-    lengths = drive_free(Adaptive(10, free_drafts=True), lambda n: n >= 50, tokens=120)
+    lengths = drive_free(Adaptive(10, free_drafts=True), lambda n, i: n + i >= 50, tokens=120)
     assert sum(lengths[:45]) == 0
     first = next(i for i, k in enumerate(lengths) if k)
     assert 48 <= first <= 53
     assert max(lengths) == 10
+
+
+def test_a_free_drafter_drafts_the_kinds_of_draft_that_pay():
+    # prompt lookup on abstractive text: mostly 1-gram matches, always wrong; now and then a 3-gram
+    # match that the text continues for 6 tokens. Pooled, the acceptance is too low to draft; per kind,
+    # the 3-gram drafts pay and the 1-gram ones never run.
+    def kind(n):
+        return 3 if n % 10 == 0 else 1
+
+    starts: list[int] = []
+    right = lambda n, i: kind(n) == 3 and i < 6  # noqa: E731
+    lengths = drive_free(Adaptive(10, free_drafts=True), right, kind=kind, tokens=300, starts=starts)
+    steps = list(zip(lengths, starts, strict=True))
+    assert all(k == 0 for k, n in steps[20:] if kind(n) == 1)
+    assert sum(k >= 6 for k, n in steps[20:] if kind(n) == 3) >= 10
+    pooled = drive_free(Adaptive(10, free_drafts=True), right, tokens=300)
+    assert sum(pooled[20:]) == 0  # the same drafts without their kind: never pays
 
 
 def test_shadows_score_each_position_as_its_token_arrives():
