@@ -133,24 +133,46 @@ def main(argv: list[str] | None = None) -> int:
         help="torch threads per worker (0: one per core); 1 on a machine other processes keep busy",
     )
     parser.add_argument("--db", type=Path, help="keep the results database here")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="DB",
+        help="run nothing: the tables and checks of the newest run in DB (a database kept with --db)",
+    )
     args = parser.parse_args(argv)
 
     from workbench.run.execute import RunExecutor
     from workbench.spec.parse import parse_spec
     from workbench.store import Store
 
-    db = args.db or Path(tempfile.mkdtemp(prefix="wb-bench-")) / "speculative.db"
-    store = Store(db)
-    result = RunExecutor(
-        parse_spec(spec_text(args)),
-        store,
-        on_progress=lambda p: p.message and print(f"  [{p.done}/{p.total}] {p.message}", file=sys.stderr),
-    ).run()
-    trials = store.trials(result.run_id)
+    if args.report:
+        db = args.report
+        store = Store(db)
+        run = store.resolve_run(None)  # the newest
+        spec = parse_spec(run["spec"])
+        run_id = run["id"]
+    else:
+        db = args.db or Path(tempfile.mkdtemp(prefix="wb-bench-")) / "speculative.db"
+        store = Store(db)
+        spec = parse_spec(spec_text(args))
+        run_id = (
+            RunExecutor(
+                spec,
+                store,
+                on_progress=lambda p: (
+                    p.message and print(f"  [{p.done}/{p.total}] {p.message}", file=sys.stderr)
+                ),
+            )
+            .run()
+            .run_id
+        )
+    trials = store.trials(run_id)
     cells: dict[tuple[str, str, str], list[dict]] = {}  # (variant, workload, prompt) -> trials
     for t in trials:
         cells.setdefault((t["variant"], t["workload"], t["prompt_id"]), []).append(t)
-    variants = list(dict.fromkeys(t["variant"] for t in trials))
+    # the spec's order, the baseline (the reference) first: the trials' own order follows the rounds
+    ran = {t["variant"] for t in trials}
+    variants = [v.name for v in spec.variants if v.name in ran]
     prompts = list(dict.fromkeys((t["workload"], t["prompt_id"]) for t in trials))
 
     def ok(variant: str, workload: str, prompt: str) -> list[dict]:
@@ -160,12 +182,18 @@ def main(argv: list[str] | None = None) -> int:
         values = [t[key] for t in rows if t[key] is not None]
         return statistics.median(values) if values else None
 
+    measured = [t for t in trials if not t["warmup"]]
+    reps = 1 + max((t["repetition"] for t in measured), default=-1)
+    new_tokens = max((t["max_new_tokens"] or 0 for t in measured), default=0)
     print(
-        f"\ndemo:smollm2-135m float32, greedy, {args.max_new_tokens} new tokens, {args.repetitions} reps "
-        f"(threads: {args.threads or 'one per core'}) "
-        f"(interleaved); draft {args.draft_dtype}, k <= {args.k}; prompt lookup num_tokens <= "
-        f"{args.pld_tokens}; db {db}\n"
+        f"\ndemo:smollm2-135m float32, greedy, {new_tokens} new tokens, {reps} reps (interleaved); db {db}, run {run_id}"
     )
+    if not args.report:
+        print(
+            f"threads: {args.threads or 'one per core'}; draft {args.draft_dtype}, k <= {args.k}; "
+            f"prompt lookup num_tokens <= {args.pld_tokens}"
+        )
+    print()
     header = (
         f"{'variant':<20} {'workload/prompt':<28} {'tok/s':>7} {'vs base':>8} {'TTFT ms':>8} {'TTFT x':>7} "
         f"{'accept':>7} {'tok/step':>8} {'same':>5}"
@@ -232,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     at_least("self-fp16", "abstractive", 0.95, every=True)
     for variant in variants[1:]:
         checks.append((f"{variant}: every trial identical to the baseline", same[variant]))
-    if args.fixed:
+    if "hf-assisted" in variants:  # --fixed
         ours = per_prompt("speculative-fixed", "summarise")
         theirs = per_prompt("hf-assisted", "summarise")
         if ours and theirs:
