@@ -288,11 +288,11 @@ class Adaptive:
         return max(0.0, statistics.median([*measured, *[self.PRIOR_COST] * self.PRIOR_SAMPLES]))
 
     def step_cost(self, k: int) -> float:
-        """A step with ``k`` draft tokens, in units of a plain step. Where steps drafted exactly ``k``,
-        the median of the last ``BY_LENGTH`` (with ``PRIOR_SAMPLES`` more at the per-token line below, so one slowed
-        step cannot price a length out): a verify's cost is not
-        a straight line in ``k`` (on a CPU a 2-token pass can cost more than a 5-token one, the matrix
-        kernels changing with the row count), so a length is priced by what it cost. Other lengths:
+        """A step with ``k`` draft tokens, in units of a plain step. Where steps drafted exactly ``k``:
+        the median of the last ``BY_LENGTH`` of them, with ``PRIOR_SAMPLES`` more on the per-token line
+        (so one slowed step cannot price a length out). A verify's cost is not a straight line in
+        ``k`` (on a CPU a 2-token pass can cost more than a 5-token one, the matrix kernels changing
+        with the row count), so a length is priced by what it cost. Other lengths: the line,
         ``1 + cost_per_token() * k``."""
         if k == 0:
             return 1.0
@@ -444,7 +444,8 @@ def generate_speculative(
         reason = stopper(out)
         if reason is None and not prefills:
             drafter.start(request, sampler, cache)
-        plan = schedule.start(free_drafts=bool(getattr(drafter, "free_drafts", False))) if schedule else None
+        free = bool(getattr(drafter, "free_drafts", False))
+        plan = schedule.start(free_drafts=free) if schedule is not None else None
         shadows = plan if isinstance(plan, Adaptive) and plan.free_drafts else None
         while reason is None:
             # Never draft past the budget: a step yields at most k + 1 tokens, and the verify pass
