@@ -57,9 +57,10 @@ class PromptLookupConfig:
             raise ValueError(f"num_tokens must be at least 1, got {self.num_tokens}")
 
 
-def find_draft(tokens: list[int], max_ngram: int, min_ngram: int, num_tokens: int) -> tuple[list[int], int]:
+def find_draft(tokens: Any, max_ngram: int, min_ngram: int, num_tokens: int) -> tuple[list[int], int]:
     """The tokens that followed the most recent earlier occurrence of the longest suffix n-gram of
-    ``tokens`` (``max_ngram`` down to ``min_ngram``), and that n; ``([], 0)`` when no suffix recurs."""
+    ``tokens`` (a list, or an int64 array: used as it is), ``max_ngram`` down to ``min_ngram``, and
+    that n; ``([], 0)`` when no suffix recurs."""
     import numpy as np
 
     length = len(tokens)
@@ -76,7 +77,7 @@ def find_draft(tokens: list[int], max_ngram: int, min_ngram: int, num_tokens: in
         hits = np.flatnonzero(match)
         if hits.size:
             begin = int(hits[-1]) + n
-            return tokens[begin : begin + num_tokens], n
+            return seq[begin : begin + num_tokens].tolist(), n
     return [], 0
 
 
@@ -85,15 +86,35 @@ class PromptLookupDrafter:
 
     def __init__(self, config: PromptLookupConfig) -> None:
         self.config = config
+        self._seq: Any = None  # the request's sequence as an int64 array, grown as tokens arrive ...
+        self._n = 0  # ... of which the first _n are filled
 
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
-        pass
+        self._n = 0
+
+    def _array(self, tokens: list[int]) -> Any:
+        """``tokens`` as an int64 array, converting only what came since the last call: within a
+        request the loop's sequence only grows, and the lookup runs every step (free_drafts). A
+        session serves one request at a time (no ``supports_concurrency``)."""
+        import numpy as np
+
+        if len(tokens) < self._n:  # not the sequence of this request's last call: start over
+            self._n = 0
+        if self._seq is None or len(tokens) > len(self._seq):
+            grown = np.empty(max(2 * len(tokens), 1024), dtype=np.int64)
+            if self._seq is not None:
+                grown[: self._n] = self._seq[: self._n]
+            self._seq = grown
+        self._seq[self._n : len(tokens)] = tokens[self._n :]
+        self._n = len(tokens)
+        return self._seq[: self._n]
 
     def propose(self, tokens: list[int], max_tokens: int) -> Any:
         from ._speculative import Draft
 
         c = self.config
-        draft, n = find_draft(tokens, c.max_ngram_size, c.min_ngram_size, min(c.num_tokens, max_tokens))
+        seq = self._array(tokens)
+        draft, n = find_draft(seq, c.max_ngram_size, c.min_ngram_size, min(c.num_tokens, max_tokens))
         return Draft(draft, kind=n)  # a longer match is far likelier to be continued (Adaptive.acceptance)
 
     def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
