@@ -253,6 +253,7 @@ class Adaptive:
         self.refresh = 4  # ... and after how many the next plain step is due (doubles to REFRESH)
         self.idle = 0  # plain steps in a row chosen because drafting did not pay
         self.shadows: list[list[Any]] = []  # open shadow drafts: [start, tokens, matched so far, kind]
+        self._estimates: tuple[float | None, float] | None = None  # (t1, cost_per_token) until update()
 
     # --- estimates ---------------------------------------------------------------------------------
 
@@ -275,17 +276,26 @@ class Adaptive:
 
     def t1(self) -> float | None:
         """A plain step's time (ms): the median of the recent ones."""
-        return statistics.median(self.plain) if self.plain else None
+        return self._unit()[0]
 
     def cost_per_token(self) -> float:
         """Extra time per draft token, in units of a plain step: the median over the recent draft steps
         and ``PRIOR_SAMPLES`` of ``PRIOR_COST`` (so one step slowed by the OS early in a request, when
         there are few, cannot stop the drafting on its own)."""
-        t1 = self.t1()
-        if not self.drafts or not t1:
-            return self.PRIOR_COST
-        measured = [(ms - t1) / (k * t1) for k, ms in self.drafts]
-        return max(0.0, statistics.median([*measured, *[self.PRIOR_COST] * self.PRIOR_SAMPLES]))
+        return self._unit()[1]
+
+    def _unit(self) -> tuple[float | None, float]:
+        """``(t1, cost_per_token)``, computed once per step (:meth:`update` clears them): each length
+        that :meth:`best` prices needs both."""
+        if self._estimates is None:
+            t1 = statistics.median(self.plain) if self.plain else None
+            if not self.drafts or not t1:
+                slope = self.PRIOR_COST
+            else:
+                measured = [(ms - t1) / (k * t1) for k, ms in self.drafts]
+                slope = max(0.0, statistics.median([*measured, *[self.PRIOR_COST] * self.PRIOR_SAMPLES]))
+            self._estimates = (t1, slope)
+        return self._estimates
 
     def step_cost(self, k: int) -> float:
         """A step with ``k`` draft tokens, in units of a plain step. Where steps drafted exactly ``k``:
@@ -340,6 +350,7 @@ class Adaptive:
     def update(
         self, proposed: int, accepted: int, draft_ms: float | None, verify_ms: float, kind: Hashable = None
     ) -> None:
+        self._estimates = None
         if proposed == 0:
             self.plain.append(verify_ms)
             self.since_plain = 0
