@@ -80,6 +80,18 @@ class _RuntimeDrafter(abc.ABC):
     def _crop(self, length: int) -> None:
         """Drop the runtime cache's positions from ``length`` on (each runtime's own call)."""
 
+    @abc.abstractmethod
+    def _feed(self, tokens: list[int]) -> np.ndarray:
+        """Run ``tokens`` through the runtime (appending them to its cache and to ``cached``); the
+        next-token logits after the last one."""
+
+    def propose(self, tokens: list[int], max_tokens: int) -> Draft:
+        common = self._common(tokens)
+        if common < len(self.cached):
+            self._crop(common)
+        first = self._feed(tokens[common:])
+        return self._draft(first, lambda token: self._feed([token]), max_tokens)
+
     def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
         """After a verify: the runtime's cache cropped back to the accepted sequence."""
         common = self._common(tokens)
@@ -122,7 +134,7 @@ class LlamaCppDrafter(_RuntimeDrafter):
         ptr = llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))  # a view: read before the next eval
 
-    def _eval(self, tokens: list[int]) -> np.ndarray:
+    def _feed(self, tokens: list[int]) -> np.ndarray:
         self.llm.eval(tokens)
         self.cached.extend(tokens)
         return self._logits()
@@ -135,13 +147,7 @@ class LlamaCppDrafter(_RuntimeDrafter):
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         self._reset(sampler)
         self.llm.reset()
-        self._eval(list(request.input_ids))  # the draft's own prefill (before the first token: TTFT)
-
-    def propose(self, tokens: list[int], max_tokens: int) -> Draft:
-        common = self._common(tokens)
-        self._crop(common)
-        first = self._eval(tokens[common:])
-        return self._draft(first, lambda token: self._eval([token]), max_tokens)
+        self._feed(list(request.input_ids))  # the draft's own prefill (before the first token: TTFT)
 
 
 class OrtGenAIDrafter(_RuntimeDrafter):
@@ -152,7 +158,7 @@ class OrtGenAIDrafter(_RuntimeDrafter):
         self.model = model
         self.generator: Any = None
 
-    def _append(self, tokens: list[int]) -> np.ndarray:
+    def _feed(self, tokens: list[int]) -> np.ndarray:
         self.generator.append_tokens(np.asarray(tokens, dtype=np.int32))
         self.cached.extend(tokens)
         return self.generator.get_logits()[0, -1]
@@ -172,14 +178,7 @@ class OrtGenAIDrafter(_RuntimeDrafter):
             max_length=len(request.input_ids) + request.max_new_tokens, batch_size=1, do_sample=False
         )
         self.generator = og.Generator(self.model, params)
-        self._append(list(request.input_ids))  # the draft's own prefill (before the first token: TTFT)
-
-    def propose(self, tokens: list[int], max_tokens: int) -> Draft:
-        common = self._common(tokens)
-        if common < len(self.cached):
-            self._crop(common)
-        first = self._append(tokens[common:])
-        return self._draft(first, lambda token: self._append([token]), max_tokens)
+        self._feed(list(request.input_ids))  # the draft's own prefill (before the first token: TTFT)
 
 
 def check_same_tokens(
@@ -247,10 +246,6 @@ class RuntimeDraftSession(HFSession):
         super().close()
 
 
-def _draft_threads(variant: Any, config: Any) -> int | None:
-    return config.draft_threads or variant.threads
-
-
 def _draft_variant(variant: Any, config: Any, strategy: str, strategy_config: Any) -> Any:
     """The draft as a variant of the runtime's own strategy (so its loading and caches are reused)."""
     return dataclasses.replace(
@@ -258,7 +253,7 @@ def _draft_variant(variant: Any, config: Any, strategy: str, strategy_config: An
         strategy=strategy,
         model=config.draft,
         dtype="auto",
-        threads=_draft_threads(variant, config),
+        threads=config.draft_threads or variant.threads,
         params={},
         config=strategy_config,
     )
