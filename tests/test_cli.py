@@ -571,7 +571,7 @@ def test_the_levers_spec_is_valid():
 
 
 def test_demo_full_leaves_out_runtimes_not_installed_and_says_so(monkeypatch, capsys):
-    from workbench.cli import _available_variants
+    from workbench.cli.running import _available_variants
     from workbench.core import registry
     from workbench.core.resources import resource_path
     from workbench.spec.parse import load_spec
