@@ -22,14 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.config import field_help
-from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
+from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy, field_help
 
-from .baseline import HFSession, decode_loop, torch_unavailable_reason
+from .hf_session import HFSession, decode_loop, torch_unavailable_reason
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 
 @dataclass

@@ -21,14 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.config import field_help
-from workbench.core.strategy import Output, Probe, Request, Session, Strategy
+from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
 
-from .baseline import HFSession, torch_unavailable_reason
+from .hf_session import HFSession, torch_unavailable_reason
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 
 @dataclass
@@ -110,7 +108,7 @@ class PromptLookupDrafter:
         return self._seq[: self._n]
 
     def propose(self, tokens: list[int], max_tokens: int) -> Any:
-        from ._speculative import Draft
+        from .speculative.loop import Draft
 
         c = self.config
         seq = self._array(tokens)
@@ -127,7 +125,8 @@ class PromptLookupSession(HFSession):
         self.drafter = PromptLookupDrafter(config)
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from ._speculative import Schedule, generate_speculative
+        from .speculative.loop import generate_speculative
+        from .speculative.schedule import Schedule
 
         c = self.drafter.config
         return generate_speculative(self.hf, self.drafter, request, probe, Schedule(c.schedule, c.num_tokens))

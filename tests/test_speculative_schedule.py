@@ -1,4 +1,4 @@
-"""The draft schedules of the shared draft → verify loop (workbench_strategies._speculative): the
+"""The draft schedules of the shared draft → verify loop (workbench_strategies.speculative.schedule): the
 adaptive one's choices from acceptance and cost, its plain steps and probes; fixed and heuristic."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from workbench_strategies._speculative import Adaptive, Schedule
+from workbench_strategies.speculative.schedule import Adaptive, Schedule
 
 
 def drive(plan, accept, *, t1: float = 10.0, per_token: float, steps: int, room: int = 100, slow=()):

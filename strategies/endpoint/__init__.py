@@ -20,13 +20,12 @@ import os
 from typing import TYPE_CHECKING
 
 from workbench.core.errors import StrategyError
-from workbench.core.strategy import Session, Strategy
+from workbench.strategy import Session, Strategy
 
 from .config import EndpointConfig, check_url
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 __all__ = ["EndpointConfig", "EndpointStrategy", "check_url"]
 

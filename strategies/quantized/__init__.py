@@ -42,16 +42,15 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.config import field_help
 from workbench.core.errors import StrategyError
-from workbench.core.strategy import Session, Strategy
+from workbench.strategy import Session, Strategy, field_help
 
-from ._gptq import gptq_unavailable_reason
-from .baseline import BaselineSession, torch_unavailable_reason
+from ..baseline import BaselineSession
+from ..hf_session import torch_unavailable_reason
+from .gptq import gptq_unavailable_reason
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 #: ``auto`` picks the first of these that is available on the device. Order from decode tok/s
 #: measured on SmolLM2-135M, float32, x86 CPU (see docs/quantized.md). ``gptq`` is never chosen:
@@ -338,7 +337,7 @@ class QuantizedStrategy(Strategy):
 
     def load(self, variant: Variant, device: Device) -> Session:
         config: QuantizedConfig = variant.config if variant.config is not None else QuantizedConfig()
-        from ._hf import load_hf_model, resolve_dtype
+        from .._hf import load_hf_model, resolve_dtype
 
         method = resolve_method(config.method, device.type)
         if method == "gptq":
@@ -370,7 +369,7 @@ class QuantizedStrategy(Strategy):
         return session
 
     def _load_gptq(self, variant: Variant, device: Device, config: QuantizedConfig) -> QuantizedSession:
-        from ._gptq import load_gptq
+        from .gptq import load_gptq
 
         loaded = load_gptq(
             variant,

@@ -3,7 +3,7 @@ or ONNX Runtime GenAI (a model its builder made, e.g. int4 / int8), next to a tr
 
 The target's own weights, quantized, agree with it on most greedy tokens and a quantized runtime runs
 them several times faster than the target, so a draft step costs a fraction of a target step. The
-drafters implement :class:`strategies._speculative.Drafter` on the runtime's own KV cache:
+drafters implement :class:`.loop.Drafter` on the runtime's own KV cache:
 
 - **llama.cpp** (llama-cpp-python's ``Llama``): ``eval`` feeds tokens into its cache, the next-token
   logits are ``llama_get_logits_ith(ctx, -1)``; after a rejection the rejected positions are dropped
@@ -35,11 +35,12 @@ import numpy as np
 import torch
 
 from workbench.core.errors import StrategyError
-from workbench.core.strategy import Output, Probe, Request
+from workbench.strategy import Output, Probe, Request
 
-from ._speculative import Draft
-from ._text import TOKENIZER_PROBE as _PROBE_TEXT
-from .baseline import HFSession
+from .._text import TOKENIZER_PROBE as _PROBE_TEXT
+from ..hf_session import HFSession
+from .loop import Draft, generate_speculative
+from .schedule import Schedule
 
 __all__ = [
     "LlamaCppDrafter",
@@ -233,8 +234,6 @@ class RuntimeDraftSession(HFSession):
             self.context_length = draft.context_length
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from ._speculative import Schedule, generate_speculative
-
         c = self.drafter.config
         return generate_speculative(
             self.hf, self.drafter, request, probe, Schedule(c.draft_schedule, c.num_draft_tokens)
@@ -265,7 +264,7 @@ def load_runtime_draft(target: Any, variant: Any, device: Any, config: Any, runt
     vocab_limit = int(target.model.get_output_embeddings().weight.shape[0])
     tok = target.tokenizer
     if runtime == "llama-cpp":
-        from .llama_cpp import LlamaCppConfig, LlamaCppStrategy
+        from ..llama_cpp import LlamaCppConfig, LlamaCppStrategy
 
         # n_ctx = 0: the model's training context (the runner checks prompt + budget against it)
         llama = LlamaCppConfig(gguf_type=config.draft_gguf_type, n_ctx=0)
@@ -293,7 +292,7 @@ def load_runtime_draft(target: Any, variant: Any, device: Any, config: Any, runt
             raise
         return RuntimeDraftSession(target, session, LlamaCppDrafter(llm, config, vocab_limit))
 
-    from .ort_genai import OrtGenAIConfig, OrtGenAIStrategy
+    from ..ort_genai import OrtGenAIConfig, OrtGenAIStrategy
 
     ort_variant = _draft_variant(
         variant, config, "onnxruntime-genai", OrtGenAIConfig(precision=config.draft_precision)
