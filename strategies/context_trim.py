@@ -122,7 +122,7 @@ class ContextTrimSession(HFSession):
         )
 
 
-class ContextTrimStrategy(Strategy):
+class ContextTrimStrategy(Strategy[ContextTrimConfig]):
     name = "context-trim"
     description = "Less context: drop the oldest chat turns or the middle of a long prompt to a token budget"
     Config = ContextTrimConfig
@@ -130,7 +130,7 @@ class ContextTrimStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[ContextTrimConfig], device: Device) -> Session:
         from ._hf import load_hf_model
 
-        return ContextTrimSession(load_hf_model(variant, device), variant.config or ContextTrimConfig())
+        return ContextTrimSession(load_hf_model(variant, device), variant.config)

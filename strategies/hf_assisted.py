@@ -120,7 +120,7 @@ class HFAssistedSession(HFSession):
         return Output(token_ids=tokens, text=hf.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
 
 
-class HFAssistedStrategy(Strategy):
+class HFAssistedStrategy(Strategy[HFAssistedConfig]):
     name = "hf-assisted"
     description = "transformers' own assisted generation (draft model or prompt lookup), for cross-checks"
     Config = HFAssistedConfig
@@ -128,11 +128,11 @@ class HFAssistedStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[HFAssistedConfig], device: Device) -> Session:
         from ._hf import load_hf_model
         from .speculative.draft_model import check_compatible
 
-        config: HFAssistedConfig = variant.config if variant.config is not None else HFAssistedConfig()
+        config = variant.config
         target = load_hf_model(variant, device)
         draft = None
         if config.draft:

@@ -244,7 +244,7 @@ class OrtGenAISession(Session):
         del self.model
 
 
-class OrtGenAIStrategy(Strategy):
+class OrtGenAIStrategy(Strategy[OrtGenAIConfig]):
     name = "onnxruntime-genai"
     description = (
         "ONNX Runtime GenAI in-process: a model built once by its model builder (int4/int8/fp16/fp32)"
@@ -257,7 +257,7 @@ class OrtGenAIStrategy(Strategy):
             return f"needs {' and '.join(m.replace('_', '-') for m in missing)} ({INSTALL})"
         return None
 
-    def preflight(self, variant: Variant) -> None:
+    def preflight(self, variant: Variant[OrtGenAIConfig]) -> None:
         from workbench.sources import parse_source
 
         if variant.dtype != "auto":
@@ -279,11 +279,11 @@ class OrtGenAIStrategy(Strategy):
                     f"{' and '.join(m.replace('_', '-') for m in missing)} ({INSTALL})"
                 )
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[OrtGenAIConfig], device: Device) -> Session:
         if device.type not in ("cpu", "cuda"):
             raise StrategyError(f"onnxruntime-genai runs on cpu or cuda here, not on {device.type}")
         self.preflight(variant)
-        config: OrtGenAIConfig = variant.config
+        config = variant.config
         folder = model_folder(variant, config, device.type)
         precision = built_precision(folder)
         with error_context(

@@ -145,7 +145,7 @@ class PrefixCacheSession(HFSession):
         super().close()
 
 
-class PrefixCacheStrategy(Strategy):
+class PrefixCacheStrategy(Strategy[PrefixCacheConfig]):
     name = "prefix-cache"
     description = "KV-cache reuse: a prompt sharing a prefix with an earlier one prefills only the rest"
     Config = PrefixCacheConfig
@@ -153,7 +153,7 @@ class PrefixCacheStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[PrefixCacheConfig], device: Device) -> Session:
         from ._hf import load_hf_model
 
-        return PrefixCacheSession(load_hf_model(variant, device), variant.config or PrefixCacheConfig())
+        return PrefixCacheSession(load_hf_model(variant, device), variant.config)

@@ -132,7 +132,7 @@ class PromptLookupSession(HFSession):
         return generate_speculative(self.hf, self.drafter, request, probe, Schedule(c.schedule, c.num_tokens))
 
 
-class PromptLookupStrategy(Strategy):
+class PromptLookupStrategy(Strategy[PromptLookupConfig]):
     name = "prompt-lookup"
     description = "Speculative decoding with n-gram drafts copied from the prompt (no draft model)"
     Config = PromptLookupConfig
@@ -140,8 +140,8 @@ class PromptLookupStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[PromptLookupConfig], device: Device) -> Session:
         from ._hf import load_hf_model
 
-        config = variant.config if variant.config is not None else PromptLookupConfig()
+        config = variant.config
         return PromptLookupSession(load_hf_model(variant, device), config)

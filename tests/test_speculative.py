@@ -486,31 +486,6 @@ def test_sampling_is_seeded(sessions, with_schedule):
 # --- refusals ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("keys", "expected"),
-    [
-        ("", "adaptive"),
-        ("adaptive = false\n", "fixed"),
-        ('schedule = "heuristic"\n', "heuristic"),
-        ('adaptive = false\nschedule = "fixed"\n', "fixed"),
-    ],
-)
-def test_the_schedule_key_and_the_older_adaptive_switch(keys, expected):
-    spec = parse_spec(
-        f'[[variants]]\nname = "v"\nmodel = "x"\nstrategy = "{SPEC}"\ndraft = "y"\n{keys}'
-        '[[workloads]]\nname = "code"\n'
-    )
-    assert spec.variants[0].config.draft_schedule == expected
-
-
-def test_adaptive_false_contradicting_the_schedule_is_refused():
-    with pytest.raises(SpecError, match="adaptive = false contradicts schedule = 'heuristic'"):
-        parse_spec(
-            f'[[variants]]\nname = "v"\nmodel = "x"\nstrategy = "{SPEC}"\ndraft = "y"\nadaptive = false\n'
-            'schedule = "heuristic"\n[[workloads]]\nname = "code"\n'
-        )
-
-
 def test_draft_is_required():
     with pytest.raises(SpecError, match="draft"):
         parse_spec(

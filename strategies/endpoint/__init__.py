@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["EndpointConfig", "EndpointStrategy", "check_url"]
 
 
-class EndpointStrategy(Strategy):
+class EndpointStrategy(Strategy[EndpointConfig]):
     name = "endpoint"
     description = "An OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp), timed as its client"
     Config = EndpointConfig
@@ -44,12 +44,12 @@ class EndpointStrategy(Strategy):
             return "needs httpx (pip install httpx)"
         return None
 
-    def preflight(self, variant: Variant) -> None:
+    def preflight(self, variant: Variant[EndpointConfig]) -> None:
         env = variant.config.api_key_env
         if env and not os.environ.get(env):
             raise StrategyError(f"the environment variable {env} (api_key_env) is not set")
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[EndpointConfig], device: Device) -> Session:
         from .session import EndpointSession
 
         return EndpointSession.connect(variant.config, variant.model)

@@ -276,7 +276,7 @@ class LlamaCppSession(Session):
         self.llm.close()
 
 
-class LlamaCppStrategy(Strategy):
+class LlamaCppStrategy(Strategy[LlamaCppConfig]):
     name = "llama-cpp"
     description = "llama.cpp in-process (llama-cpp-python) on a GGUF: as shipped or re-quantized (gguf_type)"
     Config = LlamaCppConfig
@@ -286,7 +286,7 @@ class LlamaCppStrategy(Strategy):
             return f"needs llama-cpp-python: {INSTALL}"
         return None
 
-    def preflight(self, variant: Variant) -> None:
+    def preflight(self, variant: Variant[LlamaCppConfig]) -> None:
         from workbench.sources import parse_source
 
         if variant.dtype != "auto":
@@ -305,12 +305,12 @@ class LlamaCppStrategy(Strategy):
             if reason:
                 raise StrategyError(f"model {variant.model!r} is not a GGUF and {reason}")
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[LlamaCppConfig], device: Device) -> Session:
         import llama_cpp
 
         from workbench.sources import parse_source
 
-        config: LlamaCppConfig = variant.config
+        config = variant.config
         self.preflight(variant)
         _silence_llama_log()
         path = source_gguf(variant.model, config.gguf_type)

@@ -311,7 +311,7 @@ def _quiet_bnb_int8() -> None:
         logger.addFilter(_Drop())
 
 
-class QuantizedStrategy(Strategy):
+class QuantizedStrategy(Strategy[QuantizedConfig]):
     name = "quantized"
     description = "The baseline on a quantized model (torchao int8/int4, bitsandbytes int8/nf4, GPTQ)"
     Config = QuantizedConfig
@@ -325,18 +325,18 @@ class QuantizedStrategy(Strategy):
             return torch_unavailable_reason()
         return "no quantization method is available: " + "; ".join(f"{m}: {r}" for m, r in reasons.items())
 
-    def preflight(self, variant: Variant) -> None:
+    def preflight(self, variant: Variant[QuantizedConfig]) -> None:
         """The variant's own method must be installed, not just some method: `workbench run` refuses
         a spec naming one that is not (exit 2) before anything runs. (The device is not resolved
         yet; ``load`` checks the method against it.)"""
-        config = variant.config if isinstance(variant.config, QuantizedConfig) else QuantizedConfig()
+        config = variant.config
         if config.method != "auto":
             reason = method_unavailable_reason(config.method)
             if reason is not None:
                 raise StrategyError(f"method {config.method!r} is not available here: {reason}")
 
-    def load(self, variant: Variant, device: Device) -> Session:
-        config: QuantizedConfig = variant.config if variant.config is not None else QuantizedConfig()
+    def load(self, variant: Variant[QuantizedConfig], device: Device) -> Session:
+        config = variant.config
         from .._hf import load_hf_model, resolve_dtype
 
         method = resolve_method(config.method, device.type)
@@ -368,7 +368,9 @@ class QuantizedStrategy(Strategy):
         session.quantized_layers = layers
         return session
 
-    def _load_gptq(self, variant: Variant, device: Device, config: QuantizedConfig) -> QuantizedSession:
+    def _load_gptq(
+        self, variant: Variant[QuantizedConfig], device: Device, config: QuantizedConfig
+    ) -> QuantizedSession:
         from .gptq import load_gptq
 
         loaded = load_gptq(

@@ -48,7 +48,7 @@ imports none of torch, transformers or the runtimes: they load inside :meth:`Spe
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.core.errors import StrategyError
 from workbench.strategy import Session, Strategy
@@ -59,7 +59,7 @@ from .config import SpeculativeConfig
 if TYPE_CHECKING:
     from workbench.strategy import Device, Variant
 
-__all__ = ["SpeculativeConfig", "SpeculativeStrategy"]
+__all__ = ["SpeculativeConfig", "SpeculativeStrategy", "runtime_draft"]
 
 
 class SpeculativeStrategy(Strategy[SpeculativeConfig]):
@@ -75,11 +75,11 @@ class SpeculativeStrategy(Strategy[SpeculativeConfig]):
         config = variant.config
         if config.runtime == "transformers":
             return
-        runtime = _runtime_strategy(config.runtime)
+        runtime, draft = runtime_draft(variant)
         reason = runtime.available()
         if reason:
             raise StrategyError(f"variant {variant.name!r}: a {config.runtime} draft {reason}")
-        runtime.preflight(dataclasses.replace(variant, model=config.draft, dtype="auto"))
+        runtime.preflight(draft)
 
     def load(self, variant: Variant[SpeculativeConfig], device: Device) -> Session:
         from .._hf import load_hf_model
@@ -90,7 +90,7 @@ class SpeculativeStrategy(Strategy[SpeculativeConfig]):
             from .runtime_drafts import load_runtime_draft
 
             target = load_hf_model(variant, device)
-            return load_runtime_draft(target, variant, device, config, config.runtime)
+            return load_runtime_draft(target, variant, device, *runtime_draft(variant))
         from .draft_model import SpeculativeSession, check_compatible, check_same_architecture
 
         target = load_hf_model(variant, device)
@@ -107,11 +107,28 @@ class SpeculativeStrategy(Strategy[SpeculativeConfig]):
         return SpeculativeSession(target, draft, config, reuse_target=reuse)
 
 
-def _runtime_strategy(runtime: str) -> Strategy[Any]:
-    if runtime == "llama-cpp":
-        from ..llama_cpp import LlamaCppStrategy
+def runtime_draft(variant: Variant[SpeculativeConfig]) -> tuple[Strategy[Any], Variant[Any]]:
+    """For a llama-cpp / onnxruntime-genai draft: that runtime's strategy, and the draft as a variant
+    of it (its own parameters), so that its checks, loading and caches are the runtime's own."""
+    config = variant.config
+    strategy: Strategy[Any]
+    draft_config: Any
+    if config.runtime == "llama-cpp":
+        from ..llama_cpp import LlamaCppConfig, LlamaCppStrategy
 
-        return LlamaCppStrategy()
-    from ..ort_genai import OrtGenAIStrategy
+        # n_ctx = 0: the model's training context (the runner checks prompt + budget against it)
+        strategy, draft_config = LlamaCppStrategy(), LlamaCppConfig(gguf_type=config.draft_gguf_type, n_ctx=0)
+    else:
+        from ..ort_genai import OrtGenAIConfig, OrtGenAIStrategy
 
-    return OrtGenAIStrategy()
+        strategy, draft_config = OrtGenAIStrategy(), OrtGenAIConfig(precision=config.draft_precision)
+    draft = dataclasses.replace(
+        cast("Variant[Any]", variant),  # the same variant with another strategy's config
+        strategy=strategy.name,
+        model=config.draft,
+        dtype="auto",
+        threads=config.draft_threads or variant.threads,
+        params={},
+        config=draft_config,
+    )
+    return strategy, draft
