@@ -48,8 +48,8 @@ def resolve_dtype(name: str, device: Device) -> torch.dtype:
     """``auto``: bfloat16 on CUDA GPUs that support it (else float16), float16 on MPS, float32 on CPU.
 
     On CPU float32 is the safe default: bfloat16 decodes faster there (half the bytes to read per
-    token) but float16 prefill is ~3x slower than float32 on CPUs without native fp16 matmuls —
-    choose explicitly to compare.
+    token) but float16 prefill is several times slower than float32 on CPUs without native fp16
+    matmuls — choose explicitly to compare.
     """
     if name != "auto":
         return _DTYPES[name]
