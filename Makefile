@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 # GPTQModel 7.7.0 (the quantized strategy's `gptq` method) declares torch>=2.14.1; beside the pinned
 # torch 2.13.0 it is installed without dependencies, plus the packages it really imports
-# (docs/quantized.md; strategies/_gptq.py GPTQ_REQUIREMENTS holds the same list, a test compares them).
+# (docs/quantized.md; strategies/quantized/gptq.py GPTQ_REQUIREMENTS holds the same list, a test compares them).
 GPTQ_PACKAGES := gptqmodel==7.7.0 pypcre==0.6.4 logbar==0.4.15 threadpoolctl==3.8.0 device-smi==0.5.7 \
 	tokenicer==0.0.14 defuser==0.0.28 'pillow>=11'
 

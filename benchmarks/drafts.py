@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench_strategies._hf import wrap_hf_model
 
     from workbench.core.device import Device
-    from workbench.spec.sources import materialize, parse_source
+    from workbench.sources import materialize, parse_source
     from workbench.spec.workloads import builtin_workload
 
     torch.set_grad_enabled(False)

@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             f"trimmed {bnb.name}: {before / 2**20:.1f} -> {after / 2**20:.1f} MiB (CUDA 13 and CPU libraries)"
         )
 
-    from workbench.spec.sources import ensure_demo_model  # the demo model, converted once in the cache
+    from workbench.sources import ensure_demo_model  # the demo model, converted once in the cache
 
     demo = ensure_demo_model("smollm2-135m", log=log)
     for name in TOKENIZER_FILES:

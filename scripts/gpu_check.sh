@@ -89,7 +89,7 @@ else
     py="${PYTHON:-python}"
     wb="$(command -v workbench || true)"
     [ -n "$wb" ] || { echo "gpu_check: no workbench on PATH (pip install -e '.[engine,quant]')" >&2; exit 2; }
-    tokenizer=$("$py" -c 'import sys; from workbench.spec.sources import ensure_demo_model as d
+    tokenizer=$("$py" -c 'import sys; from workbench.sources import ensure_demo_model as d
 print(d("smollm2-135m", log=lambda m: print(m, file=sys.stderr)))')
 fi
 

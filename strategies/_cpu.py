@@ -1,24 +1,24 @@
 """CPU kernel choices for transformers models (imported inside ``Strategy.load``).
 
-Three things measured on a 2-core AVX2 CPU (no native bf16/fp16 arithmetic; MKL sgemm) with
-SmolLM2-135M at a 1,246-token context, that the stock path leaves on the table. All three change how
-a result is computed, not what: every model loaded on a CPU gets the first two (the baseline too, so
-comparisons stay like for like); a draft model also gets the third.
+Three things the stock path leaves on the table on a CPU without native bf16/fp16 arithmetic (the
+measurements, and the command that took them, are in docs/strategies.md, "On a CPU"). All three
+change how a result is computed, not what: every model loaded on a CPU gets the first two (the
+baseline too, so comparisons stay like for like); a draft model also gets the third.
 
 * **Masked grouped-query attention.** With a mask (a verify pass of ``k + 1`` tokens after a cached
   prompt, a padded batch) transformers' ``sdpa`` repeats every key/value head to the query heads
   (``repeat_kv``: a copy of the whole cache per layer per call) because CUDA's fast kernels cannot
   take a mask with ``enable_gqa``. PyTorch's CPU kernels can: :func:`workbench_sdpa` passes
-  ``enable_gqa=True`` with the mask. Same logits bit for bit; a 5-token verify step 1.78 -> 1.54x the
-  time of a one-token step. Without a mask it calls transformers' own ``sdpa`` unchanged.
-* **The output layer for a few rows.** ``linear(x, W)`` with 2-16 rows of ``x`` against the 49,152 x
-  576 output matrix ran at ~4 GB/s (MKL's small-M sgemm path) against ~11 GB/s for one row, so a
-  verify pass paid 2-3x for its logits. :func:`use_few_row_head` computes ``(W @ x.T).T`` for 2-32
-  rows (the same sums, a kernel that streams ``W`` once): 32 -> 14 ms for 5 rows. One row (every
+  ``enable_gqa=True`` with the mask. Same logits bit for bit, a cheaper verify step. Without a mask
+  it calls transformers' own ``sdpa`` unchanged.
+* **The output layer for a few rows.** ``linear(x, W)`` with a few rows of ``x`` against the large
+  output matrix takes MKL's small-M sgemm path, which reads ``W`` far slower than the one-row path,
+  so a verify pass paid several times over for its logits. :func:`use_few_row_head` computes
+  ``(W @ x.T).T`` for 2-32 rows (the same sums, a kernel that streams ``W`` once). One row (every
   plain decode step) keeps ``linear``.
-* **Half-precision attention is slow on such CPUs.** A bf16 copy of the model runs its matmuls in half
-  the time of fp32 (half the bytes) but its attention ~4x slower, so at long contexts a bf16 draft
-  step costs 0.8x an fp32 step instead of ~0.55x. :class:`GrowingCache` stores keys/values in float32
+* **Half-precision attention is slow on such CPUs.** A bf16 copy of the model runs its matmuls faster
+  than fp32 (half the bytes) but its attention slower, so at long contexts a bf16 draft step loses
+  much of what the half-size weights gained. :class:`GrowingCache` stores keys/values in float32
   and :func:`workbench_sdpa` computes attention in the cache's dtype (query cast up, output cast back).
   It also grows in place (amortised doubling) instead of concatenating the whole cache on every
   token, and crops by moving its end.

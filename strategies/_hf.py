@@ -11,11 +11,9 @@ from typing import Any
 
 import torch
 
-from workbench.core.device import Device
-from workbench.core.errors import ModelSourceError
-from workbench.core.strategy import Prompt, Request
-from workbench.core.variant import Variant
-from workbench.spec.sources import materialize, parse_source
+from workbench.core.errors import ModelSourceError, error_context, first_line
+from workbench.sources import materialize, parse_source
+from workbench.strategy import Device, Prompt, Request, Variant
 
 from ._text import Stopper, encode_prompt
 
@@ -50,8 +48,8 @@ def resolve_dtype(name: str, device: Device) -> torch.dtype:
     """``auto``: bfloat16 on CUDA GPUs that support it (else float16), float16 on MPS, float32 on CPU.
 
     On CPU float32 is the safe default: bfloat16 decodes faster there (half the bytes to read per
-    token) but float16 prefill is ~3x slower than float32 on CPUs without native fp16 matmuls —
-    choose explicitly to compare.
+    token) but float16 prefill is several times slower than float32 on CPUs without native fp16
+    matmuls — choose explicitly to compare.
     """
     if name != "auto":
         return _DTYPES[name]
@@ -104,7 +102,9 @@ def load_hf_model(
     where = materialize(source, log=log)
     dtype = resolve_dtype(variant.dtype, device)
     common = {"trust_remote_code": variant.trust_remote_code, "local_files_only": where.local_files_only}
-    try:
+    with error_context(
+        f"cannot load model {variant.model!r}", ModelSourceError, catch=OSError, detail=first_line
+    ):
         tokenizer = AutoTokenizer.from_pretrained(where.location, **common)
         model = AutoModelForCausalLM.from_pretrained(
             where.location,
@@ -114,8 +114,6 @@ def load_hf_model(
             **common,
             **(model_kwargs or {}),
         )
-    except OSError as exc:
-        raise ModelSourceError(f"cannot load model {variant.model!r}: {str(exc).splitlines()[0]}") from None
     return wrap_hf_model(model, tokenizer, device, dtype)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from workbench.core.errors import StrategyError
-from workbench.core.strategy import Prompt, Request
+from workbench.strategy import Prompt, Request
 
 __all__ = ["TOKENIZER_PROBE", "Stopper", "encode_prompt"]
 

@@ -9,54 +9,23 @@ out of the logits as ``generate(min_new_tokens=...)`` does, so the two differ af
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from workbench.core.shapes import kv_bytes_per_token
-from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
+from workbench.strategy import Output, Probe, Request, Session, Strategy
+
+from .hf_session import HFSession, decode_loop, torch_unavailable_reason
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
+
+__all__ = ["BaselineConfig", "BaselineSession", "BaselineStrategy"]
 
 
 @dataclass
 class BaselineConfig:
     """The baseline has no parameters of its own: model, dtype and device are common variant keys."""
-
-
-def torch_unavailable_reason() -> str | None:
-    """Shared ``available()`` check for strategies that run a transformers model in-process."""
-    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
-    if missing:
-        return (
-            f"needs {' and '.join(missing)} (pip install 'llm-workbench[engine]'; "
-            "for NVIDIA GPUs install the CUDA build of torch first)"
-        )
-    return None
-
-
-class HFSession(Session):
-    """A loaded transformers model; subclasses override :meth:`generate`."""
-
-    def __init__(self, hf: Any) -> None:
-        self.hf = hf
-        self.context_length = hf.context_length
-        self.weights_mb = hf.weights_mb
-        self.dtype = str(hf.dtype).removeprefix("torch.")
-        self.model_shape = hf.model_shape
-        self.kv_bytes_per_token = kv_bytes_per_token(hf.model_shape)
-
-    def encode(self, prompt: Prompt) -> list[int]:
-        return self.hf.encode(prompt)
-
-    def decode(self, token_ids: Any) -> str:
-        return self.hf.decode(token_ids)
-
-    def close(self) -> None:
-        del self.hf
 
 
 class BaselineSession(HFSession):
@@ -139,27 +108,7 @@ class BaselineSession(HFSession):
         ]
 
 
-def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any) -> tuple[list[int], str]:
-    """Token-by-token decode after a prefill: ``cache`` holds the prompt, ``logits`` are the prefill's
-    scores for the last prompt position. Returns the tokens and the finish reason. Call it under
-    ``torch.inference_mode()``."""
-    from ._hf import Sampler, Stopper, kv_cache
-
-    sampler = Sampler(request, hf.torch_device)
-    stopper = Stopper(request, hf.eos_ids, hf.decode)
-    tokens: list[int] = []
-    while True:
-        next_token = sampler(logits[:, -1, :])
-        token = int(next_token.item())  # the token is on the host now
-        tokens.append(token)
-        probe.step((token,))
-        reason = stopper(tokens)
-        if reason is not None:
-            return tokens, reason
-        logits = hf.model(input_ids=next_token.view(1, 1), **kv_cache(cache), use_cache=True).logits
-
-
-class BaselineStrategy(Strategy):
+class BaselineStrategy(Strategy[BaselineConfig]):
     name = "baseline"
     description = "Plain prefill + token-by-token decode with the KV cache (the reference)"
     Config = BaselineConfig
@@ -168,7 +117,7 @@ class BaselineStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[BaselineConfig], device: Device) -> Session:
         from ._hf import load_hf_model
 
         return BaselineSession(load_hf_model(variant, device))

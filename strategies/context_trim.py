@@ -22,14 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.config import field_help
-from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
+from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy, field_help
 
-from .baseline import HFSession, decode_loop, torch_unavailable_reason
+from .hf_session import HFSession, decode_loop, torch_unavailable_reason
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 
 @dataclass
@@ -124,7 +122,7 @@ class ContextTrimSession(HFSession):
         )
 
 
-class ContextTrimStrategy(Strategy):
+class ContextTrimStrategy(Strategy[ContextTrimConfig]):
     name = "context-trim"
     description = "Less context: drop the oldest chat turns or the middle of a long prompt to a token budget"
     Config = ContextTrimConfig
@@ -132,7 +130,7 @@ class ContextTrimStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[ContextTrimConfig], device: Device) -> Session:
         from ._hf import load_hf_model
 
-        return ContextTrimSession(load_hf_model(variant, device), variant.config or ContextTrimConfig())
+        return ContextTrimSession(load_hf_model(variant, device), variant.config)

@@ -15,15 +15,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.config import field_help, model_field
 from workbench.core.errors import StrategyError
-from workbench.core.strategy import Output, Probe, Request, Session, Strategy
+from workbench.core.shapes import kv_bytes_per_token
+from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help, model_field
 
-from .baseline import HFSession, kv_bytes_per_token, torch_unavailable_reason
+from .hf_session import HFSession, torch_unavailable_reason
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 
 @dataclass
@@ -121,7 +120,7 @@ class HFAssistedSession(HFSession):
         return Output(token_ids=tokens, text=hf.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
 
 
-class HFAssistedStrategy(Strategy):
+class HFAssistedStrategy(Strategy[HFAssistedConfig]):
     name = "hf-assisted"
     description = "transformers' own assisted generation (draft model or prompt lookup), for cross-checks"
     Config = HFAssistedConfig
@@ -129,11 +128,11 @@ class HFAssistedStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[HFAssistedConfig], device: Device) -> Session:
         from ._hf import load_hf_model
-        from .speculative import check_compatible
+        from .speculative.draft_model import check_compatible
 
-        config: HFAssistedConfig = variant.config if variant.config is not None else HFAssistedConfig()
+        config = variant.config
         target = load_hf_model(variant, device)
         draft = None
         if config.draft:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,16 +32,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.config import field_help
-from workbench.core.errors import ModelSourceError, StrategyError
-from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
+from workbench.core.errors import ModelSourceError, StrategyError, error_context, first_line
+from workbench.sources import cache_dir, cache_key, local_folder, staged
+from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy, field_help
 
-from ._files import cache_key, local_folder, move_into_place
 from ._text import Stopper, encode_prompt
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 INSTALL = "pip install 'llm-workbench[engine,ort-genai]' (or `make ort-genai`)"
 _DONE = ".workbench-built"
@@ -76,8 +73,6 @@ def build_model(
     """``source_folder`` (a transformers model) built with ONNX Runtime GenAI's model builder, once."""
     version = metadata.version("onnxruntime-genai")
     key = cache_key(source_folder, precision, provider, str(block_size), version)
-    from workbench.spec.sources import cache_dir
-
     target = cache_dir() / "models" / "ort-genai" / f"{source_folder.name}-{key}-{precision}-{provider}"
     if (target / _DONE).exists():
         return target
@@ -85,8 +80,7 @@ def build_model(
     log(
         f"building {source_folder.name} for ONNX Runtime GenAI ({precision}, {provider}; once; cached in {target})"
     )
-    staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    try:
+    with staged(target, directory=True) as staging:
         with tempfile.TemporaryDirectory(prefix="ort-builder-cache-", dir=target.parent) as scratch:
             command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source_folder),
                        "-o", str(staging), "-p", precision, "-e", provider, "-c", scratch,
@@ -106,10 +100,6 @@ def build_model(
             "onnxruntime_genai": version,
         }
         (staging / _DONE).write_text(json.dumps(built) + "\n")
-        move_into_place(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
@@ -132,7 +122,7 @@ def _last_error(logfile: Path) -> str:
 def model_folder(
     variant: Variant, config: OrtGenAIConfig, provider: str, *, log: Callable[[str], None] = _log
 ) -> Path:
-    from workbench.spec.sources import parse_source
+    from workbench.sources import parse_source
 
     source = parse_source(variant.model)
     if source.kind == "dir" and source.path is not None and is_genai_folder(source.path):
@@ -254,7 +244,7 @@ class OrtGenAISession(Session):
         del self.model
 
 
-class OrtGenAIStrategy(Strategy):
+class OrtGenAIStrategy(Strategy[OrtGenAIConfig]):
     name = "onnxruntime-genai"
     description = (
         "ONNX Runtime GenAI in-process: a model built once by its model builder (int4/int8/fp16/fp32)"
@@ -267,8 +257,8 @@ class OrtGenAIStrategy(Strategy):
             return f"needs {' and '.join(m.replace('_', '-') for m in missing)} ({INSTALL})"
         return None
 
-    def preflight(self, variant: Variant) -> None:
-        from workbench.spec.sources import parse_source
+    def preflight(self, variant: Variant[OrtGenAIConfig]) -> None:
+        from workbench.sources import parse_source
 
         if variant.dtype != "auto":
             raise StrategyError(
@@ -289,18 +279,17 @@ class OrtGenAIStrategy(Strategy):
                     f"{' and '.join(m.replace('_', '-') for m in missing)} ({INSTALL})"
                 )
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[OrtGenAIConfig], device: Device) -> Session:
         if device.type not in ("cpu", "cuda"):
             raise StrategyError(f"onnxruntime-genai runs on cpu or cuda here, not on {device.type}")
         self.preflight(variant)
-        config: OrtGenAIConfig = variant.config
+        config = variant.config
         folder = model_folder(variant, config, device.type)
         precision = built_precision(folder)
-        try:
+        with error_context(
+            f"ONNX Runtime GenAI cannot load {folder}",
+            ModelSourceError,
+            passthrough=(StrategyError, ModelSourceError),
+            detail=first_line,
+        ):
             return OrtGenAISession(folder, device.type, variant.threads, precision)
-        except Exception as exc:
-            if isinstance(exc, StrategyError | ModelSourceError):
-                raise
-            raise ModelSourceError(
-                f"ONNX Runtime GenAI cannot load {folder}: {str(exc).splitlines()[0]}"
-            ) from None

@@ -28,14 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.config import field_help
-from workbench.core.strategy import Output, Probe, Request, Session, Strategy
+from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
 
-from .baseline import HFSession, decode_loop, torch_unavailable_reason
+from .hf_session import HFSession, decode_loop, torch_unavailable_reason
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 
 @dataclass
@@ -134,7 +132,7 @@ class PrefixCacheSession(HFSession):
         return cache
 
     def _keep(self, prompt_id: str, prompt: tuple[int, ...], cache: Any) -> None:
-        from ._speculative import crop_cache
+        from .speculative.loop import crop_cache
 
         crop_cache(cache, len(prompt))  # the prompt's keys/values; this cache is ours, no copy needed
         self.entries.append(_Entry(prompt_id, prompt, cache))
@@ -147,7 +145,7 @@ class PrefixCacheSession(HFSession):
         super().close()
 
 
-class PrefixCacheStrategy(Strategy):
+class PrefixCacheStrategy(Strategy[PrefixCacheConfig]):
     name = "prefix-cache"
     description = "KV-cache reuse: a prompt sharing a prefix with an earlier one prefills only the rest"
     Config = PrefixCacheConfig
@@ -155,7 +153,7 @@ class PrefixCacheStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[PrefixCacheConfig], device: Device) -> Session:
         from ._hf import load_hf_model
 
-        return PrefixCacheSession(load_hf_model(variant, device), variant.config or PrefixCacheConfig())
+        return PrefixCacheSession(load_hf_model(variant, device), variant.config)

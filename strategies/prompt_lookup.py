@@ -4,13 +4,13 @@ The draft is found by n-gram lookup (Saxena 2023, "prompt lookup decoding"; tran
 ``prompt_lookup_num_tokens``; vLLM's ``ngram`` proposer): take the longest suffix of the sequence
 (prompt + generated, ``max_ngram_size`` down to ``min_ngram_size`` tokens) that also occurs earlier, and
 propose the ``num_tokens`` tokens that followed its most recent earlier occurrence. The target verifies
-them in one forward pass (:mod:`strategies._speculative`). Pays off when the output copies from the
+them in one forward pass (:mod:`.speculative.loop`). Pays off when the output copies from the
 input (summaries, RAG answers, code edits).
 
 When the answer does not copy (an abstractive summary, a chat answer in its own words) a match is
 still found almost every step (a single common token is a 1-gram match), but its continuation is rarely
 what the model says next, and each verify pass of ``num_tokens + 1`` tokens costs more than a plain
-step (~1.1x per draft token on a CPU). ``schedule = "adaptive"`` (the default) measures both per
+step (docs/strategies.md has what it measured). ``schedule = "adaptive"`` (the default) measures both per
 request and drafts only as many tokens as pay, none at all when plain decoding is faster, probing
 again every few steps; ``num_tokens`` is the cap. ``fixed``: always ``num_tokens`` (what prompt lookup
 was before); ``heuristic``: +2 / -1 per step from ``num_tokens`` (between 1 and twice it).
@@ -21,14 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.config import field_help
-from workbench.core.strategy import Output, Probe, Request, Session, Strategy
+from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
 
-from .baseline import HFSession, torch_unavailable_reason
+from .hf_session import HFSession, torch_unavailable_reason
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 
 @dataclass
@@ -82,7 +80,7 @@ def find_draft(tokens: Any, max_ngram: int, min_ngram: int, num_tokens: int) -> 
 
 
 class PromptLookupDrafter:
-    free_drafts = True  # a lookup costs ~0.1 ms and changes nothing: the adaptive schedule shadows it
+    free_drafts = True  # a lookup costs next to nothing and changes nothing: the schedule shadows it
 
     def __init__(self, config: PromptLookupConfig) -> None:
         self.config = config
@@ -110,7 +108,7 @@ class PromptLookupDrafter:
         return self._seq[: self._n]
 
     def propose(self, tokens: list[int], max_tokens: int) -> Any:
-        from ._speculative import Draft
+        from .speculative.loop import Draft
 
         c = self.config
         seq = self._array(tokens)
@@ -127,13 +125,14 @@ class PromptLookupSession(HFSession):
         self.drafter = PromptLookupDrafter(config)
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from ._speculative import Schedule, generate_speculative
+        from .speculative.loop import generate_speculative
+        from .speculative.schedule import Schedule
 
         c = self.drafter.config
         return generate_speculative(self.hf, self.drafter, request, probe, Schedule(c.schedule, c.num_tokens))
 
 
-class PromptLookupStrategy(Strategy):
+class PromptLookupStrategy(Strategy[PromptLookupConfig]):
     name = "prompt-lookup"
     description = "Speculative decoding with n-gram drafts copied from the prompt (no draft model)"
     Config = PromptLookupConfig
@@ -141,8 +140,8 @@ class PromptLookupStrategy(Strategy):
     def available(self) -> str | None:
         return torch_unavailable_reason()
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[PromptLookupConfig], device: Device) -> Session:
         from ._hf import load_hf_model
 
-        config = variant.config if variant.config is not None else PromptLookupConfig()
+        config = variant.config
         return PromptLookupSession(load_hf_model(variant, device), config)

@@ -95,3 +95,60 @@ def test_strategy_generates_under_the_runner(name, request):
         assert result.row["ttft_ms"] > 0 and result.row["e2e_ms"] >= result.row["ttft_ms"]
         assert sum(s["n_tokens"] for s in result.steps) == 7
     session.close()
+
+
+# --- Strategy[Config]: the typed contract, and plain subclasses ------------------------------------
+
+
+def test_a_type_parameter_sets_the_config_and_a_plain_subclass_still_works():
+    from workbench import Strategy as PublicStrategy
+    from workbench.core.strategy import NoConfig
+    from workbench.spec.parse import parse_spec
+    from workbench.strategy import Strategy as ContractStrategy
+
+    assert PublicStrategy is ContractStrategy is Strategy  # one object, whichever path imports it
+
+    @dataclasses.dataclass
+    class Params:
+        window: int = 4
+
+    class Typed(Strategy[Params]):
+        name = "typed"
+        description = "typed"
+
+        def load(self, variant, device):
+            raise NotImplementedError
+
+    class Plain(Strategy):  # third-party style: no type parameter
+        name = "plain"
+        description = "plain"
+        Config = Params
+
+        def load(self, variant, device):
+            raise NotImplementedError
+
+    class Bare(Strategy):  # no parameters at all
+        name = "bare"
+        description = "bare"
+
+        def load(self, variant, device):
+            raise NotImplementedError
+
+    assert Typed.Config is Params and Plain.Config is Params and Bare.Config is NoConfig
+    with pytest.raises(TypeError, match="is not the Params of Strategy"):
+
+        class Mismatched(Strategy[Params]):
+            name = "mismatched"
+            Config = NoConfig
+
+            def load(self, variant, device):
+                raise NotImplementedError
+
+    # the spec parser (what the worker uses too) always hands a built config, even with no keys
+    spec = parse_spec('[[variants]]\nname = "v"\nstrategy = "fake"\n[[workloads]]\nname = "code"\n')
+    assert type(spec.variants[0].config).__name__ == "FakeConfig"
+
+
+def test_a_variant_cannot_be_made_without_its_config():
+    with pytest.raises(TypeError, match="config"):
+        Variant(name="v", strategy="fake")  # type: ignore[call-arg]

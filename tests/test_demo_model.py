@@ -18,8 +18,8 @@ from workbench.cli import cli  # noqa: E402
 from workbench.core import registry  # noqa: E402
 from workbench.core.device import Device  # noqa: E402
 from workbench.core.strategy import Prompt, Request  # noqa: E402
+from workbench.sources import ensure_demo_model  # noqa: E402
 from workbench.spec.parse import parse_spec  # noqa: E402
-from workbench.spec.sources import ensure_demo_model  # noqa: E402
 
 pytestmark = pytest.mark.demo
 

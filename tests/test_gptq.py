@@ -20,15 +20,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from click.testing import CliRunner  # noqa: E402
-from workbench_strategies import _gptq, quantized  # noqa: E402
-from workbench_strategies._gptq import (  # noqa: E402
+from workbench_strategies import quantized  # noqa: E402
+from workbench_strategies.quantized import QuantizedStrategy, quantized_weights_mb  # noqa: E402
+from workbench_strategies.quantized import gptq as _gptq  # noqa: E402
+from workbench_strategies.quantized.gptq import (  # noqa: E402
     CALIBRATION_MIN_TOKENS,
     CALIBRATION_WORKLOADS,
     calibration_set,
     checkpoint_quantization,
     remove_stale_staging,
 )
-from workbench_strategies.quantized import QuantizedStrategy, quantized_weights_mb  # noqa: E402
 
 from workbench.cli import cli  # noqa: E402
 from workbench.core.device import Device  # noqa: E402

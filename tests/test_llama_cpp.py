@@ -17,7 +17,7 @@ llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not ins
 from workbench.core.device import Device  # noqa: E402
 from workbench.core.errors import ModelSourceError, SpecError, StrategyError  # noqa: E402
 from workbench.core.strategy import Cancelled, Prompt, Request  # noqa: E402
-from workbench.spec.sources import ensure_demo_gguf  # noqa: E402
+from workbench.sources import ensure_demo_gguf  # noqa: E402
 from workbench.testing.helpers import ListProbe, load_session, request_for  # noqa: E402
 
 pytestmark = pytest.mark.demo
@@ -234,7 +234,7 @@ def test_a_transformers_folder_is_converted_with_llama_cpps_converter():
     pytest.importorskip(
         "sentencepiece", reason="llama.cpp's converter imports sentencepiece (make llama-cpp)"
     )
-    from workbench.spec.sources import ensure_demo_model
+    from workbench.sources import ensure_demo_model
 
     folder = ensure_demo_model("smollm2-135m")  # the demo as a safetensors folder
     session = load_session(folder, "llama-cpp", dtype="auto", n_ctx=256)

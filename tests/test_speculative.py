@@ -1,4 +1,4 @@
-"""``speculative`` and ``prompt-lookup`` (the shared draft → verify loop in workbench_strategies._speculative):
+"""``speculative`` and ``prompt-lookup`` (the shared draft → verify loop in workbench_strategies.speculative.loop):
 greedy output identical to the baseline, step accounting, stopping, the runner, sampling exactness."""
 
 from __future__ import annotations
@@ -388,7 +388,7 @@ def with_schedule(monkeypatch):
     plain step after a rejection of both."""
     import dataclasses
 
-    from workbench_strategies._speculative import Adaptive
+    from workbench_strategies.speculative.schedule import Adaptive
 
     def apply(session, schedule: str) -> None:
         drafter = session.drafter
@@ -444,7 +444,7 @@ def test_rejection_rule_reproduces_the_target_distribution(draft_kind):
     """The verify rule alone, on a 4-token vocabulary: whatever the draft, the first emitted token is
     distributed as p (incl. a draft token p gives no mass, which must always be rejected)."""
     from workbench_strategies._hf import Sampler
-    from workbench_strategies._speculative import Draft, _accept
+    from workbench_strategies.speculative.loop import Draft, _accept
 
     p = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4]])
     q = torch.tensor([0.1, 0.5, 0.1, 0.3])
@@ -484,31 +484,6 @@ def test_sampling_is_seeded(sessions, with_schedule):
 
 
 # --- refusals ------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("keys", "expected"),
-    [
-        ("", "adaptive"),
-        ("adaptive = false\n", "fixed"),
-        ('schedule = "heuristic"\n', "heuristic"),
-        ('adaptive = false\nschedule = "fixed"\n', "fixed"),
-    ],
-)
-def test_the_schedule_key_and_the_older_adaptive_switch(keys, expected):
-    spec = parse_spec(
-        f'[[variants]]\nname = "v"\nmodel = "x"\nstrategy = "{SPEC}"\ndraft = "y"\n{keys}'
-        '[[workloads]]\nname = "code"\n'
-    )
-    assert spec.variants[0].config.draft_schedule == expected
-
-
-def test_adaptive_false_contradicting_the_schedule_is_refused():
-    with pytest.raises(SpecError, match="adaptive = false contradicts schedule = 'heuristic'"):
-        parse_spec(
-            f'[[variants]]\nname = "v"\nmodel = "x"\nstrategy = "{SPEC}"\ndraft = "y"\nadaptive = false\n'
-            'schedule = "heuristic"\n[[workloads]]\nname = "code"\n'
-        )
 
 
 def test_draft_is_required():

@@ -1,13 +1,69 @@
-"""The draft schedules of the shared draft → verify loop (workbench_strategies._speculative): the
-adaptive one's choices from acceptance and cost, its plain steps and probes; fixed and heuristic."""
+"""The draft schedules of the shared draft → verify loop (workbench_strategies.speculative.schedule): the
+adaptive one's choices from acceptance and cost, its plain steps and probes; fixed and heuristic; the
+``schedule`` key. None of it needs torch: the schedule is bookkeeping, and a test here checks that it
+(and the speculative strategy's module, and the shared HF session) imports with torch blocked."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
+from workbench_strategies.speculative.schedule import Adaptive, Schedule
 
-pytest.importorskip("torch")
+from workbench.core.errors import SpecError
+from workbench.spec.parse import parse_spec
 
-from workbench_strategies._speculative import Adaptive, Schedule
+SPEC = "workbench_strategies.speculative:SpeculativeStrategy"
+
+
+def test_the_schedule_imports_without_torch():
+    """In a fresh interpreter where ``import torch`` fails (as where torch is not installed), the
+    schedule, the speculative strategy and the shared HF session import, torch stays out, and the
+    adaptive schedule runs."""
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["torch"] = None  # `import torch` raises ImportError from here on
+        sys.modules["transformers"] = None
+        from workbench_strategies.speculative.schedule import Adaptive, Schedule
+        import workbench_strategies.speculative, workbench_strategies.hf_session
+        plan = Schedule("adaptive", 4).start()
+        assert isinstance(plan, Adaptive) and plan.next_k(10) == 0
+        plan.update(0, 0, None, 10.0)
+        assert plan.next_k(10) > 0
+        assert sys.modules["torch"] is None and sys.modules["transformers"] is None
+        print("ok")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        ("", "adaptive"),
+        ("adaptive = false\n", "fixed"),
+        ('schedule = "heuristic"\n', "heuristic"),
+        ('adaptive = false\nschedule = "fixed"\n', "fixed"),
+    ],
+)
+def test_the_schedule_key_and_the_older_adaptive_switch(keys, expected):
+    spec = parse_spec(
+        f'[[variants]]\nname = "v"\nmodel = "x"\nstrategy = "{SPEC}"\ndraft = "y"\n{keys}'
+        '[[workloads]]\nname = "code"\n'
+    )
+    assert spec.variants[0].config.draft_schedule == expected
+
+
+def test_adaptive_false_contradicting_the_schedule_is_refused():
+    with pytest.raises(SpecError, match="adaptive = false contradicts schedule = 'heuristic'"):
+        parse_spec(
+            f'[[variants]]\nname = "v"\nmodel = "x"\nstrategy = "{SPEC}"\ndraft = "y"\nadaptive = false\n'
+            'schedule = "heuristic"\n[[workloads]]\nname = "code"\n'
+        )
 
 
 def drive(plan, accept, *, t1: float = 10.0, per_token: float, steps: int, room: int = 100, slow=()):

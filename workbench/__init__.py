@@ -1,6 +1,8 @@
 """Workbench: compare LLM inference optimizations on your own hardware, prefill vs decode.
 
-The public surface for scripts and plugin authors; see ``docs/`` for the guides.
+The public surface for scripts and plugin authors; see ``docs/`` for the guides. Strategy authors
+import the contract from :mod:`workbench.strategy`; ``workbench.Strategy`` and the other contract
+names here are the same objects, re-exported for code written against them.
 """
 
 from __future__ import annotations

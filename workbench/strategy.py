@@ -1,5 +1,11 @@
-"""The public import path for strategy authors (``from workbench.strategy import field_help``): the
-contract and the parameter helpers, defined in :mod:`workbench.core`."""
+"""The public import path for strategy authors: the contract (:class:`Strategy` and what it loads,
+generates and reports) and the parameter helpers, defined in :mod:`workbench.core`::
+
+    from workbench.strategy import Output, Probe, Request, Session, Strategy, Variant, field_help
+
+The built-in strategies import from here and only here. ``workbench.Strategy`` (and the other names
+``workbench`` exports) are the same objects, kept for code written against them.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +19,27 @@ from workbench.core.config import (
     model_source_fields,
 )
 from workbench.core.device import Device
-from workbench.core.strategy import Cancelled, NoConfig, Output, Probe, Prompt, Request, Session, Strategy
+from workbench.core.strategy import (
+    Cancelled,
+    ConfigT,
+    FinishReason,
+    NoConfig,
+    Output,
+    Probe,
+    Prompt,
+    Request,
+    Session,
+    Strategy,
+)
 from workbench.core.variant import Variant
 
 __all__ = [
     "COMMON_VARIANT_KEYS",
     "Cancelled",
     "ConfigField",
+    "ConfigT",
     "Device",
+    "FinishReason",
     "NoConfig",
     "Output",
     "Probe",

@@ -20,18 +20,17 @@ import os
 from typing import TYPE_CHECKING
 
 from workbench.core.errors import StrategyError
-from workbench.core.strategy import Session, Strategy
+from workbench.strategy import Session, Strategy
 
 from .config import EndpointConfig, check_url
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 __all__ = ["EndpointConfig", "EndpointStrategy", "check_url"]
 
 
-class EndpointStrategy(Strategy):
+class EndpointStrategy(Strategy[EndpointConfig]):
     name = "endpoint"
     description = "An OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp), timed as its client"
     Config = EndpointConfig
@@ -45,12 +44,12 @@ class EndpointStrategy(Strategy):
             return "needs httpx (pip install httpx)"
         return None
 
-    def preflight(self, variant: Variant) -> None:
+    def preflight(self, variant: Variant[EndpointConfig]) -> None:
         env = variant.config.api_key_env
         if env and not os.environ.get(env):
             raise StrategyError(f"the environment variable {env} (api_key_env) is not set")
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[EndpointConfig], device: Device) -> Session:
         from .session import EndpointSession
 
         return EndpointSession.connect(variant.config, variant.model)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from workbench.core.config import field_help, model_field
+from workbench.strategy import field_help, model_field
 
 __all__ = ["EndpointConfig", "check_url"]
 

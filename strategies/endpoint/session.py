@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from workbench.core.errors import StrategyError
-from workbench.core.strategy import FinishReason, Output, Probe, Prompt, Request, Session
+from workbench.core.errors import StrategyError, error_context, first_line
+from workbench.strategy import FinishReason, Output, Probe, Prompt, Request, Session
 
 from .config import EndpointConfig
 from .prometheus import Scrape, parse_prometheus, requests_done, window_figures
@@ -557,10 +557,10 @@ def _load_tokenizer(source: str) -> Any:
             "tokenizer needs transformers (pip install 'llm-workbench[engine]'), or leave tokenizer unset "
             "to count with the server"
         ) from None
-    from workbench.spec.sources import materialize, parse_source
+    from workbench.sources import materialize, parse_source
 
     where = materialize(parse_source(source), log=_log)
-    try:
+    with error_context(
+        f"cannot load the tokenizer of {source!r}", StrategyError, catch=OSError, detail=first_line
+    ):
         return AutoTokenizer.from_pretrained(where.location, local_files_only=where.local_files_only)
-    except OSError as exc:
-        raise StrategyError(f"cannot load the tokenizer of {source!r}: {str(exc).splitlines()[0]}") from None

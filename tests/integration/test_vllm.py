@@ -127,7 +127,7 @@ class VLLMServer:
 def servers(tmp_path_factory):
     if not (VENV / "bin" / "vllm").exists():
         pytest.fail(f"no vLLM venv at {VENV}: run `bash scripts/vllm_venv.sh` first (docs/ci.md)")
-    from workbench.spec.sources import ensure_demo_model
+    from workbench.sources import ensure_demo_model
 
     model_dir = ensure_demo_model("smollm2-135m")  # the demo model as a Hugging Face folder
     workdir = tmp_path_factory.mktemp("vllm")

@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from workbench.core.errors import SpecError
+from workbench.core.errors import SpecError, error_context
 
 __all__ = [
     "COMMON_VARIANT_KEYS",
@@ -75,12 +75,9 @@ def build_config(config_cls: type, params: dict[str, Any], *, where: str) -> Any
         if key not in known:
             raise SpecError(f"{where}: unknown key '{key}'{_suggest(key, known | COMMON_VARIANT_KEYS)}")
     values = {key: _coerce(value, hints[key], f"{where}: key '{key}'") for key, value in params.items()}
-    try:
+    # TypeError: a required parameter is missing; ValueError: the strategy's __post_init__ validation
+    with error_context(where, SpecError, catch=(TypeError, ValueError)):
         return config_cls(**values)
-    except TypeError as exc:  # a required parameter is missing
-        raise SpecError(f"{where}: {exc}") from None
-    except ValueError as exc:  # __post_init__ validation of the strategy
-        raise SpecError(f"{where}: {exc}") from None
 
 
 # Keys every variant has, beside its strategy parameters (workbench.spec.parse reads them; they are offered

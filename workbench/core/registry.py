@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
-from workbench.core.errors import StrategyError
+from workbench.core.errors import StrategyError, error_context
 from workbench.core.strategy import Strategy
 
 __all__ = ["GROUP", "StrategyInfo", "get", "list_strategies", "names"]
@@ -53,10 +53,9 @@ def get(name: str) -> type[Strategy]:
         raise StrategyError(
             f"unknown strategy '{name}'; available: {', '.join(names()) or '(none registered)'}"
         )
-    try:
+    # a broken plugin must not take the app down
+    with error_context(f"strategy '{name}' ({eps[name].value}) failed to import", StrategyError):
         cls = eps[name].load()
-    except Exception as exc:  # a broken plugin must not take the app down
-        raise StrategyError(f"strategy '{name}' ({eps[name].value}) failed to import: {exc}") from None
     return _check(cls, name)
 
 

@@ -7,22 +7,22 @@ synchronize. Strategies never time themselves; they may pass sub-splits they mea
 
 Nothing in this module imports torch: the GUI and the viewer import it.
 
-Writing a strategy (see ``docs/strategies.md``)::
+Writing a strategy (see ``docs/strategies.md``; import the contract from :mod:`workbench.strategy`)::
 
     @dataclass
     class MyConfig:
-        window: int = field(default=4, metadata={"help": "tokens looked back"})
+        window: int = field_help("tokens looked back", default=4)
 
-    class MyStrategy(Strategy):
+    class MyStrategy(Strategy[MyConfig]):
         name = "my-trick"
         description = "One line that says what it does"
-        Config = MyConfig
+        Config = MyConfig  # may be left out: Strategy[MyConfig] sets it
 
         def available(self) -> str | None:
             return None if importlib.util.find_spec("torch") else "needs torch (pip install torch)"
 
-        def load(self, variant: Variant, device: Device) -> Session:
-            return MySession(...)
+        def load(self, variant: Variant[MyConfig], device: Device) -> Session:
+            return MySession(variant.config.window, ...)  # a MyConfig, never None
 
 and register it in your package's ``pyproject.toml``::
 
@@ -35,7 +35,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args, get_origin
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Cancelled",
+    "ConfigT",
     "FinishReason",
     "NoConfig",
     "Output",
@@ -54,6 +55,10 @@ __all__ = [
 ]
 
 FinishReason = Literal["eos", "length", "stop"]
+
+#: A strategy's parameters dataclass (:attr:`Strategy.Config`): ``Strategy[MyConfig]`` types
+#: ``variant.config`` in ``load`` and ``preflight`` as a ``MyConfig``.
+ConfigT = TypeVar("ConfigT")
 
 
 class Cancelled(Exception):
@@ -231,15 +236,23 @@ class NoConfig:
     """For strategies without parameters."""
 
 
-class Strategy(ABC):
-    """A way to load and run a variant. Subclass it, set the class attributes, register it."""
+class Strategy(ABC, Generic[ConfigT]):
+    """A way to load and run a variant. Subclass it, set the class attributes, register it.
+
+    ``Strategy[MyConfig]`` names the parameters' dataclass once: ``Config`` defaults to it, and the
+    variant that :meth:`preflight` and :meth:`load` receive has ``config: MyConfig``, always an
+    instance (built from the spec's keys, default-constructed when the spec gives none). A plain
+    ``Strategy`` subclass (no type parameter) works as well: it sets ``Config`` (or has no parameters,
+    :class:`NoConfig`) and sees ``variant.config`` untyped.
+    """
 
     #: Entry-point name = the spec's ``strategy`` value = the value stored in the DB.
     name: ClassVar[str]
     #: One line for listings and the GUI.
     description: ClassVar[str] = ""
-    #: Dataclass of the strategy's parameters; drives validation, the GUI form and the docs.
-    Config: ClassVar[type] = NoConfig
+    #: Dataclass of the strategy's parameters; drives validation, the GUI form and the docs. Defaults
+    #: to the type parameter of ``Strategy[...]``, else :class:`NoConfig`.
+    Config: ClassVar[type[Any]] = NoConfig
     #: False for strategies that do not load a model (test doubles, remote endpoints).
     requires_model: ClassVar[bool] = True
     #: True when a session serves parallel ``generate`` calls (a variant's ``concurrency = N``):
@@ -248,15 +261,37 @@ class Strategy(ABC):
     #: True when its sessions implement :meth:`Session.generate_batch` (a variant's ``batch_size = N``).
     supports_batching: ClassVar[bool] = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = _config_parameter(cls)
+        if declared is None:
+            return
+        if "Config" not in cls.__dict__:
+            cls.Config = declared
+        elif not (isinstance(cls.Config, type) and issubclass(cls.Config, declared)):
+            raise TypeError(
+                f"{cls.__name__}: Config = {getattr(cls.Config, '__name__', cls.Config)!r} is not the "
+                f"{declared.__name__} of Strategy[{declared.__name__}]"
+            )
+
     def available(self) -> str | None:
         """``None`` when the strategy can run here, else one sentence saying why not."""
         return None
 
-    def preflight(self, variant: Variant) -> None:  # noqa: B027 - optional hook
+    def preflight(self, variant: Variant[ConfigT]) -> None:
         """Check, before anything is recorded, what only this strategy knows can go wrong with a
         variant here (a missing environment variable...). Raise a ``WorkbenchError``; cheap, no I/O
         beyond the local machine."""
 
     @abstractmethod
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[ConfigT], device: Device) -> Session:
         """Load the model(s) of ``variant`` onto ``device`` (once per variant, not timed per trial)."""
+
+
+def _config_parameter(cls: type) -> type | None:
+    """The class ``X`` of a direct base ``Strategy[X]`` of ``cls``, if it names one."""
+    for base in getattr(cls, "__orig_bases__", ()):
+        if get_origin(base) is Strategy:
+            (arg,) = get_args(base)
+            return arg if isinstance(arg, type) else None
+    return None

@@ -5,14 +5,19 @@ device), as the spec parser builds it and a strategy's ``load`` receives it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Variant"]
 
+ConfigT = TypeVar("ConfigT")
+
 
 @dataclass(frozen=True)
-class Variant:
-    """A named thing to compare: model source + strategy + its parameters + dtype + device."""
+class Variant(Generic[ConfigT]):
+    """A named thing to compare: model source + strategy + its parameters + dtype + device.
+
+    ``Variant[MyConfig]``: a variant of a ``Strategy[MyConfig]``, whose ``config`` is a ``MyConfig``.
+    """
 
     name: str
     strategy: str  # the strategy's registered name (stored in the DB)
@@ -31,8 +36,10 @@ class Variant:
     #: library versions); None = the interpreter running the workbench
     python: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
-    #: the strategy's ``Config`` instance built from ``params``
-    config: Any = None
+    #: the strategy's ``Config`` instance built from ``params`` (default-constructed when there are
+    #: none): never ``None``. Keyword-only and required: the spec parser builds it
+    #: (:func:`workbench.core.config.build_config`); code that makes a variant by hand passes one.
+    config: ConfigT = field(kw_only=True)
     #: the spec's ``strategy`` value as written: an entry-point name or ``package.module:Class``
     strategy_ref: str = ""
     #: for a variant expanded from a ``sweep``: the swept key and this variant's value

@@ -122,7 +122,7 @@ class SpecDraft:
 
     def _absolute_paths(self) -> None:
         """Relative paths are relative to the spec's folder: moving the spec makes them absolute."""
-        from workbench.spec.sources import parse_source
+        from workbench.sources import parse_source
 
         def absolute(value: str) -> str:
             p = Path(value).expanduser()

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.config import ConfigField
-from workbench.spec.sources import DEMO_MODELS
+from workbench.sources import DEMO_MODELS
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -123,7 +123,7 @@ def _machine_key(device: str) -> str:
 
 
 def _cache_path() -> Path:
-    from workbench.spec.sources import cache_dir
+    from workbench.sources import cache_dir
 
     return cache_dir() / _CACHE_FILE
 

@@ -663,7 +663,7 @@ def preflight_spec(spec: Spec) -> None:
     available (torch missing, no GPU...) or a model that cannot be had (an uncached hub id while
     offline, a folder without weights). Raises a :class:`~workbench.core.errors.WorkbenchError`."""
     from workbench.core import registry
-    from workbench.spec.sources import parse_source, preflight
+    from workbench.sources import parse_source, preflight
 
     elsewhere: dict[str, list[Variant]] = {}  # variants whose worker runs in another interpreter
     for v in spec.variants:

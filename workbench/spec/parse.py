@@ -19,9 +19,9 @@ from typing import Any
 from workbench.core import registry
 from workbench.core.config import COMMON_VARIANT_KEYS, build_config, model_source_fields
 from workbench.core.device import check_device_name
-from workbench.core.errors import ModelSourceError, SpecError, StrategyError
+from workbench.core.errors import ModelSourceError, SpecError, StrategyError, error_context
 from workbench.core.variant import Variant
-from workbench.spec.sources import parse_source
+from workbench.sources import parse_source
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import (
     Workload,
@@ -354,10 +354,8 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     strategy_name = data.get("strategy", "baseline")
     if not isinstance(strategy_name, str):
         raise SpecError(f"{where}: 'strategy' must be a string")
-    try:
+    with error_context(where, StrategyError, catch=StrategyError):
         strategy_cls = registry.get(strategy_name)  # unknown -> StrategyError listing the available ones
-    except StrategyError as exc:
-        raise StrategyError(f"{where}: {exc}") from None
     params = {k: v for k, v in data.items() if k not in _VARIANT_KEYS}
     config = build_config(strategy_cls.Config, params, where=where)
     model = _get(data, "model", str, where, default="")
@@ -366,17 +364,13 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
             raise SpecError(
                 f"{where}: needs a 'model' (a Hugging Face id, a folder, a .gguf file or demo:smollm2-135m)"
             )
-        try:
+        with error_context(where, ModelSourceError, catch=ModelSourceError):
             source = parse_source(model, base_dir=base_dir)
-        except ModelSourceError as exc:
-            raise ModelSourceError(f"{where}: {exc}") from None
         if source.path is not None:  # the worker may run elsewhere: keep an absolute path
             model = str(source.path)
     for key in model_source_fields(config):  # e.g. a speculative draft: same rules as `model`
-        try:
+        with error_context(f"{where}: '{key}'", ModelSourceError, catch=ModelSourceError):
             source = parse_source(getattr(config, key), base_dir=base_dir)
-        except ModelSourceError as exc:
-            raise ModelSourceError(f"{where}: '{key}': {exc}") from None
         if source.path is not None:
             params = {**params, key: str(source.path)}
             config = dataclasses.replace(config, **{key: str(source.path)})
@@ -384,10 +378,8 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     if dtype not in DTYPES:
         raise SpecError(f"{where}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     device = _get(data, "device", str, where, default="auto")
-    try:
+    with error_context(where, SpecError, catch=SpecError):
         check_device_name(device)
-    except SpecError as exc:
-        raise SpecError(f"{where}: {exc}") from None
     concurrency = _request_count(
         data,
         "concurrency",

@@ -20,6 +20,7 @@ from typing import Any, cast
 from sqlite_utils import Database
 
 from workbench.core.errors import StoreError
+from workbench.core.lifetime import pid_alive as _pid_alive
 from workbench.store.paths import default_db_path, resolve_db_path
 from workbench.store.schema import migrations
 
@@ -310,18 +311,6 @@ class Store:
             """,
             [run_id],
         )
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True  # exists (another user's), or we cannot tell: leave the run alone
-    return True
 
 
 def _translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:

@@ -30,12 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from workbench.core.config import field_help
-from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
+from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy, field_help
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 __all__ = ["FakeConfig", "FakeSession", "FakeStrategy", "wait_until_ns"]
 
@@ -217,12 +215,12 @@ class FakeSession(Session):
         return [Output(token_ids=t, text=self.decode(t), finish_reason="length") for t in plans]
 
 
-class FakeStrategy(Strategy):
+class FakeStrategy(Strategy[FakeConfig]):
     name = "fake"
     description = "Deterministic test double with known prefill and per-token costs (no model, no torch)"
     Config = FakeConfig
     requires_model = False
     supports_batching = True
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[FakeConfig], device: Device) -> Session:
         return FakeSession(variant.config)

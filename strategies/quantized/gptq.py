@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,14 +35,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.core.errors import ModelSourceError, StrategyError
+from workbench.core.errors import ModelSourceError, StrategyError, error_context, one_line
+from workbench.core.lifetime import pid_alive
+from workbench.sources import staged
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
-    from workbench.spec.sources import ModelSource
+    from workbench.sources import ModelSource
+    from workbench.strategy import Device, Variant
 
-    from ._hf import HFModel
+    from .._hf import HFModel
 
 __all__ = [
     "CALIBRATION_WORKLOADS",
@@ -198,7 +198,7 @@ def calibration_digest(calibration: Sequence[Sequence[int]]) -> str:
 def source_identity(source: ModelSource, folder: Path) -> str:
     """What makes a model source *these* weights: the demo model's checksum, a hub snapshot's
     commit, or a local folder's (GGUF file's) path with each weight and config file's size and mtime."""
-    from workbench.spec.sources import DEMO_MODELS
+    from workbench.sources import DEMO_MODELS
 
     if source.kind == "demo":
         demo = DEMO_MODELS[source.ref.split(":", 1)[1]]
@@ -228,7 +228,7 @@ class CacheEntry:
 
 
 def gptq_cache_root() -> Path:
-    from workbench.spec.sources import cache_dir
+    from workbench.sources import cache_dir
 
     return cache_dir() / "gptq"
 
@@ -263,16 +263,6 @@ def cache_entry(
     return CacheEntry(gptq_cache_root() / f"{slug or 'model'}-{bits}b-g{group_size}-{key}", key, fields)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, but not ours (EPERM)
-        return True
-    return True
-
-
 def remove_stale_staging(root: Path) -> list[Path]:
     """Remove staging folders left by quantizations whose process is gone (SIGKILL, power loss)."""
     removed: list[Path] = []
@@ -280,33 +270,26 @@ def remove_stale_staging(root: Path) -> list[Path]:
         return removed
     for path in root.iterdir():
         match = re.search(re.escape(_STAGING) + r"(\d+)-", path.name)
-        if path.is_dir() and match and not _pid_alive(int(match.group(1))):
+        if path.is_dir() and match and not pid_alive(int(match.group(1))):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
 
 
-@contextlib.contextmanager
-def staging_dir(target: Path) -> Any:
-    """A fresh folder beside ``target``; renamed to ``target`` only when the block completes.
+def staging_dir(target: Path) -> contextlib.AbstractContextManager[Path]:
+    """A fresh folder beside ``target``; renamed to ``target`` only when the block completes
+    (:func:`workbench.sources.staged`).
 
     Any exception (KeyboardInterrupt, a GPTQModel error) removes the staging folder; a killed
     process leaves it behind under a name that is never an entry (removed later by
-    :func:`remove_stale_staging`). If another process finished the same entry meanwhile, ours is
-    discarded and theirs is kept."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}{_STAGING}{os.getpid()}-", dir=target.parent))
-    staging.chmod(0o755)
-    try:
-        yield staging
-        try:
-            os.replace(staging, target)
-        except OSError:
-            if not (target / _MANIFEST).is_file():
-                raise
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    :func:`remove_stale_staging`: the name holds the process id). If another process finished the
+    same entry meanwhile, ours is discarded and theirs is kept."""
+    return staged(
+        target,
+        directory=True,
+        prefix=f"{target.name}{_STAGING}{os.getpid()}-",
+        keep_if=lambda entry: (entry / _MANIFEST).is_file(),
+    )
 
 
 # --- loading ----------------------------------------------------------------------------------------
@@ -337,11 +320,6 @@ def _prepare_gptqmodel() -> Any:
     return gptqmodel
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
-
-
 def _local_folder(source: ModelSource, where: Any) -> Path:
     """The model as a local folder: demo / GGUF / folder sources already are; a hub id is fetched
     into (or found in) the Hugging Face cache."""
@@ -349,7 +327,7 @@ def _local_folder(source: ModelSource, where: Any) -> Path:
         return Path(where.location)
     from huggingface_hub import snapshot_download
 
-    try:
+    with error_context(f"cannot fetch model {source.ref!r}", ModelSourceError, detail=one_line):
         return Path(
             snapshot_download(
                 source.ref,
@@ -357,8 +335,6 @@ def _local_folder(source: ModelSource, where: Any) -> Path:
                 allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"],
             )
         )
-    except Exception as exc:
-        raise ModelSourceError(f"cannot fetch model {source.ref!r}: {_one_line(exc)}") from None
 
 
 def check_kernel(bits: int, group_size: int, device: Device, dtype: Any) -> None:
@@ -381,7 +357,7 @@ def check_kernel(bits: int, group_size: int, device: Device, dtype: Any) -> None
         dtype_name = str(dtype).removeprefix("torch.")
         raise StrategyError(
             f"method 'gptq' with bits = {bits} cannot run here at dtype {dtype_name} on {device.type}: "
-            f"GPTQModel has no kernel for it ({_one_line(exc)})"
+            f"GPTQModel has no kernel for it ({one_line(exc)})"
             + ('; try dtype = "bfloat16" or bits = 4' if dtype == torch.float32 else "")
         ) from None
 
@@ -423,18 +399,20 @@ def _quantize(
         if previous_logs is not None:
             loop_processor._PROJECT_LOG_DIR = staging / "gptqmodel-logs"
         try:
-            model = GPTQModel.load(
-                str(folder), config, device=str(device), dtype=dtype, trust_remote_code=trust_remote_code
-            )
-            model.quantize(
-                [{"input_ids": ids, "attention_mask": [1] * len(ids)} for ids in calibration],
-                batch_size=1,
-            )
-            model.save(str(staging))
-        except (KeyboardInterrupt, StrategyError):
-            raise
-        except Exception as exc:
-            raise StrategyError(f"method 'gptq': quantizing {folder.name} failed: {_one_line(exc)}") from None
+            with error_context(
+                f"method 'gptq': quantizing {folder.name} failed",
+                StrategyError,
+                passthrough=StrategyError,
+                detail=one_line,
+            ):
+                model = GPTQModel.load(
+                    str(folder), config, device=str(device), dtype=dtype, trust_remote_code=trust_remote_code
+                )
+                model.quantize(
+                    [{"input_ids": ids, "attention_mask": [1] * len(ids)} for ids in calibration],
+                    batch_size=1,
+                )
+                model.save(str(staging))
         finally:
             if previous_logs is not None:
                 loop_processor._PROJECT_LOG_DIR = previous_logs
@@ -470,19 +448,19 @@ def load_gptq(
     import torch
     from transformers import AutoTokenizer
 
-    from workbench.spec.sources import materialize, parse_source
+    from workbench.sources import materialize, parse_source
 
-    from ._hf import _log, resolve_dtype, wrap_hf_model
+    from .._hf import _log, resolve_dtype, wrap_hf_model
 
     log = log or _log
     source = parse_source(variant.model)
     folder = _local_folder(source, materialize(source, log=log))
     dtype = resolve_dtype(variant.dtype, device)
     common = {"trust_remote_code": variant.trust_remote_code}
-    try:
+    with error_context(
+        f"cannot load the tokenizer of {variant.model!r}", ModelSourceError, catch=OSError, detail=one_line
+    ):
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, **common)
-    except OSError as exc:
-        raise ModelSourceError(f"cannot load the tokenizer of {variant.model!r}: {_one_line(exc)}") from None
 
     quant = checkpoint_quantization(folder)
     quantize_s: float | None = None
@@ -531,12 +509,13 @@ def load_gptq(
     from gptqmodel import GPTQModel
     from gptqmodel.nn_modules.qlinear import BaseQuantLinear
 
-    try:
+    with error_context(
+        f"method 'gptq': GPTQModel cannot load {checkpoint}",
+        StrategyError,
+        passthrough=StrategyError,
+        detail=one_line,
+    ):
         qmodel = GPTQModel.load(str(checkpoint), device=str(device), dtype=dtype, **common)
-    except (KeyboardInterrupt, StrategyError):
-        raise
-    except Exception as exc:
-        raise StrategyError(f"method 'gptq': GPTQModel cannot load {checkpoint}: {_one_line(exc)}") from None
     model = qmodel.model
     quantized = [m for m in model.modules() if isinstance(m, BaseQuantLinear)]
     kernels = tuple(sorted({type(m).__name__ for m in quantized}))

@@ -3,7 +3,7 @@
 The model is a ``.gguf`` file, the demo model's own GGUF (Q4_1, as shipped), or either of them
 re-quantized once to ``gguf_type`` with llama.cpp's own ``llama_model_quantize`` and cached beside
 the other converted models (``<cache>/models/llama-cpp/``). A transformers folder or hub id is
-converted to GGUF first with llama.cpp's converter (``strategies/_gguf.py``).
+converted to GGUF first with llama.cpp's converter (:mod:`.gguf`).
 
 Generation is the low-level loop, not the high-level completion call (which yields text in chunks):
 ``Llama.eval`` on the whole prompt (prefill, in ``n_batch`` slices), then one ``llama_sampler_sample``
@@ -22,22 +22,29 @@ quantized cache stores blocks of 32 values with a scale, e.g. 34 bytes per 32 fo
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from workbench.core.config import field_help
-from workbench.core.errors import ModelSourceError, StrategyError
-from workbench.core.strategy import Output, Probe, Prompt, Request, Session, Strategy
+from workbench.core.errors import ModelSourceError, StrategyError, error_context
+from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy
 
-from ._text import Stopper
+from .._text import Stopper
+from .config import GgufType, LlamaCppConfig
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
+
+__all__ = [
+    "GgufType",
+    "LlamaCppConfig",
+    "LlamaCppSession",
+    "LlamaCppStrategy",
+    "check_gguf",
+    "quantized_gguf",
+    "source_gguf",
+]
 
 INSTALL = (
     "pip install 'llm-workbench[llama-cpp]' or `make llama-cpp`; it builds llama.cpp from source, "
@@ -52,52 +59,6 @@ KV_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 3
 _FTYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
                 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
                 17: "Q5_K_M", 18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}  # fmt: skip
-
-
-#: the weight types llama.cpp can re-quantize a GGUF to (``as-is``: the file as given)
-GgufType = Literal[
-    "as-is", "F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_1", "Q5_0", "Q4_K_M", "Q4_K_S",
-    "Q4_1", "Q4_0", "IQ4_NL", "IQ4_XS", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q2_K",
-]  # fmt: skip
-
-
-@dataclass
-class LlamaCppConfig:
-    gguf_type: GgufType = field_help(  # noqa: RUF009 (an immutable default, as everywhere)
-        "weights as llama.cpp stores them: as-is = the GGUF file as given (the demo model: Q4_1); "
-        "a type re-quantizes it once with llama_model_quantize (cached; from a quantized file the "
-        "weights are de-quantized first, so F32/F16 of a Q4_1 file hold the Q4_1 values)",
-        default="as-is",
-    )
-    n_batch: int = field_help("prompt tokens per prefill pass (llama.cpp's -b / -ub)", default=512)
-    flash_attn: bool = field_help(
-        "llama.cpp's flash attention (-fa); needed for a quantized V cache", default=False
-    )
-    kv_type: Literal["f16", "f32", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"] = field_help(
-        "KV-cache element type for keys and values (-ctk/-ctv): quantized types need flash_attn = true",
-        default="f16",
-    )
-    n_gpu_layers: int = field_help(
-        "layers offloaded to the GPU (-ngl): -1 = all (the default on a cuda device), 0 on a cpu device; "
-        "needs a llama-cpp-python built with CUDA (docs/runtimes.md)",
-        default=-1,
-    )
-    n_ctx: int = field_help(
-        "context size llama.cpp allocates its KV cache for; 0 = the model's training context", default=4096
-    )
-
-    def __post_init__(self) -> None:
-        if self.n_batch < 1:
-            raise ValueError(f"n_batch must be at least 1, got {self.n_batch}")
-        if self.n_ctx < 0:
-            raise ValueError(f"n_ctx must be 0 (the model's own) or positive, got {self.n_ctx}")
-        if self.n_gpu_layers < -1:
-            raise ValueError(f"n_gpu_layers must be -1 (all) or at least 0, got {self.n_gpu_layers}")
-        if self.kv_type not in ("f16", "f32", "bf16") and not self.flash_attn:
-            raise ValueError(
-                f"kv_type = {self.kv_type!r} needs flash_attn = true (llama.cpp quantizes the V cache "
-                "only with flash attention)"
-            )
 
 
 def _log(message: str) -> None:
@@ -122,7 +83,7 @@ def source_gguf(model: str, gguf_type: str = "as-is", *, log: Callable[[str], No
     """The GGUF file a model source stands for: the file itself, the demo model's shipped GGUF, or a
     transformers model converted to GGUF once with llama.cpp's converter (cached): in F32 or BF16
     when ``gguf_type`` asks for them, else F16, the usual start for quantizing."""
-    from workbench.spec.sources import ensure_demo_gguf, parse_source
+    from workbench.sources import ensure_demo_gguf, parse_source
 
     source = parse_source(model)
     if source.kind == "gguf":
@@ -131,8 +92,9 @@ def source_gguf(model: str, gguf_type: str = "as-is", *, log: Callable[[str], No
         return source.path
     if source.kind == "demo":
         return ensure_demo_gguf(source.ref.split(":", 1)[1], log=log)
-    from ._files import local_folder
-    from ._gguf import hf_to_gguf
+    from workbench.sources import local_folder
+
+    from .gguf import hf_to_gguf
 
     outtype = {"F32": "f32", "BF16": "bf16"}.get(gguf_type, "f16")
     return hf_to_gguf(local_folder(source, log=log), outtype=outtype, log=log)
@@ -146,14 +108,11 @@ def quantized_gguf(
     a failure leaves nothing half-written."""
     import llama_cpp
 
-    from workbench.spec.sources import cache_dir
-
-    from ._files import cache_key
+    from workbench.sources import cache_dir, cache_key, staged
 
     target = cache_dir() / "models" / "llama-cpp" / f"{source.stem}-{cache_key(source)}-{gguf_type}.gguf"
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     ftype_name = "LLAMA_FTYPE_ALL_F32" if gguf_type == "F32" else f"LLAMA_FTYPE_MOSTLY_{gguf_type}"
     ftype = getattr(llama_cpp, ftype_name, None)
     if ftype is None:
@@ -164,18 +123,14 @@ def quantized_gguf(
     params.ftype = ftype
     params.allow_requantize = True  # a quantized source (the demo's Q4_1) is de-quantized first
     params.nthread = threads or 0
-    part = target.with_name(target.name + f".{os.getpid()}.part")
     log(f"quantizing {source.name} to {gguf_type} with llama.cpp (once; cached in {target})")
-    try:
+    with staged(target) as part:
         _silence_llama_log()
         rc = llama_cpp.llama_model_quantize(str(source).encode(), str(part).encode(), params)
         if rc != 0 or not part.exists():
             raise StrategyError(
                 f"llama.cpp could not quantize {source.name} to {gguf_type} (llama_model_quantize returned {rc})"
             )
-        os.replace(part, target)
-    finally:
-        part.unlink(missing_ok=True)
     return target
 
 
@@ -321,7 +276,7 @@ class LlamaCppSession(Session):
         self.llm.close()
 
 
-class LlamaCppStrategy(Strategy):
+class LlamaCppStrategy(Strategy[LlamaCppConfig]):
     name = "llama-cpp"
     description = "llama.cpp in-process (llama-cpp-python) on a GGUF: as shipped or re-quantized (gguf_type)"
     Config = LlamaCppConfig
@@ -331,8 +286,8 @@ class LlamaCppStrategy(Strategy):
             return f"needs llama-cpp-python: {INSTALL}"
         return None
 
-    def preflight(self, variant: Variant) -> None:
-        from workbench.spec.sources import parse_source
+    def preflight(self, variant: Variant[LlamaCppConfig]) -> None:
+        from workbench.sources import parse_source
 
         if variant.dtype != "auto":
             raise StrategyError(
@@ -344,18 +299,18 @@ class LlamaCppStrategy(Strategy):
             assert source.path is not None
             check_gguf(source.path)
         elif source.kind in ("dir", "hub"):
-            from ._gguf import converter_unavailable_reason
+            from .gguf import converter_unavailable_reason
 
             reason = converter_unavailable_reason()
             if reason:
                 raise StrategyError(f"model {variant.model!r} is not a GGUF and {reason}")
 
-    def load(self, variant: Variant, device: Device) -> Session:
+    def load(self, variant: Variant[LlamaCppConfig], device: Device) -> Session:
         import llama_cpp
 
-        from workbench.spec.sources import parse_source
+        from workbench.sources import parse_source
 
-        config: LlamaCppConfig = variant.config
+        config = variant.config
         self.preflight(variant)
         _silence_llama_log()
         path = source_gguf(variant.model, config.gguf_type)
@@ -364,7 +319,12 @@ class LlamaCppStrategy(Strategy):
             path = quantized_gguf(path, config.gguf_type, threads=variant.threads)
         gpu_layers = config.n_gpu_layers if device.type == "cuda" else 0
         kv = getattr(llama_cpp, f"GGML_TYPE_{config.kv_type.upper()}")
-        try:
+        with error_context(
+            f"llama.cpp cannot load {path.name}",
+            ModelSourceError,
+            catch=(ValueError, RuntimeError),
+            hint="a truncated or damaged GGUF, or an architecture this llama.cpp does not know",
+        ):
             llm = llama_cpp.Llama(
                 model_path=str(path),
                 n_ctx=config.n_ctx,
@@ -378,9 +338,4 @@ class LlamaCppStrategy(Strategy):
                 n_gpu_layers=gpu_layers,
                 verbose=False,
             )
-        except (ValueError, RuntimeError) as exc:
-            raise ModelSourceError(
-                f"llama.cpp cannot load {path.name}: {exc} (a truncated or damaged GGUF, or an architecture "
-                "this llama.cpp does not know)"
-            ) from None
         return LlamaCppSession(llm, path=path, kv_type=config.kv_type)

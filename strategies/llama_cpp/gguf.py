@@ -24,9 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 from workbench.core.errors import ModelSourceError
-from workbench.spec.sources import cache_dir
-
-from ._files import cache_key, move_into_place
+from workbench.sources import cache_dir, cache_key, staged
 
 __all__ = ["converter_dir", "converter_unavailable_reason", "hf_to_gguf"]
 
@@ -66,8 +64,7 @@ def converter_dir(*, log: Callable[[str], None] = print) -> Path:
             raise ModelSourceError(
                 f"could not fetch llama.cpp's converter (llama-cpp-python=={version} sdist): {last}"
             )
-        staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-        try:
+        with staged(target, directory=True) as staging:
             with tarfile.open(sdists[0]) as tar:
                 for member in tar.getmembers():
                     _, _, inner = member.name.partition("/vendor/llama.cpp/")
@@ -85,10 +82,6 @@ def converter_dir(*, log: Callable[[str], None] = print) -> Path:
             if not (staging / "convert_hf_to_gguf.py").exists():
                 raise ModelSourceError(f"{sdists[0].name} holds no vendor/llama.cpp/convert_hf_to_gguf.py")
             (staging / _DONE).write_text(f"from {sdists[0].name}\n")
-            move_into_place(staging, target)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
@@ -100,12 +93,10 @@ def hf_to_gguf(folder: Path, *, outtype: str = "f16", log: Callable[[str], None]
     if target.exists():
         return target
     tool = converter_dir(log=log)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    part = target.with_name(target.name + f".{os.getpid()}.part")
     log(f"converting {folder.name} to GGUF {outtype} with llama.cpp's converter (once; cached in {target})")
     env = {**os.environ, "PYTHONPATH": str(tool / "gguf-py")}  # its own gguf-py, not the installed one
     env.pop("NO_LOCAL_GGUF", None)
-    try:
+    with staged(target) as part:
         proc = subprocess.run(
             [sys.executable, str(tool / "convert_hf_to_gguf.py"), str(folder), "--outfile", str(part),
              "--outtype", outtype],
@@ -116,7 +107,4 @@ def hf_to_gguf(folder: Path, *, outtype: str = "f16", log: Callable[[str], None]
             raise ModelSourceError(
                 f"llama.cpp's converter could not convert {folder.name} to GGUF: {lines[-1]}"
             )
-        os.replace(part, target)
-    finally:
-        part.unlink(missing_ok=True)
     return target

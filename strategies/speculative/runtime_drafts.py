@@ -3,7 +3,7 @@ or ONNX Runtime GenAI (a model its builder made, e.g. int4 / int8), next to a tr
 
 The target's own weights, quantized, agree with it on most greedy tokens and a quantized runtime runs
 them several times faster than the target, so a draft step costs a fraction of a target step. The
-drafters implement :class:`strategies._speculative.Drafter` on the runtime's own KV cache:
+drafters implement :class:`.loop.Drafter` on the runtime's own KV cache:
 
 - **llama.cpp** (llama-cpp-python's ``Llama``): ``eval`` feeds tokens into its cache, the next-token
   logits are ``llama_get_logits_ith(ctx, -1)``; after a rejection the rejected positions are dropped
@@ -26,7 +26,6 @@ Imported only inside ``Strategy.load`` (it imports torch and numpy at module lev
 from __future__ import annotations
 
 import abc
-import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -35,11 +34,13 @@ import numpy as np
 import torch
 
 from workbench.core.errors import StrategyError
-from workbench.core.strategy import Output, Probe, Request
+from workbench.strategy import Device, Output, Probe, Request, Strategy, Variant
 
-from ._speculative import Draft
-from ._text import TOKENIZER_PROBE as _PROBE_TEXT
-from .baseline import HFSession
+from .._text import TOKENIZER_PROBE as _PROBE_TEXT
+from ..hf_session import HFSession
+from .config import SpeculativeConfig
+from .loop import Draft, generate_speculative
+from .schedule import Schedule
 
 __all__ = [
     "LlamaCppDrafter",
@@ -233,8 +234,6 @@ class RuntimeDraftSession(HFSession):
             self.context_length = draft.context_length
 
     def generate(self, request: Request, probe: Probe) -> Output:
-        from ._speculative import Schedule, generate_speculative
-
         c = self.drafter.config
         return generate_speculative(
             self.hf, self.drafter, request, probe, Schedule(c.draft_schedule, c.num_draft_tokens)
@@ -246,30 +245,21 @@ class RuntimeDraftSession(HFSession):
         super().close()
 
 
-def _draft_variant(variant: Any, config: Any, strategy: str, strategy_config: Any) -> Any:
-    """The draft as a variant of the runtime's own strategy (so its loading and caches are reused)."""
-    return dataclasses.replace(
-        variant,
-        strategy=strategy,
-        model=config.draft,
-        dtype="auto",
-        threads=config.draft_threads or variant.threads,
-        params={},
-        config=strategy_config,
-    )
-
-
-def load_runtime_draft(target: Any, variant: Any, device: Any, config: Any, runtime: str) -> Any:
-    """Load ``config.draft`` in ``runtime`` (through that runtime's own strategy: the same conversion,
-    quantization and caches) and pair it with the loaded transformers ``target``."""
+def load_runtime_draft(
+    target: Any,
+    variant: Variant[SpeculativeConfig],
+    device: Device,
+    runtime: Strategy[Any],
+    draft: Variant[Any],
+) -> Any:
+    """Load the ``draft`` variant with ``runtime``, its strategy (:func:`..runtime_draft`: the same
+    conversion, quantization and caches as that strategy's own variants) and pair it with the loaded
+    transformers ``target``."""
+    config = variant.config
     vocab_limit = int(target.model.get_output_embeddings().weight.shape[0])
     tok = target.tokenizer
-    if runtime == "llama-cpp":
-        from .llama_cpp import LlamaCppConfig, LlamaCppStrategy
-
-        # n_ctx = 0: the model's training context (the runner checks prompt + budget against it)
-        llama = LlamaCppConfig(gguf_type=config.draft_gguf_type, n_ctx=0)
-        session: Any = LlamaCppStrategy().load(_draft_variant(variant, config, "llama-cpp", llama), device)
+    session: Any = runtime.load(draft, device)
+    if runtime.name == "llama-cpp":
         llm = session.llm
         # draft_threads is for the one-token draft steps; the prompt's prefill (a batch)
         # keeps the variant's threads, all cores by default, as the target's prefill does
@@ -293,12 +283,6 @@ def load_runtime_draft(target: Any, variant: Any, device: Any, config: Any, runt
             raise
         return RuntimeDraftSession(target, session, LlamaCppDrafter(llm, config, vocab_limit))
 
-    from .ort_genai import OrtGenAIConfig, OrtGenAIStrategy
-
-    ort_variant = _draft_variant(
-        variant, config, "onnxruntime-genai", OrtGenAIConfig(precision=config.draft_precision)
-    )
-    session = OrtGenAIStrategy().load(ort_variant, device)
     d_tok = session.tokenizer
     try:
         check_same_tokens(

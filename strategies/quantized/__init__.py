@@ -42,16 +42,15 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.config import field_help
 from workbench.core.errors import StrategyError
-from workbench.core.strategy import Session, Strategy
+from workbench.strategy import Session, Strategy, field_help
 
-from ._gptq import gptq_unavailable_reason
-from .baseline import BaselineSession, torch_unavailable_reason
+from ..baseline import BaselineSession
+from ..hf_session import torch_unavailable_reason
+from .gptq import gptq_unavailable_reason
 
 if TYPE_CHECKING:
-    from workbench.core.device import Device
-    from workbench.core.variant import Variant
+    from workbench.strategy import Device, Variant
 
 #: ``auto`` picks the first of these that is available on the device. Order from decode tok/s
 #: measured on SmolLM2-135M, float32, x86 CPU (see docs/quantized.md). ``gptq`` is never chosen:
@@ -312,7 +311,7 @@ def _quiet_bnb_int8() -> None:
         logger.addFilter(_Drop())
 
 
-class QuantizedStrategy(Strategy):
+class QuantizedStrategy(Strategy[QuantizedConfig]):
     name = "quantized"
     description = "The baseline on a quantized model (torchao int8/int4, bitsandbytes int8/nf4, GPTQ)"
     Config = QuantizedConfig
@@ -326,19 +325,19 @@ class QuantizedStrategy(Strategy):
             return torch_unavailable_reason()
         return "no quantization method is available: " + "; ".join(f"{m}: {r}" for m, r in reasons.items())
 
-    def preflight(self, variant: Variant) -> None:
+    def preflight(self, variant: Variant[QuantizedConfig]) -> None:
         """The variant's own method must be installed, not just some method: `workbench run` refuses
         a spec naming one that is not (exit 2) before anything runs. (The device is not resolved
         yet; ``load`` checks the method against it.)"""
-        config = variant.config if isinstance(variant.config, QuantizedConfig) else QuantizedConfig()
+        config = variant.config
         if config.method != "auto":
             reason = method_unavailable_reason(config.method)
             if reason is not None:
                 raise StrategyError(f"method {config.method!r} is not available here: {reason}")
 
-    def load(self, variant: Variant, device: Device) -> Session:
-        config: QuantizedConfig = variant.config if variant.config is not None else QuantizedConfig()
-        from ._hf import load_hf_model, resolve_dtype
+    def load(self, variant: Variant[QuantizedConfig], device: Device) -> Session:
+        config = variant.config
+        from .._hf import load_hf_model, resolve_dtype
 
         method = resolve_method(config.method, device.type)
         if method == "gptq":
@@ -369,8 +368,10 @@ class QuantizedStrategy(Strategy):
         session.quantized_layers = layers
         return session
 
-    def _load_gptq(self, variant: Variant, device: Device, config: QuantizedConfig) -> QuantizedSession:
-        from ._gptq import load_gptq
+    def _load_gptq(
+        self, variant: Variant[QuantizedConfig], device: Device, config: QuantizedConfig
+    ) -> QuantizedSession:
+        from .gptq import load_gptq
 
         loaded = load_gptq(
             variant,

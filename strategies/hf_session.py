@@ -1,0 +1,69 @@
+"""What the strategies that run a transformers model in-process share (``baseline``, ``quantized``,
+``context-trim``, ``prefix-cache``, ``prompt-lookup``, ``hf-assisted``, ``speculative``): the
+``available()`` check, the session over a loaded model and the token-by-token decode after a prefill.
+
+Imports neither torch nor transformers: the strategy modules import this at import time (the registry
+lists them where torch is not installed); :mod:`._hf` (which imports torch) loads inside the methods.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from workbench.core.shapes import kv_bytes_per_token
+from workbench.strategy import Probe, Prompt, Request, Session
+
+__all__ = ["HFSession", "decode_loop", "torch_unavailable_reason"]
+
+
+def torch_unavailable_reason() -> str | None:
+    """Shared ``available()`` check for strategies that run a transformers model in-process."""
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        return (
+            f"needs {' and '.join(missing)} (pip install 'llm-workbench[engine]'; "
+            "for NVIDIA GPUs install the CUDA build of torch first)"
+        )
+    return None
+
+
+class HFSession(Session):
+    """A loaded transformers model; subclasses override :meth:`generate`."""
+
+    def __init__(self, hf: Any) -> None:
+        self.hf = hf
+        self.context_length = hf.context_length
+        self.weights_mb = hf.weights_mb
+        self.dtype = str(hf.dtype).removeprefix("torch.")
+        self.model_shape = hf.model_shape
+        self.kv_bytes_per_token = kv_bytes_per_token(hf.model_shape)
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        return self.hf.encode(prompt)
+
+    def decode(self, token_ids: Any) -> str:
+        return self.hf.decode(token_ids)
+
+    def close(self) -> None:
+        del self.hf
+
+
+def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any) -> tuple[list[int], str]:
+    """Token-by-token decode after a prefill: ``cache`` holds the prompt, ``logits`` are the prefill's
+    scores for the last prompt position. Returns the tokens and the finish reason. Call it under
+    ``torch.inference_mode()``."""
+    from ._hf import Sampler, Stopper, kv_cache
+
+    sampler = Sampler(request, hf.torch_device)
+    stopper = Stopper(request, hf.eos_ids, hf.decode)
+    tokens: list[int] = []
+    while True:
+        next_token = sampler(logits[:, -1, :])
+        token = int(next_token.item())  # the token is on the host now
+        tokens.append(token)
+        probe.step((token,))
+        reason = stopper(tokens)
+        if reason is not None:
+            return tokens, reason
+        logits = hf.model(input_ids=next_token.view(1, 1), **kv_cache(cache), use_cache=True).logits

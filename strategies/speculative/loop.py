@@ -1,0 +1,238 @@
+"""The draft → verify loop shared by ``speculative`` (a draft model) and ``prompt-lookup`` (n-gram drafts).
+
+One sequence (batch size 1). The target model prefills the prompt and yields the first token exactly as
+the baseline does: the same forward pass (``logits_to_keep = 1``, a ``DynamicCache``), the same draw, and
+nothing else before the token is reported, so the TTFT is the baseline's (``tests/test_speculative.py``
+compares the torch operations up to the first token, op for op). Only then does the drafter start on
+the request (a copy of the target's cache, or nothing for a model-free draft): that time lies between
+the first and the second token, outside every step's ``draft_ms`` / ``verify_ms``. The exception is a
+draft that reads the prompt itself (``Drafter.prefills_prompt``: a draft model with its own prefill,
+a draft in another runtime): that is prefill work, so it runs before the first token is reported and
+is in the TTFT. Then every step
+
+1. the *drafter* proposes up to ``k`` tokens continuing the sequence (``draft_ms``),
+2. the target scores ``[last token] + draft`` in **one** forward pass, giving ``k + 1`` next-token
+   distributions (``verify_ms``, including the copy of the result to the host),
+3. a prefix of the draft is accepted and one more token comes from the target (the correction after a
+   rejection, or the *bonus* token when everything was accepted), so a step yields ``accepted + 1`` tokens,
+4. the target's cache (and the drafter's) is cropped back to the accepted sequence.
+
+Greedy (temperature 0): a draft token is accepted while it equals the target's argmax, so the output is
+token-identical to plain greedy decoding. With temperature > 0 the standard speculative-sampling rule
+(Leviathan et al. 2023; Chen et al. 2023) keeps the output distributed exactly as the target's: accept
+draft token ``x`` with probability ``min(1, p(x) / q(x))``, on rejection sample from
+``normalize(max(0, p - q))``; a model-free (deterministic) draft has ``q`` = a point mass on ``x``. ``p``
+is the target's distribution after temperature / top-k / top-p (:meth:`Sampler.probs`), so it is the
+distribution the baseline samples from.
+
+The draft length of each step is the :class:`~.schedule.Schedule`'s choice (:mod:`.schedule`).
+
+Imported only inside ``Strategy.load`` (it imports torch at module level).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable
+from typing import Any, Protocol
+
+import torch
+from transformers import DynamicCache
+
+from workbench.strategy import Output, Probe, Request
+
+from .._hf import HFModel, Sampler, Stopper, kv_cache
+from .schedule import Adaptive, Schedule
+
+__all__ = ["Draft", "Drafter", "crop_cache", "generate_speculative"]
+
+
+class Draft:
+    """Proposed tokens and, for a sampled draft, the distributions they were drawn from.
+
+    ``probs`` is ``None`` for a deterministic draft (greedy draft model, n-gram lookup): then ``q`` is a
+    point mass on each token. Otherwise it has shape ``[len(tokens), vocab]``. ``kind`` (optional, any
+    hashable): what the drafter knows of this draft's chances, for a free drafter (prompt lookup: the
+    length of the n-gram it matched); the adaptive schedule keeps the acceptance of each kind apart.
+    """
+
+    __slots__ = ("kind", "probs", "tokens")
+
+    def __init__(self, tokens: list[int], probs: torch.Tensor | None = None, kind: Hashable = None) -> None:
+        self.tokens = tokens
+        self.probs = probs
+        self.kind = kind
+
+
+class Drafter(Protocol):
+    """Proposes draft tokens for one sequence at a time. Two optional class attributes (default False):
+    a drafter whose ``start`` prefills the prompt in a model of its own sets ``prefills_prompt = True``:
+    the loop then starts it before the first token is reported (prefill work, in the TTFT), else after
+    it. A drafter whose ``propose`` costs next to nothing and changes no state (an n-gram lookup) sets
+    ``free_drafts = True``: the adaptive schedule then asks it on plain steps too and scores that
+    *shadow* draft against the tokens the target yields, instead of paying for probe drafts."""
+
+    def start(self, request: Request, sampler: Sampler, target_cache: Any) -> None:
+        """A new request: reset per-request state (caches); may prefill on
+        ``request.input_ids`` or reuse ``target_cache``, the target's cache holding the prompt (read it,
+        never change it). Called once the first token (the target's) has been reported: its time is
+        decode time, between the first token and the second."""
+        ...
+
+    def propose(self, tokens: list[int], max_tokens: int) -> Draft:
+        """Up to ``max_tokens`` (>= 1) tokens continuing ``tokens`` (prompt + generated so far). The loop's
+        :class:`Schedule` chooses ``max_tokens`` per step: propose that many where possible."""
+        ...
+
+    def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
+        """After a verify: ``tokens`` is the accepted sequence now (drafter caches are cropped to it)."""
+        ...
+
+
+def crop_cache(cache: Any, length: int) -> None:
+    """Cut a ``DynamicCache`` back to its first ``length`` positions (transformers 5 ``crop`` takes the
+    negative number of positions to remove)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+class _Timer:
+    """``perf_counter`` reads for the draft/verify sub-splits, after a device sync on CUDA so the time
+    of queued kernels is attributed to the phase that launched them."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+
+def generate_speculative(
+    hf: HFModel, drafter: Drafter, request: Request, probe: Probe, schedule: Schedule | None = None
+) -> Output:
+    """Generate for ``request`` with draft → verify steps; reports every step through ``probe``.
+    ``schedule`` chooses each step's draft length; ``None``: as many as the budget allows (the drafter
+    proposes up to its own length)."""
+    model = hf.model
+    device = hf.torch_device
+    sampler = Sampler(request, device)
+    stopper = Stopper(request, hf.eos_ids, hf.decode)
+    timer = _Timer(device)
+    seq = list(request.input_ids)  # prompt + accepted tokens; the target cache holds all but the last
+    out: list[int] = []
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        input_ids = torch.tensor([seq], dtype=torch.long, device=device)
+        logits = model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
+        first = int(sampler(logits[:, -1, :]).item())  # same draw as the baseline's first token
+        seq.append(first)
+        out.append(first)
+        # A draft that reads the prompt itself does prefill work: it is in the TTFT (as in serving
+        # engines, which prefill draft and target before the first token). Any other drafter starts
+        # after the token, so up to it there is nothing but the baseline's own work.
+        prefills = bool(getattr(drafter, "prefills_prompt", False))
+        if prefills:
+            drafter.start(request, sampler, cache)
+        probe.step((first,))
+        reason = stopper(out)
+        if reason is None and not prefills:
+            drafter.start(request, sampler, cache)
+        free = bool(getattr(drafter, "free_drafts", False))
+        plan = schedule.start(free_drafts=free) if schedule is not None else None
+        shadows = plan if isinstance(plan, Adaptive) and plan.free_drafts else None
+        while reason is None:
+            # Never draft past the budget: a step yields at most k + 1 tokens, and the verify pass
+            # never runs beyond prompt + max_new_tokens positions (the context the runner checked).
+            room = request.max_new_tokens - len(out) - 1
+            draft_ms = None
+            draft = Draft([])
+            if shadows is not None and room >= 1:
+                # A free drafter proposes first: the length is chosen knowing the proposal (its kind,
+                # its length); not drafted, it is a shadow draft, scored on the tokens that follow.
+                shadows.follow(seq)
+                t0 = timer.now()
+                proposal = drafter.propose(seq, shadows.cap)
+                lookup_ms = (timer.now() - t0) * 1e3
+                want = shadows.next_k(room, kind=proposal.kind, available=len(proposal.tokens))
+                if want > 0:
+                    shadows.drop_shadows()
+                    draft, draft_ms = proposal, lookup_ms
+                    draft.tokens = draft.tokens[:want]
+                else:
+                    shadows.open_shadow(len(seq), proposal.tokens, proposal.kind)
+            else:
+                want = room if plan is None or room < 1 else plan.next_k(room)
+                if want > 0:
+                    t0 = timer.now()
+                    draft = drafter.propose(seq, want)
+                    draft_ms = (timer.now() - t0) * 1e3
+                    draft.tokens = draft.tokens[:want]
+            k = len(draft.tokens)
+            t0 = timer.now()
+            verify_in = torch.tensor([[seq[-1], *draft.tokens]], dtype=torch.long, device=device)
+            logits = model(input_ids=verify_in, **kv_cache(cache), use_cache=True).logits[0]  # [k + 1, vocab]
+            new, accepted = _accept(logits, draft, sampler)  # host values: the device is done
+            verify_ms = (timer.now() - t0) * 1e3
+            # Stop at the first EOS / stop string / budget inside the accepted run.
+            emitted: list[int] = []
+            for token in new:
+                emitted.append(token)
+                out.append(token)
+                reason = stopper(out)
+                if reason is not None:
+                    break
+            seq.extend(emitted)
+            crop_cache(cache, len(seq) - 1)
+            drafter.accepted(seq, k, accepted)
+            if plan is not None:
+                plan.update(k, accepted, draft_ms, verify_ms, draft.kind)
+            probe.step(
+                emitted,
+                draft_proposed=k,
+                draft_accepted=min(accepted, len(emitted)),
+                draft_ms=draft_ms,
+                verify_ms=verify_ms,
+            )
+    return Output(token_ids=out, text=hf.decode(out), finish_reason=reason)  # type: ignore[arg-type]
+
+
+def _accept(logits: torch.Tensor, draft: Draft, sampler: Sampler) -> tuple[list[int], int]:
+    """The tokens a verify step yields (accepted draft prefix + one target token) and how many draft
+    tokens were accepted. ``logits``: the target's ``[k + 1, vocab]`` scores after ``[last] + draft``."""
+    tokens = draft.tokens
+    k = len(tokens)
+    if sampler.greedy:
+        target = logits.argmax(dim=-1).tolist()
+        accepted = 0
+        while accepted < k and tokens[accepted] == target[accepted]:
+            accepted += 1
+        return [*tokens[:accepted], target[accepted]], accepted
+
+    p = sampler.probs(logits)  # [k + 1, vocab]
+    q = draft.probs
+    if q is not None:
+        q = q.to(device=p.device, dtype=p.dtype)
+        if q.shape[-1] < p.shape[-1]:  # a draft with fewer embedding rows (same tokenizer)
+            q = torch.nn.functional.pad(q, (0, p.shape[-1] - q.shape[-1]))
+    gen = sampler.generator
+    idx = torch.tensor(tokens, dtype=torch.long, device=p.device)
+    p_x = p[:k].gather(-1, idx[:, None]).squeeze(-1) if k else p.new_zeros(0)
+    ratio = p_x if q is None else p_x / q[:k].gather(-1, idx[:, None]).squeeze(-1).clamp_min(1e-20)
+    u = torch.rand(k, generator=gen, device=p.device, dtype=p.dtype)
+    rejected = (u >= ratio).tolist()  # accept with probability min(1, ratio)
+    accepted = rejected.index(True) if True in rejected else k
+    if accepted == k:
+        bonus = torch.multinomial(p[k], 1, generator=gen)
+        return [*tokens, int(bonus.item())], k
+    if q is None:  # point mass on x: max(0, p - q) is p without x
+        residual = p[accepted].clone()
+        residual[tokens[accepted]] = 0.0
+    else:
+        residual = (p[accepted] - q[accepted]).clamp_min(0.0)
+    if float(residual.sum()) <= 0.0:  # p == q numerically: any draw from p is exact
+        residual = p[accepted]
+    correction = torch.multinomial(residual / residual.sum(), 1, generator=gen)
+    return [*tokens[:accepted], int(correction.item())], accepted
