@@ -1,6 +1,6 @@
 """Where the built-in resources (workloads, icons, stylesheet) are.
 
-In the repository they sit in the top-level ``resources/`` folder (design card); an installed wheel
+In the repository they sit in the top-level ``resources/`` folder (README.md, Layout); an installed wheel
 carries the same folder as the package ``workbench._resources``; the packaged viewer (PyInstaller,
 ``packaging/``) has it as ``resources/`` in its bundle folder. ``WORKBENCH_RESOURCES`` overrides all.
 """

@@ -1,6 +1,6 @@
 """The experiment spec: TOML in, validated dataclasses out, with precise one-line errors.
 
-See DESIGN.md §3 and ``docs/spec.md`` for the format. Every problem names its place: the TOML
+The format is in ``docs/spec.md``. Every problem names its place: the TOML
 line and column, the variant and key, or the JSONL file and line.
 """
 
