@@ -1,7 +1,7 @@
 """What a worker process tells its parent: one typed record per event, sent as one JSON line.
 
 The worker (:mod:`workbench.run.worker`) writes ``event.to_json()``; the parent
-(:mod:`workbench.run.execute`) reads each line with :func:`parse_event` and dispatches on the record's
+(:mod:`workbench.run.process`) reads each line with :func:`parse_event` and dispatches on the record's
 type. Both sides use these classes, so an event's fields are named in one place and a misspelt kind or
 a missing field is an error here, not a silently ignored line. On the wire each record is its fields
 plus ``"event": <kind>``.

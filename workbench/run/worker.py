@@ -1,6 +1,6 @@
 """The worker process: loads one variant and runs its trials when told, streaming events to the parent.
 
-Started as ``python -m workbench.run.worker`` by :mod:`workbench.run.execute` (the CLI and the GUI use the
+Started as ``python -m workbench.run.worker`` by :mod:`workbench.run.process` (the CLI and the GUI use the
 same path). The job (one variant and its planned trials) arrives as the first JSON line on stdin; then
 each further line is a command: run these trials (one group), or close. The parent decides the order
 in time (:mod:`workbench.run.design`): with interleaving, several workers are loaded at once and take
