@@ -99,12 +99,12 @@ def spec_text(title: str, design: str, reps: int, names: tuple[str, ...]) -> str
 
 def cpu_by_repetition(trials: list[dict[str, Any]]) -> str:
     """A2's CPU time over A's, per repetition (geometric mean of the pairs' ratios)."""
-    a = {(t["prompt_id"], t["repetition"]): t for t in trials if t["variant"] == "A" and t.get("cpu_ms")}
+    a = {(t.prompt_id, t.repetition): t for t in trials if t.variant == "A" and t.cpu_ms}
     logs: dict[int, list[float]] = {}
     for t in trials:
-        other = a.get((t["prompt_id"], t["repetition"]))
-        if t["variant"] == "A2" and t.get("cpu_ms") and other is not None:
-            logs.setdefault(t["repetition"], []).append(math.log(t["cpu_ms"] / other["cpu_ms"]))
+        other = a.get((t.prompt_id, t.repetition))
+        if t.variant == "A2" and t.cpu_ms and other is not None:
+            logs.setdefault(t.repetition, []).append(math.log(t.cpu_ms / other.cpu_ms))
     return " ".join(f"{math.exp(statistics.fmean(v)):.3f}" for _, v in sorted(logs.items()))
 
 
@@ -139,13 +139,13 @@ def aa_row(label: str, out: dict[str, Any]) -> dict[str, Any]:
     analysis, trials = out["analysis"], out["trials"]
     (s,) = [s for s in analysis.summaries if s.variant == "A2"]
     if analysis.design.order == "sequential":  # what the workbench reported before: medians, unpaired
-        a = [t for t in trials if t["variant"] == "A" and t["status"] == "ok"]
-        b = [t for t in trials if t["variant"] == "A2" and t["status"] == "ok"]
+        a = [t for t in trials if t.variant == "A" and t.status == "ok"]
+        b = [t for t in trials if t.variant == "A2" and t.status == "ok"]
         est = speedup(
-            [t["e2e_ms"] for t in a],
-            [t["e2e_ms"] for t in b],
-            [t["prompt_id"] for t in a],
-            [t["prompt_id"] for t in b],
+            [t.e2e_ms for t in a],
+            [t.e2e_ms for t in b],
+            [t.prompt_id for t in a],
+            [t.prompt_id for t in b],
         )
         mde = None
     else:
@@ -165,9 +165,7 @@ def aa_row(label: str, out: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_tps(out: dict[str, Any], variant: str = "A") -> list[float]:
-    return [
-        t["decode_tokens_per_s"] for t in out["trials"] if t["variant"] == variant and t["status"] == "ok"
-    ]
+    return [t.decode_tokens_per_s for t in out["trials"] if t.variant == variant and t.status == "ok"]
 
 
 def main() -> int:

@@ -133,13 +133,11 @@ def bootstrap_check(db: Path, run_id: int) -> float:
     (b,) = [s for s in analysis.summaries if s.variant == "B"]
     rows = store.trials(run_id)
     store.close()
-    ref = {(t["prompt_id"], t["repetition"]): t["e2e_ms"] for t in rows if t["variant"] == "A"}
+    ref = {(t.prompt_id, t.repetition): t.e2e_ms for t in rows if t.variant == "A"}
     groups: dict[str, list[float]] = {}
     for t in rows:
-        if t["variant"] == "B":
-            groups.setdefault(t["prompt_id"], []).append(
-                np.log(ref[(t["prompt_id"], t["repetition"])] / t["e2e_ms"])
-            )
+        if t.variant == "B":
+            groups.setdefault(t.prompt_id, []).append(np.log(ref[(t.prompt_id, t.repetition)] / t.e2e_ms))
     rng = np.random.default_rng(0)
     n = sum(len(g) for g in groups.values())
     total = np.zeros(2000)

@@ -146,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ).run()
     trials = [t for t in store.trials(result.run_id)]
     base = {
-        (t["round"], t["workload"], t["prompt_id"]): t
-        for t in trials
-        if t["variant"] == "baseline" and t["status"] == "ok"
+        (t.round, t.workload, t.prompt_id): t for t in trials if t.variant == "baseline" and t.status == "ok"
     }
 
     print(
@@ -161,35 +159,31 @@ def main(argv: list[str] | None = None) -> int:
     same: dict[str, bool] = {}
     for variant in variants:
         for workload in (*WORKLOADS, "all"):
-            ts = [
-                t
-                for t in trials
-                if t["variant"] == variant and (workload == "all" or t["workload"] == workload)
-            ]
-            ok = [t for t in ts if t["status"] == "ok"]
+            ts = [t for t in trials if t.variant == variant and (workload == "all" or t.workload == workload)]
+            ok = [t for t in ts if t.status == "ok"]
             if not ok:
                 error = ts[0]["error"] if ts else "no trials"
                 print(f"{variant:<11} {workload:<10} all trials failed: {error}")
                 continue
             paired = [
-                t["decode_tokens_per_s"] / b["decode_tokens_per_s"]
+                t.decode_tokens_per_s / b.decode_tokens_per_s
                 for t in ok
-                if (b := base.get((t["round"], t["workload"], t["prompt_id"]))) and b["decode_tokens_per_s"]
+                if (b := base.get((t.round, t.workload, t.prompt_id))) and b.decode_tokens_per_s
             ]
             ratio = statistics.median(paired) if paired else float("nan")
             ratios[(variant, workload)] = paired
-            proposed = sum(t["draft_tokens_proposed"] or 0 for t in ok)
-            accepted = sum(t["draft_tokens_accepted"] or 0 for t in ok)
+            proposed = sum(t.draft_tokens_proposed or 0 for t in ok)
+            accepted = sum(t.draft_tokens_accepted or 0 for t in ok)
             acceptance = f"{accepted / proposed:.0%}" if proposed else "-"
-            n_same = sum(t["matches_baseline"] == 1 for t in ok)
+            n_same = sum(t.matches_baseline == 1 for t in ok)
             if variant == "baseline":
                 identical = "ref"
             else:
                 identical = f"{n_same}/{len(ok)}"
                 if workload == "all":
                     same[variant] = n_same == len(ok) == len(ts)
-            tps = statistics.median(t["decode_tokens_per_s"] for t in ok)
-            ttft = statistics.median(t["ttft_ms"] for t in ok)
+            tps = statistics.median(t.decode_tokens_per_s for t in ok)
+            ttft = statistics.median(t.ttft_ms for t in ok)
             print(
                 f"{variant:<11} {workload:<10} {tps:>12.2f} {ratio:>10.2f}x {ttft:>8.0f} {acceptance:>10} {identical:>9}"
             )

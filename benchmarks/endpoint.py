@@ -72,11 +72,11 @@ def main() -> int:
     summaries = {s.variant: s for s in summarize(trials, None, windows)}
     print(f"{'variant':<10} {'TTFT ms':>8} {'overhead':>9} {'srv TTFT':>9} {'TPOT ms':>8} {'agg tok/s':>10}")
     for name, s in summaries.items():
-        ok = [t for t in trials if t["variant"] == name and t["status"] == "ok"]
-        if s.n_failed or any(t["output_tokens"] != args.max_new_tokens for t in ok):
+        ok = [t for t in trials if t.variant == name and t.status == "ok"]
+        if s.n_failed or any(t.output_tokens != args.max_new_tokens for t in ok):
             failures.append(f"{name}: {s.n_failed} failed trials or wrong token counts")
-        ttft = statistics.median(t["ttft_ms"] for t in ok)
-        tpot = statistics.median(t["tpot_ms"] for t in ok)
+        ttft = statistics.median(t.ttft_ms for t in ok)
+        tpot = statistics.median(t.tpot_ms for t in ok)
         server_ttft = s.server["ttft_ms"] if s.server else None
         print(
             f"{name:<10} {ttft:8.2f} {ttft - PREFILL_MS:9.2f} {server_ttft or float('nan'):9.2f} {tpot:8.3f} "

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         result = RunExecutor(spec, store).run()
         wall_s = time.perf_counter() - started
         trials = store.trials(result.run_id, include_warmup=True)
-        steps = {t["id"]: store.steps(t["id"]) for t in trials}
+        steps = {t.id: store.steps(t.id) for t in trials}
         store.close()
 
     problems: list[str] = []
@@ -161,10 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     compared = mismatched = exact = 0
     mismatches: list[str] = []
     for t in trials:
-        if t["status"] != "ok":
-            problems.append(
-                f"trial {t['id']} ({t['variant']}/{t['prompt_id']}) status {t['status']}: {t['error']}"
-            )
+        if t.status != "ok":
+            problems.append(f"trial {t.id} ({t.variant}/{t.prompt_id}) status {t.status}: {t.error}")
             continue
         records = [
             StepRecord(
@@ -176,30 +174,30 @@ def main(argv: list[str] | None = None) -> int:
                 draft_ms=s["draft_ms"],
                 verify_ms=s["verify_ms"],
             )
-            for s in steps[t["id"]]
+            for s in steps[t.id]
         ]
-        recomputed = trial_metrics(records, t["input_tokens"]).to_row()
+        recomputed = trial_metrics(records, t.input_tokens).to_row()
         for col in RECOMPUTED:
             compared += 1
-            exact += t[col] == recomputed[col]
-            if not same(t[col], recomputed[col]):
+            exact += getattr(t, col) == recomputed[col]
+            if not same(getattr(t, col), recomputed[col]):
                 mismatched += 1
-                mismatches.append(f"trial {t['id']} {col}: stored {t[col]!r}, recomputed {recomputed[col]!r}")
-        if t["output_tokens"] != t["max_new_tokens"]:
-            problems.append(
-                f"trial {t['id']}: {t['output_tokens']} output tokens, planned {t['max_new_tokens']}"
-            )
-        key = (t["variant"], t["workload"], t["prompt_id"])
-        if t["input_tokens"] != truth[key][0]:
-            problems.append(f"trial {t['id']}: input_tokens {t['input_tokens']}, expected {truth[key][0]}")
+                mismatches.append(
+                    f"trial {t.id} {col}: stored {getattr(t, col)!r}, recomputed {recomputed[col]!r}"
+                )
+        if t.output_tokens != t.max_new_tokens:
+            problems.append(f"trial {t.id}: {t.output_tokens} output tokens, planned {t.max_new_tokens}")
+        key = (t.variant, t.workload, t.prompt_id)
+        if t.input_tokens != truth[key][0]:
+            problems.append(f"trial {t.id}: input_tokens {t.input_tokens}, expected {truth[key][0]}")
     if mismatched:
         problems.append(f"recomputation: {mismatched} of {compared} values differ ({mismatches[0]} ...)")
 
     # -- medians vs truth ----------------------------------------------------------------------
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for t in trials:
-        if t["status"] == "ok" and not t["warmup"]:
-            groups[(t["variant"], t["workload"], t["prompt_id"])].append(t)
+        if t.status == "ok" and not t.warmup:
+            groups[(t.variant, t.workload, t.prompt_id)].append(t)
 
     header = (
         f"{'variant':<16} {'prompt':<19} {'in':>5} {'n':>2} | {'TTFT true':>9} {'median':>8} "
@@ -249,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"worst TPOT error: {100 * worst_tpot[0]:+.2f} % ({worst_tpot[1]})")
     print(
         f"recomputation from steps: {compared - mismatched}/{compared} values equal "
-        f"({exact} bit-identical) over {sum(t['status'] == 'ok' for t in trials)} trials (warm-ups included)"
+        f"({exact} bit-identical) over {sum(t.status == 'ok' for t in trials)} trials (warm-ups included)"
     )
     print(f"run: status {result.status}, {len(trials)} trials, {wall_s:.1f} s wall")
     print()

@@ -69,11 +69,11 @@ def _decode_rate(trials: list[dict], steps_of) -> tuple[float, float]:
     """(aggregate decode tok/s, median decode step ms) over ``trials`` run together or one by one."""
     spans, tokens, gaps = [], 0, []
     for t in trials:
-        steps = steps_of(t["id"])
-        tokens += t["output_tokens"] - 1
+        steps = steps_of(t.id)
+        tokens += t.output_tokens - 1
         spans.append((steps[0]["t_ms"], steps[-1]["t_ms"]))
         gaps += [b["t_ms"] - a["t_ms"] for a, b in itertools.pairwise(steps)]
-    if all(t.get("batch_size", 1) == 1 for t in trials):
+    if all((t.batch_size or 1) == 1 for t in trials):
         elapsed = sum(end - start for start, end in spans)  # one after the other
     else:
         elapsed = max(e for _, e in spans) - min(s for s, _ in spans)  # together, from one t0
@@ -97,11 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     store = Store(db)
     spec = parse_spec(SPEC.format(n=args.max_new_tokens, chat_tokens=args.chat_tokens))
     result = RunExecutor(spec, store).run()
-    trials = [t for t in store.trials(result.run_id) if t["status"] == "ok"]
+    trials = [t for t in store.trials(result.run_id) if t.status == "ok"]
     failures = []
 
     chat = {
-        v: {t["prompt_id"]: t for t in trials if t["variant"] == v and t["workload"] == "chat"}
+        v: {t.prompt_id: t for t in trials if t.variant == v and t.workload == "chat"}
         for v in ("baseline", "prefix-cache")
     }
     print(
@@ -113,23 +113,23 @@ def main(argv: list[str] | None = None) -> int:
         if p is None:
             failures.append(f"prefix-cache has no result for {pid}")
             continue
-        same = b["output_token_ids"] == p["output_token_ids"]
+        same = b.output_token_ids == p.output_token_ids
         identical &= same
         print(
-            f"{pid:8s} {b['input_tokens']:7d} {p['cached_tokens']:7d} {b['ttft_ms']:12.0f} ms "
-            f"{p['ttft_ms']:16.0f} ms  {same}"
+            f"{pid:8s} {b.input_tokens:7d} {p.cached_tokens:7d} {b.ttft_ms:12.0f} ms "
+            f"{p.ttft_ms:16.0f} ms  {same}"
         )
     last = sorted(chat["baseline"])[-1]
-    ratio = chat["prefix-cache"][last]["ttft_ms"] / chat["baseline"][last]["ttft_ms"]
+    ratio = chat["prefix-cache"][last].ttft_ms / chat["baseline"][last].ttft_ms
     print(f"last turn: prefix-cache TTFT / baseline TTFT = {ratio:.2f} (target <= 0.50)")
     if ratio > 0.5:
         failures.append(f"prefix-cache TTFT at the last turn is {ratio:.2f}x the baseline's (> 0.5)")
     if not identical:
         failures.append("prefix-cache output differs from the baseline's")
 
-    code = [t for t in trials if t["workload"] == "code"]
-    one_rate, one_step = _decode_rate([t for t in code if t["variant"] == "baseline"], store.steps)
-    four_rate, four_step = _decode_rate([t for t in code if t["variant"] == "batch-4"], store.steps)
+    code = [t for t in trials if t.workload == "code"]
+    one_rate, one_step = _decode_rate([t for t in code if t.variant == "baseline"], store.steps)
+    four_rate, four_step = _decode_rate([t for t in code if t.variant == "batch-4"], store.steps)
     gain = four_rate / one_rate
     print(f"batch 1: {one_rate:.1f} tok/s aggregate decode, {one_step:.1f} ms per step")
     print(f"batch 4: {four_rate:.1f} tok/s aggregate decode, {four_step:.1f} ms per step (4 tokens)")

@@ -161,8 +161,8 @@ def run_runner(spec: Any, db: Path) -> dict[str, Any]:
         env = json.loads(store.resolve_run(result.run_id)["environment"] or "{}")
         gaps: list[float] = []
         for t in trials:
-            if t["status"] == "ok":
-                steps = [s["t_ms"] for s in store.steps(t["id"])]
+            if t.status == "ok":
+                steps = [s["t_ms"] for s in store.steps(t.id)]
                 gaps += [b - a for a, b in itertools.pairwise(steps)]
     finally:
         store.close()
@@ -356,11 +356,11 @@ def main(argv: list[str] | None = None) -> int:
                     if res["status"] != "ok":
                         problems.append(f"runner round {r}: status {res['status']}: {res['errors'][:1]}")
                     for t in res["trials"]:
-                        if t["status"] != "ok":
+                        if t.status != "ok":
                             continue
                         runner_rows.append({"round": r, **t})
-                        if t["output_tokens"] != n:
-                            problems.append(f"runner round {r}: {t['output_tokens']} tokens, expected {n}")
+                        if t.output_tokens != n:
+                            problems.append(f"runner round {r}: {t.output_tokens} tokens, expected {n}")
                     runner_gaps += res["gaps_ms"]
                 else:
                     for _ in range(args.trials_per_round):
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         # greedy outputs must agree (informative: the baseline claims token identity with generate)
         reference = hf.decode(gen_rows[0]["tokens"]) if gen_rows else None
         for t in runner_rows:
-            if t["output_text"] != reference:
+            if t.output_text != reference:
                 outputs_identical = False
 
     if not runner_rows or not gen_rows:

@@ -169,22 +169,22 @@ def main(argv: list[str] | None = None) -> int:
     trials = store.trials(run_id)
     cells: dict[tuple[str, str, str], list[dict]] = {}  # (variant, workload, prompt) -> trials
     for t in trials:
-        cells.setdefault((t["variant"], t["workload"], t["prompt_id"]), []).append(t)
+        cells.setdefault((t.variant, t.workload, t.prompt_id), []).append(t)
     # the spec's order, the baseline (the reference) first: the trials' own order follows the rounds
-    ran = {t["variant"] for t in trials}
+    ran = {t.variant for t in trials}
     variants = [v.name for v in spec.variants if v.name in ran]
-    prompts = list(dict.fromkeys((t["workload"], t["prompt_id"]) for t in trials))
+    prompts = list(dict.fromkeys((t.workload, t.prompt_id) for t in trials))
 
     def ok(variant: str, workload: str, prompt: str) -> list[dict]:
-        return [t for t in cells.get((variant, workload, prompt), []) if t["status"] == "ok"]
+        return [t for t in cells.get((variant, workload, prompt), []) if t.status == "ok"]
 
     def med(rows: list[dict], key: str) -> float | None:
-        values = [t[key] for t in rows if t[key] is not None]
+        values = [getattr(t, key) for t in rows if getattr(t, key) is not None]
         return statistics.median(values) if values else None
 
-    measured = [t for t in trials if not t["warmup"]]
-    reps = 1 + max((t["repetition"] for t in measured), default=-1)
-    new_tokens = max((t["max_new_tokens"] or 0 for t in measured), default=0)
+    measured = [t for t in trials if not t.warmup]
+    reps = 1 + max((t.repetition for t in measured), default=-1)
+    new_tokens = max((t.max_new_tokens or 0 for t in measured), default=0)
     print(
         f"\ndemo:smollm2-135m float32, greedy, {new_tokens} new tokens, {reps} reps (interleaved); db {db}, run {run_id}"
     )
@@ -215,11 +215,11 @@ def main(argv: list[str] | None = None) -> int:
             ttft, base_ttft = med(rows, "ttft_ms"), med(base, "ttft_ms")
             x = tps / base_tps if tps and base_tps else float("nan")
             ratio[(variant, workload, prompt)] = x
-            proposed = sum(t["draft_tokens_proposed"] or 0 for t in rows)
-            accepted = sum(t["draft_tokens_accepted"] or 0 for t in rows)
-            steps = sum(len(store.steps(t["id"])) for t in rows)
-            tokens = sum(t["output_tokens"] for t in rows)
-            identical = variant == "baseline" or all(t["matches_baseline"] == 1 for t in rows)
+            proposed = sum(t.draft_tokens_proposed or 0 for t in rows)
+            accepted = sum(t.draft_tokens_accepted or 0 for t in rows)
+            steps = sum(len(store.steps(t.id)) for t in rows)
+            tokens = sum(t.output_tokens for t in rows)
+            identical = variant == "baseline" or all(t.matches_baseline == 1 for t in rows)
             same[variant] = same[variant] and identical
             print(
                 f"{variant:<20} {label:<28} {tps or 0:>7.2f} {x:>7.2f}x {ttft or 0:>8.0f} "

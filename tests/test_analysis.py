@@ -10,7 +10,7 @@ from workbench.analysis.compare import compare_runs
 from workbench.analysis.run import analyze_run
 from workbench.analysis.stats import bootstrap_median, speedup
 from workbench.analysis.summary import summarize
-from workbench.store import Store
+from workbench.store import Store, TrialRecord
 
 
 def trial(variant, prompt, e2e, rep=0, warmup=0, status="ok", **kw):
@@ -26,7 +26,7 @@ def trial(variant, prompt, e2e, rep=0, warmup=0, status="ok", **kw):
         "decode_tokens_per_s": None if e2e is None else 1000 / e2e,
         "matches_baseline": None,
     }
-    return {**row, **kw}
+    return TrialRecord(**{**row, **kw})
 
 
 def test_median_and_ci():
@@ -91,13 +91,12 @@ def test_acceptance_rate_and_mean_accepted_length():
 
 def test_draft_and_verify_shares_of_decode_time():
     rows = [
-        trial(
-            "spec", "a", 100.0, rep=r, decode_ms=80.0, draft_ms=20.0, verify_ms=50.0, draft_tokens_proposed=4
-        )
-        for r in range(2)
+        trial("spec", "a", 100.0, rep=r, id=r + 1, decode_ms=80.0, draft_tokens_proposed=4) for r in range(2)
     ]
-    rows.append(trial("base", "a", 100.0, decode_ms=80.0))
-    summaries = {s.variant: s for s in summarize(rows, None)}
+    rows.append(trial("base", "a", 100.0, id=3, decode_ms=80.0))
+    # the sums of each trial's steps' draft_ms and verify_ms (Store.step_totals: sub-timed trials only)
+    totals = {i: {"draft_ms": 20.0, "verify_ms": 50.0} for i in (1, 2)}
+    summaries = {s.variant: s for s in summarize(rows, None, step_totals=totals)}
     assert summaries["spec"].draft_share == pytest.approx(0.25)
     assert summaries["spec"].verify_share == pytest.approx(0.625)
     assert summaries["base"].draft_share is None
@@ -124,7 +123,7 @@ def test_compare_runs_matches_variants_by_name():
 def test_analyze_run_timelines_and_accepted_lengths(fake_run_db):
     with Store(fake_run_db, create=False) as store:
         analysis = analyze_run(store, 1)
-        trials = {(t["variant"], t["workload"], t["prompt_id"], t["repetition"]): t for t in store.trials(1)}
+        trials = {(t.variant, t.workload, t.prompt_id, t.repetition): t for t in store.trials(1)}
     assert analysis.baseline == "baseline" and analysis.device == "cpu"
     assert [p.workload for p in analysis.phases] == ["rag", "code", "sweep-input", "sweep-output"]
     by = {(t.variant, t.workload): t for t in analysis.timelines}
@@ -134,8 +133,8 @@ def test_analyze_run_timelines_and_accepted_lengths(fake_run_db):
     for t in analysis.timelines:
         row = trials[(t.variant, t.workload, t.prompt_id, t.repetition)]
         assert t.t_ms[0] == 0 and t.tokens[0] == 0
-        assert t.t_ms[1] == pytest.approx(row["ttft_ms"])  # the flat start is the prefill
-        assert t.tokens[-1] == row["output_tokens"]
+        assert t.t_ms[1] == pytest.approx(row.ttft_ms)  # the flat start is the prefill
+        assert t.tokens[-1] == row.output_tokens
         assert list(t.t_ms) == sorted(t.t_ms)
     steps = by[("spec", "code")].tokens
     jumps = {b - a for a, b in itertools.pairwise(steps)}

@@ -58,17 +58,17 @@ def test_a_batched_variant_runs_through_the_worker(db_path):
     result = RunExecutor(parse_spec(text), store).run()
     assert result.status == "ok", result
     trials = store.trials(result.run_id)
-    batched = [t for t in trials if t["variant"] == "four"]
-    assert len(batched) == 8 and {t["batch_size"] for t in batched} == {4}
-    assert len({t["concurrent_group"] for t in batched}) == 2  # two batches of four
-    assert all(t["group_offset_ms"] == 0 for t in batched)
+    batched = [t for t in trials if t.variant == "four"]
+    assert len(batched) == 8 and {t.batch_size for t in batched} == {4}
+    assert len({t.concurrent_group for t in batched}) == 2  # two batches of four
+    assert all(t.group_offset_ms == 0 for t in batched)
     # every request of a batch sees the batch's prefill as its TTFT, then one token per step. The fake
     # keeps a fixed schedule, so a late first token (a busy machine) shortens the gaps after it: bound
     # the last token's time (prefill + 5 steps), not TPOT.
     for t in batched:
-        assert t["ttft_ms"] >= 19.5 and t["ttft_ms"] + t["decode_ms"] >= 69.5 and t["output_tokens"] == 6
-    single = [t for t in trials if t["variant"] == "one"]
-    assert {t["batch_size"] for t in single} == {1}
+        assert t.ttft_ms >= 19.5 and t.ttft_ms + t.decode_ms >= 69.5 and t.output_tokens == 6
+    single = [t for t in trials if t.variant == "one"]
+    assert {t.batch_size for t in single} == {1}
     (variant,) = [v for v in store.variants(result.run_id) if v["name"] == "four"]
     assert variant["batch_size"] == 4
     from workbench.analysis.summary import summarize

@@ -65,16 +65,16 @@ def test_within_the_budget_nothing_changes(runners):
     prompt = Prompt(id="short", prompt=tiny_prompt(10))
     base = runners["baseline"].run(trial_plan(prompt=prompt, max_new_tokens=12))
     trim = runners["trim"].run(trial_plan(prompt=prompt, max_new_tokens=12))
-    assert trim.row["trimmed_tokens"] == 0
-    assert trim.row["output_token_ids"] == base.row["output_token_ids"]
+    assert trim.record.trimmed_tokens == 0
+    assert trim.record.output_token_ids == base.record.output_token_ids
 
 
 def test_a_long_prompt_is_cut_to_the_budget(runners):
     prompt = Prompt(id="long", prompt=tiny_prompt(80, 3))
     trim = runners["trim"].run(trial_plan(prompt=prompt, max_new_tokens=12))
     assert trim.status == "ok"
-    assert trim.row["input_tokens"] - trim.row["trimmed_tokens"] == 24  # what the model prefilled
-    assert trim.row["cached_tokens"] == 0
+    assert trim.record.input_tokens - trim.record.trimmed_tokens == 24  # what the model prefilled
+    assert trim.record.cached_tokens == 0
 
 
 def test_a_long_chat_drops_its_oldest_turns(runners):
@@ -85,8 +85,8 @@ def test_a_long_chat_drops_its_oldest_turns(runners):
     auto = runners["trim"].run(trial_plan(prompt=prompt, max_new_tokens=8))
     middle = runners["trim-middle"].run(trial_plan(prompt=prompt, max_new_tokens=8))
     assert auto.status == middle.status == "ok"
-    assert auto.row["trimmed_tokens"] > 0 and auto.row["input_tokens"] - auto.row["trimmed_tokens"] <= 24
-    assert middle.row["input_tokens"] - middle.row["trimmed_tokens"] == 24
+    assert auto.record.trimmed_tokens > 0 and auto.record.input_tokens - auto.record.trimmed_tokens <= 24
+    assert middle.record.input_tokens - middle.record.trimmed_tokens == 24
     session = runners["trim"].session
     from workbench.core.strategy import Request
 

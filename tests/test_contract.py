@@ -89,10 +89,10 @@ def test_strategy_generates_under_the_runner(name, request):
     ]:
         plan = trial_plan(prompt, 7, temperature=temperature, top_p=0.9, seed=5, ignore_eos=True)
         result = runner.run(plan)
-        assert result.status == "ok", result.row.get("error")
-        assert result.row["output_tokens"] == 7  # ignore_eos: exactly the budget
-        assert result.row["finish_reason"] == "length"
-        assert result.row["ttft_ms"] > 0 and result.row["e2e_ms"] >= result.row["ttft_ms"]
+        assert result.status == "ok", result.record.error
+        assert result.record.output_tokens == 7  # ignore_eos: exactly the budget
+        assert result.record.finish_reason == "length"
+        assert result.record.ttft_ms > 0 and result.record.e2e_ms >= result.record.ttft_ms
         assert sum(s["n_tokens"] for s in result.steps) == 7
     session.close()
 

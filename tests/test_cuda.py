@@ -26,7 +26,7 @@ PLD = "workbench_strategies.prompt_lookup:PromptLookupStrategy"
 
 def run(session, prompt: str, n: int = 24):
     result = TrialRunner(session, Device("cuda", 0)).run(trial_plan(prompt, n, ignore_eos=True))
-    assert result.status == "ok", result.row.get("error")
+    assert result.status == "ok", result.record.error
     return result
 
 
@@ -42,10 +42,10 @@ def test_auto_device_and_dtype_on_cuda():
 def test_baseline_trial_on_cuda_is_timed_and_measured(tiny_model_dir):
     session = load_session(tiny_model_dir, "baseline", device="cuda:0")
     assert next(session.hf.model.parameters()).is_cuda
-    row = run(session, tiny_prompt(40)).row
-    assert row["output_tokens"] == 24
-    assert 0 < row["ttft_ms"] < row["e2e_ms"]
-    assert row["peak_memory_mb"] > 0  # the CUDA allocator's peak
+    row = run(session, tiny_prompt(40)).record
+    assert row.output_tokens == 24
+    assert 0 < row.ttft_ms < row.e2e_ms
+    assert row.peak_memory_mb > 0  # the CUDA allocator's peak
 
 
 @pytest.mark.parametrize(
@@ -62,10 +62,10 @@ def test_speculative_paths_are_lossless_on_cuda(tiny_model_dir, strategy, params
     spec = load_session(tiny_model_dir, strategy, device="cuda:0", **params)
     for start in (0, 3):
         prompt = tiny_prompt(30, start) + " " + tiny_prompt(30, start)  # repeats: prompt lookup finds drafts
-        want = run(base, prompt).row["output_token_ids"]
+        want = run(base, prompt).record.output_token_ids
         got = run(spec, prompt)
-        assert got.row["output_token_ids"] == want
-        assert got.row["draft_tokens_proposed"] >= got.row["draft_tokens_accepted"] >= 0
+        assert got.record.output_token_ids == want
+        assert got.record.draft_tokens_proposed >= got.record.draft_tokens_accepted >= 0
     if strategy == SPEC and params.get("draft_dtype") == "float16":
         # on a GPU half-precision attention is native: the draft's cache stays in its own dtype
         assert spec.drafter.cache.layers[0].keys.dtype == torch.float16
@@ -75,7 +75,7 @@ def test_speculative_paths_are_lossless_on_cuda(tiny_model_dir, strategy, params
 @pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None, reason="bitsandbytes not installed")
 def test_bitsandbytes_nf4_on_cuda(tiny_model_dir):
     session = load_session(tiny_model_dir, "quantized", device="cuda:0", method="bnb-nf4")
-    assert run(session, tiny_prompt(20)).row["output_tokens"] == 24
+    assert run(session, tiny_prompt(20)).record.output_tokens == 24
 
 
 @pytest.mark.skipif(
@@ -86,4 +86,4 @@ def test_gptq_quantize_on_load_on_cuda(tiny_model_dir, tmp_path, monkeypatch):
     session = load_session(
         tiny_model_dir, "quantized", device="cuda:0", method="gptq", group_size=32, calibration_samples=4
     )
-    assert run(session, tiny_prompt(20)).row["output_tokens"] == 24
+    assert run(session, tiny_prompt(20)).record.output_tokens == 24

@@ -97,13 +97,11 @@ max_new_tokens = 8
     trials = store.trials(1)
     assert len(trials) == 4
     for t in trials:
-        assert t["status"] == "ok" and t["model"] == "demo:smollm2-135m"
-        assert t["output_tokens"] <= (6 if t["prompt_id"] == "count" else 8)
-        steps = [
-            StepRecord(**{k: s[k] for k in StepRecord.__dataclass_fields__}) for s in store.steps(t["id"])
-        ]
-        again = trial_metrics(steps, t["input_tokens"])  # every metric recomputes from steps
-        assert again.ttft_ms == pytest.approx(t["ttft_ms"]) and again.tpot_ms == pytest.approx(t["tpot_ms"])
+        assert t.status == "ok" and t.model == "demo:smollm2-135m"
+        assert t.output_tokens <= (6 if t.prompt_id == "count" else 8)
+        steps = [StepRecord(**{k: s[k] for k in StepRecord.__dataclass_fields__}) for s in store.steps(t.id)]
+        again = trial_metrics(steps, t.input_tokens)  # every metric recomputes from steps
+        assert again.ttft_ms == pytest.approx(t.ttft_ms) and again.tpot_ms == pytest.approx(t.tpot_ms)
     variants = {v["name"]: v for v in store.variants(1)}
     assert variants["bf16"]["dtype"] == "bfloat16"
     assert variants["baseline"]["weights_mb"] == pytest.approx(513, rel=0.05)
@@ -144,9 +142,9 @@ max_new_tokens = 20
     assert result.exit_code == 0, result.output
     from workbench.store import Store
 
-    trials = {t["variant"]: t for t in Store(db, create=False).trials(1)}
+    trials = {t.variant: t for t in Store(db, create=False).trials(1)}
     for name in ("prompt-lookup", "speculative"):
-        assert trials[name]["matches_baseline"] == 1, name
-        assert trials[name]["draft_tokens_proposed"] > 0
-    assert trials["speculative"]["draft_tokens_accepted"] > 0
+        assert trials[name].matches_baseline == 1, name
+        assert trials[name].draft_tokens_proposed > 0
+    assert trials["speculative"].draft_tokens_accepted > 0
     assert "accepted" in result.output

@@ -24,13 +24,13 @@ from workbench.analysis.paired import (
 from workbench.analysis.run import analyze_run
 from workbench.analysis.stats import t_quantile
 from workbench.core.errors import SpecError
-from workbench.run import execute
+from workbench.run import preflight
 from workbench.run.design import balanced_orders, block_schedule, interleaved_schedule, row_for_round
 from workbench.run.disturbance import MachineWatch, judge
 from workbench.run.execute import RunExecutor
 from workbench.run.plan import plan_run
 from workbench.spec.parse import parse_spec
-from workbench.store import Store
+from workbench.store import Store, TrialRecord
 
 
 def two_fakes(
@@ -202,11 +202,14 @@ def test_t_quantiles_match_the_table_and_the_expansion_beyond_it():
 
 
 def test_pairs_match_prompt_and_repetition_and_skip_missing_values():
-    ref = [{"workload": "w", "prompt_id": "p", "repetition": r, "e2e_ms": 10.0 + r} for r in range(3)]
+    ref = [
+        TrialRecord.from_row({"workload": "w", "prompt_id": "p", "repetition": r, "e2e_ms": 10.0 + r})
+        for r in range(3)
+    ]
     var = [
-        {"workload": "w", "prompt_id": "p", "repetition": 2, "e2e_ms": 6.0},
-        {"workload": "w", "prompt_id": "p", "repetition": 0, "e2e_ms": 5.0},
-        {"workload": "w", "prompt_id": "p", "repetition": 1, "e2e_ms": None},
+        TrialRecord.from_row({"workload": "w", "prompt_id": "p", "repetition": 2, "e2e_ms": 6.0}),
+        TrialRecord.from_row({"workload": "w", "prompt_id": "p", "repetition": 0, "e2e_ms": 5.0}),
+        TrialRecord.from_row({"workload": "w", "prompt_id": "p", "repetition": 1, "e2e_ms": None}),
     ]
     assert pair_values(ref, var, "e2e_ms") == ([12.0, 10.0], [6.0, 5.0], ["p", "p"])
 
@@ -214,7 +217,9 @@ def test_pairs_match_prompt_and_repetition_and_skip_missing_values():
 def test_disturbed_trials_are_left_out_only_when_few_and_spread():
     def rows(bad_a, bad_b, n=10):
         return [
-            {"variant": v, "status": "ok", "disturbed": int(i < bad), "disturbance": "waited"}
+            TrialRecord.from_row(
+                {"variant": v, "status": "ok", "disturbed": int(i < bad), "disturbance": "waited"}
+            )
             for v, bad in (("A", bad_a), ("B", bad_b))
             for i in range(n)
         ]
@@ -227,16 +232,20 @@ def test_disturbed_trials_are_left_out_only_when_few_and_spread():
     assert disturbance(many, exclude=True).excluded and len(usable(many, True)) == 14
     # a variant disturbed most of the time disturbs itself (more threads than cores): kept, although
     # its 6 disturbed trials are only 6 % of the run's 100
-    others = [{"variant": v, "status": "ok", "disturbed": 0} for v in "CDEFGHIJ" for _ in range(10)]
+    others = [
+        TrialRecord.from_row({"variant": v, "status": "ok", "disturbed": 0})
+        for v in "CDEFGHIJ"
+        for _ in range(10)
+    ]
     assert not disturbance(rows(0, 6) + others).excluded
 
 
 def test_judge_flags_waiting_for_a_cpu_and_a_clock_drop():
-    assert judge({"cpu_ms": 100.0, "cpu_wait_ms": 2.0}) is None
-    assert "waited 30 ms" in judge({"cpu_ms": 100.0, "cpu_wait_ms": 30.0})
-    assert judge({"cpu_ms": 10.0, "cpu_wait_ms": 3.0}) is None  # under the 5 ms floor
-    assert "GPU clock 1500 MHz" in judge({"gpu_clock_mhz": 1500}, best_clock_mhz=1980)
-    assert judge({"gpu_clock_mhz": 1900}, best_clock_mhz=1980) is None
+    assert judge(TrialRecord(cpu_ms=100.0, cpu_wait_ms=2.0)) is None
+    assert "waited 30 ms" in judge(TrialRecord(cpu_ms=100.0, cpu_wait_ms=30.0))
+    assert judge(TrialRecord(cpu_ms=10.0, cpu_wait_ms=3.0)) is None  # under the 5 ms floor
+    assert "GPU clock 1500 MHz" in judge(TrialRecord(gpu_clock_mhz=1500), best_clock_mhz=1980)
+    assert judge(TrialRecord(gpu_clock_mhz=1900), best_clock_mhz=1980) is None
 
 
 def test_the_watch_sees_cpu_time_and_on_linux_the_wait():
@@ -253,15 +262,15 @@ def test_the_watch_sees_cpu_time_and_on_linux_the_wait():
 
 def test_drift_compares_the_last_rounds_with_the_first_per_prompt():
     rows = [
-        {
-            "variant": "A",
-            "status": "ok",
-            "workload": "w",
-            "prompt_id": p,
-            "repetition": r,
-            "round": 2 * r + i,
-            "e2e_ms": (10.0 if p == "a" else 50.0) * (1 + 0.1 * r),
-        }
+        TrialRecord(
+            variant="A",
+            status="ok",
+            workload="w",
+            prompt_id=p,
+            repetition=r,
+            round=2 * r + i,
+            e2e_ms=(10.0 if p == "a" else 50.0) * (1 + 0.1 * r),
+        )
         for r in range(4)
         for i, p in enumerate("ab")
     ]
@@ -310,8 +319,8 @@ def test_a_drifting_machine_fools_the_sequential_order_not_the_interleaved_one(t
     design = analyze_run(store, result.run_id).design
     assert design.order == "interleaved" and design.drift > 1.1  # the machine's drift is reported
     trials = store.trials(result.run_id)
-    assert {t["round_position"] for t in trials} == {0, 1}
-    firsts = collections.Counter(t["variant"] for t in trials if t["round_position"] == 0)
+    assert {t.round_position for t in trials} == {0, 1}
+    firsts = collections.Counter(t.variant for t in trials if t.round_position == 0)
     assert firsts["A"] == firsts["B"]  # counterbalanced
 
 
@@ -338,15 +347,15 @@ def test_fresh_workers_per_repetition_keep_one_slow_process_from_faking_a_differ
     store, result = run(one_process, tmp_path / "one.db")
     one = speedups(store, result.run_id)
     assert store.resolve_run(result.run_id)["workers"] == "one"
-    assert {t["worker"] for t in store.trials(result.run_id, include_warmup=True)} == {0}
+    assert {t.worker for t in store.trials(result.run_id, include_warmup=True)} == {0}
     assert one.speedup_e2e.clusters is None and one.speedup_e2e.hi < 1.0  # "B is slower"
 
     store, result = run(text, tmp_path / "fresh.db")
     assert result.status == "ok" and store.resolve_run(result.run_id)["workers"] == "per-repetition"
     trials = store.trials(result.run_id, include_warmup=True)
-    measured = [t for t in trials if not t["warmup"]]
-    assert all(t["worker"] == t["repetition"] for t in measured)  # a new process every repetition
-    assert collections.Counter(t["variant"] for t in trials if t["warmup"]) == {"A": 3, "B": 3}
+    measured = [t for t in trials if not t.warmup]
+    assert all(t.worker == t.repetition for t in measured)  # a new process every repetition
+    assert collections.Counter(t.variant for t in trials if t.warmup) == {"A": 3, "B": 3}
     fresh = speedups(store, result.run_id)
     est = fresh.speedup_e2e
     assert est.clusters == 3 and est.lo < 1.0 < est.hi, est
@@ -386,11 +395,11 @@ def test_auto_repetitions_need_an_order_that_can_add_rounds():
 def test_blocks_when_forced_and_when_the_variants_do_not_fit(tmp_path, monkeypatch):
     store, result = run(two_fakes(reps=3, order="blocks", limit=2, tokens=4), tmp_path / "b.db")
     assert result.status == "ok" and store.resolve_run(result.run_id)["trial_order"] == "blocks"
-    warmups = [t for t in store.trials(result.run_id, include_warmup=True) if t["warmup"]]
+    warmups = [t for t in store.trials(result.run_id, include_warmup=True) if t.warmup]
     assert len(warmups) == 4  # A | B B | A: four loads, each warmed up
     assert speedups(store, result.run_id).speedup_e2e.method == "paired"
 
-    monkeypatch.setattr(execute, "RESIDENT_MARGIN", 1e9)  # no second variant "fits"
+    monkeypatch.setattr(preflight, "RESIDENT_MARGIN", 1e9)  # no second variant "fits"
     store, result = run(two_fakes(reps=2, limit=2, tokens=4), tmp_path / "fit.db")
     run_row = store.resolve_run(result.run_id)
     assert result.status == "ok" and run_row["trial_order"] == "blocks"
@@ -403,9 +412,9 @@ def test_blocks_when_forced_and_when_the_variants_do_not_fit(tmp_path, monkeypat
 def test_every_trial_carries_what_the_machine_did(tmp_path):
     store, result = run(two_fakes(reps=1, limit=2, tokens=4), tmp_path / "m.db")
     for t in store.trials(result.run_id, include_warmup=True):
-        assert t["cpu_ms"] is not None and t["cpu_ms"] >= 0
-        assert t["disturbed"] in (0, 1)
-        assert (t["disturbance"] is None) == (t["disturbed"] == 0)
+        assert t.cpu_ms is not None and t.cpu_ms >= 0
+        assert t.disturbed in (0, 1)
+        assert (t.disturbance is None) == (t.disturbed == 0)
         if __import__("sys").platform.startswith("linux"):
-            assert t["cpu_wait_ms"] is not None and t["load_avg"] is not None
-    assert not math.isnan(store.trials(result.run_id)[0]["cpu_ms"])
+            assert t.cpu_wait_ms is not None and t.load_avg is not None
+    assert not math.isnan(store.trials(result.run_id)[0].cpu_ms)

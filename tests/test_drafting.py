@@ -5,6 +5,7 @@ the JSON, the report and the charts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -12,19 +13,13 @@ import pytest
 from workbench.analysis.drafting import MIN_PLAIN_STEPS, break_even, drafting_advice, pct
 from workbench.analysis.paired import PairedEstimate
 from workbench.analysis.summary import GroupSummary
+from workbench.store import TrialRecord
 
 
 def _trial(tid, variant, prompt, rep=0, workload="code", **kw):
-    return {
-        "id": tid,
-        "variant": variant,
-        "workload": workload,
-        "prompt_id": prompt,
-        "repetition": rep,
-        "status": "ok",
-        "warmup": 0,
-        **kw,
-    }
+    return TrialRecord(
+        id=tid, variant=variant, workload=workload, prompt_id=prompt, repetition=rep, status="ok", **kw
+    )
 
 
 def _summary(variant, workload, value, lo=None, hi=None):
@@ -38,7 +33,8 @@ def test_costs_break_even_and_positions_from_known_steps():
     trials = [_trial(1, "spec", "p0", decode_ms=0.0), _trial(2, "base", "p0", tpot_ms=12.0)]
     plain = [(1, 1, 0, 0, None, 10.0)] * MIN_PLAIN_STEPS
     drafted = [(1, 1 + a, 4, a, 2.0, 14.0) for a in (4, 4, 3, 2, 1, 0, 0, 0)]
-    trials[0]["decode_ms"] = sum((d or 0) + v for *_, d, v in plain + drafted) + 0.5 * 13  # 0.5 ms outside
+    decode_ms = sum((d or 0) + v for *_, d, v in plain + drafted) + 0.5 * 13  # 0.5 ms outside
+    trials[0] = dataclasses.replace(trials[0], decode_ms=decode_ms)
     (b,) = break_even(trials, plain + drafted, [_summary("spec", "code", 1.2, 1.1, 1.3)], "base")
     assert (b.variant, b.workload, b.unit, b.target_step_ms) == ("spec", "code", "plain steps", 10.0)
     assert b.baseline_step_ms == 12.0  # reported beside, not the unit: the variant has its own plain steps
@@ -179,7 +175,8 @@ def test_advice_blames_the_cost_when_even_full_acceptance_cannot_pay():
 def test_advice_explains_a_prediction_that_missed():
     trials = [_trial(1, "spec", "p", decode_ms=0.0)]
     steps = [(1, 1, 0, 0, 0.0, 10.0)] * 5 + [(1, 4, 3, 3, 3.0, 12.0)] * 10
-    trials[0]["decode_ms"] = 5 * 10.0 + 10 * 15.0 + 15 * 5.0  # 5 ms per step outside draft and verify
+    # 5 ms per step outside draft and verify
+    trials[0] = dataclasses.replace(trials[0], decode_ms=5 * 10.0 + 10 * 15.0 + 15 * 5.0)
     (b,) = break_even(trials, steps, [_summary("spec", "code", 1.6, 1.5, 1.7)])
     assert b.predicted_speedup == pytest.approx(45 / 20)
     assert b.overhead == pytest.approx(0.5)

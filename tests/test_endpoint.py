@@ -43,18 +43,18 @@ def test_vllm_server_multi_token_chunks_are_counted_as_tokens_not_events(openai_
     session = session_for(openai_server)
     assert session.server_info["server"] == "vllm"
     result = run_one(session, max_new_tokens=10)
-    row = result.row
-    assert result.status == "ok", row.get("error")
-    assert row["output_tokens"] == 10
+    row = result.record
+    assert result.status == "ok", row.error
+    assert row.output_tokens == 10
     assert [s["n_tokens"] for s in result.steps] == [1, 3, 3, 3]  # 4 events, 10 tokens
-    assert row["token_count_source"] == "server-token-ids"
-    assert len(json.loads(row["output_token_ids"])) == 10
-    assert row["timing_scope"] == "client"
-    assert row["peak_memory_mb"] is None  # the client's memory is not the model's
+    assert row.token_count_source == "server-token-ids"
+    assert len(json.loads(row.output_token_ids)) == 10
+    assert row.timing_scope == "client"
+    assert row.peak_memory_mb is None  # the client's memory is not the model's
     # known costs: 20 ms prefill, 4 ms per token; the client cannot see a token before the server
     # sends it (lower bounds); upper bounds only catch hangs (fidelity: benchmarks/endpoint.py)
-    assert 20 <= row["ttft_ms"] < 1000
-    assert 20 + 9 * 4 <= row["e2e_ms"] < 2000
+    assert 20 <= row.ttft_ms < 1000
+    assert 20 + 9 * 4 <= row.e2e_ms < 2000
     body = openai_server.requests[-1]
     assert body["stream"] is True and body["stream_options"]["include_usage"] is True
     assert body["max_tokens"] == 10 and "prompt" in body  # a raw prompt goes to /completions
@@ -63,12 +63,12 @@ def test_vllm_server_multi_token_chunks_are_counted_as_tokens_not_events(openai_
 def test_chat_prompts_go_to_chat_completions_and_count_the_prompt_tokens(openai_server):
     session = session_for(openai_server)
     result = run_one(session, prompt=CHAT, max_new_tokens=5)
-    assert result.status == "ok", result.row.get("error")
+    assert result.status == "ok", result.record.error
     body = openai_server.requests[-1]
     assert body["messages"] == [{"role": "user", "content": "say something"}]
     # the server's own count (usage.prompt_tokens): the template's tokens + the message's
-    assert result.row["input_tokens"] == len(openai_server.prompt_ids(body))
-    assert result.row["output_tokens"] == 5
+    assert result.record.input_tokens == len(openai_server.prompt_ids(body))
+    assert result.record.output_tokens == 5
 
 
 def test_generic_server_streams_text_and_usage_tokens_are_split_over_chunks(openai_server):
@@ -77,12 +77,12 @@ def test_generic_server_streams_text_and_usage_tokens_are_split_over_chunks(open
     session = session_for(openai_server)
     assert session.server_info["server"] == "generic"
     result = run_one(session, max_new_tokens=13)
-    assert result.status == "ok", result.row.get("error")
-    assert result.row["output_tokens"] == 13
-    assert result.row["token_count_source"] == "usage+chars"
+    assert result.status == "ok", result.record.error
+    assert result.record.output_tokens == 13
+    assert result.record.token_count_source == "usage+chars"
     assert [s["n_tokens"] for s in result.steps] == [1, 4, 4, 4]
-    assert result.row["output_token_ids"] is None  # ids unknown: the text is kept
-    assert result.row["output_text"].split() == [f"t{i}" for i in _ids(openai_server, 13)]
+    assert result.record.output_token_ids is None  # ids unknown: the text is kept
+    assert result.record.output_text.split() == [f"t{i}" for i in _ids(openai_server, 13)]
     body = openai_server.requests[-1]
     assert "return_token_ids" not in body and "continuous_usage_stats" not in body["stream_options"]
 
@@ -97,10 +97,10 @@ def test_without_usage_a_local_tokenizer_counts_and_splits_by_offsets(openai_ser
     openai_server.tokens_per_chunk = 2
     session = session_for(openai_server, tokenizer=str(tiny_model_dir))
     result = run_one(session, max_new_tokens=7)
-    assert result.status == "ok", result.row.get("error")
+    assert result.status == "ok", result.record.error
     # the tiny tokenizer splits on whitespace: one token per " t123" word, as the server sent them
-    assert result.row["output_tokens"] == 7
-    assert result.row["token_count_source"] == "tokenizer"
+    assert result.record.output_tokens == 7
+    assert result.record.token_count_source == "tokenizer"
     assert [s["n_tokens"] for s in result.steps] == [1, 2, 2, 2]
 
 
@@ -108,9 +108,9 @@ def test_without_usage_the_servers_tokenize_endpoint_counts(openai_server):
     openai_server.vllm = False
     openai_server.honour_usage = False
     result = run_one(session_for(openai_server), max_new_tokens=6)
-    assert result.status == "ok", result.row.get("error")
-    assert result.row["output_tokens"] == 6
-    assert result.row["token_count_source"] == "server-tokenize+chars"
+    assert result.status == "ok", result.record.error
+    assert result.record.output_tokens == 6
+    assert result.record.token_count_source == "server-tokenize+chars"
 
 
 def test_nothing_to_count_with_is_a_failed_trial_not_a_guess(openai_server):
@@ -119,7 +119,7 @@ def test_nothing_to_count_with_is_a_failed_trial_not_a_guess(openai_server):
     openai_server.serve_tokenize = False
     result = run_one(session_for(openai_server), max_new_tokens=4)
     assert result.status == "failed"
-    assert "cannot count the generated tokens" in result.row["error"]
+    assert "cannot count the generated tokens" in result.record.error
 
 
 @pytest.mark.parametrize("vllm", [True, False])
@@ -127,11 +127,11 @@ def test_end_of_sequence_token_is_counted_in_its_own_final_chunk(openai_server, 
     openai_server.vllm = vllm
     openai_server.eos_after = 3
     result = run_one(session_for(openai_server), max_new_tokens=10)
-    assert result.status == "ok", result.row.get("error")
-    assert result.row["output_tokens"] == 4  # 3 + EOS, as the local baseline counts it
-    assert result.row["finish_reason"] == "eos"
+    assert result.status == "ok", result.record.error
+    assert result.record.output_tokens == 4  # 3 + EOS, as the local baseline counts it
+    assert result.record.finish_reason == "eos"
     assert len(result.steps) == 4 and result.steps[-1]["n_tokens"] == 1
-    assert result.row["output_text"].count(" t") == 3
+    assert result.record.output_text.count(" t") == 3
 
 
 def test_server_metrics_window_gives_server_ttft_and_speculative_acceptance(openai_server):
@@ -141,7 +141,7 @@ def test_server_metrics_window_gives_server_ttft_and_speculative_acceptance(open
     result = run_one(session, max_new_tokens=10)
     figures = session.server_figures(before, 1)
     assert figures["requests"] == 1
-    assert 20 <= figures["ttft_ms"] <= result.row["ttft_ms"]  # the client's TTFT adds HTTP and the network
+    assert 20 <= figures["ttft_ms"] <= result.record.ttft_ms  # the client's TTFT adds HTTP and the network
     assert figures["spec_drafts"] == 3
     assert figures["spec_draft_tokens"] == 6 and figures["spec_accepted_tokens"] == 6
     assert json.loads(figures["spec_accepted_per_pos"]) == [3, 3]
@@ -170,12 +170,12 @@ def test_parallel_streams_are_each_timed_by_the_runner(openai_server):
     assert sorted(results) == list(range(8))
     assert all(r.status == "ok" for r in results.values())
     assert openai_server.max_in_flight == 4
-    rows = [r.row for r in results.values()]
-    assert {r["concurrency"] for r in rows} == {4} and {r["concurrent_group"] for r in rows} == {0}
+    rows = [r.record for r in results.values()]
+    assert {r.concurrency for r in rows} == {4} and {r.concurrent_group for r in rows} == {0}
     # each stream is timed from its own start: the server's per-request cost, not the group's
     for r in rows:
-        assert r["ttft_ms"] >= 30 and 30 + 7 * 4 <= r["e2e_ms"] < 1000
-    offsets = sorted(r["group_offset_ms"] for r in rows)
+        assert r.ttft_ms >= 30 and 30 + 7 * 4 <= r.e2e_ms < 1000
+    offsets = sorted(r.group_offset_ms for r in rows)
     assert offsets[4] >= 30 + 7 * 4  # the fifth stream starts when one of the first four has finished
     assert offsets[3] < offsets[4]
     assert wall_ms < 8 * (30 + 7 * 4)  # parallel: well under eight requests in a row
@@ -198,7 +198,7 @@ def test_server_failures_fail_the_trial_with_the_reason(openai_server, setup, pa
     t0 = time.perf_counter()
     result = run_one(session, max_new_tokens=6)
     assert result.status == "failed"
-    assert needle in result.row["error"]
+    assert needle in result.record.error
     assert time.perf_counter() - t0 < 5  # timeouts, not hangs
     openai_server.fail = openai_server.drop_after = openai_server.stall_after = None
     assert run_one(session, max_new_tokens=3).status == "ok"  # the session survives
@@ -529,8 +529,8 @@ def test_concurrent_variants_run_each_workload_as_one_group():
 
 
 def test_outputs_without_token_ids_are_compared_with_the_baseline_as_text(db_path):
-    from workbench.run.execute import mark_matches_baseline
-    from workbench.store import Store
+    from workbench.analysis.fidelity import mark_matches_baseline
+    from workbench.store import Store, TrialRecord
 
     store = Store(db_path)
     run_id = store.create_run(name="r", spec_text="", baseline="local", version="0")
@@ -543,11 +543,18 @@ def test_outputs_without_token_ids_are_compared_with_the_baseline_as_text(db_pat
         "temperature": 0.0,
     }
     store.add_trial(
-        run_id, {**common, "variant": "local", "output_text": "Hello there", "output_token_ids": "[5, 6]"}
+        run_id,
+        TrialRecord.from_row(
+            {**common, "variant": "local", "output_text": "Hello there", "output_token_ids": "[5, 6]"}
+        ),
     )
-    same = store.add_trial(run_id, {**common, "variant": "served", "output_text": "Hello there"})
-    other = store.add_trial(run_id, {**common, "variant": "served2", "output_text": "Hello world"})
+    same = store.add_trial(
+        run_id, TrialRecord.from_row({**common, "variant": "served", "output_text": "Hello there"})
+    )
+    other = store.add_trial(
+        run_id, TrialRecord.from_row({**common, "variant": "served2", "output_text": "Hello world"})
+    )
     mark_matches_baseline(store, run_id, "local")
-    by_id = {t["id"]: t for t in store.trials(run_id)}
-    assert by_id[same]["matches_baseline"] == 1
-    assert by_id[other]["matches_baseline"] == 0 and by_id[other]["first_divergence"] == 6
+    by_id = {t.id: t for t in store.trials(run_id)}
+    assert by_id[same].matches_baseline == 1
+    assert by_id[other].matches_baseline == 0 and by_id[other].first_divergence == 6

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from workbench.run import events as ev
+from workbench.store import TrialRecord
 
 
 @pytest.mark.parametrize(
@@ -15,7 +16,12 @@ from workbench.run import events as ev
         ev.Started(pid=12),
         ev.Loaded(device="cpu", dtype="float32", load_ms=1.5, weights_mb=3.0, environment={"cpu": "x"}),
         ev.LoadFailed(error="no such model"),
-        ev.TrialDone(index=3, status="ok", trial={"ttft_ms": 1.0}, steps=[{"idx": 0, "t_ms": 1.0}]),
+        ev.TrialDone(
+            index=3,
+            status="ok",
+            trial=TrialRecord(ttft_ms=1.0, workload="w"),
+            steps=[{"idx": 0, "t_ms": 1.0}],
+        ),
         ev.ServerMetrics(trials=[0, 1], workload="chat", warmup=False, figures={"ttft_ms": 2.0}),
         ev.Finished(),
         ev.Cancelled(),
@@ -44,6 +50,11 @@ def test_loaded_gives_the_variant_columns():
         ('{"pid": 3}', "unknown event"),
         ("[1, 2]", "not an event"),
         ('{"event": "trial", "index": 1}', "trial event with wrong fields"),
+        # a trial row with a key that is no column of trials: refused, not silently dropped
+        (
+            '{"event": "trial", "index": 1, "status": "ok", "trial": {"ttft": 1.0}, "steps": []}',
+            "trial event with wrong fields",
+        ),
         ('{"event": "started", "pid": 1, "extra": 2}', "started event with wrong fields"),
     ],
 )

@@ -54,18 +54,18 @@ def test_a_run_fills_runs_variants_trials_steps(db_path):
     trials = store.trials(result.run_id, include_warmup=True)
     # 2 variants × (2 reps × 3 prompts + a warm-up in each repetition's fresh worker)
     assert len(trials) == 16
-    assert sum(t["warmup"] for t in trials) == 4
-    assert {(t["repetition"], t["worker"]) for t in trials if not t["warmup"]} == {(0, 0), (1, 1)}
+    assert sum(t.warmup for t in trials) == 4
+    assert {(t.repetition, t.worker) for t in trials if not t.warmup} == {(0, 0), (1, 1)}
     for t in trials:
-        assert t["status"] == "ok"
-        steps = store.steps(t["id"])
-        assert sum(s["n_tokens"] for s in steps) == t["output_tokens"] == 8
-        assert steps[0]["t_ms"] == pytest.approx(t["ttft_ms"])
-    other = [t for t in trials if t["variant"] == "other" and not t["warmup"]]
-    assert all(t["matches_baseline"] == 1 for t in other)  # the fake's tokens depend only on the prompt
-    assert all(t["first_divergence"] is None and t["match_fraction"] == 1.0 for t in other)
-    assert all(len(json.loads(t["output_token_ids"])) == 8 for t in trials)
-    assert all(t["matches_baseline"] is None for t in trials if t["variant"] == "baseline")
+        assert t.status == "ok"
+        steps = store.steps(t.id)
+        assert sum(s["n_tokens"] for s in steps) == t.output_tokens == 8
+        assert steps[0]["t_ms"] == pytest.approx(t.ttft_ms)
+    other = [t for t in trials if t.variant == "other" and not t.warmup]
+    assert all(t.matches_baseline == 1 for t in other)  # the fake's tokens depend only on the prompt
+    assert all(t.first_divergence is None and t.match_fraction == 1.0 for t in other)
+    assert all(len(json.loads(t.output_token_ids)) == 8 for t in trials)
+    assert all(t.matches_baseline is None for t in trials if t.variant == "baseline")
 
 
 def test_worker_killed_mid_run_keeps_earlier_trials_and_goes_on(db_path):
@@ -77,8 +77,8 @@ def test_worker_killed_mid_run_keeps_earlier_trials_and_goes_on(db_path):
         # SIGKILL the baseline's worker from outside once it has delivered 3 trials (the variants take
         # turns: the other variant's worker is idle meanwhile and must not be touched)
         trial = progress.last_trial
-        if trial and trial["variant"] == "baseline":
-            delivered.add((trial["workload"], trial["prompt_id"], trial["repetition"], trial["warmup"]))
+        if trial and trial.variant == "baseline":
+            delivered.add((trial.workload, trial.prompt_id, trial.repetition, trial.warmup))
         if progress.variant == "baseline" and len(delivered) == 3 and not killed:
             killed["pid"] = executor._proc.pid
             os.kill(executor._proc.pid, signal.SIGKILL)
@@ -90,15 +90,15 @@ def test_worker_killed_mid_run_keeps_earlier_trials_and_goes_on(db_path):
     run = store.resolve_run(result.run_id)
     assert run["status"] == "partial"
     trials = store.trials(result.run_id, include_warmup=True)
-    first = [t for t in trials if t["variant"] == "baseline"]
+    first = [t for t in trials if t.variant == "baseline"]
     assert len(first) == 10  # every planned trial is recorded: finished ones ok, the rest failed
-    ok = [t for t in first if t["status"] == "ok"]
+    ok = [t for t in first if t.status == "ok"]
     assert len(ok) >= 3
     for t in ok:  # earlier trials intact, with their steps
-        assert t["ttft_ms"] > 0 and len(store.steps(t["id"])) == 8
-    failed = [t for t in first if t["status"] == "failed"]
-    assert failed and all("killed by SIGKILL" in t["error"] for t in failed)
-    assert all(t["status"] == "ok" for t in trials if t["variant"] == "other")  # the run went on
+        assert t.ttft_ms > 0 and len(store.steps(t.id)) == 8
+    failed = [t for t in first if t.status == "failed"]
+    assert failed and all("killed by SIGKILL" in t.error for t in failed)
+    assert all(t.status == "ok" for t in trials if t.variant == "other")  # the run went on
     variants = {v["name"]: v for v in store.variants(result.run_id)}
     assert variants["baseline"]["status"] == "failed" and "SIGKILL" in variants["baseline"]["error"]
     assert variants["other"]["status"] == "ok"
@@ -108,9 +108,9 @@ def test_worker_that_kills_itself_is_recorded_the_same_way(db_path):
     store = Store(db_path)
     result = RunExecutor(spec(extra_a="crash_after_trials = 2"), store).run()
     assert result.status == "partial"
-    first = [t for t in store.trials(result.run_id, include_warmup=True) if t["variant"] == "baseline"]
-    assert [t["status"] for t in first[:2]] == ["ok", "ok"]
-    assert all(t["status"] == "failed" and "SIGKILL" in t["error"] for t in first[2:])
+    first = [t for t in store.trials(result.run_id, include_warmup=True) if t.variant == "baseline"]
+    assert [t.status for t in first[:2]] == ["ok", "ok"]
+    assert all(t.status == "failed" and "SIGKILL" in t.error for t in first[2:])
 
 
 def test_cancel_keeps_finished_trials_and_starts_nothing_new(db_path):
@@ -126,8 +126,8 @@ def test_cancel_keeps_finished_trials_and_starts_nothing_new(db_path):
     assert store.resolve_run(result.run_id)["status"] == "cancelled"
     trials = store.trials(result.run_id, include_warmup=True)
     # interleaved: the two warm-ups, then the first trial of round 0; nothing is dispatched after a cancel
-    assert {t["variant"] for t in trials} == {"baseline", "other"}
-    assert [t["status"] for t in trials] == ["ok", "ok", "ok"]
+    assert {t.variant for t in trials} == {"baseline", "other"}
+    assert [t.status for t in trials] == ["ok", "ok", "ok"]
     variants = {v["name"]: v["status"] for v in store.variants(result.run_id)}
     assert variants == {"baseline": "cancelled", "other": "cancelled"}
 
@@ -144,9 +144,9 @@ def test_a_variant_that_cannot_load_fails_all_its_trials_with_the_reason(db_path
     store = Store(db_path)
     result = RunExecutor(parse_spec(text), store).run()
     assert result.status == "partial"
-    other = [t for t in store.trials(result.run_id, include_warmup=True) if t["variant"] == "other"]
+    other = [t for t in store.trials(result.run_id, include_warmup=True) if t.variant == "other"]
     assert len(other) == 4
-    assert all(t["status"] == "failed" and "could not load variant 'other'" in t["error"] for t in other)
+    assert all(t.status == "failed" and "could not load variant 'other'" in t.error for t in other)
 
 
 @pytest.mark.slow
@@ -178,14 +178,14 @@ ignore_eos = true
     assert result.status == "ok", result.errors
     trials = store.trials(result.run_id)
     assert len(trials) == 8
-    assert all(t["output_tokens"] == 12 and t["finish_reason"] == "length" for t in trials)
-    assert all(t["matches_baseline"] == 1 for t in trials if t["variant"] == "again")
+    assert all(t.output_tokens == 12 and t.finish_reason == "length" for t in trials)
+    assert all(t.matches_baseline == 1 for t in trials if t.variant == "again")
     variant = store.variants(result.run_id)[0]
     assert variant["dtype"] == "float32" and variant["context_length"] == 256 and variant["weights_mb"] > 0
 
 
 def test_compare_outputs_finds_the_first_divergence():
-    from workbench.run.execute import compare_outputs
+    from workbench.analysis.fidelity import compare_outputs
 
     assert compare_outputs([1, 2, 3], [1, 2, 3]) == {
         "matches_baseline": 1,
@@ -213,7 +213,7 @@ def test_swept_variants_are_stored_with_their_value(db_path):
     assert json.loads(variants["steps tokens_per_step=4"]["sweep_value"]) == 4
     assert variants["baseline"]["sweep_param"] is None
     trials = store.trials(result.run_id)
-    assert {t["variant"] for t in trials} >= {"steps tokens_per_step=2", "steps tokens_per_step=4"}
+    assert {t.variant for t in trials} >= {"steps tokens_per_step=2", "steps tokens_per_step=4"}
 
 
 def test_threads_is_applied_in_the_worker_and_recorded(db_path):

@@ -64,7 +64,7 @@ def variant(model_dir, dtype="float32", **params):
 def generate(session, max_new_tokens=7):
     plan = trial_plan(Prompt(id="raw", prompt=tiny_prompt(10)), max_new_tokens, ignore_eos=True)
     result = TrialRunner(session, CPU).run(plan)
-    assert result.status == "ok", result.row.get("error")
+    assert result.status == "ok", result.record.error
     return result
 
 
@@ -263,7 +263,7 @@ def test_quantize_on_load_writes_one_complete_cache_entry(first_load, gptq_cache
     assert 0 < session.weights_mb < float32_mb
     assert session.weights_mb == pytest.approx(quantized_weights_mb(session.hf.model))
     result = generate(session)
-    assert result.row["output_tokens"] == 7
+    assert result.record.output_tokens == 7
 
 
 @needs_gptqmodel
@@ -275,7 +275,7 @@ def test_the_second_load_reuses_the_cache_and_generates_the_same_tokens(
     assert again.quantize_s is None  # no calibration this time
     assert again.checkpoint == first_load.checkpoint
     assert len(entries(gptq_cache)) == 1
-    assert generate(again).row["output_text"] == generate(first_load).row["output_text"]
+    assert generate(again).record.output_text == generate(first_load).record.output_text
     again.close()
 
 
@@ -289,7 +289,7 @@ def test_a_gptq_checkpoint_is_loaded_as_it_is(first_load, tmp_path, monkeypatch)
     assert Path(session.checkpoint) == checkpoint
     assert session.quantized_layers == 14
     assert not (tmp_path / "empty-cache" / "gptq").exists()  # nothing quantized, nothing cached
-    assert generate(session).row["output_text"] == generate(first_load).row["output_text"]
+    assert generate(session).record.output_text == generate(first_load).record.output_text
     session.close()
 
 
@@ -405,5 +405,5 @@ def test_a_gptq_checkpoint_from_the_hugging_face_cache_loads_offline(first_load,
     session = QuantizedStrategy().load(variant("someone/tiny-gptq", **GPTQ), CPU)
     assert Path(session.checkpoint).name == commit
     assert session.quantize_s is None and session.quantized_layers == 14
-    assert generate(session).row["output_text"] == generate(first_load).row["output_text"]
+    assert generate(session).record.output_text == generate(first_load).record.output_text
     session.close()

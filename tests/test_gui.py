@@ -299,7 +299,7 @@ def test_cancel_stops_within_a_trial_and_keeps_what_finished(qtbot, db_path):
     assert stopped_s < 5, "a cancel must stop within one trial"
     store = Store(db_path, create=False)
     trials = store.trials(result.run_id)
-    ok = [t for t in trials if t["status"] == "ok"]
+    ok = [t for t in trials if t.status == "ok"]
     assert len(ok) >= 2 and len(trials) < 40
     assert store.resolve_run(result.run_id)["status"] == "cancelled"
     qtbot.waitUntil(lambda: window.run_thread is None, timeout=10_000)
@@ -318,9 +318,9 @@ def test_a_worker_crash_shows_a_banner_with_the_reason_and_keeps_the_trials(qtbo
     text = window.banner.label.text()
     assert "baseline" in text and "killed by SIGKILL" in text
     store = Store(db_path, create=False)
-    baseline = [t for t in store.trials(result.run_id) if t["variant"] == "baseline"]
-    assert [t["status"] for t in baseline].count("ok") == 1  # the trial before the crash is kept
-    assert {t["variant"] for t in store.trials(result.run_id, status="ok")} == {"baseline", "fast"}
+    baseline = [t for t in store.trials(result.run_id) if t.variant == "baseline"]
+    assert [t.status for t in baseline].count("ok") == 1  # the trial before the crash is kept
+    assert {t.variant for t in store.trials(result.run_id, status="ok")} == {"baseline", "fast"}
 
 
 def test_a_run_with_bad_input_is_one_message_and_records_nothing(qtbot, db_path, tmp_path):

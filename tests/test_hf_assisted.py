@@ -44,15 +44,15 @@ def runners(tiny_model_dir):
 def test_greedy_output_equals_the_baseline_and_is_timed_by_the_runner(runners, name, text, max_new):
     reference = runners["baseline"].run(plan(text, max_new))
     result = runners[name].run(plan(text, max_new))
-    assert result.status == "ok", result.row.get("error")
-    assert result.row["output_token_ids"] == reference.row["output_token_ids"]
-    assert result.row["ttft_ms"] > 0
-    assert sum(s["n_tokens"] for s in result.steps) == result.row["output_tokens"]
+    assert result.status == "ok", result.record.error
+    assert result.record.output_token_ids == reference.record.output_token_ids
+    assert result.record.ttft_ms > 0
+    assert sum(s["n_tokens"] for s in result.steps) == result.record.output_tokens
 
 
 def test_self_draft_delivers_several_tokens_per_step(runners):
     result = runners["self-draft"].run(plan(tiny_prompt(20), 24, ignore_eos=True))
     assert result.status == "ok"
-    assert result.row["output_tokens"] == 24
+    assert result.record.output_tokens == 24
     assert max(s["n_tokens"] for s in result.steps) > 1
     assert len(result.steps) < 24

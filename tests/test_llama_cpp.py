@@ -68,12 +68,12 @@ def test_the_demo_gguf_as_shipped_reports_its_footprint(q4_1, demo_gguf):
 
 def test_tokens_stream_one_per_step_with_ttft_and_tpot(q4_1):
     result = run(q4_1, PROMPTS[0], max_new_tokens=12, ignore_eos=True)
-    assert result.status == "ok", result.row.get("error")
-    assert result.row["output_tokens"] == 12
+    assert result.status == "ok", result.record.error
+    assert result.record.output_tokens == 12
     assert [s["n_tokens"] for s in result.steps] == [1] * 12
-    assert result.row["ttft_ms"] > 0 and result.row["tpot_ms"] > 0
+    assert result.record.ttft_ms > 0 and result.record.tpot_ms > 0
     # llama.cpp's own counters saw the same work: the prompt in one prefill, then one eval per token
-    assert q4_1.last_timings["prompt_tokens"] == result.row["input_tokens"]
+    assert q4_1.last_timings["prompt_tokens"] == result.record.input_tokens
     assert q4_1.last_timings["eval_tokens"] == 11
 
 

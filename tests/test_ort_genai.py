@@ -75,10 +75,10 @@ def test_greedy_fp32_is_token_identical_to_the_baseline(tiny64, fp32):
 
 def test_tokens_stream_one_per_step_with_ttft_and_tpot(int4):
     result = run(int4, tiny_prompt(12), max_new_tokens=9, ignore_eos=True)
-    assert result.status == "ok", result.row.get("error")
-    assert result.row["output_tokens"] == 9
+    assert result.status == "ok", result.record.error
+    assert result.record.output_tokens == 9
     assert [s["n_tokens"] for s in result.steps] == [1] * 9
-    assert result.row["ttft_ms"] > 0 and result.row["tpot_ms"] > 0
+    assert result.record.ttft_ms > 0 and result.record.tpot_ms > 0
 
 
 @pytest.mark.parametrize("budget", [1, 5, 17])

@@ -16,28 +16,31 @@ from workbench.analysis.phases import (
 from workbench.analysis.stats import fit_line
 from workbench.analysis.summary import summarize
 from workbench.spec.workloads import builtin_workload
+from workbench.store import TrialRecord
 
 
 def trial(variant, workload, prompt, ttft, after, *, rep=0, inp=1000, out=100, budget=100, strategy=""):
     """A measured trial whose prefill (TTFT) and post-first-token time are known."""
-    return {
-        "variant": variant,
-        "strategy": strategy,
-        "workload": workload,
-        "prompt_id": prompt,
-        "repetition": rep,
-        "warmup": 0,
-        "status": "ok",
-        "input_tokens": inp,
-        "output_tokens": out,
-        "max_new_tokens": budget,
-        "ttft_ms": ttft,
-        "e2e_ms": ttft + after,
-        "decode_ms": after,
-        "tpot_ms": after / (out - 1),
-        "decode_tokens_per_s": (out - 1) / after * 1000,
-        "matches_baseline": None,
-    }
+    return TrialRecord.from_row(
+        {
+            "variant": variant,
+            "strategy": strategy,
+            "workload": workload,
+            "prompt_id": prompt,
+            "repetition": rep,
+            "warmup": 0,
+            "status": "ok",
+            "input_tokens": inp,
+            "output_tokens": out,
+            "max_new_tokens": budget,
+            "ttft_ms": ttft,
+            "e2e_ms": ttft + after,
+            "decode_ms": after,
+            "tpot_ms": after / (out - 1),
+            "decode_tokens_per_s": (out - 1) / after * 1000,
+            "matches_baseline": None,
+        }
+    )
 
 
 def test_thresholds():

@@ -96,9 +96,9 @@ def test_the_runner_records_cached_tokens(tiny_model_dir):
     first = runner.run(trial_plan(prompt=Prompt(id="t0", prompt=TURNS[0])))
     second = runner.run(trial_plan(prompt=Prompt(id="t1", prompt=TURNS[1])))
     assert first.status == second.status == "ok"
-    assert first.row["cached_tokens"] == 0
-    assert second.row["cached_tokens"] == first.row["input_tokens"]
-    assert second.row["trimmed_tokens"] == 0
+    assert first.record.cached_tokens == 0
+    assert second.record.cached_tokens == first.record.input_tokens
+    assert second.record.trimmed_tokens == 0
 
 
 @pytest.mark.parametrize(

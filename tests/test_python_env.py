@@ -232,9 +232,9 @@ def test_a_worker_that_dies_in_its_python_fails_only_its_variant(db_path, other_
     result = RunExecutor(make_spec(other_python, extra="crash_after_trials = 1"), store).run()
     assert result.status == "partial"
     trials = store.trials(result.run_id)
-    assert {t["status"] for t in trials if t["variant"] == "here"} == {"ok"}
-    failed = [t for t in trials if t["variant"] == "there" and t["status"] == "failed"]
-    assert failed and "worker process for 'there' died" in failed[0]["error"]
+    assert {t.status for t in trials if t.variant == "here"} == {"ok"}
+    failed = [t for t in trials if t.variant == "there" and t.status == "failed"]
+    assert failed and "worker process for 'there' died" in failed[0].error
 
 
 def test_the_probe_answers_once_per_interpreter_and_variants(other_python):

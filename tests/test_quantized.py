@@ -61,8 +61,8 @@ def test_method_loads_generates_and_shrinks_the_weights(method, tiny_model_dir, 
         (Prompt(id="chat", messages=({"role": "user", "content": tiny_prompt(6)},)), 0.8),
     ]:
         result = run(session, prompt, temperature)
-        assert result.status == "ok", result.row.get("error")
-        assert result.row["output_tokens"] == 7  # ignore_eos: exactly the budget
+        assert result.status == "ok", result.record.error
+        assert result.record.output_tokens == 7  # ignore_eos: exactly the budget
         assert sum(s["n_tokens"] for s in result.steps) == 7
     assert 0 < session.weights_mb < float32_mb
     assert session.weights_mb == pytest.approx(quantized_weights_mb(session.hf.model))

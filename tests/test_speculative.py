@@ -327,11 +327,11 @@ def test_the_runner_accepts_the_outputs(sessions, name):
     ]:
         plan = trial_plan(prompt, 21, temperature=temperature, top_p=0.9, seed=5, ignore_eos=True)
         result = runner.run(plan)
-        assert result.status == "ok", result.row.get("error")
-        assert result.row["output_tokens"] == 21
+        assert result.status == "ok", result.record.error
+        assert result.record.output_tokens == 21
         assert sum(st["n_tokens"] for st in result.steps) == 21
-        assert result.row["draft_tokens_accepted"] <= result.row["draft_tokens_proposed"]
-        assert sum(st["draft_proposed"] for st in result.steps) == result.row["draft_tokens_proposed"]
+        assert result.record.draft_tokens_accepted <= result.record.draft_tokens_proposed
+        assert sum(st["draft_proposed"] for st in result.steps) == result.record.draft_tokens_proposed
 
 
 # --- sampling: the output distribution is the target's --------------------------------------------

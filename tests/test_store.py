@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 
 import pytest
 
 from workbench.core.errors import StoreError
-from workbench.store import Store, resolve_db_path
+from workbench.store import TRIAL_COLUMNS, Store, TrialRecord, resolve_db_path
 from workbench.store.schema import migrations
 
 CONTRACT = {
@@ -71,16 +72,9 @@ def test_round_trip(db_path):
     store = Store(db_path)
     run_id = store.create_run(name="r", spec_text="x = 1", baseline="a", version="0")
     store.add_variant(run_id, {"name": "a", "strategy": "fake", "params": {"k": 1}})
-    trial = {
-        "variant": "a",
-        "workload": "w",
-        "prompt_id": "p",
-        "repetition": 0,
-        "warmup": 0,
-        "status": "ok",
-        "ttft_ms": 12.5,
-        "output_tokens": 2,
-    }
+    trial = TrialRecord(
+        variant="a", workload="w", prompt_id="p", status="ok", ttft_ms=12.5, output_tokens=2, worker=0
+    )
     steps = [{"idx": 0, "t_ms": 12.5, "n_tokens": 1}, {"idx": 1, "t_ms": 20.0, "n_tokens": 1}]
     trial_id = store.add_trial(run_id, trial, steps)
     store.finish_run(run_id, "ok")
@@ -88,7 +82,9 @@ def test_round_trip(db_path):
     again = Store(db_path, create=False)
     assert again.resolve_run("latest")["status"] == "ok"
     assert again.resolve_run("r")["id"] == run_id
-    assert again.trials(run_id)[0]["ttft_ms"] == 12.5
+    (back,) = again.trials(run_id)
+    # the record comes back as it went in, with the store's id and run
+    assert back == dataclasses.replace(trial, id=trial_id, run_id=run_id)
     assert [s["t_ms"] for s in again.steps(trial_id)] == [12.5, 20.0]
     assert again.variants(run_id)[0]["params"] == '{"k": 1}'
     assert again.runs()[0]["trials"] == 1
@@ -100,7 +96,7 @@ def test_trial_and_steps_commit_together(db_path):
     with pytest.raises(StoreError):
         # a duplicate step index violates the primary key: neither the trial nor any step may remain
         store.add_trial(
-            run_id, {"variant": "a", "status": "ok"}, [{"idx": 0, "t_ms": 1.0}, {"idx": 0, "t_ms": 2.0}]
+            run_id, TrialRecord(variant="a", status="ok"), [{"idx": 0, "t_ms": 1.0}, {"idx": 0, "t_ms": 2.0}]
         )
     assert store.trials(run_id, include_warmup=True) == []
     assert store.query("select count(*) as n from steps")[0]["n"] == 0
@@ -109,7 +105,7 @@ def test_trial_and_steps_commit_together(db_path):
 def test_a_second_connection_sees_committed_trials_while_a_run_is_open(db_path):
     writer = Store(db_path)
     run_id = writer.create_run(name="r", spec_text="", baseline="a", version="0")
-    writer.add_trial(run_id, {"variant": "a", "status": "ok", "warmup": 0})
+    writer.add_trial(run_id, TrialRecord(variant="a", status="ok"))
     reader = Store(db_path, create=False)
     assert reader.resolve_run(run_id)["status"] == "running"
     assert len(reader.trials(run_id)) == 1
@@ -167,7 +163,7 @@ def test_delete_run_removes_its_rows_only(db_path):
     drop = store.create_run(name="drop", spec_text="", baseline="a", version="0")
     for run_id in (keep, drop):
         store.add_variant(run_id, {"name": "a", "strategy": "fake"})
-        store.add_trial(run_id, {"variant": "a", "status": "ok", "warmup": 0}, [{"idx": 0, "t_ms": 1.0}])
+        store.add_trial(run_id, TrialRecord(variant="a", status="ok"), [{"idx": 0, "t_ms": 1.0}])
     store.delete_run(drop)
     assert [r["name"] for r in store.runs()] == ["keep"]
     assert store.query("select count(*) as n from steps")[0]["n"] == 1
@@ -181,7 +177,7 @@ def test_runs_left_running_by_a_dead_process_are_closed(db_path):
     dead.wait()
     store = Store(db_path)
     orphan = store.create_run(name="orphan", spec_text="", baseline="a", version="0")
-    store.add_trial(orphan, {"variant": "a", "status": "ok", "warmup": 0})
+    store.add_trial(orphan, TrialRecord(variant="a", status="ok"))
     store.db["runs"].update(orphan, {"pid": dead.pid})
     empty = store.create_run(name="empty", spec_text="", baseline="a", version="0")
     store.db["runs"].update(empty, {"pid": dead.pid})
@@ -228,3 +224,49 @@ def test_server_metrics_table_arrives_by_migration_and_keeps_extra_figures(db_pa
     assert window["ttft_ms"] == 12.5 and json.loads(window["extra"]) == {"novel_figure": 3}
     store.delete_run(run_id)
     assert store.server_metrics(run_id, include_warmup=True) == []
+
+
+def _columns(db_path, table):
+    """The table's columns as the migrations create them on a fresh database."""
+    Store(db_path).close()
+    with sqlite3.connect(db_path) as conn:
+        return [row[1] for row in conn.execute(f"pragma table_info({table})")]
+
+
+def test_trial_record_fields_are_the_trials_columns(db_path):
+    # a column added by a migration needs its field (and the other way round), in the table's order
+    assert [f.name for f in dataclasses.fields(TrialRecord)] == _columns(db_path, "trials")
+    assert list(TRIAL_COLUMNS) == _columns(db_path, "trials")
+
+
+def test_step_records_are_the_steps_columns(db_path):
+    from workbench.run.metrics import StepRecord
+
+    fields = [f.name for f in dataclasses.fields(StepRecord)]
+    assert ["trial_id", *fields] == _columns(db_path, "steps")
+
+
+def test_trial_rows_round_trip_and_unknown_keys_are_refused():
+    record = TrialRecord(variant="a", status="failed", error="boom", warmup=1, temperature=0.0)
+    assert TrialRecord.from_row(record.to_row()) == record
+    assert list(record.to_row()) == list(TRIAL_COLUMNS)
+    with pytest.raises(TypeError, match="not columns of trials: ttft"):
+        TrialRecord.from_row({"variant": "a", "ttft": 1.0})
+
+
+def test_a_trial_that_never_ran_records_what_was_asked_and_why():
+    record = TrialRecord.failed(
+        "worker died",
+        variant="v",
+        strategy="fake",
+        model="m",
+        workload="code",
+        prompt_id="p1",
+        repetition=2,
+        warmup=True,
+        max_new_tokens=8,
+        seed=3,
+        temperature=0.0,
+    )
+    assert (record.status, record.error, record.warmup, record.repetition) == ("failed", "worker died", 1, 2)
+    assert record.ttft_ms is None and record.round is None and record.concurrency is None

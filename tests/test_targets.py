@@ -4,6 +4,7 @@ costs, and the new fields in the CLI, JSON, the report and the GUI."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import textwrap
@@ -18,20 +19,21 @@ from workbench.core.errors import SpecError
 from workbench.spec.parse import parse_spec, recorded_targets
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import builtin_names, builtin_targets
+from workbench.store import TrialRecord
 
 FAKE = '[[variants]]\nname = "a"\nstrategy = "fake"\n'
 
 
 def trial(variant="a", workload="w", prompt="p", rep=0, status="ok", **metrics):
-    return {
-        "variant": variant,
-        "workload": workload,
-        "prompt_id": prompt,
-        "repetition": rep,
-        "warmup": 0,
-        "status": status,
+    return TrialRecord(
+        variant=variant,
+        workload=workload,
+        prompt_id=prompt,
+        repetition=rep,
+        warmup=0,
+        status=status,
         **metrics,
-    }
+    )
 
 
 def targets(**limits) -> Targets:
@@ -127,7 +129,7 @@ def test_verdicts_and_goodput_on_crafted_trials():
     (v,) = evaluate([*rows, trial(prompt="p10", status="failed")], {"w": targets(ttft_ms=500)})
     assert v.requests == 11 and v.good == 9 and v.goodput == pytest.approx(9 / 11)
     # warm-ups and other workloads are left out; a workload without targets gets no verdict
-    extra = [{**rows[0], "warmup": 1, "ttft_ms": 10_000.0}, trial(workload="other", ttft_ms=1.0)]
+    extra = [dataclasses.replace(rows[0], warmup=1, ttft_ms=10_000.0), trial(workload="other", ttft_ms=1.0)]
     (v,) = evaluate(rows + extra, {"w": targets(ttft_ms=500)})
     assert v.requests == 10
 
@@ -151,7 +153,7 @@ def test_a_target_on_a_metric_a_variant_lacks_is_no_data_not_a_miss():
     assert "no data" in a.checks[1].describe()
     assert b.status == "met" and b.goodput == 1.0
     # some requests lack it (a one-token answer has no TPOT): those are not counted as meeting it
-    rows[4]["tpot_ms"] = None
+    rows[4] = dataclasses.replace(rows[4], tpot_ms=None)
     _, b = evaluate(rows, {"w": targets(tpot_ms=50)})
     assert b.goodput == pytest.approx(0.75) and b.checks[0].status == "met"  # 3 of 3 measured met it
 

@@ -4,6 +4,7 @@ speed-ups over RUN_A with bootstrap CIs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from typing import Any
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
 from workbench.analysis.summary import _prompts
 from workbench.core.errors import WorkbenchError
+from workbench.store import TrialRecord
 
 __all__ = ["MergedRuns", "RunComparison", "compare_runs", "merge_runs"]
 
@@ -56,17 +58,17 @@ _COMPARED = ("e2e_ms", "ttft_ms", "tpot_ms", "decode_tokens_per_s")
 
 
 def compare_runs(
-    trials_a: Sequence[dict[str, Any]], trials_b: Sequence[dict[str, Any]], run_a: int, run_b: int
+    trials_a: Sequence[TrialRecord], trials_b: Sequence[TrialRecord], run_a: int, run_b: int
 ) -> tuple[list[RunComparison], list[str]]:
     """Variants matched by name across two runs (e.g. before and after a driver or library upgrade),
     per workload both ran: RUN_B's speed-ups over RUN_A with bootstrap CIs (stratified by prompt).
     Returns the comparisons and the variant names found in only one run."""
 
-    def groups(trials: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    def groups(trials: Sequence[TrialRecord]) -> dict[tuple[str, str], list[TrialRecord]]:
+        out: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
         for t in trials:
-            if t["status"] == "ok" and not t.get("warmup"):
-                out[(t["variant"], t["workload"])].append(t)
+            if t.status == "ok" and not t.warmup:
+                out[(t.variant, t.workload)].append(t)
         return out
 
     ga, gb = groups(trials_a), groups(trials_b)
@@ -77,8 +79,8 @@ def compare_runs(
             continue
         pa, pb = _prompts(rows_a), _prompts(rows_b)
 
-        def col(rows: list[dict[str, Any]], name: str) -> list[Any]:
-            return [r.get(name) for r in rows]
+        def col(rows: list[TrialRecord], name: str) -> list[Any]:
+            return [getattr(r, name) for r in rows]
 
         results.append(
             RunComparison(
@@ -95,8 +97,8 @@ def compare_runs(
                 ),
             )
         )
-    names_a = {t["variant"] for t in trials_a}
-    names_b = {t["variant"] for t in trials_b}
+    names_a = {t.variant for t in trials_a}
+    names_b = {t.variant for t in trials_b}
     unmatched = [f"{n} (only in run {run_a})" for n in sorted(names_a - names_b)]
     unmatched += [f"{n} (only in run {run_b})" for n in sorted(names_b - names_a)]
     return results, unmatched
@@ -109,7 +111,7 @@ class MergedRuns:
 
     runs: list[dict[str, Any]]
     variants: list[dict[str, Any]]  # variants rows, names tagged
-    trials: list[dict[str, Any]]  # every trial, warm-ups included (flagged), names tagged
+    trials: list[TrialRecord]  # every trial, warm-ups included (flagged), names tagged
     windows: list[dict[str, Any]]  # server_metrics rows, names tagged
     baseline: str | None  # the reference variant (tagged); None when the runs have none of that name
     failures: list[str] = field(default_factory=list)  # variants that crashed or failed to load
@@ -133,7 +135,8 @@ def merge_runs(
             if v["status"] == "failed" and v.get("error"):
                 merged.failures.append(f"{tag(run, v['name'])}: {v['error']}")
         merged.trials += [
-            {**t, "variant": tag(run, t["variant"])} for t in store.trials(run["id"], include_warmup=True)
+            dataclasses.replace(t, variant=tag(run, t.variant))
+            for t in store.trials(run["id"], include_warmup=True)
         ]
         merged.windows += [{**w, "variant": tag(run, w["variant"])} for w in store.server_metrics(run["id"])]
     if baseline is None and runs:
@@ -142,7 +145,7 @@ def merge_runs(
             baseline = tag(runs[0], baseline)
     elif baseline is not None and tagged and ":" not in baseline:
         baseline = tag(runs[0], baseline)
-    names = {t["variant"] for t in merged.trials}
+    names = {t.variant for t in merged.trials}
     if baseline is not None and merged.trials and baseline not in names:
         if strict:
             raise WorkbenchError(

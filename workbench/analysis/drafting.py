@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workbench.analysis.stats import fit_line
+from workbench.store import TrialRecord
 
 if TYPE_CHECKING:
     from workbench.analysis.paired import PairedEstimate
@@ -250,7 +251,7 @@ class BreakEven:
 
 
 def break_even(
-    trials: Sequence[dict[str, Any]],
+    trials: Sequence[TrialRecord],
     steps: Iterable[StepRow],
     summaries: Sequence[GroupSummary] = (),
     baseline: str | None = None,
@@ -260,18 +261,18 @@ def break_even(
     ``steps``: the decode steps of the draft → verify loops (:data:`StepRow`; steps of other trials
     are ignored); ``summaries``: for the measured (paired) decode speed-ups; ``baseline``: the
     reference variant, whose TPOT is the unit when a variant has too few plain steps."""
-    by_id = {t["id"]: t for t in trials}
+    by_id = {t.id: t for t in trials}
     groups: dict[tuple[str, str], list[StepRow]] = defaultdict(list)
     for trial_id, n_tokens, proposed, accepted, draft_ms, verify_ms in steps:
         t = by_id.get(trial_id)
         if t is not None:
-            groups[(t["variant"], t["workload"])].append(
+            groups[(t.variant, t.workload)].append(
                 (trial_id, int(n_tokens or 0), int(proposed or 0), int(accepted or 0), draft_ms, verify_ms)
             )
     base_tpot = {
-        (t["workload"], t.get("prompt_id"), t.get("repetition")): t["tpot_ms"]
+        (t.workload, t.prompt_id, t.repetition): t.tpot_ms
         for t in trials
-        if t["variant"] == baseline and t.get("tpot_ms")
+        if t.variant == baseline and t.tpot_ms
     }
     speedups = {(s.variant, s.workload): s.speedup_decode for s in summaries}
     order = {name: i for i, name in enumerate(dict.fromkeys(s.variant for s in summaries))}
@@ -280,7 +281,7 @@ def break_even(
     for (variant, workload), rows in groups.items():
         if variant == baseline or not any(r[2] > 0 for r in rows):
             continue
-        mine = [t for t in trials if (t["variant"], t["workload"]) == (variant, workload)]
+        mine = [t for t in trials if (t.variant, t.workload) == (variant, workload)]
         out.append(_analyse(variant, workload, rows, mine, base_tpot, speedups.get((variant, workload))))
     return sorted(
         out, key=lambda b: (order.get(b.variant, len(order)), workloads.get(b.workload, len(workloads)))
@@ -291,7 +292,7 @@ def _analyse(
     variant: str,
     workload: str,
     rows: list[StepRow],
-    trials: Sequence[dict[str, Any]],
+    trials: Sequence[TrialRecord],
     base_tpot: dict[tuple[Any, Any, Any], float],
     measured: PairedEstimate | None,
 ) -> BreakEven:
@@ -313,15 +314,15 @@ def _analyse(
     # T1: the variant's own plain steps, else the paired baseline trial's TPOT
     pair_t1: dict[int, float] = {}
     for t in trials:
-        tpot = base_tpot.get((t["workload"], t.get("prompt_id"), t.get("repetition")))
-        if tpot:
-            pair_t1[t["id"]] = tpot
+        tpot = base_tpot.get((t.workload, t.prompt_id, t.repetition))
+        if tpot and t.id is not None:
+            pair_t1[t.id] = tpot
     if pair_t1:
         result.baseline_step_ms = statistics.median(pair_t1.values())
     plain_verify = [r[5] for r in plain if r[5] is not None and r[5] > 0]
     if len(plain_verify) >= MIN_PLAIN_STEPS:
         t1_plain = statistics.median(plain_verify)
-        unit: dict[int, float] = {t["id"]: t1_plain for t in trials}
+        unit: dict[int, float] = {t.id: t1_plain for t in trials if t.id is not None}
         result.unit, result.target_step_ms = "plain steps", t1_plain
     elif pair_t1:
         unit = pair_t1
@@ -375,7 +376,7 @@ def _analyse(
             b.steps * b.k for b, _ in drafted_lengths
         )
     # time outside draft and verify: the trials' decode time minus the steps' sub-splits
-    decode_ms = sum(t.get("decode_ms") or 0.0 for t in trials if t["id"] in unit)
+    decode_ms = sum(t.decode_ms or 0.0 for t in trials if t.id in unit)
     inside = sum((r[4] or 0.0) + (r[5] or 0.0) for r in timed)
     per_step_t1 = statistics.median(unit[r[0]] for r in timed)
     if decode_ms > 0 and len(timed) == len(rows):

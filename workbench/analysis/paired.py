@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED, Estimate, t_quantile
+from workbench.store import TrialRecord
 
 __all__ = [
     "EXCLUDE_DISTURBED_UP_TO",
@@ -42,6 +43,7 @@ __all__ = [
     "disturbance",
     "drift",
     "mde_with",
+    "metric_value",
     "paired_speedup",
     "paired_trials",
     "pairs_needed",
@@ -82,12 +84,21 @@ class PairedEstimate(Estimate):
         return {**asdict(self), "half_width": self.half_width}
 
 
-def _key(t: dict[str, Any]) -> tuple[Any, Any, Any]:
-    return (t.get("workload"), t.get("prompt_id"), t.get("repetition"))
+def metric_value(trial: TrialRecord, metric: str) -> Any:
+    """One trial's figure named ``metric``: a column of its record, or ``decode_phase_ms`` (e2e − TTFT:
+    the decode phase as the caller sees it), computed from two of them."""
+    if metric == "decode_phase_ms":
+        e2e, ttft = trial.e2e_ms, trial.ttft_ms
+        return e2e - ttft if e2e is not None and ttft is not None else None
+    return getattr(trial, metric)
+
+
+def _key(t: TrialRecord) -> tuple[Any, Any, Any]:
+    return (t.workload, t.prompt_id, t.repetition)
 
 
 def pair_values(
-    reference: Sequence[dict[str, Any]], variant: Sequence[dict[str, Any]], metric: str
+    reference: Sequence[TrialRecord], variant: Sequence[TrialRecord], metric: str
 ) -> tuple[list[float], list[float], list[Any]]:
     """(reference values, variant values, prompt of each pair) for the trials both sides have of the
     same (workload, prompt, repetition), both with a positive ``metric``."""
@@ -96,7 +107,7 @@ def pair_values(
 
 
 def paired_trials(
-    reference: Sequence[dict[str, Any]], variant: Sequence[dict[str, Any]], metric: str
+    reference: Sequence[TrialRecord], variant: Sequence[TrialRecord], metric: str
 ) -> tuple[list[float], list[float], list[Any], list[Any]]:
     """:func:`pair_values` and each pair's cluster: the two worker processes that ran it
     (``(reference worker, variant worker)``; None where a trial does not say, as in older runs)."""
@@ -104,12 +115,12 @@ def paired_trials(
     a, b, strata, clusters = [], [], [], []
     for t in variant:
         r = ref.get(_key(t))
-        x, y = (r.get(metric) if r is not None else None), t.get(metric)
+        x, y = (metric_value(r, metric) if r is not None else None), metric_value(t, metric)
         if r is not None and x is not None and y is not None and x > 0 and y > 0:
             a.append(float(x))
             b.append(float(y))
-            strata.append(t.get("prompt_id"))
-            wr, wv = r.get("worker"), t.get("worker")
+            strata.append(t.prompt_id)
+            wr, wv = r.worker, t.worker
             clusters.append(None if wr is None or wv is None else (wr, wv))
     return a, b, strata, clusters
 
@@ -253,9 +264,9 @@ class Disturbance:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def keeps(self, trial: dict[str, Any]) -> bool:
+    def keeps(self, trial: TrialRecord) -> bool:
         """Whether the statistics use ``trial`` (False for a disturbed one when they are left out)."""
-        return not (self.excluded and trial.get("disturbed"))
+        return not (self.excluded and trial.disturbed)
 
     def line(self) -> str | None:
         if not self.disturbed:
@@ -267,16 +278,16 @@ class Disturbance:
         return f"{self.disturbed} of {self.measured} trials disturbed ({share:.0%}), {what}"
 
 
-def disturbance(trials: Sequence[dict[str, Any]], exclude: bool | None = None) -> Disturbance:
+def disturbance(trials: Sequence[TrialRecord], exclude: bool | None = None) -> Disturbance:
     """Count the disturbed measured trials; ``exclude`` None = the default rule (few: excluded)."""
-    measured = [t for t in trials if t.get("status") == "ok" and not t.get("warmup")]
-    bad = [t for t in measured if t.get("disturbed")]
+    measured = [t for t in trials if t.status == "ok" and not t.warmup]
+    bad = [t for t in measured if t.disturbed]
     kept = "asked for" if exclude is False else None
     if exclude is None:
         per_variant: dict[Any, list[int]] = defaultdict(lambda: [0, 0])
         for t in measured:
-            per_variant[t.get("variant")][0] += bool(t.get("disturbed"))
-            per_variant[t.get("variant")][1] += 1
+            per_variant[t.variant][0] += bool(t.disturbed)
+            per_variant[t.variant][1] += 1
         selfish = [v for v, (b, n) in per_variant.items() if b > SELF_DISTURBED_SHARE * n]
         if selfish:
             kept = (
@@ -286,11 +297,11 @@ def disturbance(trials: Sequence[dict[str, Any]], exclude: bool | None = None) -
         elif len(bad) > EXCLUDE_DISTURBED_UP_TO * len(measured):
             kept = "too many to leave out: rerun on a quieter machine"
         exclude = bool(bad) and kept is None
-    reasons = tuple(dict.fromkeys(str(t.get("disturbance") or "") for t in bad[:3]))
+    reasons = tuple(dict.fromkeys(str(t.disturbance or "") for t in bad[:3]))
     return Disturbance(len(bad), len(measured), bool(exclude and bad), reasons, None if exclude else kept)
 
 
-def drift(trials: Sequence[dict[str, Any]], variant: str | None, metric: str = "e2e_ms") -> float | None:
+def drift(trials: Sequence[TrialRecord], variant: str | None, metric: str = "e2e_ms") -> float | None:
     """How the machine's speed moved over the run, seen on one variant (the baseline): the median of
     its last quarter of rounds over its first quarter's, each trial taken relative to the median of
     its own prompt (so the prompt mix cancels). 1.00 = no drift; 1.10 = the last rounds took 10 %
@@ -298,36 +309,34 @@ def drift(trials: Sequence[dict[str, Any]], variant: str | None, metric: str = "
     rows = [
         t
         for t in trials
-        if t.get("variant") == variant and t.get("status") == "ok" and not t.get("warmup") and t.get(metric)
+        if t.variant == variant and t.status == "ok" and not t.warmup and metric_value(t, metric)
     ]
-    if len({(t.get("repetition"), t.get("round")) for t in rows}) < 4:
+    if len({(t.repetition, t.round) for t in rows}) < 4:
         return None
     by_prompt: dict[Any, list[float]] = defaultdict(list)
     for t in rows:
-        by_prompt[(t.get("workload"), t.get("prompt_id"))].append(t[metric])
+        by_prompt[(t.workload, t.prompt_id)].append(metric_value(t, metric))
     medians = {k: float(np.median(v)) for k, v in by_prompt.items()}
-    ordered = sorted(
-        rows, key=lambda t: (t.get("round") is None, t.get("round") or 0, t.get("started_at") or "")
-    )
-    relative = [t[metric] / medians[(t.get("workload"), t.get("prompt_id"))] for t in ordered]
+    ordered = sorted(rows, key=lambda t: (t.round is None, t.round or 0, t.started_at or ""))
+    relative = [metric_value(t, metric) / medians[(t.workload, t.prompt_id)] for t in ordered]
     quarter = max(1, len(relative) // 4)
     first, last = float(np.median(relative[:quarter])), float(np.median(relative[-quarter:]))
     return last / first if first > 0 else None
 
 
-def usable(trials: Sequence[dict[str, Any]], exclude_disturbed: bool | None = None) -> list[dict[str, Any]]:
+def usable(trials: Sequence[TrialRecord], exclude_disturbed: bool | None = None) -> list[TrialRecord]:
     """The measured ok trials the speed-ups use: disturbed ones left out when the rule says so."""
     rule = disturbance(trials, exclude_disturbed)
-    return [t for t in trials if t.get("status") == "ok" and not t.get("warmup") and rule.keeps(t)]
+    return [t for t in trials if t.status == "ok" and not t.warmup and rule.keeps(t)]
 
 
-def widest_ci(trials: Sequence[dict[str, Any]], baseline: str) -> float | None:
+def widest_ci(trials: Sequence[TrialRecord], baseline: str) -> float | None:
     """The widest half-width (a fraction) among the paired e2e and decode speed-ups of every variant
     against ``baseline``, per workload; None when no speed-up has a CI yet (``repetitions = "auto"``)."""
     rows = usable(trials)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
     for t in rows:
-        groups[(t["variant"], t["workload"])].append(t)
+        groups[(t.variant, t.workload)].append(t)
     widest: float | None = None
     for (variant, workload), mine in groups.items():
         base = groups.get((baseline, workload))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workbench.analysis.stats import fit_line
+from workbench.store import TrialRecord
 
 if TYPE_CHECKING:
     from workbench.analysis.stats import Estimate
@@ -115,12 +116,12 @@ class CostModel:
         return DEFAULT_COST_MODELS.get(device.split(":")[0], DEFAULT_COST_MODELS["cpu"])
 
     @classmethod
-    def from_trials(cls, trials: Sequence[dict[str, Any]], source: str = "measured") -> CostModel | None:
+    def from_trials(cls, trials: Sequence[TrialRecord], source: str = "measured") -> CostModel | None:
         """Fit to measured trials (``ok``, not warm-up): TTFT against input tokens by least squares when
         the inputs differ in length (else TTFT / input tokens), decode ms per token = median TPOT."""
-        ok = [t for t in trials if t.get("status", "ok") == "ok" and not t.get("warmup")]
-        points = [(t["input_tokens"], t["ttft_ms"]) for t in ok if t.get("input_tokens") and t.get("ttft_ms")]
-        tpots = [t["tpot_ms"] for t in ok if t.get("tpot_ms")]
+        ok = [t for t in trials if t.status == "ok" and not t.warmup]
+        points = [(t.input_tokens, t.ttft_ms) for t in ok if t.input_tokens and t.ttft_ms]
+        tpots = [t.tpot_ms for t in ok if t.tpot_ms]
         if not points or not tpots:
             return None
         slope, intercept = fit_line([p[0] for p in points], [p[1] for p in points])
@@ -296,7 +297,7 @@ class WorkloadPhase:
 
 def measure_phases(
     summaries: Sequence[GroupSummary],
-    trials: Sequence[dict[str, Any]],
+    trials: Sequence[TrialRecord],
     reference: str | None,
     *,
     strategies: dict[str, str] | None = None,
@@ -308,9 +309,7 @@ def measure_phases(
     if not summaries:
         return []
     reference = reference if any(s.variant == reference for s in summaries) else summaries[0].variant
-    ref_trials = [
-        t for t in trials if t["variant"] == reference and t["status"] == "ok" and not t.get("warmup")
-    ]
+    ref_trials = [t for t in trials if t.variant == reference and t.status == "ok" and not t.warmup]
     model = CostModel.from_trials(ref_trials, source=f"measured on {reference}")
     default = CostModel.default(device)
     phases = []
@@ -321,8 +320,8 @@ def measure_phases(
         if prefill is None or decode is None or prefill + decode <= 0:
             continue
         share = prefill / (prefill + decode)
-        rows = [t for t in ref_trials if t["workload"] == s.workload]
-        budget = [t["max_new_tokens"] for t in rows if t.get("max_new_tokens")]
+        rows = [t for t in ref_trials if t.workload == s.workload]
+        budget = [t.max_new_tokens for t in rows if t.max_new_tokens]
         phase = WorkloadPhase(
             workload=s.workload,
             variant=reference,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from workbench.analysis.stats import Estimate
+from workbench.store import TrialRecord
 
 __all__ = ["LinearFit", "Projection", "decode_fit", "fit", "project", "ttft_fit"]
 
@@ -99,30 +100,28 @@ def fit(xs: Sequence[float], ys: Sequence[float]) -> LinearFit | None:
     return LinearFit(slope, intercept, int(x.size), x_mean, sxx, sd, float(x.min()), float(x.max()))
 
 
-def _ok(trials: Sequence[dict[str, Any]], variant: str | None) -> list[dict[str, Any]]:
+def _ok(trials: Sequence[TrialRecord], variant: str | None) -> list[TrialRecord]:
     return [
-        t
-        for t in trials
-        if t.get("status", "ok") == "ok"
-        and not t.get("warmup")
-        and (variant is None or t["variant"] == variant)
+        t for t in trials if t.status == "ok" and not t.warmup and (variant is None or t.variant == variant)
     ]
 
 
-def ttft_fit(trials: Sequence[dict[str, Any]], variant: str | None = None) -> LinearFit | None:
+def ttft_fit(trials: Sequence[TrialRecord], variant: str | None = None) -> LinearFit | None:
     """TTFT (ms) against input tokens over ``variant``'s measured trials."""
-    rows = [t for t in _ok(trials, variant) if t.get("input_tokens") and t.get("ttft_ms") is not None]
-    return fit([t["input_tokens"] for t in rows], [t["ttft_ms"] for t in rows])
-
-
-def decode_fit(trials: Sequence[dict[str, Any]], variant: str | None = None) -> LinearFit | None:
-    """The time after the first token (e2e − TTFT, ms) against output tokens − 1."""
-    rows = [
-        t
-        for t in _ok(trials, variant)
-        if t.get("output_tokens") and t.get("e2e_ms") is not None and t.get("ttft_ms") is not None
+    points = [
+        (t.input_tokens, t.ttft_ms) for t in _ok(trials, variant) if t.input_tokens and t.ttft_ms is not None
     ]
-    return fit([t["output_tokens"] - 1 for t in rows], [t["e2e_ms"] - t["ttft_ms"] for t in rows])
+    return fit([x for x, _ in points], [y for _, y in points])
+
+
+def decode_fit(trials: Sequence[TrialRecord], variant: str | None = None) -> LinearFit | None:
+    """The time after the first token (e2e − TTFT, ms) against output tokens − 1."""
+    points = [
+        (t.output_tokens - 1, t.e2e_ms - t.ttft_ms)
+        for t in _ok(trials, variant)
+        if t.output_tokens and t.e2e_ms is not None and t.ttft_ms is not None
+    ]
+    return fit([x for x, _ in points], [y for _, y in points])
 
 
 @dataclass
@@ -158,7 +157,7 @@ class Projection:
 
 
 def project(
-    trials: Sequence[dict[str, Any]], variant: str, input_tokens: float, output_tokens: float
+    trials: Sequence[TrialRecord], variant: str, input_tokens: float, output_tokens: float
 ) -> Projection:
     """TTFT, the time after the first token and e2e of ``variant`` at these lengths, from its trials."""
     t_line, d_line = ttft_fit(trials, variant), decode_fit(trials, variant)

@@ -13,6 +13,7 @@ import numpy as np
 
 from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.summary import GroupSummary, summarize
+from workbench.store import TrialRecord
 
 __all__ = ["Design", "RunAnalysis", "Timeline", "analyze_run", "target_keys"]
 
@@ -104,7 +105,7 @@ class RunAnalysis:
     variants: list[dict[str, Any]]  # the variants rows
     environment: dict[str, Any]
     baseline: str | None
-    trials: list[dict[str, Any]]  # measured trials (warm-ups excluded), with step totals
+    trials: list[TrialRecord]  # measured trials (warm-ups excluded)
     summaries: list[GroupSummary]
     phases: list[Any]  # workbench.analysis.phases.WorkloadPhase, one per workload
     cost_model: Any  # workbench.analysis.phases.CostModel measured on the reference variant (or None)
@@ -199,12 +200,9 @@ def analyze_run(
     run_id = run["id"]
     variants = store.variants(run_id)
     totals = store.step_totals(run_id)
-    trials = []
-    for t in store.trials(run_id):
-        extra = totals.get(t["id"])
-        trials.append({**t, "draft_ms": extra["draft_ms"], "verify_ms": extra["verify_ms"]} if extra else t)
+    trials = store.trials(run_id)
     reference = baseline or run.get("baseline")
-    names = {t["variant"] for t in trials}
+    names = {t.variant for t in trials}
     if baseline is not None and baseline not in names:
         raise WorkbenchError(
             f"baseline variant {baseline!r} not in the run ({run_id}); variants: {', '.join(sorted(names))}"
@@ -217,13 +215,14 @@ def analyze_run(
         store.server_metrics(run_id),
         [v["name"] for v in variants],
         exclude_disturbed=exclude_disturbed,
+        step_totals=totals,
     )
     # A batched local variant is the batching lever, whatever strategy decodes it.
     strategies = {
         v["name"]: "batching" if (v.get("batch_size") or 1) > 1 else v["strategy"] for v in variants
     }
     for t in trials:
-        strategies.setdefault(t["variant"], t.get("strategy") or "")
+        strategies.setdefault(t.variant, t.strategy or "")
     try:
         environment = json.loads(run.get("environment") or "{}")
     except ValueError:
@@ -249,12 +248,9 @@ def analyze_run(
         drift=drift(trials, ref),
         disturbance=disturbance(trials, exclude_disturbed),
         workers=run.get("workers"),
-        processes=len(
-            {t.get("worker") for t in trials if t["variant"] == ref and t.get("worker") is not None}
-        )
-        or None,
+        processes=len({t.worker for t in trials if t.variant == ref and t.worker is not None}) or None,
     )
-    ok_ref = [t for t in trials if t["variant"] == ref and t["status"] == "ok"]
+    ok_ref = [t for t in trials if t.variant == ref and t.status == "ok"]
     analysis.cost_model = CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}")
     analysis.phases = measure_phases(summaries, trials, ref, strategies=strategies, device=analysis.device)
     analysis.timelines = _timelines(store, trials, ref, [v["name"] for v in variants])
@@ -273,9 +269,7 @@ def _break_even(analysis: RunAnalysis, store: Any, reference: str | None) -> Non
 
     rule = analysis.disturbance
     used = [
-        t
-        for t in analysis.trials
-        if t["status"] == "ok" and not t.get("warmup") and (rule is None or rule.keeps(t))
+        t for t in analysis.trials if t.status == "ok" and not t.warmup and (rule is None or rule.keeps(t))
     ]
     analysis.break_even = break_even(
         used, store.draft_steps(analysis.run["id"]), analysis.summaries, reference
@@ -303,31 +297,35 @@ def _judge_targets(
 
 
 def _timelines(
-    store: Any, trials: Sequence[dict[str, Any]], reference: str | None, order: Sequence[str] = ()
+    store: Any, trials: Sequence[TrialRecord], reference: str | None, order: Sequence[str] = ()
 ) -> list[Timeline]:
     """Per workload: the prompt whose reference e2e is the median of the workload's prompts, and for
     every variant its median-e2e repetition of that prompt."""
-    ok = [t for t in trials if t["status"] == "ok" and t.get("e2e_ms") is not None]
+    ok = [t for t in trials if t.status == "ok" and t.e2e_ms is not None]
+
+    def e2e(t: TrialRecord) -> float:
+        return t.e2e_ms or 0.0  # never None in ``ok``
+
     out = []
-    for workload in dict.fromkeys(t["workload"] for t in ok):
-        rows = [t for t in ok if t["workload"] == workload]
-        ref_rows = [t for t in rows if t["variant"] == reference] or rows
+    for workload in dict.fromkeys(t.workload for t in ok):
+        rows = [t for t in ok if t.workload == workload]
+        ref_rows = [t for t in rows if t.variant == reference] or rows
         by_prompt: dict[Any, list[float]] = defaultdict(list)
         for t in ref_rows:
-            by_prompt[t["prompt_id"]].append(t["e2e_ms"])
+            by_prompt[t.prompt_id].append(e2e(t))
         ranked = sorted(by_prompt, key=lambda p: float(np.median(by_prompt[p])))
         prompt = ranked[(len(ranked) - 1) // 2]
         for variant in dict.fromkeys(
-            [*(v for v in order if any(t["variant"] == v for t in rows)), *(t["variant"] for t in rows)]
+            [*(v for v in order if any(t.variant == v for t in rows)), *(t.variant for t in rows)]
         ):
             reps = sorted(
-                (t for t in rows if t["variant"] == variant and t["prompt_id"] == prompt),
-                key=lambda t: t["e2e_ms"],
+                (t for t in rows if t.variant == variant and t.prompt_id == prompt),
+                key=e2e,
             )
             if not reps:
                 continue
             trial = reps[(len(reps) - 1) // 2]
-            steps = store.steps(trial["id"])
+            steps = store.steps(trial.id)
             if not steps:
                 continue
             cumulative = np.cumsum([s["n_tokens"] for s in steps]).tolist()
@@ -336,8 +334,8 @@ def _timelines(
                     variant,
                     workload,
                     str(prompt),
-                    trial["repetition"],
-                    trial.get("input_tokens"),
+                    trial.repetition,
+                    trial.input_tokens,
                     (0.0, *(s["t_ms"] for s in steps)),
                     (0, *(int(c) for c in cumulative)),
                 )

@@ -10,12 +10,13 @@ more than repetitions of one prompt do, and every variant ran the same prompts.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.analysis.paired import PairedEstimate, disturbance, paired_speedup, paired_trials
+from workbench.analysis.paired import PairedEstimate, disturbance, metric_value, paired_speedup, paired_trials
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
+from workbench.store import TrialRecord
 
 __all__ = ["METRICS", "GroupSummary", "server_summary", "speedup_of", "summarize", "throughput"]
 
@@ -91,66 +92,68 @@ class GroupSummary:
 
 
 def summarize(
-    trials: Sequence[dict[str, Any]],
+    trials: Sequence[TrialRecord],
     baseline: str | None,
     server_windows: Sequence[dict[str, Any]] = (),
     variant_order: Sequence[str] = (),
     *,
     exclude_disturbed: bool | None = None,
+    step_totals: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> list[GroupSummary]:
     """Per (variant, workload): variants in ``variant_order`` (the spec's; interleaved runs start each
-    round with a different one), then any others as their first trials come, workloads as they come. ``trials`` are rows of the ``trials`` table,
-    optionally with ``draft_ms``/``verify_ms``: the sums of their steps' (:meth:`Store.step_totals`);
+    round with a different one), then any others as their first trials come, workloads as they come.
+    ``step_totals``: per trial id, the sums of its steps' ``draft_ms``/``verify_ms``
+    (:meth:`Store.step_totals`), for drafting's and verification's shares of decode time;
     ``server_windows`` rows of ``server_metrics`` (the server's own figures, for endpoint variants).
     ``exclude_disturbed``: leave disturbed trials out of every statistic (None: the default rule of
     :func:`workbench.analysis.paired.disturbance`, out when they are few)."""
     rule = disturbance(trials, exclude_disturbed)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    totals = step_totals or {}
+    groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
     for t in trials:
-        if not t.get("warmup"):
-            groups[(t["variant"], t["workload"])].append(t)
+        if not t.warmup:
+            groups[(t.variant, t.workload)].append(t)
     # without an order given: as the variants first appear, warm-ups included (they run in spec order)
-    rank = {
-        name: i for i, name in enumerate(dict.fromkeys([*variant_order, *(t["variant"] for t in trials)]))
-    }
+    rank = {name: i for i, name in enumerate(dict.fromkeys([*variant_order, *(t.variant for t in trials)]))}
     seen = {k: i for i, k in enumerate(groups)}
     keys = sorted(groups, key=lambda k: (rank.get(k[0], len(rank)), seen[k]))
     summaries = []
-    used: dict[tuple[str, str], list[dict[str, Any]]] = {}  # the ok trials each group's statistics use
+    used: dict[tuple[str, str], list[TrialRecord]] = {}  # the ok trials each group's statistics use
     for variant, workload in keys:
         rows = groups[(variant, workload)]
-        ok = used[(variant, workload)] = [_derived(r) for r in rows if r["status"] == "ok" and rule.keeps(r)]
+        ok = used[(variant, workload)] = [r for r in rows if r.status == "ok" and rule.keeps(r)]
         summary = GroupSummary(
             variant=variant,
             workload=workload,
             n_ok=len(ok),
-            n_failed=sum(r["status"] == "failed" for r in rows),
-            n_disturbed=sum(bool(r.get("disturbed")) for r in rows if r["status"] == "ok"),
+            n_failed=sum(r.status == "failed" for r in rows),
+            n_disturbed=sum(bool(r.disturbed) for r in rows if r.status == "ok"),
             disturbed_excluded=rule.excluded,
-            metrics={m: bootstrap_median([r.get(m) for r in ok], _prompts(ok)) for m in METRICS},
+            metrics={m: bootstrap_median([metric_value(r, m) for r in ok], _prompts(ok)) for m in METRICS},
         )
-        matches = [r["matches_baseline"] for r in ok if r.get("matches_baseline") is not None]
+        matches = [r.matches_baseline for r in ok if r.matches_baseline is not None]
         summary.matches_baseline = sum(matches) / len(matches) if matches else None
-        fractions = [r["match_fraction"] for r in ok if r.get("match_fraction") is not None]
+        fractions = [r.match_fraction for r in ok if r.match_fraction is not None]
         summary.match_fraction = sum(fractions) / len(fractions) if fractions else None
-        proposed = sum(r.get("draft_tokens_proposed") or 0 for r in ok)
-        accepted = sum(r.get("draft_tokens_accepted") or 0 for r in ok)
-        draft_steps = sum(r.get("draft_steps") or 0 for r in ok)
+        proposed = sum(r.draft_tokens_proposed or 0 for r in ok)
+        accepted = sum(r.draft_tokens_accepted or 0 for r in ok)
+        draft_steps = sum(r.draft_steps or 0 for r in ok)
         if proposed:
             summary.acceptance_rate = accepted / proposed
         if draft_steps:
             summary.mean_accepted_length = 1 + accepted / draft_steps
-        scopes = {r.get("timing_scope") for r in rows} - {None}
+        scopes = {r.timing_scope for r in rows} - {None}
         summary.timing_scope = "client" if "client" in scopes else (scopes.pop() if scopes else None)
-        summary.concurrency = max((r.get("concurrency") or 1 for r in rows), default=1)
+        summary.concurrency = max((r.concurrency or 1 for r in rows), default=1)
         summary.throughput_tokens_per_s = throughput(ok)
         windows = [w for w in server_windows if (w["variant"], w["workload"]) == (variant, workload)]
         summary.server = server_summary(windows, ok)
-        timed = [r for r in ok if r.get("draft_ms") is not None or r.get("verify_ms") is not None]
-        decode_ms = sum(r.get("decode_ms") or 0.0 for r in timed)
+        sub = [(r, totals[r.id]) for r in ok if r.id is not None and r.id in totals]
+        timed = [(r, s) for r, s in sub if s.get("draft_ms") is not None or s.get("verify_ms") is not None]
+        decode_ms = sum(r.decode_ms or 0.0 for r, _ in timed)
         if timed and decode_ms > 0:
-            summary.draft_share = sum(r.get("draft_ms") or 0.0 for r in timed) / decode_ms
-            summary.verify_share = sum(r.get("verify_ms") or 0.0 for r in timed) / decode_ms
+            summary.draft_share = sum(s.get("draft_ms") or 0.0 for _, s in timed) / decode_ms
+            summary.verify_share = sum(s.get("verify_ms") or 0.0 for _, s in timed) / decode_ms
         summaries.append(summary)
     if baseline is not None:
         for s in summaries:
@@ -167,8 +170,8 @@ def summarize(
 
 
 def speedup_of(
-    reference: Sequence[dict[str, Any]],
-    variant: Sequence[dict[str, Any]],
+    reference: Sequence[TrialRecord],
+    variant: Sequence[TrialRecord],
     metric: str,
     *,
     higher_is_better: bool,
@@ -180,29 +183,34 @@ def speedup_of(
     if len(a) >= 2:
         return paired_speedup(a, b, strata, higher_is_better=higher_is_better, clusters=clusters)
     num, den = (variant, reference) if higher_is_better else (reference, variant)
-    est = speedup([r.get(metric) for r in num], [r.get(metric) for r in den], _prompts(num), _prompts(den))
+    est = speedup(
+        [metric_value(r, metric) for r in num],
+        [metric_value(r, metric) for r in den],
+        _prompts(num),
+        _prompts(den),
+    )
     if est is None:
         return None
     return PairedEstimate(est.value, est.lo, est.hi, est.n, None, "unpaired")
 
 
-def throughput(ok: Sequence[dict[str, Any]]) -> float | None:
+def throughput(ok: Sequence[TrialRecord]) -> float | None:
     """Aggregate output tokens per second. Sequential trials: all tokens over the sum of their e2e
     times. Parallel streams: all tokens over the wall time of each group (first start → last end,
     from ``group_offset_ms`` + ``e2e_ms``) — the figure that grows with concurrency when a server
     batches."""
-    tokens = sum(r.get("output_tokens") or 0 for r in ok)
+    tokens = sum(r.output_tokens or 0 for r in ok)
     spans: dict[Any, tuple[float, float]] = {}
     seconds = 0.0
     for r in ok:
-        if r.get("e2e_ms") is None:
+        if r.e2e_ms is None:
             continue
-        if r.get("group_offset_ms") is None or (r.get("concurrency") or 1) == 1:
-            seconds += r["e2e_ms"] / 1000
+        if r.group_offset_ms is None or (r.concurrency or 1) == 1:
+            seconds += r.e2e_ms / 1000
             continue
-        start, end = r["group_offset_ms"], r["group_offset_ms"] + r["e2e_ms"]
-        lo, hi = spans.get(r.get("concurrent_group"), (start, end))
-        spans[r.get("concurrent_group")] = (min(lo, start), max(hi, end))
+        start, end = r.group_offset_ms, r.group_offset_ms + r.e2e_ms
+        lo, hi = spans.get(r.concurrent_group, (start, end))
+        spans[r.concurrent_group] = (min(lo, start), max(hi, end))
     seconds += sum(hi - lo for lo, hi in spans.values()) / 1000
     return tokens / seconds if seconds > 0 and tokens else None
 
@@ -211,7 +219,7 @@ def throughput(ok: Sequence[dict[str, Any]]) -> float | None:
 _SERVER_MEANS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms", "prefill_ms", "decode_ms")
 
 
-def server_summary(windows: Sequence[dict[str, Any]], ok: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def server_summary(windows: Sequence[dict[str, Any]], ok: Sequence[TrialRecord]) -> dict[str, Any] | None:
     """The server's own figures over a group's measured windows: request-weighted means of its
     latencies (its histograms give sums and counts, hence means, not medians), speculative-decoding
     acceptance from its counters, and the client's mean TTFT beside the server's: the gap is
@@ -233,7 +241,7 @@ def server_summary(windows: Sequence[dict[str, Any]], ok: Sequence[dict[str, Any
     accepted = sum(w.get("spec_accepted_tokens") or 0 for w in windows)
     out["acceptance_rate"] = accepted / proposed if proposed else None
     out["mean_accepted_length"] = 1 + accepted / drafts if drafts else None
-    client = [r["ttft_ms"] for r in ok if r.get("ttft_ms") is not None]
+    client = [r.ttft_ms for r in ok if r.ttft_ms is not None]
     out["client_ttft_mean_ms"] = sum(client) / len(client) if client else None
     if out["client_ttft_mean_ms"] is not None and out["ttft_ms"] is not None:
         out["ttft_gap_ms"] = out["client_ttft_mean_ms"] - out["ttft_ms"]
@@ -242,11 +250,5 @@ def server_summary(windows: Sequence[dict[str, Any]], ok: Sequence[dict[str, Any
     return out
 
 
-def _derived(row: dict[str, Any]) -> dict[str, Any]:
-    """A trial row plus the figures computed from its columns."""
-    e2e, ttft = row.get("e2e_ms"), row.get("ttft_ms")
-    return {**row, "decode_phase_ms": e2e - ttft if e2e is not None and ttft is not None else None}
-
-
-def _prompts(rows: Sequence[dict[str, Any]]) -> list[Any]:
-    return [r.get("prompt_id") for r in rows]
+def _prompts(rows: Sequence[TrialRecord]) -> list[Any]:
+    return [r.prompt_id for r in rows]

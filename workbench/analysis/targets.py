@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from workbench.analysis.paired import disturbance
+from workbench.analysis.paired import disturbance, metric_value
 from workbench.analysis.phases import LEVERS
 from workbench.analysis.phases import _num as _phases_num
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate
 from workbench.spec.targets import TARGET_METRICS, Targets
+from workbench.store import TrialRecord
 
 __all__ = [
     "Check",
@@ -247,44 +248,42 @@ class Verdict:
         }
 
 
-def _meets(row: dict[str, Any], metric: str, target: float) -> bool:
-    value = row.get(metric)
+def _meets(row: TrialRecord, metric: str, target: float) -> bool:
+    value = metric_value(row, metric)
     if value is None:
         return False
     return value >= target if TARGET_METRICS[metric][2] else value <= target
 
 
 def evaluate(
-    trials: Sequence[dict[str, Any]], targets: dict[str, Targets], *, exclude_disturbed: bool | None = None
+    trials: Sequence[TrialRecord], targets: dict[str, Targets], *, exclude_disturbed: bool | None = None
 ) -> list[Verdict]:
     """A :class:`Verdict` per variant × workload whose workload has targets, in run order. ``trials``:
     trial rows (warm-ups and cancelled or skipped trials are left out here; disturbed ones as every
     other statistic does: ``exclude_disturbed`` None = the default rule of
     :func:`workbench.analysis.paired.disturbance`)."""
     rule = disturbance(trials, exclude_disturbed)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
     for t in trials:
-        if t.get("warmup") or t.get("status", "ok") not in ("ok", "failed"):
+        if t.warmup or t.status not in ("ok", "failed"):
             continue
         if not rule.keeps(t):
             continue
-        groups[(t["variant"], t["workload"])].append(t)
+        groups[(t.variant, t.workload)].append(t)
     verdicts = []
     for (variant, workload), rows in groups.items():
         wanted = targets.get(workload)
         if not wanted:
             continue
-        ok = [r for r in rows if r.get("status", "ok") == "ok"]
-        prompts = [r.get("prompt_id") for r in ok]
+        ok = [r for r in rows if r.status == "ok"]
+        prompts = [r.prompt_id for r in ok]
         verdict = Verdict(variant, workload, wanted, requests=len(rows))
         for metric, limit in wanted.limits:
-            values = [r.get(metric) for r in ok]
+            values = [metric_value(r, metric) for r in ok]
             measured = bootstrap_percentile(values, prompts, wanted.percentile, TARGET_METRICS[metric][2])
             share = sum(_meets(r, metric, limit) for r in rows) / len(rows) if rows else None
             verdict.checks.append(Check(metric, limit, wanted.percentile, measured, share))
-        verdict.good = sum(
-            r.get("status", "ok") == "ok" and all(_meets(r, m, v) for m, v in wanted.limits) for r in rows
-        )
+        verdict.good = sum(r.status == "ok" and all(_meets(r, m, v) for m, v in wanted.limits) for r in rows)
         verdicts.append(verdict)
     return verdicts
 
@@ -294,7 +293,7 @@ def evaluate(
 
 def what_it_takes(
     verdicts: Sequence[Verdict],
-    trials: Sequence[dict[str, Any]],
+    trials: Sequence[TrialRecord],
     reference: str | None,
     strategies: dict[str, str] | None = None,
 ) -> dict[str, list[str]]:
@@ -307,8 +306,8 @@ def what_it_takes(
     for workload in dict.fromkeys(v.workload for v in verdicts):
         group = [v for v in verdicts if v.workload == workload]
         ref = next((v for v in group if v.variant == reference), group[0])
-        ref_trials = [t for t in trials if t["variant"] == ref.variant and t.get("status", "ok") == "ok"]
-        rows = [t for t in ref_trials if t["workload"] == workload and not t.get("warmup")]
+        ref_trials = [t for t in trials if t.variant == ref.variant and t.status == "ok"]
+        rows = [t for t in ref_trials if t.workload == workload and not t.warmup]
         t_line, d_line = _lines(ref_trials)
         lines = [_who_meets(group, ref.targets)]
         for check in ref.missed:
@@ -321,17 +320,17 @@ def what_it_takes(
     return out
 
 
-def _lines(trials: Sequence[dict[str, Any]]) -> tuple[LinearFit | None, LinearFit | None]:
+def _lines(trials: Sequence[TrialRecord]) -> tuple[LinearFit | None, LinearFit | None]:
     """The reference variant's fitted lines over the whole run; where its lengths did not vary, a line
     through the origin with the median per-token cost (TTFT / input tokens, TPOT), as the phases'
     cost model does."""
     t_line, d_line = ttft_fit(trials), decode_fit(trials)
-    ok = [t for t in trials if not t.get("warmup")]
+    ok = [t for t in trials if not t.warmup]
     if t_line is None:
-        per = [t["ttft_ms"] / t["input_tokens"] for t in ok if t.get("ttft_ms") and t.get("input_tokens")]
+        per = [t.ttft_ms / t.input_tokens for t in ok if t.ttft_ms and t.input_tokens]
         t_line = _through_origin(per)
     if d_line is None:
-        d_line = _through_origin([t["tpot_ms"] for t in ok if t.get("tpot_ms")])
+        d_line = _through_origin([t.tpot_ms for t in ok if t.tpot_ms])
     return t_line, d_line
 
 
@@ -362,17 +361,17 @@ def _who_meets(group: Sequence[Verdict], targets: Targets) -> str:
     return " ".join(parts[:1]) + " " + parts[1] + "."
 
 
-def _phase_word(check: Check, rows: Sequence[dict[str, Any]]) -> str:
+def _phase_word(check: Check, rows: Sequence[TrialRecord]) -> str:
     kind = PHASE_OF[check.metric]
     if kind == "prefill":
         return "prefill-bound (TTFT is the prefill)"
     if kind == "decode":
         return "decode-bound (the time per token is the decode)"
-    timed = [t for t in rows if t.get("ttft_ms") is not None and t.get("e2e_ms") is not None]
+    timed = [(t.ttft_ms, t.e2e_ms) for t in rows if t.ttft_ms is not None and t.e2e_ms is not None]
     if not timed:
         return "e2e: both phases"
-    prefill = float(np.median([t["ttft_ms"] for t in timed]))
-    decode = float(np.median([t["e2e_ms"] - t["ttft_ms"] for t in timed]))
+    prefill = float(np.median([ttft for ttft, _ in timed]))
+    decode = float(np.median([e2e - ttft for ttft, e2e in timed]))
     share = prefill / (prefill + decode) if prefill + decode > 0 else 0.0
     bound = "prefill" if share >= 0.5 else "decode"
     return (
@@ -380,7 +379,7 @@ def _phase_word(check: Check, rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def _miss_line(variant: str, check: Check, rows: Sequence[dict[str, Any]]) -> str:
+def _miss_line(variant: str, check: Check, rows: Sequence[TrialRecord]) -> str:
     value = check.measured.value or 0.0
     factor = value / check.target if not check.higher_is_better else check.target / value if value else 0
     return (
@@ -410,29 +409,23 @@ def _levers_line(check: Check, ref: Verdict, group: Sequence[Verdict], strategie
 
 
 def _length_line(
-    check: Check, rows: Sequence[dict[str, Any]], t_line: LinearFit | None, d_line: LinearFit | None
+    check: Check, rows: Sequence[TrialRecord], t_line: LinearFit | None, d_line: LinearFit | None
 ) -> str | None:
     """Prediction: the input (TTFT) or output (e2e) length at which the target would hold."""
-    rows = [
-        t
+    # (input tokens, output tokens, the metric) of each request that has all three
+    sized = [
+        (t.input_tokens, t.output_tokens, metric_value(t, check.metric))
         for t in rows
-        if t.get("input_tokens") and t.get("output_tokens") and t.get(check.metric) is not None
+        if t.input_tokens and t.output_tokens and metric_value(t, check.metric) is not None
     ]
-    if not rows or check.measured.value is None:
+    if not sized or check.measured.value is None:
         return None
     p = check.percentile
-    inp = measured_percentile([t["input_tokens"] for t in rows], p)
-    out = measured_percentile([t["output_tokens"] for t in rows], p)
+    inp = measured_percentile([i for i, _, _ in sized], p)
+    out = measured_percentile([o for _, o, _ in sized], p)
     if check.metric == "ttft_ms" and t_line is not None:
         # each request against the line: the spread at the percentile (noise, and what length misses)
-        tail = _tail(
-            [
-                t["ttft_ms"] / t_line.value(t["input_tokens"])
-                for t in rows
-                if t_line.value(t["input_tokens"]) > 0
-            ],
-            p,
-        )
+        tail = _tail([v / t_line.value(i) for i, _, v in sized if t_line.value(i) > 0], p)
         limit = t_line.solve(check.target / tail)
         fit_text = f"fit TTFT ≈ {_num(t_line.intercept)} ms + {_num(t_line.slope)} ms × input tokens"
         if limit is None or limit < 1:
@@ -446,10 +439,10 @@ def _length_line(
         )
     if check.metric == "e2e_ms" and t_line is not None and d_line is not None:
 
-        def line(t: dict[str, Any]) -> float:
-            return t_line.value(t["input_tokens"]) + d_line.value(t["output_tokens"] - 1)
+        def line(i: int, o: int) -> float:
+            return t_line.value(i) + d_line.value(o - 1)
 
-        tail = _tail([t["e2e_ms"] / line(t) for t in rows if line(t) > 0], p)
+        tail = _tail([v / line(i, o) for i, o, v in sized if line(i, o) > 0], p)
         goal = check.target / tail
         budget = d_line.solve(goal - t_line.value(inp))
         inputs = t_line.solve(goal - d_line.value(out - 1))

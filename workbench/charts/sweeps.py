@@ -4,13 +4,15 @@ swept strategy parameter.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from workbench.analysis.stats import bootstrap_median, fit_line
 from workbench.charts.base import Axis, Chart, _slug
+from workbench.store import TrialRecord
 
 __all__ = ["ParameterSweepChart", "SweepChart", "SweepSeries", "parameter_sweep_charts", "sweep_charts"]
 
@@ -64,12 +66,18 @@ class SweepChart(Chart):
         ]
 
 
-def _sweep(trials: Sequence[dict[str, Any]], x_key: str, y_key: str) -> list[SweepSeries]:
+def _sweep(
+    trials: Sequence[TrialRecord],
+    x_of: Callable[[TrialRecord], Any],
+    y_key: str,
+    series_of: Callable[[TrialRecord], str] = lambda t: t.variant,
+) -> list[SweepSeries]:
+    """One series per ``series_of`` (the variant, by default): the median of ``y_key`` at each x."""
     by_variant: dict[str, dict[float, list[tuple[float, Any]]]] = defaultdict(lambda: defaultdict(list))
     for t in trials:
-        x, y = t.get(x_key), t.get(y_key)
-        if t["status"] == "ok" and x is not None and y is not None:
-            by_variant[t["variant"]][float(x)].append((float(y), t.get("prompt_id")))
+        x, y = x_of(t), getattr(t, y_key)
+        if t.status == "ok" and x is not None and y is not None:
+            by_variant[series_of(t)][float(x)].append((float(y), t.prompt_id))
     out = []
     for variant, points in by_variant.items():
         if len(points) < 2:
@@ -91,6 +99,11 @@ def _sweep(trials: Sequence[dict[str, Any]], x_key: str, y_key: str) -> list[Swe
     return out
 
 
+def _value_of(values: dict[str, float]) -> Callable[[TrialRecord], float]:
+    """A trial's x on a parameter sweep: its variant's value of the swept parameter."""
+    return lambda t: values[t.variant]
+
+
 def sweep_charts(analysis: Any) -> list[SweepChart]:
     """TTFT vs input length (from ``sweep-input`` when it ran, else every workload's prompts) and decode
     tok/s vs output length (from ``sweep-output``, else every trial)."""
@@ -100,11 +113,11 @@ def sweep_charts(analysis: Any) -> list[SweepChart]:
         ("ttft", "sweep-input", "input_tokens", "ttft_ms"),
         ("decode", "sweep-output", "output_tokens", "decode_tokens_per_s"),
     ):
-        trials = [t for t in analysis.trials if t["workload"] == sweep]
+        trials = [t for t in analysis.trials if t.workload == sweep]
         source = sweep
         if not trials:
             trials, source = analysis.trials, "all workloads"
-        series = _sweep(trials, x_key, y_key)
+        series = _sweep(trials, operator.attrgetter(x_key), y_key)
         if not series:
             continue
         if kind == "ttft":
@@ -178,12 +191,9 @@ def parameter_sweep_charts(analysis: Any) -> list[ParameterSweepChart]:
             ("decode", "decode_tokens_per_s", Axis("decode speed", "tok/s")),
             ("ttft", "ttft_ms", Axis("TTFT", "ms")),
         ):
-            rows = [
-                {**t, "variant": t["workload"], "_x": values[t["variant"]]}
-                for t in analysis.trials
-                if t["variant"] in values
-            ]
-            series = _sweep(rows, "_x", y_key)
+            # one series per workload, along the swept parameter's value of each variant
+            rows = [t for t in analysis.trials if t.variant in values]
+            series = _sweep(rows, _value_of(values), y_key, series_of=lambda t: t.workload)
             if not series:
                 continue
             workloads = tuple(s.variant for s in series)

@@ -193,7 +193,7 @@ def project(
     store = _open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
     trials = store.trials(run_row["id"])
-    names = list(dict.fromkeys(t["variant"] for t in trials if t["status"] == "ok"))
+    names = list(dict.fromkeys(t.variant for t in trials if t.status == "ok"))
     if not names:
         raise WorkbenchError(f"run {run_row['id']} has no finished trials to project from")
     unknown = [v for v in variants if v not in names]

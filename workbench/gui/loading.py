@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.store import TrialRecord
+
 __all__ = ["ResultsData", "ResultsLoader", "load_results"]
 
 
@@ -37,7 +39,7 @@ class ResultsData:
     run_ids: tuple[int, ...]
     runs: list[dict[str, Any]]
     variants: list[dict[str, Any]]
-    trials: list[dict[str, Any]]  # warm-ups included (flagged); every status
+    trials: list[TrialRecord]  # warm-ups included (flagged); every status
     summaries: list[Any]  # analysis.GroupSummary
     baseline: str | None
     failures: list[str] = field(default_factory=list)  # variants that crashed or failed to load
@@ -122,7 +124,7 @@ class _Compared:
     verdicts: list[Any] = field(default_factory=list)
 
 
-def _verdicts(runs: Sequence[dict[str, Any]], trials: Sequence[dict[str, Any]]) -> list[Any]:
+def _verdicts(runs: Sequence[dict[str, Any]], trials: Sequence[TrialRecord]) -> list[Any]:
     """Experience targets judged on runs side by side (each run's spec; the first's win)."""
     from workbench.analysis.targets import evaluate
     from workbench.spec.parse import recorded_targets

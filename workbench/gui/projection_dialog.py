@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from workbench.gui.forms import spin
 from workbench.gui.widgets import escape
+from workbench.store import TrialRecord
 
 __all__ = ["ProjectionDialog"]
 
@@ -29,14 +30,12 @@ __all__ = ["ProjectionDialog"]
 class ProjectionDialog(QDialog):
     """Input and output length in, the projection table out (updated as the lengths change)."""
 
-    def __init__(self, trials: Sequence[dict[str, Any]], parent: QWidget | None = None) -> None:
+    def __init__(self, trials: Sequence[TrialRecord], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("What if — projected from the fitted lines")
         self.trials = list(trials)
         self.variants = list(
-            dict.fromkeys(
-                t["variant"] for t in self.trials if t.get("status") == "ok" and not t.get("warmup")
-            )
+            dict.fromkeys(t.variant for t in self.trials if t.status == "ok" and not t.warmup)
         )
         self.projections: list[Any] = []
         self.input_tokens = spin(1, 1_000_000, "Input length (tokens)")

@@ -96,7 +96,7 @@ def _check(db: Path, png: Path, started: float) -> str:
         run = data.runs[0]
         variants = len({s.variant for s in data.summaries})
         workloads = len({s.workload for s in data.summaries})
-        measured = sum(1 for t in data.trials if not t["warmup"] and t["status"] == "ok")
+        measured = sum(1 for t in data.trials if not t.warmup and t.status == "ok")
     finally:
         dispose(window)
     return (

@@ -143,7 +143,10 @@ def export_data(
         "select s.* from steps s join trials t on t.id = s.trial_id where t.run_id = ? order by s.trial_id, s.idx",
         [run_id],
     )
-    written = [_csv(out_dir / "trials.csv", trials), _csv_rows(out_dir / "steps.csv", *steps)]
+    written = [
+        _csv(out_dir / "trials.csv", [t.to_row() for t in trials]),
+        _csv_rows(out_dir / "steps.csv", *steps),
+    ]
     windows = store.server_metrics(run_id, include_warmup=True)
     if windows:
         written.append(_csv(out_dir / "server_metrics.csv", windows))

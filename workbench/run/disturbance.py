@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.store.records import TrialRecord
+
 __all__ = ["CLOCK_DROP_LIMIT", "WAIT_MIN_MS", "WAIT_SHARE_LIMIT", "MachineWatch", "judge"]
 
 #: a trial whose threads waited for a CPU longer than this share of their CPU time is disturbed
@@ -113,13 +115,13 @@ class MachineWatch:
         return out
 
 
-def judge(row: dict[str, Any], best_clock_mhz: float | None = None) -> str | None:
+def judge(trial: TrialRecord, best_clock_mhz: float | None = None) -> str | None:
     """Why a trial was disturbed (one line), or None. ``best_clock_mhz``: the highest SM clock the
     variant ran at so far in the run."""
-    cpu, wait = row.get("cpu_ms"), row.get("cpu_wait_ms")
+    cpu, wait = trial.cpu_ms, trial.cpu_wait_ms
     if cpu is not None and wait is not None and wait > max(WAIT_SHARE_LIMIT * cpu, WAIT_MIN_MS):
         return f"waited {wait:.0f} ms for a CPU while it ran {cpu:.0f} ms on one"
-    clock = row.get("gpu_clock_mhz")
+    clock = trial.gpu_clock_mhz
     if clock is not None and best_clock_mhz and clock < CLOCK_DROP_LIMIT * best_clock_mhz:
         return (
             f"GPU clock {clock} MHz, {clock / best_clock_mhz:.0%} of the {best_clock_mhz:.0f} MHz it ran at"

@@ -1,7 +1,7 @@
 """What a worker process tells its parent: one typed record per event, sent as one JSON line.
 
 The worker (:mod:`workbench.run.worker`) writes ``event.to_json()``; the parent
-(:mod:`workbench.run.execute`) reads each line with :func:`parse_event` and dispatches on the record's
+(:mod:`workbench.run.process`) reads each line with :func:`parse_event` and dispatches on the record's
 type. Both sides use these classes, so an event's fields are named in one place and a misspelt kind or
 a missing field is an error here, not a silently ignored line. On the wire each record is its fields
 plus ``"event": <kind>``.
@@ -13,6 +13,8 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from workbench.store.records import TrialRecord
 
 __all__ = [
     "PROTOCOL",
@@ -46,6 +48,11 @@ class Event:
 
     def to_json(self) -> str:
         return json.dumps({"event": self.kind, **dataclasses.asdict(self)}, default=str)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Event:
+        """The event from its fields as they came through the pipe (plain JSON values)."""
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -92,13 +99,22 @@ class LoadFailed(Event):
 
 @dataclass(frozen=True)
 class TrialDone(Event):
-    """One trial of the job (``index`` into its planned trials), with its row and steps."""
+    """One trial of the job (``index`` into its planned trials), with its record and steps. On the
+    wire the record is its row (:meth:`TrialRecord.to_row`): the variant's fields still empty, the
+    parent fills them."""
 
     kind: ClassVar[str] = "trial"
     index: int
     status: str  # ok | failed | cancelled | skipped
-    trial: dict[str, Any]
+    trial: TrialRecord
     steps: list[dict[str, Any]]
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Event:
+        trial = data.get("trial")
+        if not isinstance(trial, dict):
+            raise TypeError("its trial is not a row")
+        return cls(**{**data, "trial": TrialRecord.from_row(trial)})
 
 
 @dataclass(frozen=True)
@@ -146,6 +162,6 @@ def parse_event(line: str) -> Event:
     if cls is None:
         raise EventError(f"unknown event: {line[:200]!r}")
     try:
-        return cls(**data)
+        return cls.from_wire(data)
     except TypeError as exc:
         raise EventError(f"{cls.kind} event with wrong fields ({exc}): {line[:200]!r}") from None

@@ -14,6 +14,7 @@ with a probe per request.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -27,6 +28,7 @@ from workbench.core.strategy import Cancelled, Output, Prompt, Request, Session
 from workbench.run.clock import Clock, MemoryTracker
 from workbench.run.metrics import StepRecord, trial_metrics
 from workbench.run.plan import TrialPlan
+from workbench.store.records import TrialRecord
 
 __all__ = ["TrialResult", "TrialRunner", "encode_prompt"]
 
@@ -96,7 +98,7 @@ class TrialResult:
     """A finished (or failed, or skipped) trial, ready for the store."""
 
     status: str  # ok | failed | cancelled | skipped
-    row: dict[str, Any]
+    record: TrialRecord  # without the variant's fields: the parent adds them
     steps: list[dict[str, Any]]
 
 
@@ -161,9 +163,9 @@ class TrialRunner:
                         item = next(pending, None)
                     if item is None:
                         return
-                    index, row, request = item
-                    row.update(concurrency=concurrency, concurrent_group=group)
-                    result = self._measure(row, request, track_memory=False, group_t0=group_t0)
+                    index, record, request = item
+                    record = dataclasses.replace(record, concurrency=concurrency, concurrent_group=group)
+                    result = self._measure(record, request, track_memory=False, group_t0=group_t0)
                     with lock:
                         on_result(index, result)
             except BaseException as exc:  # e.g. the parent stopped reading: re-raised below
@@ -182,10 +184,10 @@ class TrialRunner:
 
     def _prepare_all(
         self, plans: Sequence[TrialPlan], on_result: Callable[[int, TrialResult], None]
-    ) -> list[tuple[int, dict[str, Any], Request]]:
+    ) -> list[tuple[int, TrialRecord, Request]]:
         """Tokenize every plan (untimed); a plan that cannot run is reported through ``on_result`` at
-        once, the others come back as (index, row, request)."""
-        ready: list[tuple[int, dict[str, Any], Request]] = []
+        once, the others come back as (index, record, request)."""
+        ready: list[tuple[int, TrialRecord, Request]] = []
         for index, plan in enumerate(plans):
             prepared = self._prepare(plan)
             if isinstance(prepared, TrialResult):
@@ -194,28 +196,28 @@ class TrialRunner:
                 ready.append((index, *prepared))
         return ready
 
-    def _prepare(self, plan: TrialPlan) -> tuple[dict[str, Any], Request] | TrialResult:
-        row: dict[str, Any] = {
-            "workload": plan.workload,
-            "prompt_id": plan.prompt.id,
-            "repetition": plan.repetition,
-            "round": plan.round,
-            "warmup": int(plan.warmup),
-            "max_new_tokens": plan.max_new_tokens,
-            "seed": plan.seed,
-            "temperature": plan.temperature,
-            "started_at": _utc_now(),
-            "timing_scope": self.session.timing_scope,
-            "concurrency": 1,
-            "batch_size": 1,
-        }
+    def _prepare(self, plan: TrialPlan) -> tuple[TrialRecord, Request] | TrialResult:
+        record = TrialRecord(
+            workload=plan.workload,
+            prompt_id=plan.prompt.id,
+            repetition=plan.repetition,
+            round=plan.round,
+            warmup=int(plan.warmup),
+            max_new_tokens=plan.max_new_tokens,
+            seed=plan.seed,
+            temperature=plan.temperature,
+            started_at=_utc_now(),
+            timing_scope=self.session.timing_scope,
+            concurrency=1,
+            batch_size=1,
+        )
         try:
             input_ids = encode_prompt(self.session, plan.prompt)
         except Exception as exc:
             return self._failed(
-                row, f"could not tokenize prompt {plan.prompt.id!r}: {describe_exception(exc)}"
+                record, f"could not tokenize prompt {plan.prompt.id!r}: {describe_exception(exc)}"
             )
-        row["input_tokens"] = len(input_ids)
+        record = dataclasses.replace(record, input_tokens=len(input_ids))
         context = self.session.context_length
         if context is not None and len(input_ids) + plan.max_new_tokens > context:
             reason = (
@@ -225,7 +227,7 @@ class TrialRunner:
             # A sweep point beyond the context is capped (skipped), not an error of the user's.
             return TrialResult(
                 "skipped" if plan.prompt.input_tokens else "failed",
-                {**row, "status": "failed", "error": reason},
+                dataclasses.replace(record, status="failed", error=reason),
                 [],
             )
         request = Request(
@@ -239,10 +241,10 @@ class TrialRunner:
             ignore_eos=plan.ignore_eos,
             stop=plan.stop,
         )
-        return row, request
+        return record, request
 
     def _measure(
-        self, row: dict[str, Any], request: Request, *, track_memory: bool, group_t0: int | None = None
+        self, record: TrialRecord, request: Request, *, track_memory: bool, group_t0: int | None = None
     ) -> TrialResult:
         # Only an in-process model's memory is the worker's; a client's RSS says nothing about a server.
         track_memory = track_memory and self.session.timing_scope == "in-process"
@@ -250,18 +252,18 @@ class TrialRunner:
             self.memory.reset()
         t0 = self.clock.now_ns()
         if group_t0 is not None:
-            row["group_offset_ms"] = (t0 - group_t0) / 1e6
+            record = dataclasses.replace(record, group_offset_ms=(t0 - group_t0) / 1e6)
         probe = _Probe(self.clock, t0, self._cancelled)
         try:
             output = self.session.generate(request, probe)
         except Cancelled:
-            return TrialResult("cancelled", {**row, "status": "cancelled", "error": "run cancelled"}, [])
+            return _cancelled(record)
         except Exception as exc:
             self._recover(exc)
-            return self._failed(row, describe_exception(exc))
+            return self._failed(record, describe_exception(exc))
         t_end = probe.t_end if probe.t_end is not None else self.clock.now_ns()
         peak_mb = self.memory.peak_mb() if track_memory else None
-        return self._finish(row, probe, output, t0, t_end, peak_mb)
+        return self._finish(record, probe, output, t0, t_end, peak_mb)
 
     def run_batch(
         self,
@@ -278,55 +280,64 @@ class TrialRunner:
         ready = self._prepare_all(plans, on_result)
         if not ready:
             return
-        for _, row, _ in ready:
-            row.update(
-                concurrency=len(ready), batch_size=len(ready), concurrent_group=group, group_offset_ms=0.0
+        ready = [
+            (
+                index,
+                dataclasses.replace(
+                    record,
+                    concurrency=len(ready),
+                    batch_size=len(ready),
+                    concurrent_group=group,
+                    group_offset_ms=0.0,
+                ),
+                request,
             )
+            for index, record, request in ready
+        ]
         self.memory.reset()
         t0 = self.clock.now_ns()
         probes = [_Probe(self.clock, t0, self._cancelled) for _ in ready]
         try:
             outputs = self.session.generate_batch([request for _, _, request in ready], probes)
         except Cancelled:
-            for index, row, _ in ready:
-                on_result(
-                    index,
-                    TrialResult("cancelled", {**row, "status": "cancelled", "error": "run cancelled"}, []),
-                )
+            for index, record, _ in ready:
+                on_result(index, _cancelled(record))
             return
         except Exception as exc:
             self._recover(exc)
-            for index, row, _ in ready:
-                on_result(index, self._failed(row, describe_exception(exc)))
+            for index, record, _ in ready:
+                on_result(index, self._failed(record, describe_exception(exc)))
             return
         t_end = self.clock.now_ns()
         peak_mb = self.memory.peak_mb()  # the batch's peak, the same for each of its requests
-        for (index, row, _), probe, output in zip(ready, probes, outputs, strict=True):
+        for (index, record, _), probe, output in zip(ready, probes, outputs, strict=True):
             end = probe.records[-1][0] if probe.records else t_end
-            on_result(index, self._finish(row, probe, output, t0, end, peak_mb))
+            on_result(index, self._finish(record, probe, output, t0, end, peak_mb))
 
     def _finish(
-        self, row: dict[str, Any], probe: _Probe, output: Output, t0: int, t_end: int, peak_mb: float | None
+        self, record: TrialRecord, probe: _Probe, output: Output, t0: int, t_end: int, peak_mb: float | None
     ) -> TrialResult:
         if probe.counted:
             if output.token_ids:
                 return self._failed(
-                    row,
+                    record,
                     "strategy contract broken: steps were reported as counts (n_tokens) but token ids "
                     "were returned",
                 )
         elif list(output.token_ids) != probe.tokens:
             return self._failed(
-                row,
+                record,
                 f"strategy contract broken: {len(probe.tokens)} tokens reported through the probe, "
                 f"{len(output.token_ids)} returned",
             )
-        if output.input_tokens is not None:
-            row["input_tokens"] = output.input_tokens
+        input_tokens = output.input_tokens if output.input_tokens is not None else record.input_tokens
+        assert input_tokens is not None  # set by _prepare
         steps = probe.steps()
-        metrics = trial_metrics(steps, row["input_tokens"])
-        row.update(metrics.to_row())
-        row.update(
+        metrics = trial_metrics(steps, input_tokens)
+        record = dataclasses.replace(
+            record,
+            input_tokens=input_tokens,
+            **metrics.to_row(),
             status="ok",
             e2e_ms=(t_end - t0) / 1e6,
             peak_memory_mb=peak_mb,
@@ -337,10 +348,10 @@ class TrialRunner:
             cached_tokens=int(output.cached_tokens),
             trimmed_tokens=int(output.trimmed_tokens),
         )
-        return TrialResult("ok", row, [s.to_row() for s in steps])
+        return TrialResult("ok", record, [s.to_row() for s in steps])
 
-    def _failed(self, row: dict[str, Any], error: str) -> TrialResult:
-        return TrialResult("failed", {**row, "status": "failed", "error": error}, [])
+    def _failed(self, record: TrialRecord, error: str) -> TrialResult:
+        return TrialResult("failed", dataclasses.replace(record, status="failed", error=error), [])
 
     def _recover(self, exc: Exception) -> None:
         """After a CUDA OOM the allocator cache holds the failed trial's memory; free it."""
@@ -348,6 +359,12 @@ class TrialRunner:
             import torch
 
             torch.cuda.empty_cache()
+
+
+def _cancelled(record: TrialRecord) -> TrialResult:
+    return TrialResult(
+        "cancelled", dataclasses.replace(record, status="cancelled", error="run cancelled"), []
+    )
 
 
 def _utc_now() -> str:

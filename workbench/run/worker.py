@@ -1,6 +1,6 @@
 """The worker process: loads one variant and runs its trials when told, streaming events to the parent.
 
-Started as ``python -m workbench.run.worker`` by :mod:`workbench.run.execute` (the CLI and the GUI use the
+Started as ``python -m workbench.run.worker`` by :mod:`workbench.run.process` (the CLI and the GUI use the
 same path). The job (one variant and its planned trials) arrives as the first JSON line on stdin; then
 each further line is a command: run these trials (one group), or close. The parent decides the order
 in time (:mod:`workbench.run.design`): with interleaving, several workers are loaded at once and take
@@ -15,6 +15,7 @@ SIGINT/SIGTERM ask for cancellation: the current trial stops at its next step.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -186,8 +187,8 @@ def _run_group(
     def emit(position: int, result: Any) -> None:
         index = group[position]
         results[index] = result.status
-        row = {**result.row, **watch.figures(mark)}
-        events.emit(ev.TrialDone(index=index, status=result.status, trial=row, steps=result.steps))
+        trial = dataclasses.replace(result.record, **watch.figures(mark))
+        events.emit(ev.TrialDone(index=index, status=result.status, trial=trial, steps=result.steps))
 
     if variant.batch_size > 1:
         runner.run_batch([trials[i] for i in group], emit, group=number)

@@ -22,6 +22,7 @@ from sqlite_utils import Database
 from workbench.core.errors import StoreError
 from workbench.core.lifetime import pid_alive as _pid_alive
 from workbench.store.paths import default_db_path, resolve_db_path
+from workbench.store.records import TRIAL_COLUMNS, TrialRecord
 from workbench.store.schema import migrations
 
 __all__ = ["RUN_STATUSES", "Store", "default_db_path", "resolve_db_path"]
@@ -155,13 +156,15 @@ class Store:
 
         self._write(update)
 
-    def add_trial(self, run_id: int, trial: dict[str, Any], steps: Sequence[dict[str, Any]] = ()) -> int:
-        """Insert one trial and its steps in one transaction (committed when this returns)."""
+    def add_trial(self, run_id: int, trial: TrialRecord, steps: Sequence[dict[str, Any]] = ()) -> int:
+        """Insert one trial and its steps in one transaction (committed when this returns). The trial's
+        ``id`` and ``run_id`` are the store's: ``run_id`` is this one, the id a new one."""
+        row = trial.to_row()
+        del row["id"]
+        row["run_id"] = run_id
 
         def insert() -> int:
-            trial_id = cast(
-                int, self.db.table("trials").insert({"run_id": run_id, **trial}, alter=False).last_pk
-            )
+            trial_id = cast(int, self.db.table("trials").insert(row, alter=False).last_pk)
             if steps:
                 self.db.table("steps").insert_all(({"trial_id": trial_id, **s} for s in steps), alter=False)
             return trial_id
@@ -249,15 +252,16 @@ class Store:
 
     def trials(
         self, run_id: int, *, include_warmup: bool = False, status: str | None = None
-    ) -> list[dict[str, Any]]:
-        sql = "select * from trials where run_id = ?"
+    ) -> list[TrialRecord]:
+        """The run's trials in the order they were recorded (warm-ups only when asked for)."""
+        sql = f"select {_TRIAL_SELECT} from trials where run_id = ?"
         params: list[Any] = [run_id]
         if not include_warmup:
             sql += " and warmup = 0"
         if status:
             sql += " and status = ?"
             params.append(status)
-        return self.query(sql + " order by id", params)
+        return [TrialRecord.from_row(row) for row in self.query(sql + " order by id", params)]
 
     def server_metrics(self, run_id: int, *, include_warmup: bool = False) -> list[dict[str, Any]]:
         """The server-side windows of a run (see the ``server_metrics`` table)."""
@@ -311,6 +315,9 @@ class Store:
             """,
             [run_id],
         )
+
+
+_TRIAL_SELECT = ", ".join(f"[{name}]" for name in TRIAL_COLUMNS)
 
 
 def _translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:

@@ -1,0 +1,226 @@
+"""The worker processes seen from the parent: start one, talk to it over its pipes, interrupt it, reap
+it, and say why it died.
+
+A :class:`WorkerPool` starts every worker of a run and knows which are alive (under its own lock: the
+CLI's Ctrl-C handler and the GUI's Cancel button stop them from another thread). A
+:class:`WorkerProcess` is one of them: the job goes in as the first line, then one command per unit;
+its events (:mod:`workbench.run.events`) are read until the unit is done. What it prints that is no
+event, and everything on its stderr, goes to the pool's ``on_log``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from workbench.run import events as ev
+from workbench.run.interpreter import child_environment, command
+
+__all__ = ["CANCEL_GRACE_S", "WorkerPool", "WorkerProcess", "describe_exit", "interrupt"]
+
+#: seconds a worker gets to stop after a cancel before it is killed
+CANCEL_GRACE_S = 15.0
+
+
+class WorkerPool:
+    """The run's live worker processes (several at once when interleaving)."""
+
+    def __init__(self, *, python: str, on_log: Callable[[str], None]) -> None:
+        self._python = python  # the workbench's own interpreter
+        self._on_log = on_log
+        self._lock = threading.Lock()
+        self._live: set[WorkerProcess] = set()
+        self._stopping = False
+
+    def start(self, name: str, python: str | None, job: dict[str, Any], number: int) -> WorkerProcess:
+        """Start variant ``name``'s worker (``python``: another interpreter, None: this one) as the
+        variant's process ``number`` (0 = its first) and send it ``job``."""
+        argv = (
+            command(python, "workbench.run.worker")
+            if python
+            else [self._python, "-m", "workbench.run.worker"]
+        )
+        worker = WorkerProcess(name, argv, number, on_log=self._on_log, on_exit=self._forget)
+        with self._lock:
+            self._live.add(worker)
+            stopping = self._stopping
+        if stopping:  # stopped while starting
+            interrupt(worker.proc)
+        worker.send(job)
+        return worker
+
+    def stop(self, *, kill: bool = False) -> None:
+        """Interrupt every live worker (the running trial stops at its next step), or kill them; a
+        worker started after this is interrupted at once."""
+        with self._lock:
+            self._stopping = True
+            procs = [w.proc for w in self._live]
+        for proc in procs:
+            if proc.poll() is None:
+                if kill:
+                    proc.kill()
+                else:
+                    interrupt(proc)
+
+    def _forget(self, worker: WorkerProcess) -> None:
+        with self._lock:
+            self._live.discard(worker)
+
+
+class WorkerProcess:
+    """One variant's worker process."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        number: int,
+        *,
+        on_log: Callable[[str], None],
+        on_exit: Callable[[WorkerProcess], None],
+    ) -> None:
+        self.name = name
+        self._on_log = on_log
+        self._on_exit = on_exit
+        self.loaded: ev.Loaded | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.returncode: int | None = None
+        kwargs: dict[str, Any] = {}
+        if os.name == "nt":
+            kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+        else:
+            kwargs["start_new_session"] = True  # the terminal's Ctrl-C reaches only us; we forward it
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            bufsize=1,
+            # which of the variant's processes this is (0 = the first)
+            env={**child_environment(), "WORKBENCH_WORKER": str(number)},
+            **kwargs,
+        )
+        self._reader = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._reader.start()
+
+    def send(self, message: dict[str, Any]) -> bool:
+        """One JSON line to the worker; False when its pipe is closed (it ended)."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def _events(self) -> Iterator[ev.Event]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                yield ev.parse_event(line)
+            except (json.JSONDecodeError, ev.EventError):
+                self._on_log(line.rstrip())
+
+    def wait_loaded(self) -> ev.Event | None:
+        """Loaded, LoadFailed, or None when the process ended first."""
+        for event in self._events():
+            if isinstance(event, ev.Loaded):
+                self.loaded = event
+                return event
+            if isinstance(event, ev.LoadFailed):
+                return event
+        return None
+
+    def run(self, trials: Sequence[int], on_event: Callable[[ev.Event], None]) -> str:
+        """Run the job's ``trials`` as one unit: ``"done"``, ``"cancelled"``, or ``"died"`` (the
+        process ended)."""
+        if not self.send({"run": list(trials)}):
+            return "died"
+        for event in self._events():
+            if isinstance(event, ev.UnitDone):
+                return "done"
+            if isinstance(event, ev.Cancelled):
+                return "cancelled"
+            if isinstance(event, ev.Finished):
+                return "died"
+            on_event(event)
+        return "died"
+
+    def close(self) -> None:
+        """Tell the worker to close its session and end; wait for it (killed after a grace time when
+        cancelled, or when it does not end)."""
+        if self.proc.poll() is None:
+            self.send({"close": True})
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            for event in self._events():  # drain: Finished, or the rest of a cancelled unit
+                if isinstance(event, ev.Finished):
+                    break
+        try:
+            self._reap()
+        finally:
+            self._on_exit(self)
+
+    def _reap(self) -> None:
+        """Wait for the process to end (killed after the grace time) and for its stderr to drain."""
+        try:
+            self.returncode = self.proc.wait(timeout=CANCEL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.returncode = self.proc.wait()
+        self._reader.join(timeout=5)
+
+    def death(self) -> str:
+        """Why the process ended, with its last line of output."""
+        self._reap()
+        assert self.returncode is not None
+        reason = f"worker process for '{self.name}' died: {describe_exit(self.returncode)}"
+        tail = [line for line in self.stderr_tail if line.strip()]
+        if tail:
+            reason += f"; last output: {tail[-1].strip()[:300]}"
+        return reason
+
+    def _pump_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_tail.append(line)
+            self._on_log(line.rstrip("\n"))
+
+
+def interrupt(proc: subprocess.Popen[str]) -> None:
+    """Ask a worker to cancel (SIGINT; CTRL_BREAK on Windows): it stops its trial at the next step."""
+    try:
+        if os.name == "nt":
+            proc.send_signal(signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined]
+        else:
+            proc.send_signal(signal.SIGINT)
+    except (ProcessLookupError, OSError):
+        pass
+
+
+def describe_exit(returncode: int) -> str:
+    """A process's exit status in words (the signal that killed it, and what that usually means)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = {
+            "SIGKILL": " (killed: out of memory, or stopped from outside)",
+            "SIGSEGV": " (segmentation fault in native code)",
+            "SIGABRT": " (aborted by native code)",
+        }.get(name, "")
+        return f"killed by {name}{hint}"
+    return f"exit code {returncode}"

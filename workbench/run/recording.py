@@ -1,0 +1,222 @@
+"""Every write a run makes to the store, in one place: the run and its variants when it starts, each
+variant as it loads, each trial as it arrives (and the trials a dead variant never ran), the server's
+own figures, the notes on the design, and at the end the statuses, the machine's environment and
+the outputs' fidelity against the baseline (:mod:`workbench.analysis.fidelity`).
+
+The parent process is the single writer of the results database; :class:`RunRecorder` is its pen,
+and it keeps the tallies that go with the writes: the run's :class:`RunResult` and the
+:class:`Progress` a display shows (each recorded trial is reported through ``report``). The executor
+(:mod:`workbench.run.execute`) decides what happens; this module writes it down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench import __version__
+from workbench.analysis.fidelity import mark_matches_baseline
+from workbench.core.variant import Variant
+from workbench.run import events as ev
+from workbench.run.plan import TrialPlan, VariantPlan
+from workbench.spec.parse import Spec
+from workbench.store import Store, TrialRecord
+
+__all__ = ["Progress", "RunRecorder", "RunResult"]
+
+
+@dataclass
+class Progress:
+    """What a progress display needs; passed to ``on_progress`` after every event."""
+
+    total: int  # trials planned (warm-ups included)
+    done: int = 0
+    failed: int = 0
+    variant: str = ""
+    message: str = ""
+    last_trial: TrialRecord | None = None  # as stored
+
+
+@dataclass
+class RunResult:
+    run_id: int
+    status: str  # ok | partial | failed | cancelled
+    ok: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class RunRecorder:
+    """One run's writes. :meth:`start` creates the run; every other method writes to it."""
+
+    def __init__(self, store: Store, progress: Progress, report: Callable[[str], None]) -> None:
+        self.store = store
+        self.progress = progress
+        self._report = report
+        self.run_id: int | None = None
+        self.result = RunResult(run_id=0, status="running")
+        #: the run's environment: the host and, per variant, what its worker saw (written at the end)
+        self.environment: dict[str, Any] = {}
+        self._host_elsewhere = False  # the environment's host was seen from another interpreter
+
+    @property
+    def _run(self) -> int:
+        assert self.run_id is not None, "the run has not started"
+        return self.run_id
+
+    def start(self, spec: Spec, plans: Sequence[VariantPlan]) -> int:
+        """Close runs a dead process left ``running``, create this one and its variants (pending)."""
+        self.store.reap_stale_runs()
+        self.run_id = self.store.create_run(
+            name=spec.name, spec_text=spec.text, baseline=spec.baseline_variant, version=__version__
+        )
+        self.result = RunResult(run_id=self.run_id, status="running")
+        for plan in plans:
+            v = plan.variant
+            self.store.add_variant(
+                self.run_id,
+                {
+                    "name": v.name,
+                    "strategy": v.strategy,
+                    "model": v.model,
+                    "dtype": v.dtype,
+                    "device": v.device,
+                    "params": v.params,
+                    "concurrency": v.concurrency,
+                    "batch_size": v.batch_size,
+                    "threads": v.threads,
+                    "python": v.python,
+                    "sweep_param": v.sweep_param,
+                    "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
+                },
+            )
+        return self.run_id
+
+    def loaded(self, variant: Variant, event: ev.Loaded) -> None:
+        """The variant is loaded: what it reported about itself, and the machine as its worker saw it."""
+        loaded = event.variant_fields()
+        environment = event.environment
+        # The machine: as a worker in the workbench's own interpreter saw it (one in another Python
+        # environment has other libraries); the first variant's until one of those loads.
+        if "host" not in self.environment or (self._host_elsewhere and variant.python is None):
+            self.environment["host"] = environment
+            self._host_elsewhere = variant.python is not None
+        entry = dict(loaded)
+        if "torch_threads" in environment:  # per variant: its `threads` may differ
+            entry["torch_threads"] = environment["torch_threads"]
+        if variant.python is not None:  # another Python environment: its own libraries
+            entry.update(
+                python=variant.python,
+                python_version=environment.get("python"),
+                packages=environment.get("packages", {}),
+            )
+        self.environment.setdefault("variants", {})[variant.name] = entry
+        server = json.dumps(loaded["server"]) if loaded["server"] is not None else None
+        packages = json.dumps(environment["packages"]) if environment.get("packages") else None
+        self.store.update_variant(
+            self._run, variant.name, {**loaded, "server": server, "packages": packages, "status": "loaded"}
+        )
+
+    def trial(
+        self,
+        variant: Variant,
+        plan: TrialPlan,
+        status: str,
+        trial: TrialRecord,
+        steps: Sequence[dict[str, Any]],
+    ) -> int | None:
+        """Write one trial of ``variant`` that its worker sent (and its steps), count it and report it.
+        Returns its id; None for a trial ``skipped`` (a sweep point beyond the model's context: capped,
+        not recorded)."""
+        result, progress = self.result, self.progress
+        if status == "skipped":
+            result.skipped += 1
+            progress.done += 1
+            self._report(f"skipped {plan.workload}/{plan.prompt.id}: {trial.error}")
+            return None
+        record = dataclasses.replace(
+            trial, run_id=self._run, variant=variant.name, strategy=variant.strategy, model=variant.model
+        )
+        record = dataclasses.replace(record, id=self.store.add_trial(self._run, record, steps))
+        if not plan.warmup or status != "ok":
+            setattr(result, status, getattr(result, status) + 1)
+        if status == "failed":
+            result.errors.append(f"{variant.name}/{plan.workload}/{plan.prompt.id}: {record.error}")
+            progress.failed += 1
+        progress.done += 1
+        progress.last_trial = record
+        label = f"{variant.name} {plan.workload}/{plan.prompt.id}" + (" (warm-up)" if plan.warmup else "")
+        if status == "ok":
+            self._report(
+                f"{label}: TTFT {record.ttft_ms:.0f} ms, {record.output_tokens} tokens, "
+                f"e2e {record.e2e_ms:.0f} ms"
+            )
+        else:
+            self._report(f"{label}: {status} {record.error or ''}".rstrip())
+        return record.id
+
+    def never_ran(self, variant: Variant, trials: Sequence[TrialPlan], reason: str) -> None:
+        """Write each of ``trials`` as failed with ``reason`` (its worker could not load, or died
+        first), count them and report the reason."""
+        for trial in trials:
+            self.store.add_trial(
+                self._run,
+                TrialRecord.failed(
+                    reason,
+                    variant=variant.name,
+                    strategy=variant.strategy,
+                    model=variant.model,
+                    workload=trial.workload,
+                    prompt_id=trial.prompt.id,
+                    repetition=trial.repetition,
+                    warmup=trial.warmup,
+                    max_new_tokens=trial.max_new_tokens,
+                    seed=trial.seed,
+                    temperature=trial.temperature,
+                ),
+            )
+        self.result.failed += len(trials)
+        self.progress.failed += len(trials)
+        self.progress.done += len(trials)
+        self.result.errors.append(reason)
+        self._report(reason)
+
+    def server_metrics(self, variant: Variant, event: ev.ServerMetrics, ids: Sequence[int | None]) -> None:
+        """A served variant's own figures over a group of trials (``ids``: the stored trials')."""
+        self.store.add_server_metrics(
+            self._run,
+            {
+                "variant": variant.name,
+                "workload": event.workload,
+                "warmup": int(event.warmup),
+                "trials": len(ids),
+                "trial_id": ids[0] if len(ids) == 1 else None,
+                **event.figures,
+            },
+        )
+
+    def note(self, text: str) -> None:
+        """Why the run's design differs from the spec's, or how ``repetitions = "auto"`` ended."""
+        self.store.update_run(self._run, {"trial_order_note": text})
+
+    def design(self, order: str, repetitions: int, workers: str | None) -> None:
+        """The design that ran: the order, the measured repetitions, the workers' policy."""
+        self.store.update_run(
+            self._run, {"trial_order": order, "repetitions": repetitions, "workers": workers}
+        )
+
+    def finish(self, variants: dict[str, dict[str, Any]], status: str, baseline: str) -> None:
+        """The end: each variant's final status, the environment, the run's status; then, for a run
+        with finished trials, the outputs compared with the baseline's."""
+        for name, values in variants.items():
+            self.store.update_variant(self._run, name, values)
+        if self.environment:
+            self.store.set_environment(self._run, self.environment)
+        self.store.finish_run(self._run, status)
+        if status in ("ok", "partial"):
+            mark_matches_baseline(self.store, self._run, baseline)

@@ -1,0 +1,149 @@
+"""The records the store holds, typed once: :class:`TrialRecord` is one row of the ``trials`` table.
+
+A trial's row is built in three processes: the runner (inside the worker) measures it, the worker adds
+what the machine did meanwhile, the parent adds the variant, the design's position, the worker number
+and the disturbance verdict, and writes it; analysis reads it back. Each step is
+``dataclasses.replace`` on one frozen record, so every column is named here and nowhere else.
+Across the worker → parent pipe and into SQLite a record travels as :meth:`TrialRecord.to_row`; it
+comes back with :meth:`TrialRecord.from_row`.
+
+The fields are exactly the ``trials`` table's columns as :mod:`workbench.store.schema` migrates them
+(``tests/test_store.py`` holds the two equal): a new column is a migration *and* a field here. The
+types are the columns' as SQLite returns them (``warmup``, ``matches_baseline``, ``disturbed`` are
+0/1 integers; ``output_token_ids`` is JSON text), so a row read back equals the row written.
+
+Steps stay rows: they are typed once already (``workbench.run.metrics.StepRecord``, written through
+its ``to_row``), and their readers that matter (the draft analysis, the export) stream millions of
+them as tuples, where a record per step would only cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TRIAL_COLUMNS", "TrialRecord"]
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial: what was asked, what was measured, and how it compared (a ``trials`` row)."""
+
+    id: int | None = None  # set by the store
+    run_id: int | None = None  # set by the store
+    # the variant (added by the parent)
+    variant: str = ""
+    strategy: str = ""
+    model: str = ""
+    # the planned trial (the runner, from its TrialPlan)
+    workload: str = ""
+    prompt_id: str = ""
+    repetition: int = 0
+    warmup: int = 0  # 1 for a warm-up (stored, never in a statistic)
+    status: str = ""  # ok | failed | cancelled
+    error: str | None = None
+    # measured (the runner; see workbench.run.metrics for the definitions)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    ttft_ms: float | None = None
+    prefill_tokens_per_s: float | None = None
+    decode_ms: float | None = None
+    tpot_ms: float | None = None
+    decode_tokens_per_s: float | None = None
+    e2e_ms: float | None = None
+    peak_memory_mb: float | None = None
+    draft_tokens_proposed: int | None = None
+    draft_tokens_accepted: int | None = None
+    output_text: str | None = None
+    # compared with the baseline's greedy output (analysis, once the run has finished)
+    matches_baseline: int | None = None
+    itl_p50_ms: float | None = None
+    itl_p90_ms: float | None = None
+    itl_p99_ms: float | None = None
+    max_new_tokens: int | None = None
+    finish_reason: str | None = None  # eos | length | stop
+    seed: int | None = None
+    temperature: float | None = None  # 0 = greedy
+    started_at: str | None = None
+    output_token_ids: str | None = None  # JSON list; None when the strategy reported counts only
+    first_divergence: int | None = None
+    match_fraction: float | None = None
+    draft_steps: int | None = None
+    cached_tokens: int | None = None
+    trimmed_tokens: int | None = None
+    timing_scope: str | None = None  # in-process | client
+    token_count_source: str | None = None
+    concurrency: int | None = None
+    concurrent_group: int | None = None
+    group_offset_ms: float | None = None
+    batch_size: int | None = None
+    # the design (the runner: round; the parent: the position in it)
+    round: int | None = None
+    round_position: int | None = None
+    # what the machine did meanwhile (the worker) and the verdict on it (the parent)
+    cpu_ms: float | None = None
+    cpu_wait_ms: float | None = None
+    load_avg: float | None = None
+    gpu_clock_mhz: int | None = None
+    gpu_temp_c: int | None = None
+    disturbed: int | None = None
+    disturbance: str | None = None
+    worker: int | None = None  # which worker process of the variant ran it (the parent)
+
+    @classmethod
+    def failed(
+        cls,
+        error: str,
+        *,
+        variant: str,
+        strategy: str,
+        model: str,
+        workload: str,
+        prompt_id: str,
+        repetition: int,
+        warmup: bool,
+        max_new_tokens: int,
+        seed: int | None,
+        temperature: float,
+    ) -> TrialRecord:
+        """A planned trial that never ran (its worker could not load, or died first): what was asked,
+        ``status = "failed"`` and why; nothing measured."""
+        return cls(
+            variant=variant,
+            strategy=strategy,
+            model=model,
+            workload=workload,
+            prompt_id=prompt_id,
+            repetition=repetition,
+            warmup=int(warmup),
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            temperature=temperature,
+            status="failed",
+            error=error,
+        )
+
+    def to_row(self) -> dict[str, Any]:
+        """Every column and its value (``id`` and ``run_id`` None until stored)."""
+        return {name: getattr(self, name) for name in TRIAL_COLUMNS}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> TrialRecord:
+        """A record from a ``trials`` row (or a part of one: the rest keeps its defaults). A key that
+        is no column is an error, not a value silently dropped."""
+        unknown = set(row) - _COLUMN_SET
+        if unknown:
+            raise TypeError(f"not columns of trials: {', '.join(sorted(unknown))}")
+        return cls(**row)
+
+    @property
+    def measured(self) -> bool:
+        """A measured trial that finished: what every statistic uses (warm-ups and failures are not)."""
+        return self.status == "ok" and not self.warmup
+
+
+#: the ``trials`` table's columns, in the table's order
+TRIAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
+_COLUMN_SET = frozenset(TRIAL_COLUMNS)
