@@ -7,7 +7,7 @@ tokens each, every trial with its 256 steps, as a fake strategy would leave them
 times with log-normal noise; the second variant 10 % faster). Each command runs as a fresh process
 (`python -m workbench ...`), timed end to end, three times; the table gives the median.
 
-Criterion (issue 14): `show` within 2 s at 10,000 trials, and growing sub-linearly: the time at N
+Criterion: `show` within 2 s at 10,000 trials, and growing sub-linearly: the time at N
 trials over the time at N/5 (``--small``, default 2,000) well under 5. The speed-up CIs are checked
 against a plain percentile bootstrap of the same pairs (2,000 resamples): the bounds agree within
 their own Monte-Carlo error (0.5 % here).

@@ -17,7 +17,7 @@ What is measured
     (variant / baseline in the same round: same prompt, same minute of a shared machine's drift).
     Acceptance = accepted / proposed draft tokens; identical = greedy output equal to the baseline's.
 
-Pass criteria (exit 0; exit 1 otherwise), from issue 16 item 5:
+Pass criteria (exit 0; exit 1 otherwise):
     ``--demo-variant`` (the demo's speculative variant) >= 2.0x the baseline on every workload, identical;
     self-fp16 >= 1.2x the baseline over all rounds, identical.
 

@@ -1,4 +1,4 @@
-"""The prefill lever (KV-cache reuse) and the batching lever on the demo model, from issue 8.
+"""The prefill lever (KV-cache reuse) and the batching lever on the demo model.
 
 What is measured
     One run (``RunExecutor`` → one worker per variant → store) on ``demo:smollm2-135m``, float32, greedy:

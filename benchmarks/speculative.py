@@ -25,7 +25,7 @@ What is measured
     tokens after the first / first → last token) to the baseline's on the same prompt in the same run;
     a workload's ratio is the geometric mean over its prompts. TTFT likewise.
 
-Pass criteria (exit 0; exit 1 otherwise), from issues 3 and 16; every trial identical to the baseline:
+Pass criteria (exit 0; exit 1 otherwise), every trial identical to the baseline:
     prompt-lookup: >= 0.95x on every abstractive prompt; >= 2.5x on copy-edit; >= 3.0x on summarise;
     speculative:   >= 0.95x on every abstractive prompt (the demo's variant; >= 2x on chat / summarise /
                    code is benchmarks/cross_draft.py's);

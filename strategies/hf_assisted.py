@@ -5,7 +5,7 @@ one. Tokens reach the runner's probe through a streamer, so it is timed exactly 
 strategy. What transformers does not expose, and why ``speculative``/``prompt-lookup`` have their own
 loop: no per-step acceptance statistics (``draft_proposed``/``draft_accepted`` stay 0 here), the draft
 length is read from the draft's ``generation_config`` (a ``num_assistant_tokens`` passed to
-``generate()`` is ignored, upstream issue #40739 — we set it on the draft's config), drafting stops
+``generate()`` is ignored, transformers issue #40739 — we set it on the draft's config), drafting stops
 early below a confidence threshold (default 0.4 in transformers; a parameter here), batch size 1 only.
 """
 

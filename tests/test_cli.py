@@ -331,7 +331,7 @@ def test_run_with_import_path_strategy(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
 
 
-# -- the design: order, disturbed trials, the noise floor (issue 14) ---------------------------------
+# -- the design: order, disturbed trials, the noise floor -----------------------------------------
 
 
 def test_show_says_how_the_trials_ran_and_json_has_the_design(recorded):

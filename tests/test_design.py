@@ -1,4 +1,4 @@
-"""The run's design (issue 14): the balanced order of variants within rounds, interleaved execution
+"""The run's design: the balanced order of variants within rounds, interleaved execution
 through real worker processes, counterbalanced blocks, paired speed-ups, disturbed trials, drift,
 and repetitions = "auto" — with a fake machine that drifts, so that the old sequential order shows the
 false finding it used to report and the interleaved, paired design does not."""

@@ -484,7 +484,7 @@ def test_the_demo_spec_shows_every_kind_of_lever():
     spec = load_spec(resource_path("specs", "demo.toml"))
     assert {v.strategy for v in spec.variants} == {
         "baseline",
-        "onnxruntime-genai",  # quantization in the runtime that pays on a CPU (issue 15)
+        "onnxruntime-genai",  # quantization in the runtime that pays on a CPU
         "prompt-lookup",
         "speculative",
     }

@@ -1,4 +1,4 @@
-"""A real vLLM server on the CPU, measured beside a local variant (issue 7's "done when").
+"""A real vLLM server on the CPU, measured beside a local variant.
 
 Two vLLM servers (plain, and with n-gram speculative decoding) serve the demo model on 127.0.0.1
 from the separate venv that ``scripts/vllm_venv.sh`` builds; one spec runs the local baseline, both

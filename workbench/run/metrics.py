@@ -1,7 +1,7 @@
-"""Metric definitions (DESIGN.md §3, following vLLM's so numbers compare).
+"""Metric definitions (docs/metrics.md; following vLLM's so numbers compare).
 
 Everything here is computed from the raw ``steps`` of a trial, so any figure in ``trials`` can be
-recomputed from ``steps`` by an analyst (``tests/test_metrics.py`` checks that it is):
+recomputed from ``steps`` by an analyst (``tests/test_runner.py`` checks that it is):
 
 - ``ttft_ms``: trial start (tokenized input handed to the strategy) → first step (first token on host).
 - ``decode_ms``: first step → last step. ``tpot_ms = decode_ms / (output_tokens - 1)``.

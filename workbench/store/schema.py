@@ -1,6 +1,6 @@
 """Database schema, created and changed only through sqlite-utils migrations.
 
-Table and column names are a contract (DESIGN.md §3): analysts' SQL and exports depend on them. Add
+Table and column names are a contract (docs/metrics.md): analysts' SQL and exports depend on them. Add
 columns in a new migration; never rename one without a migration that keeps the old data readable.
 """
 
@@ -77,7 +77,7 @@ def m001_initial(db: Database) -> None:
             "draft_tokens_accepted": int,
             "output_text": str,
             "matches_baseline": int,  # 1/0 when compared with the baseline's greedy output, else NULL
-            # additions beyond DESIGN.md
+            # additions beyond the first schema
             "itl_p50_ms": float,
             "itl_p90_ms": float,
             "itl_p99_ms": float,
