@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from workbench.core.errors import ModelSourceError, error_context, first_line
+from workbench.core.errors import first_line
 from workbench.sources import materialize, parse_source
-from workbench.strategy import Device, Prompt, Request, Variant
+from workbench.strategy import Device, ModelSourceError, Prompt, Request, Variant, error_context
 
 from ._text import Stopper, encode_prompt
 

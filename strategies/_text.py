@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from workbench.core.errors import StrategyError
-from workbench.strategy import Prompt, Request
+from workbench.strategy import Prompt, Request, StrategyError
 
 __all__ = ["TOKENIZER_PROBE", "Stopper", "encode_prompt"]
 

@@ -15,9 +15,17 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.errors import StrategyError
 from workbench.core.shapes import kv_bytes_per_token
-from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help, model_field
+from workbench.strategy import (
+    Output,
+    Probe,
+    Request,
+    Session,
+    Strategy,
+    StrategyError,
+    field_help,
+    model_field,
+)
 
 from .hf_session import HFSession, torch_unavailable_reason
 

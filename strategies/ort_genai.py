@@ -32,9 +32,20 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.errors import ModelSourceError, StrategyError, error_context, first_line
+from workbench.core.errors import first_line
 from workbench.sources import cache_dir, cache_key, local_folder, staged
-from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy, field_help
+from workbench.strategy import (
+    ModelSourceError,
+    Output,
+    Probe,
+    Prompt,
+    Request,
+    Session,
+    Strategy,
+    StrategyError,
+    error_context,
+    field_help,
+)
 
 from ._text import Stopper, encode_prompt
 

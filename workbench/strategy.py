@@ -1,5 +1,7 @@
 """The public import path for strategy authors: the contract (:class:`Strategy` and what it loads,
-generates and reports) and the parameter helpers, defined in :mod:`workbench.core`::
+generates and reports), the errors a strategy raises (``StrategyError``, ``ModelSourceError``, and
+``error_context`` to re-raise with where it happened) and the parameter helpers, defined in
+:mod:`workbench.core`::
 
     from workbench.strategy import Output, Probe, Request, Session, Strategy, Variant, field_help
 
@@ -19,6 +21,7 @@ from workbench.core.config import (
     model_source_fields,
 )
 from workbench.core.device import Device
+from workbench.core.errors import ModelSourceError, StrategyError, error_context
 from workbench.core.strategy import (
     Cancelled,
     ConfigT,
@@ -40,6 +43,7 @@ __all__ = [
     "ConfigT",
     "Device",
     "FinishReason",
+    "ModelSourceError",
     "NoConfig",
     "Output",
     "Probe",
@@ -47,9 +51,11 @@ __all__ = [
     "Request",
     "Session",
     "Strategy",
+    "StrategyError",
     "Variant",
     "build_config",
     "config_fields",
+    "error_context",
     "field_help",
     "model_field",
     "model_source_fields",

@@ -19,8 +19,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from workbench.core.errors import StrategyError
-from workbench.strategy import Session, Strategy
+from workbench.strategy import Session, Strategy, StrategyError
 
 from .config import EndpointConfig, check_url
 

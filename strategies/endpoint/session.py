@@ -19,8 +19,17 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from workbench.core.errors import StrategyError, error_context, first_line
-from workbench.strategy import FinishReason, Output, Probe, Prompt, Request, Session
+from workbench.core.errors import first_line
+from workbench.strategy import (
+    FinishReason,
+    Output,
+    Probe,
+    Prompt,
+    Request,
+    Session,
+    StrategyError,
+    error_context,
+)
 
 from .config import EndpointConfig
 from .prometheus import Scrape, parse_prometheus, requests_done, window_figures

@@ -27,8 +27,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from workbench.core.errors import ModelSourceError, StrategyError, error_context
-from workbench.strategy import Output, Probe, Prompt, Request, Session, Strategy
+from workbench.strategy import (
+    ModelSourceError,
+    Output,
+    Probe,
+    Prompt,
+    Request,
+    Session,
+    Strategy,
+    StrategyError,
+    error_context,
+)
 
 from .._text import Stopper
 from .config import GgufType, LlamaCppConfig

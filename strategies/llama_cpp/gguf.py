@@ -23,8 +23,8 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from workbench.core.errors import ModelSourceError
 from workbench.sources import cache_dir, cache_key, staged
+from workbench.strategy import ModelSourceError
 
 __all__ = ["converter_dir", "converter_unavailable_reason", "hf_to_gguf"]
 

@@ -42,8 +42,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.core.errors import StrategyError
-from workbench.strategy import Session, Strategy, field_help
+from workbench.strategy import Session, Strategy, StrategyError, field_help
 
 from ..baseline import BaselineSession
 from ..hf_session import torch_unavailable_reason

@@ -35,9 +35,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.core.errors import ModelSourceError, StrategyError, error_context, one_line
+from workbench.core.errors import one_line
 from workbench.core.lifetime import pid_alive
 from workbench.sources import staged
+from workbench.strategy import ModelSourceError, StrategyError, error_context
 
 if TYPE_CHECKING:
     from workbench.sources import ModelSource

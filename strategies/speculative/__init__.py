@@ -50,8 +50,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
-from workbench.core.errors import StrategyError
-from workbench.strategy import Session, Strategy
+from workbench.strategy import Session, Strategy, StrategyError
 
 from ..hf_session import torch_unavailable_reason
 from .config import SpeculativeConfig

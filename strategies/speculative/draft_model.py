@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.core.errors import StrategyError
 from workbench.core.shapes import kv_bytes_per_token
-from workbench.strategy import Output, Probe, Request
+from workbench.strategy import Output, Probe, Request, StrategyError
 
 from .._text import TOKENIZER_PROBE as _PROBE_TEXT
 from ..hf_session import HFSession

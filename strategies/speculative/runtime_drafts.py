@@ -33,8 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from workbench.core.errors import StrategyError
-from workbench.strategy import Device, Output, Probe, Request, Strategy, Variant
+from workbench.strategy import Device, Output, Probe, Request, Strategy, StrategyError, Variant
 
 from .._text import TOKENIZER_PROBE as _PROBE_TEXT
 from ..hf_session import HFSession
