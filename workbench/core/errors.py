@@ -48,7 +48,7 @@ def describe_exception(exc: BaseException) -> str:
     """One line for the ``error`` column: the exception and where in the strategy it was raised."""
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    message = first_line(exc)
     return f"{type(exc).__name__}: {message}{where}" if message else f"{type(exc).__name__}{where}"
 
 

@@ -257,9 +257,7 @@ class RunExecutor:
             return None
         else:
             reason = worker.death()
-        self._close(state)
-        state.fail(reason)
-        self._fail_rest(state, reason)
+        self._lose(state, reason)
         return None
 
     def _dispatch(self, unit: Unit) -> bool:
@@ -283,9 +281,7 @@ class RunExecutor:
         if outcome == "cancelled" or self.cancelled:
             return False
         reason = worker.death()
-        self._close(state)
-        state.fail(reason)
-        self._fail_rest(state, reason)
+        self._lose(state, reason)
         return True
 
     def _report_loaded(self, variant: Variant, event: ev.Loaded) -> None:
@@ -322,11 +318,14 @@ class RunExecutor:
             state.worker = None
 
     def _close_all(self) -> None:
-        for state in getattr(self, "_state", []):
+        for state in self._state:
             self._close(state)
 
-    def _fail_rest(self, state: _VariantState, reason: str) -> None:
-        """Record every trial of the variant that did not finish as failed, with the reason."""
+    def _lose(self, state: _VariantState, reason: str) -> None:
+        """The variant could not load or its worker died: close it, mark it dead, and record every
+        trial of it that did not finish as failed, with the reason."""
+        self._close(state)
+        state.fail(reason)
         plan = state.plan
         rest = [i for i in range(len(plan.trials)) if i not in state.received]
         state.received.update(rest)
