@@ -134,10 +134,10 @@ def merge_runs(
             merged.variants.append({**v, "name": tag(run, v["name"])})
             if v["status"] == "failed" and v.get("error"):
                 merged.failures.append(f"{tag(run, v['name'])}: {v['error']}")
-        merged.trials += [
-            dataclasses.replace(t, variant=tag(run, t.variant))
-            for t in store.trials(run["id"], include_warmup=True)
-        ]
+        trials = store.trials(run["id"], include_warmup=True)
+        merged.trials += (
+            [dataclasses.replace(t, variant=tag(run, t.variant)) for t in trials] if tagged else trials
+        )
         merged.windows += [{**w, "variant": tag(run, w["variant"])} for w in store.server_metrics(run["id"])]
     if baseline is None and runs:
         baseline = runs[0]["baseline"]

@@ -261,7 +261,11 @@ class Store:
         if status:
             sql += " and status = ?"
             params.append(status)
-        return [TrialRecord.from_row(row) for row in self.query(sql + " order by id", params)]
+        try:
+            # the columns selected are the record's fields, in order: positional, no per-row key check
+            return [TrialRecord(*values) for values in self.db.execute(sql + " order by id", params)]
+        except sqlite3.DatabaseError as exc:
+            raise _translate(exc, self.path) from None
 
     def server_metrics(self, run_id: int, *, include_warmup: bool = False) -> list[dict[str, Any]]:
         """The server-side windows of a run (see the ``server_metrics`` table)."""
