@@ -123,7 +123,9 @@ def test_csv_columns_and_counts(exported, fake_run_db):
 def test_html_report_is_self_contained(exported):
     out, analysis, _ = exported
     text = (out / "report.html").read_text(encoding="utf-8")
-    assert "http" not in text  # no external resource, no link out
+    # no external resource, no link out: outside the embedded images, whose base64 (~1.5 M characters
+    # of chart pixels that change with every run's timings) holds "http" by chance ~9 % of the time
+    assert "http" not in re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "data:", text)
     page = Page()
     page.feed(text)
     images = [attrs for tag, attrs in page.tags if tag == "img"]
