@@ -101,6 +101,14 @@ class ContextTrimSession(HFSession):
             _, ids = drop_oldest_turns(prompt.messages, encode, c.max_input_tokens)
         return trim_middle(ids, c.max_input_tokens, c.head_fraction)
 
+    def score(self, token_ids: Any, start: int) -> Any:
+        """Not scored: the lever changes what the model reads (which turns, which part of the
+        prompt), not the model; scoring the untrimmed sequence would report its weights' zero cost.
+        Its cost shows in the match column."""
+        raise NotImplementedError(
+            "context-trim changes the prompt the model reads, not the model: its cost shows in the match column"
+        )
+
     def generate(self, request: Request, probe: Probe) -> Output:
         import torch
         from transformers import DynamicCache

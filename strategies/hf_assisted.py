@@ -131,6 +131,7 @@ class HFAssistedSession(HFSession):
 class HFAssistedStrategy(Strategy[HFAssistedConfig]):
     name = "hf-assisted"
     description = "transformers' own assisted generation (draft model or prompt lookup), for cross-checks"
+    lossless = True  # greedy output = its model's own: the quality pass need not score it
     Config = HFAssistedConfig
 
     def available(self) -> str | None:

@@ -12,9 +12,9 @@ import importlib.util
 from typing import Any
 
 from workbench.core.shapes import kv_bytes_per_token
-from workbench.strategy import Probe, Prompt, Request, Session
+from workbench.strategy import Probe, Prompt, Request, Session, TokenScores
 
-__all__ = ["HFSession", "decode_loop", "torch_unavailable_reason"]
+__all__ = ["HFSession", "decode_loop", "score_tokens", "torch_unavailable_reason"]
 
 
 def torch_unavailable_reason() -> str | None:
@@ -45,8 +45,28 @@ class HFSession(Session):
     def decode(self, token_ids: Any) -> str:
         return self.hf.decode(token_ids)
 
+    def score(self, token_ids: Any, start: int) -> TokenScores:
+        """One forward pass over the sequence, no cache; the logits of the positions that predict
+        ``token_ids[start:]`` only (``logits_to_keep``), as float32 log-probabilities."""
+        return score_tokens(self.hf, token_ids, start)
+
     def close(self) -> None:
         del self.hf
+
+
+def score_tokens(hf: Any, token_ids: Any, start: int) -> TokenScores:
+    """:meth:`Session.score` for a transformers model (``hf``: the loaded model of :mod:`._hf`)."""
+    import torch
+
+    ids = list(token_ids)
+    if not 1 <= start < len(ids):
+        raise ValueError(f"start {start} outside 1..{len(ids) - 1}")
+    scored = len(ids) - start
+    with torch.inference_mode():
+        input_ids = torch.tensor([ids], dtype=torch.long, device=hf.torch_device)
+        logits = hf.model(input_ids=input_ids, use_cache=False, logits_to_keep=scored + 1).logits
+        rows = logits[0, :scored].float().cpu().numpy()
+    return TokenScores.from_logits(rows)
 
 
 def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any) -> tuple[list[int], str]:

@@ -148,6 +148,7 @@ class PrefixCacheSession(HFSession):
 class PrefixCacheStrategy(Strategy[PrefixCacheConfig]):
     name = "prefix-cache"
     description = "KV-cache reuse: a prompt sharing a prefix with an earlier one prefills only the rest"
+    lossless = True  # greedy output = its model's own: the quality pass need not score it
     Config = PrefixCacheConfig
 
     def available(self) -> str | None:

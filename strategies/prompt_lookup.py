@@ -135,6 +135,7 @@ class PromptLookupSession(HFSession):
 class PromptLookupStrategy(Strategy[PromptLookupConfig]):
     name = "prompt-lookup"
     description = "Speculative decoding with n-gram drafts copied from the prompt (no draft model)"
+    lossless = True  # greedy output = its model's own: the quality pass need not score it
     Config = PromptLookupConfig
 
     def available(self) -> str | None:

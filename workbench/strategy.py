@@ -33,6 +33,7 @@ from workbench.core.strategy import (
     Request,
     Session,
     Strategy,
+    TokenScores,
 )
 from workbench.core.variant import Variant
 
@@ -52,6 +53,7 @@ __all__ = [
     "Session",
     "Strategy",
     "StrategyError",
+    "TokenScores",
     "Variant",
     "build_config",
     "config_fields",

@@ -64,6 +64,7 @@ __all__ = ["SpeculativeConfig", "SpeculativeStrategy", "runtime_draft"]
 class SpeculativeStrategy(Strategy[SpeculativeConfig]):
     name = "speculative"
     description = "Speculative decoding: a small draft model proposes tokens, the target verifies them"
+    lossless = True  # greedy output = its model's own: the quality pass need not score it
     Config = SpeculativeConfig
 
     def available(self) -> str | None:

@@ -52,6 +52,7 @@ __all__ = [
     "Request",
     "Session",
     "Strategy",
+    "TokenScores",
 ]
 
 FinishReason = Literal["eos", "length", "stop"]
@@ -143,6 +144,42 @@ class Output:
     trimmed_tokens: int = 0
 
 
+@dataclass
+class TokenScores:
+    """What :meth:`Session.score` returns: how the model predicts each given token from the ones before
+    it (teacher forcing), for the scored positions ``start .. len(token_ids) - 1``, in order.
+
+    A session that computes the whole distribution (an in-process model) fills ``logprobs``: an
+    ``[n, vocab]`` float32 array of log-probabilities (log-softmax of the logits, no temperature);
+    :meth:`from_logits` builds it from raw logits. A session that only sees what a server returns
+    fills ``top_ids`` / ``top_logprobs`` (``[n, k]``, best first) and ``token_logprobs`` (``[n]``, the
+    given token's log-probability, wherever it ranked); the quality figures are then bounds (see
+    docs/metrics.md). Arrays are numpy arrays or nested lists.
+    """
+
+    logprobs: Any = None
+    top_ids: Any = None
+    top_logprobs: Any = None
+    token_logprobs: Any = None
+
+    @classmethod
+    def from_logits(cls, logits: Any) -> TokenScores:
+        """From an ``[n, vocab]`` array of raw logits (numpy, or anything ``numpy.asarray`` takes):
+        the log-softmax, computed in float64 and kept as float32."""
+        import numpy as np
+
+        rows = np.asarray(logits, dtype=np.float64)
+        top = rows.max(axis=-1, keepdims=True)
+        shifted = rows - top
+        lse = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        return cls(logprobs=(shifted - lse).astype(np.float32))
+
+    @property
+    def full(self) -> bool:
+        """True when the whole distribution is known at every position."""
+        return self.logprobs is not None
+
+
 class Probe(Protocol):
     """Handed to :meth:`Session.generate`; the only way a strategy reports progress."""
 
@@ -220,6 +257,14 @@ class Session(ABC):
         ``supports_batching``; the runner starts every probe's clock at the same moment."""
         raise NotImplementedError(f"{type(self).__name__} does not batch")
 
+    def score(self, token_ids: Sequence[int], start: int) -> TokenScores:
+        """Score a given token sequence (teacher forcing, untimed): for each position ``i`` from
+        ``start`` to the end, the model's distribution over the token at ``i`` given ``token_ids[:i]``
+        (``start >= 1``). One forward pass over the sequence, no sampling, no KV cache kept. The
+        quality pass (docs/metrics.md, "Quality") compares these with the baseline's. Optional: a
+        session without it is reported "not scored" in one line and nothing fails."""
+        raise NotImplementedError(f"{type(self).__name__} cannot score a token sequence")
+
     def server_snapshot(self) -> Any:
         """Server-side counters before a group of trials (e.g. a Prometheus scrape), untimed; ``None``
         when the session has no server to ask. Handed back to :meth:`server_figures`."""
@@ -260,6 +305,11 @@ class Strategy(ABC, Generic[ConfigT]):
     supports_concurrency: ClassVar[bool] = False
     #: True when its sessions implement :meth:`Session.generate_batch` (a variant's ``batch_size = N``).
     supports_batching: ClassVar[bool] = False
+    #: True when, under greedy decoding, it generates exactly the tokens its model (``variant.model`` at
+    #: ``variant.dtype``, plain decoding) generates: a decoding trick (speculation, prompt lookup,
+    #: KV-cache reuse), not a change of weights or arithmetic. The quality pass does not score such a
+    #: variant when its model and dtype are the baseline's; the match column shows it held.
+    lossless: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
