@@ -19,11 +19,13 @@ from workbench.store.records import TrialRecord
 __all__ = [
     "PROTOCOL",
     "Cancelled",
+    "Encoded",
     "Event",
     "EventError",
     "Finished",
     "LoadFailed",
     "Loaded",
+    "Scored",
     "ServerMetrics",
     "Started",
     "TrialDone",
@@ -35,7 +37,7 @@ __all__ = [
 #: The version of what parent and worker say to each other (these events, the job and the commands).
 #: A worker in another Python environment (a variant's ``python``) must speak the same: the parent
 #: checks it before the run (:mod:`workbench.run.interpreter`). Bump it when a message changes shape.
-PROTOCOL = 1
+PROTOCOL = 2
 
 
 class EventError(ValueError):
@@ -129,6 +131,31 @@ class ServerMetrics(Event):
 
 
 @dataclass(frozen=True)
+class Encoded(Event):
+    """The answer to an ``encode`` command: the token ids of the job's trials' prompts (as the timed
+    trials encode them) and of the texts asked for (raw text, no chat template)."""
+
+    kind: ClassVar[str] = "encoded"
+    trials: list[list[int]]
+    texts: list[list[int]]
+
+
+@dataclass(frozen=True)
+class Scored(Event):
+    """One item of a ``score`` command: its scores are in the ``.npz`` file ``path`` (written by the
+    worker, read and removed by the parent), or ``error`` says why there are none."""
+
+    kind: ClassVar[str] = "scored"
+    item: int
+    path: str | None = None
+    positions: int = 0
+    method: str | None = None  # full | top-k
+    score_ms: float | None = None
+    error: str | None = None
+    unsupported: bool = False  # the session has no scoring hook (``error`` says so)
+
+
+@dataclass(frozen=True)
 class UnitDone(Event):
     """The group of trials the parent asked for is done; the worker waits for the next command."""
 
@@ -148,7 +175,18 @@ class Cancelled(Event):
 
 _KINDS: dict[str, type[Event]] = {
     cls.kind: cls
-    for cls in (Started, Loaded, LoadFailed, TrialDone, ServerMetrics, UnitDone, Finished, Cancelled)
+    for cls in (
+        Started,
+        Loaded,
+        LoadFailed,
+        TrialDone,
+        ServerMetrics,
+        Encoded,
+        Scored,
+        UnitDone,
+        Finished,
+        Cancelled,
+    )
 }
 
 

@@ -32,6 +32,7 @@ from workbench.run.disturbance import judge
 from workbench.run.plan import VariantPlan, plan_run
 from workbench.run.preflight import Residency, preflight_spec
 from workbench.run.process import WorkerPool, WorkerProcess
+from workbench.run.quality import QualityPass, quality_wanted
 from workbench.run.recording import Progress, RunRecorder, RunResult
 from workbench.spec.parse import AUTO_MIN_REPETITIONS, Spec
 from workbench.store import Store
@@ -105,6 +106,8 @@ class RunExecutor:
                 self._run_blocks(sequential_schedule(self.plans))
             workers = self.spec.workers if order == "interleaved" and len(self.plans) > 1 else None
             recorder.design(order, self._repetitions_done(), workers)
+            if not self.cancelled and quality_wanted(self.spec):
+                self._quality()
         finally:
             self._close_all()
             result.status = _final_status(result, self.cancelled)
@@ -229,11 +232,39 @@ class RunExecutor:
             counts.append(reps)
         return min(counts, default=0)
 
+    def _quality(self) -> None:
+        """The quality pass (:mod:`workbench.run.quality`), untimed, after every measured trial: on the
+        workers still loaded (an interleaved run's last ones), loading a closed variant again."""
+        baseline = next(s for s in self._state if s.plan.variant.name == self.spec.baseline_variant)
+        if baseline.dead:
+            self._report("quality: not scored: the baseline failed")
+            return
+
+        def worker_for(plan: VariantPlan) -> WorkerProcess | None:
+            state = next(s for s in self._state if s.plan is plan)
+            worker = state.worker
+            if worker is not None and worker.proc.poll() is None:
+                return worker
+            self._close(state)
+            return self._load(state, record=False)
+
+        assert self.run_id is not None
+        QualityPass(
+            self.spec,
+            self.store,
+            self.run_id,
+            self.plans,
+            worker_for=worker_for,
+            report=self._report,
+            cancelled=lambda: self.cancelled,
+        ).run(dead=[s.plan.variant.name for s in self._state if s.dead])
+
     # -- one worker -------------------------------------------------------------------------------
 
-    def _load(self, state: _VariantState) -> WorkerProcess | None:
+    def _load(self, state: _VariantState, *, record: bool = True) -> WorkerProcess | None:
         """Start the variant's worker and wait for its model to load. None when it cannot (the
-        variant's trials are then failed with the reason)."""
+        variant's trials are then failed with the reason; with ``record = False``, for the untimed
+        quality pass, only the worker is closed)."""
         variant = state.plan.variant
         self.progress.variant = variant.name
         self._report(f"loading {variant.name}")
@@ -247,9 +278,13 @@ class RunExecutor:
         finally:
             self._active = None
         if isinstance(event, ev.Loaded):
-            self._recorder.loaded(variant, event)
-            self._report_loaded(variant, event)
+            if record:
+                self._recorder.loaded(variant, event)
+                self._report_loaded(variant, event)
             return worker
+        if not record:
+            self._close(state)
+            return None
         if isinstance(event, ev.LoadFailed):
             reason = f"could not load variant '{variant.name}': {event.error}"
         elif self.cancelled:

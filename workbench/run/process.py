@@ -143,7 +143,12 @@ class WorkerProcess:
     def run(self, trials: Sequence[int], on_event: Callable[[ev.Event], None]) -> str:
         """Run the job's ``trials`` as one unit: ``"done"``, ``"cancelled"``, or ``"died"`` (the
         process ended)."""
-        if not self.send({"run": list(trials)}):
+        return self.ask({"run": list(trials)}, on_event)
+
+    def ask(self, command: dict[str, Any], on_event: Callable[[ev.Event], None]) -> str:
+        """Send one command (run trials, encode, score) and hand its events to ``on_event`` until the
+        worker says it is done: ``"done"``, ``"cancelled"`` or ``"died"``."""
+        if not self.send(command):
             return "died"
         for event in self._events():
             if isinstance(event, ev.UnitDone):

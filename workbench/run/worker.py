@@ -146,6 +146,16 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         if cancelled():
             events.emit(ev.Cancelled())
             return 130
+        if "encode" in command:
+            _encode(session, trials, command["encode"], events)
+            events.emit(ev.UnitDone(trials=[]))
+            continue
+        if "score" in command:
+            if not _score(session, command["score"], events, cancelled):
+                events.emit(ev.Cancelled())
+                return 130
+            events.emit(ev.UnitDone(trials=[]))
+            continue
         group = [int(i) for i in command["run"]]
         # a group is named by its first trial: unique in the variant however many processes run it
         status = _run_group(session, runner, variant, trials, group, group[0], events, watch)
@@ -158,9 +168,81 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     return 0
 
 
+def _encode(session: Any, trials: list[Any], asked: dict[str, Any], events: _Events) -> None:
+    """The ``encode`` command (the quality pass): the prompts of the given trials, encoded as their
+    timed trials were, and raw texts."""
+    from workbench.core.strategy import Prompt
+    from workbench.run.runner import encode_prompt
+
+    events.emit(
+        ev.Encoded(
+            trials=[list(encode_prompt(session, trials[int(i)].prompt)) for i in asked.get("trials", [])],
+            texts=[list(session.encode(Prompt(id="text", prompt=text))) for text in asked.get("texts", [])],
+        )
+    )
+
+
+def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled: Any) -> bool:
+    """The ``score`` command (the quality pass, untimed): each item's token sequence scored by
+    :meth:`Session.score`, the arrays written to the item's ``out`` file (``.npz``). A session without
+    the hook answers every item with the reason. False when cancelled."""
+    import numpy as np
+
+    from workbench.core.errors import describe_exception
+
+    for number, item in enumerate(items):
+        if cancelled():
+            return False
+        tokens, start = [int(t) for t in item["tokens"]], int(item["start"])
+        t0 = time.perf_counter()
+        try:
+            scores = session.score(tokens, start)
+            arrays = _score_arrays(scores, len(tokens) - start)
+        except NotImplementedError as exc:
+            reason = str(exc) or f"{type(session).__name__} cannot score tokens"
+            events.emit(ev.Scored(item=number, error=reason, unsupported=True))
+            continue
+        except Exception as exc:
+            events.emit(ev.Scored(item=number, error=describe_exception(exc)))
+            continue
+        np.savez(item["out"], **arrays)
+        events.emit(
+            ev.Scored(
+                item=number,
+                path=item["out"],
+                positions=len(tokens) - start,
+                method="full" if "logprobs" in arrays else "top-k",
+                score_ms=(time.perf_counter() - t0) * 1000,
+            )
+        )
+    return True
+
+
+def _score_arrays(scores: Any, n: int) -> dict[str, Any]:
+    """The arrays of a :class:`TokenScores`, checked against the ``n`` positions asked for."""
+    import numpy as np
+
+    if scores.logprobs is not None:
+        logprobs = np.asarray(scores.logprobs, dtype=np.float32)
+        if logprobs.ndim != 2 or logprobs.shape[0] != n:
+            raise ValueError(f"score() returned logprobs of shape {logprobs.shape}, expected ({n}, vocab)")
+        return {"logprobs": logprobs}
+    if scores.top_ids is None or scores.top_logprobs is None or scores.token_logprobs is None:
+        raise ValueError("score() returned neither logprobs nor top_ids, top_logprobs and token_logprobs")
+    arrays = {
+        "top_ids": np.asarray(scores.top_ids, dtype=np.int64),
+        "top_logprobs": np.asarray(scores.top_logprobs, dtype=np.float32),
+        "token_logprobs": np.asarray(scores.token_logprobs, dtype=np.float32),
+    }
+    if arrays["top_ids"].shape != arrays["top_logprobs"].shape or len(arrays["token_logprobs"]) != n:
+        raise ValueError(f"score() returned top-k arrays of the wrong shape for {n} positions")
+    return arrays
+
+
 def _commands(stream: TextIO) -> Iterator[dict[str, Any]]:
     """The parent's commands after the job, one JSON line each: ``{"run": [indices]}`` runs those
-    trials as one group, ``{"close": true}`` (or the end of the stream) ends the worker. Between
+    trials as one group, ``{"encode": {...}}`` / ``{"score": [...]}`` serve the quality pass
+    (untimed, after the trials), ``{"close": true}`` (or the end of the stream) ends the worker. Between
     commands the worker is blocked on this read: an idle worker costs no CPU."""
     for line in stream:
         if line.strip():

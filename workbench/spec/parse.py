@@ -83,6 +83,9 @@ _TOP_KEYS = {
     "temperature",
     "top_p",
     "top_k",
+    "quality",
+    "quality_text",
+    "quality_ctx",
 }
 _VARIANT_KEYS = COMMON_VARIANT_KEYS  # the keys every variant has; everything else is a strategy parameter
 _WORKLOAD_KEYS = {
@@ -126,6 +129,13 @@ class Spec:
     #: ``repetitions``) until every paired speed-up CI is within ±``ci_target``
     auto_repetitions: bool = False
     ci_target: float = 0.03
+    #: the quality pass after the timed trials (docs/metrics.md "Quality"): True, False, or None = on
+    #: when the run has a baseline and a variant that is not lossless by construction
+    quality: bool | None = None
+    #: a UTF-8 text the quality pass also scores, in chunks of ``quality_ctx`` tokens (the second half
+    #: of each chunk), for a perplexity on held-out text
+    quality_text: Path | None = None
+    quality_ctx: int = 512
     baseline: str | None = None
     description: str = ""
     #: the TOML text as written, stored with the run
@@ -214,6 +224,8 @@ def spec_from_dict(
     duplicates = {n for n in wnames if wnames.count(n) > 1}
     if duplicates:
         raise SpecError(f"spec: workload name {sorted(duplicates)[0]!r} is used twice")
+    quality = _get(data, "quality", bool, "spec", default=None)
+    quality_text, quality_ctx = _quality_text(data, base_dir)
     baseline = _get(data, "baseline", str, "spec", default=None)
     if baseline is not None and baseline not in names:
         raise SpecError(f"spec: baseline {baseline!r} is not a variant; variants: {', '.join(names)}")
@@ -230,10 +242,43 @@ def spec_from_dict(
         workers=workers,
         auto_repetitions=auto_repetitions,
         ci_target=ci_target,
+        quality=quality,
+        quality_text=quality_text,
+        quality_ctx=quality_ctx,
         baseline=baseline,
         text=text,
         path=path,
     )
+
+
+def _quality_text(data: dict[str, Any], base_dir: Path) -> tuple[Path | None, int]:
+    """``quality_text`` (a readable UTF-8 file, relative to the spec) and ``quality_ctx``."""
+    ctx = _get(data, "quality_ctx", int, "spec", default=512)
+    if not 16 <= ctx <= 1_000_000:
+        raise SpecError(f"spec: 'quality_ctx' is a chunk length in tokens, 16 or more, got {ctx!r}")
+    name = _get(data, "quality_text", str, "spec", default=None)
+    if name is None:
+        if "quality_ctx" in data:
+            raise SpecError(
+                "spec: 'quality_ctx' needs 'quality_text' (the text scored in chunks of that length)"
+            )
+        return None, ctx
+    if data.get("quality") is False:
+        raise SpecError("spec: 'quality_text' needs the quality pass, which quality = false turns off")
+    path = Path(name).expanduser()
+    if not path.is_absolute():
+        path = base_dir / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"spec: 'quality_text' file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"spec: 'quality_text' {path} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise SpecError(f"spec: cannot read 'quality_text' {path}: {exc.strerror or exc}") from None
+    if not text.strip():
+        raise SpecError(f"spec: 'quality_text' {path} is empty")
+    return path, ctx
 
 
 def recorded_targets(text: str) -> dict[str, Targets]:

@@ -189,11 +189,48 @@ class Store:
                 "delete from steps where trial_id in (select id from trials where run_id = ?)", [run_id]
             )
             self.db.execute("delete from server_metrics where run_id = ?", [run_id])
+            for table in ("quality_positions", "quality_reference", "quality_variants"):
+                self.db.execute(f"delete from {table} where run_id = ?", [run_id])
             self.db.execute("delete from trials where run_id = ?", [run_id])
             self.db.execute("delete from variants where run_id = ?", [run_id])
             self.db.execute("delete from runs where id = ?", [run_id])
 
         self._write(delete)
+
+    def add_quality(
+        self,
+        run_id: int,
+        variant: dict[str, Any],
+        *,
+        reference: Sequence[dict[str, Any]] = (),
+        positions: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """One variant's quality-pass outcome (a ``quality_variants`` row) with its per-position rows
+        (``quality_positions``; the baseline's: ``quality_reference``), in one transaction."""
+
+        def insert() -> None:
+            self.db.table("quality_variants").insert({"run_id": run_id, **variant}, alter=False)
+            if reference:
+                self.db.table("quality_reference").insert_all(
+                    ({"run_id": run_id, **r} for r in reference), alter=False, batch_size=500
+                )
+            if positions:
+                self.db.table("quality_positions").insert_all(
+                    ({"run_id": run_id, **p} for p in positions), alter=False, batch_size=500
+                )
+
+        self._write(insert)
+
+    def quality_variants(self, run_id: int) -> list[dict[str, Any]]:
+        return self.query("select * from quality_variants where run_id = ? order by id", [run_id])
+
+    def quality_positions(self, run_id: int) -> list[dict[str, Any]]:
+        """Every scored position of the run's variants (without the baseline's reference rows)."""
+        return self.query(
+            "select variant, source, workload, prompt_id, position, token_id, nll_base, nll, kld, "
+            "delta_p, same_top, top_id from quality_positions where run_id = ? order by id",
+            [run_id],
+        )
 
     def set_baseline_comparison(self, updates: Iterable[tuple[int, dict[str, Any]]]) -> None:
         """Per trial id: ``matches_baseline``, ``first_divergence``, ``match_fraction``."""

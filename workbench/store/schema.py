@@ -256,3 +256,67 @@ def m013_python(db: Database) -> None:
     variants.add_column("python", str)  # the interpreter its worker ran with; NULL = the workbench's own
     # JSON {name: version} of its worker's libraries (torch, transformers...)
     variants.add_column("packages", str)
+
+
+@migrations()
+def m014_quality(db: Database) -> None:
+    """The quality pass (docs/metrics.md "Quality"): after the timed trials, the baseline scores a
+    reference stream per prompt (its own greedy output, and chunks of a corpus when the spec names one)
+    and every lossy variant scores the same tokens; the figures per scored position are kept, so every
+    quality metric can be recomputed from the file."""
+    # One row per variant of the run: scored or why not.
+    db.table("quality_variants").create(
+        {
+            "id": int,
+            "run_id": int,
+            "variant": str,
+            "status": str,  # reference | scored | lossless | not scored | failed
+            "reason": str,  # why not scored / failed; NULL when scored
+            "method": str,  # full (whole distributions) | top-k (a server's top logprobs: bounds)
+            "positions": int,  # scored positions
+            "score_ms": float,  # wall time of its scoring (untimed work, for the record)
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    # The baseline's reference, one row per scored position: the token, its log-probability and the
+    # baseline's top-k (ids int32, log-probabilities float32, little-endian, best first).
+    db.table("quality_reference").create(
+        {
+            "id": int,
+            "run_id": int,
+            "source": str,  # output (a prompt + the baseline's greedy output) | text (a corpus chunk)
+            "workload": str,  # the prompt's workload; the corpus file's name for source = text
+            "prompt_id": str,  # the prompt; "chunk N" for source = text
+            "position": int,  # index of the token in its stream (prompt tokens first)
+            "token_id": int,
+            "logprob": float,  # log p_baseline(token | the tokens before it)
+            "top_ids": bytes,
+            "top_logprobs": bytes,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("quality_reference").create_index(["run_id", "source", "workload", "prompt_id"])
+    # One row per variant × scored position: the per-token figures (natural logs).
+    db.table("quality_positions").create(
+        {
+            "id": int,
+            "run_id": int,
+            "variant": str,
+            "source": str,
+            "workload": str,
+            "prompt_id": str,
+            "position": int,
+            "token_id": int,
+            "nll_base": float,  # −log p_baseline(token)
+            "nll": float,  # −log p_variant(token)
+            "kld": float,  # KL(P_baseline ‖ P_variant) over the vocabulary
+            "delta_p": float,  # p_variant(token) − p_baseline(token)
+            "same_top": int,  # 1: both put the same token first
+            "top_id": int,  # the variant's most likely token
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("quality_positions").create_index(["run_id", "variant"])

@@ -1,0 +1,394 @@
+"""The quality pass: after the timed trials, how much worse each lossy variant predicts than the baseline.
+
+Untimed and after every measured trial, so it disturbs none. The reference streams are the baseline's
+own recorded output per prompt (its first measured ok trial: prompt tokens + output tokens, so each
+workload is scored on its own kind of text), plus chunks of ``quality_text`` when the spec names
+one (``quality_ctx`` tokens each, the second half scored, as llama.cpp's perplexity tool does). The
+baseline's worker scores them (:meth:`Session.score`: full distributions, written by the worker to
+``.npz`` files in a scratch folder); every variant that needs it scores the same tokens, and
+:func:`workbench.analysis.quality.position_figures` compares the two per position. What is stored:
+``quality_variants`` (each variant: scored, lossless, not scored and why), ``quality_reference``
+(the baseline's top-k per position) and ``quality_positions`` (KLD, Δp, same-top, NLL per variant ×
+position).
+
+Which variants are scored: every variant but the baseline whose strategy can score, except those
+lossless by construction (:attr:`Strategy.lossless`) on the baseline's model and dtype — they generate
+the baseline's tokens; the match column shows that they did. A variant whose tokenizer encodes the
+prompts differently cannot be compared position by position: "not scored", with that reason. Nothing
+in this pass fails the run: a variant that cannot be scored is recorded with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.analysis.quality import position_figures, reference_rows
+from workbench.core import registry
+from workbench.core.variant import Variant
+from workbench.run import events as ev
+from workbench.run.plan import VariantPlan
+from workbench.run.process import WorkerProcess
+from workbench.spec.parse import Spec
+from workbench.store import Store
+
+__all__ = ["QualityPass", "quality_wanted", "scoring_plan"]
+
+
+def _lossless_twin(variant: Variant, baseline: Variant) -> bool:
+    """True when ``variant`` generates exactly the baseline's tokens by construction: a lossless
+    strategy on the baseline's model and dtype, or the baseline's own configuration (an A/A copy)."""
+    if variant.model != baseline.model or variant.dtype != baseline.dtype:
+        return False
+    if variant.strategy == baseline.strategy and variant.params == baseline.params:
+        return True
+    try:
+        strategy = registry.get(variant.strategy_ref or variant.strategy)
+    except Exception:  # a strategy this interpreter cannot import (another python): assume lossy
+        return False
+    return bool(getattr(strategy, "lossless", False)) and baseline.strategy == "baseline"
+
+
+def scoring_plan(spec: Spec) -> dict[str, str | None]:
+    """Per variant but the baseline: ``None`` when the quality pass scores it, else why not."""
+    names = {v.name: v for v in spec.variants}
+    baseline = names.get(spec.baseline_variant)
+    plan: dict[str, str | None] = {}
+    for variant in spec.variants:
+        if baseline is None or variant.name == baseline.name:
+            continue
+        if _lossless_twin(variant, baseline):
+            same = (
+                "the baseline's configuration"
+                if variant.strategy == baseline.strategy
+                else "lossless by construction"
+            )
+            plan[variant.name] = f"{same}: greedy output identical to the baseline's (see the match column)"
+        else:
+            plan[variant.name] = None
+    return plan
+
+
+def quality_wanted(spec: Spec) -> bool:
+    """``quality = true`` (with a baseline and another variant), or unset and some variant is lossy."""
+    if len(spec.variants) < 2 or spec.quality is False:
+        return False
+    plan = scoring_plan(spec)
+    if spec.quality:
+        return True
+    return any(reason is None for reason in plan.values())
+
+
+@dataclass
+class _Stream:
+    """One token stream the pass scores: a prompt + the baseline's output, or a corpus chunk."""
+
+    source: str  # output | text
+    workload: str
+    prompt_id: str
+    tokens: list[int]
+    start: int
+    base_path: Path | None = None
+    trial: int | None = None  # the baseline plan's trial index (source = output)
+    text: int | None = None  # the corpus' index in the encode command (source = text)
+    variant_checks: dict[str, bool] = field(default_factory=dict)
+
+
+class QualityPass:
+    """Run the pass for one finished run. ``worker_for(plan)`` returns the variant's loaded worker
+    (loading it again when its worker has closed) or None; ``report`` says what is going on."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        store: Store,
+        run_id: int,
+        plans: Sequence[VariantPlan],
+        *,
+        worker_for: Callable[[VariantPlan], WorkerProcess | None],
+        report: Callable[[str], None],
+        cancelled: Callable[[], bool],
+    ) -> None:
+        self.spec = spec
+        self.store = store
+        self.run_id = run_id
+        self.plans = {p.variant.name: p for p in plans}
+        self.worker_for = worker_for
+        self.report = report
+        self.cancelled = cancelled
+        self.notes: list[str] = []
+
+    def run(self, dead: Sequence[str] = ()) -> list[str]:
+        """Score the run; returns one-line notes for the run's record."""
+        baseline = self.spec.baseline_variant
+        plan = scoring_plan(self.spec)
+        scratch = Path(tempfile.mkdtemp(prefix="workbench-quality-"))
+        try:
+            streams = self._reference(baseline, scratch)
+            if streams is None:
+                return self.notes
+            for name, reason in plan.items():
+                if self.cancelled():
+                    break
+                if name in dead:
+                    self._record(name, "not scored", "its timed trials failed")
+                elif reason is not None:
+                    self._record(name, "lossless", reason)
+                else:
+                    self._score_variant(name, streams, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return self.notes
+
+    # -- the baseline's reference ------------------------------------------------------------------
+
+    def _reference(self, baseline: str, scratch: Path) -> list[_Stream] | None:
+        plan = self.plans[baseline]
+        streams = self._output_streams(plan)
+        if not streams:
+            self._note(
+                "quality: not scored: the baseline has no greedy output to score (no ok trial with token ids)"
+            )
+            return None
+        worker = self.worker_for(plan)
+        if worker is None:
+            self._note("quality: not scored: the baseline's worker could not be started again")
+            return None
+        self.report(f"quality: {baseline} scores {len(streams)} reference streams")
+        texts = [self.spec.quality_text.read_text(encoding="utf-8")] if self.spec.quality_text else []
+        encoded = self._encode(worker, [s.trial for s in streams if s.trial is not None], texts)
+        if encoded is None:
+            self._note(f"quality: not scored: {baseline}'s worker did not encode the prompts")
+            return None
+        for stream, prompt_ids in zip(streams, encoded.trials, strict=True):
+            stream.tokens = list(prompt_ids) + stream.tokens
+            stream.start = len(prompt_ids)
+        if texts and self.spec.quality_text is not None:
+            streams += self._text_streams(encoded.texts[0], self.spec.quality_text.name)
+        scored = self._score(worker, streams, scratch, baseline)
+        if not isinstance(scored, str):
+            if all(r.path is None for r in scored):
+                scored = scored[0].error or "nothing was scored"
+            elif any(r.method == "top-k" for r in scored):
+                scored = (
+                    "it returns only a server's top log-probabilities; a reference needs whole distributions"
+                )
+        if isinstance(scored, str):
+            self.store.add_quality(
+                self.run_id, {"variant": baseline, "status": "not scored", "reason": scored}
+            )
+            self._note(
+                f"quality: nothing scored: the baseline ({baseline}) cannot be the reference: {scored}"
+            )
+            return None
+        reference: list[dict[str, Any]] = []
+        kept = []
+        import numpy as np
+
+        for stream, result in zip(streams, scored, strict=True):
+            if result.path is None:
+                continue
+            stream.base_path = Path(result.path)
+            kept.append(stream)
+            with np.load(stream.base_path) as data:
+                rows = reference_rows(data, stream.tokens[stream.start :])
+            for offset, row in enumerate(rows):
+                reference.append(
+                    {
+                        "source": stream.source,
+                        "workload": stream.workload,
+                        "prompt_id": stream.prompt_id,
+                        "position": stream.start + offset,
+                        **row,
+                    }
+                )
+        positions = sum(len(s.tokens) - s.start for s in kept)
+        ms = sum(r.score_ms or 0 for r in scored)
+        self.store.add_quality(
+            self.run_id,
+            {
+                "variant": baseline,
+                "status": "reference",
+                "method": "full",
+                "positions": positions,
+                "score_ms": ms,
+            },
+            reference=reference,
+        )
+        return kept
+
+    def _output_streams(self, plan: VariantPlan) -> list[_Stream]:
+        """The baseline's first measured ok trial per prompt with its output's token ids."""
+        index = {
+            (t.workload, t.prompt.id, t.repetition): i for i, t in enumerate(plan.trials) if not t.warmup
+        }
+        chosen: dict[tuple[str, str], tuple[int, int, list[int]]] = {}
+        for trial in self.store.trials(self.run_id, status="ok"):
+            if trial.variant != plan.variant.name or trial.warmup or not trial.output_token_ids:
+                continue
+            key = (trial.workload, trial.prompt_id)
+            i = index.get((trial.workload, trial.prompt_id, trial.repetition))
+            tokens = json.loads(trial.output_token_ids)
+            if i is None or not tokens:
+                continue
+            if key not in chosen or trial.repetition < chosen[key][0]:
+                chosen[key] = (trial.repetition, i, tokens)
+        return [
+            _Stream("output", workload, prompt_id, tokens, 0, trial=i)
+            for (workload, prompt_id), (_, i, tokens) in sorted(chosen.items(), key=lambda kv: kv[1][1])
+        ]
+
+    def _text_streams(self, ids: Sequence[int], name: str) -> list[_Stream]:
+        ctx = self.spec.quality_ctx
+        chunks = [list(ids[i : i + ctx]) for i in range(0, len(ids) - ctx + 1, ctx)]
+        if not chunks:
+            self._note(
+                f"quality: {name} has {len(ids)} tokens, fewer than one chunk of quality_ctx = {ctx}: not scored"
+            )
+        return [
+            _Stream("text", name, f"chunk {n}", chunk, ctx // 2, text=0) for n, chunk in enumerate(chunks)
+        ]
+
+    # -- one variant ------------------------------------------------------------------------------
+
+    def _score_variant(self, name: str, streams: list[_Stream], scratch: Path) -> None:
+        plan = self.plans[name]
+        worker = self.worker_for(plan)
+        if worker is None:
+            self._record(name, "failed", "its worker could not be started again")
+            return
+        self.report(f"quality: {name} scores the baseline's {len(streams)} streams")
+        texts = (
+            [self.spec.quality_text.read_text(encoding="utf-8")]
+            if any(s.source == "text" for s in streams)
+            else []
+        )
+        trial_of = {(t.workload, t.prompt.id): i for i, t in enumerate(plan.trials) if not t.warmup}
+        outputs = [s for s in streams if s.source == "output"]
+        wanted = [trial_of.get((s.workload, s.prompt_id)) for s in outputs]
+        if any(i is None for i in wanted):
+            self._record(name, "not scored", "it did not run every prompt the baseline ran")
+            return
+        encoded = self._encode(worker, [i for i in wanted if i is not None], texts)
+        if encoded is None:
+            self._record(name, "failed", "its worker did not encode the prompts")
+            return
+        differ = [
+            s.prompt_id
+            for s, ids in zip(outputs, encoded.trials, strict=True)
+            if list(ids) != s.tokens[: s.start]
+        ]
+        if texts and encoded.texts and streams:
+            base_text = [t for s in streams if s.source == "text" for t in s.tokens]
+            if list(encoded.texts[0][: len(base_text)]) != base_text:
+                differ.append("quality_text")
+        if differ:
+            self._record(
+                name,
+                "not scored",
+                f"its tokenizer encodes {len(differ)} prompt(s) differently from the baseline's "
+                f"({', '.join(differ[:3])}): no position-by-position comparison",
+            )
+            return
+        results = self._score(worker, streams, scratch, name)
+        if isinstance(results, str):
+            self._record(name, "failed", results)
+            return
+        import numpy as np
+
+        rows: list[dict[str, Any]] = []
+        methods = set()
+        errors = []
+        for stream, result in zip(streams, results, strict=True):
+            if result.path is None:
+                errors.append(result.error or "no scores")
+                continue
+            assert stream.base_path is not None
+            scored = stream.tokens[stream.start :]
+            with np.load(stream.base_path) as base, np.load(result.path) as mine:
+                figures = position_figures(base, mine, scored)
+            Path(result.path).unlink(missing_ok=True)
+            methods.add(figures["method"])
+            for offset in range(len(scored)):
+                rows.append(
+                    {
+                        "variant": name,
+                        "source": stream.source,
+                        "workload": stream.workload,
+                        "prompt_id": stream.prompt_id,
+                        "position": stream.start + offset,
+                        "token_id": int(scored[offset]),
+                        "nll_base": float(figures["nll_base"][offset]),
+                        "nll": float(figures["nll"][offset]),
+                        "kld": float(figures["kld"][offset]),
+                        "delta_p": float(figures["delta_p"][offset]),
+                        "same_top": int(figures["same_top"][offset]),
+                        "top_id": int(figures["top_id"][offset]),
+                    }
+                )
+        if not rows:
+            unsupported = all(r.unsupported for r in results)
+            self._record(
+                name, "not scored" if unsupported else "failed", errors[0] if errors else "nothing was scored"
+            )
+            return
+        self.store.add_quality(
+            self.run_id,
+            {
+                "variant": name,
+                "status": "scored",
+                "reason": f"{len(errors)} stream(s) not scored: {errors[0]}" if errors else None,
+                "method": "top-k" if "top-k" in methods else "full",
+                "positions": len(rows),
+                "score_ms": sum(r.score_ms or 0 for r in results),
+            },
+            positions=rows,
+        )
+
+    # -- worker commands --------------------------------------------------------------------------
+
+    def _encode(self, worker: WorkerProcess, trials: list[int], texts: list[str]) -> ev.Encoded | None:
+        answer: list[ev.Encoded] = []
+
+        def on_event(event: ev.Event) -> None:
+            if isinstance(event, ev.Encoded):
+                answer.append(event)
+
+        outcome = worker.ask({"encode": {"trials": trials, "texts": texts}}, on_event)
+        return answer[0] if outcome == "done" and answer else None
+
+    def _score(
+        self, worker: WorkerProcess, streams: list[_Stream], scratch: Path, name: str
+    ) -> list[ev.Scored] | str:
+        folder = scratch / f"v{len(list(scratch.iterdir()))}"
+        folder.mkdir()
+        items = [
+            {"tokens": s.tokens, "start": s.start, "out": str(folder / f"{n}.npz")}
+            for n, s in enumerate(streams)
+        ]
+        answers: dict[int, ev.Scored] = {}
+
+        def on_event(event: ev.Event) -> None:
+            if isinstance(event, ev.Scored):
+                answers[event.item] = event
+
+        outcome = worker.ask({"score": items}, on_event)
+        if outcome == "died":
+            return worker.death()
+        if outcome == "cancelled":
+            return "cancelled"
+        return [answers.get(n, ev.Scored(item=n, error="no answer")) for n in range(len(items))]
+
+    def _record(self, name: str, status: str, reason: str | None) -> None:
+        self.store.add_quality(self.run_id, {"variant": name, "status": status, "reason": reason})
+        if status in ("failed", "not scored"):
+            self._note(f"quality: {name} {status}: {reason}")
+
+    def _note(self, message: str) -> None:
+        self.notes.append(message)
+        self.report(message)
