@@ -33,10 +33,13 @@ from workbench.analysis.stats import BOOTSTRAP_RESAMPLES
 __all__ = [
     "REFERENCE_TOP_K",
     "QualityFigures",
+    "RunQuality",
+    "attach_quality",
     "position_figures",
     "quality_by_variant",
     "quality_summary",
     "reference_rows",
+    "run_quality",
 ]
 
 #: log-probabilities the reference keeps per position (the baseline's k most likely tokens)
@@ -273,3 +276,55 @@ def _figures(
 
 def _interval(values: np.ndarray, low: float, high: float) -> tuple[float, float]:
     return float(np.quantile(values, low)), float(np.quantile(values, high))
+
+
+@dataclass
+class RunQuality:
+    """A run's quality pass as read back: each variant's outcome and the figures."""
+
+    variants: dict[str, dict[str, Any]]  # variant → its quality_variants row
+    figures: list[QualityFigures]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "variants": [
+                {k: v for k, v in row.items() if k not in ("id", "run_id")} for row in self.variants.values()
+            ],
+            "figures": [f.to_dict() for f in self.figures],
+        }
+
+    def texts(self) -> list[QualityFigures]:
+        """The figures on ``quality_text`` (per variant: its overall figures there)."""
+        return [f for f in self.figures if f.source == "text"]
+
+
+def run_quality(store: Any, run_id: int, tag: Any = None) -> RunQuality | None:
+    """The run's quality pass from the store, None when it had none. ``tag(name)`` renames variants
+    (runs merged for a comparison)."""
+    rows = store.quality_variants(run_id)
+    if not rows:
+        return None
+    rename = tag or (lambda name: name)
+    variants = {rename(r["variant"]): {**r, "variant": rename(r["variant"])} for r in rows}
+    positions = [{**p, "variant": rename(p["variant"])} for p in store.quality_positions(run_id)]
+    methods = {name: row.get("method") or "full" for name, row in variants.items()}
+    return RunQuality(variants, quality_summary(positions, methods))
+
+
+def attach_quality(summaries: Sequence[Any], quality: RunQuality | None) -> None:
+    """Set each ``GroupSummary.quality`` from the run's quality pass (figures on the workload's own
+    outputs; the variant's status when it was not scored)."""
+    if quality is None:
+        return
+    figures = {(f.variant, f.workload): f for f in quality.figures if f.source == "output"}
+    for s in summaries:
+        row = quality.variants.get(s.variant)
+        if row is None:
+            continue
+        found = figures.get((s.variant, s.workload))
+        if row["status"] == "scored" and found is not None:
+            s.quality = {"status": "scored", **found.to_dict()}
+        elif row["status"] == "scored":
+            s.quality = {"status": "not scored", "reason": "no prompt of this workload was scored"}
+        else:
+            s.quality = {"status": row["status"], "reason": row.get("reason")}

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from workbench.analysis.paired import Disturbance, disturbance, drift
+from workbench.analysis.quality import attach_quality, run_quality
 from workbench.analysis.summary import GroupSummary, summarize
 from workbench.store import TrialRecord
 
@@ -125,6 +126,9 @@ class RunAnalysis:
     break_even: list[Any] = field(default_factory=list)
     drafting_advice: list[str] = field(default_factory=list)
 
+    # quality beside speed (workbench.analysis.quality): the run's quality pass, None without one
+    quality: Any = None
+
     def verdict(self, variant: str, workload: str) -> Any:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
         return next((v for v in self.verdicts if (v.variant, v.workload) == (variant, workload)), None)
@@ -170,6 +174,8 @@ class RunAnalysis:
             # per speculative variant × workload: acceptance by position, costs, break-even (docs/analysis.md)
             "break_even": [b.to_dict() for b in self.break_even],
             "drafting_advice": self.drafting_advice,
+            # per variant: scored / lossless / not scored (why); the figures per variant × workload
+            "quality": self.quality.to_dict() if self.quality else None,
         }
 
 
@@ -240,6 +246,8 @@ def analyze_run(
         timelines=[],
         accepted_lengths={},
     )
+    analysis.quality = run_quality(store, run_id)
+    attach_quality(summaries, analysis.quality)
     ref = reference or (summaries[0].variant if summaries else None)
     analysis.design = Design(
         order=run.get("trial_order") or "sequential",

@@ -62,6 +62,10 @@ class GroupSummary:
     concurrency: int = 1  # parallel streams
     throughput_tokens_per_s: float | None = None  # aggregate output tokens/s (all streams together)
     server: dict[str, Any] | None = None  # the server's own figures (server_metrics), when it has any
+    #: the quality pass (workbench.analysis.quality): ``{"status": "scored", **QualityFigures}``, or
+    #: ``{"status": "reference" | "lossless" | "not scored" | "failed", "reason": ...}``; None when
+    #: the run had no quality pass
+    quality: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -82,6 +86,7 @@ class GroupSummary:
             "significant": self.significant,
             "n_disturbed": self.n_disturbed,
             "disturbed_excluded": self.disturbed_excluded,
+            "quality": self.quality,
         }
         for name, est in self.metrics.items():
             data[name] = est.to_dict()

@@ -19,16 +19,21 @@ def _summaries(
     store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None, exclude_disturbed: bool | None
 ) -> list[Any]:
     from workbench.analysis.compare import merge_runs
+    from workbench.analysis.quality import attach_quality, run_quality
     from workbench.analysis.summary import summarize
 
     merged = merge_runs(store, run_rows, baseline, strict=True)
-    return summarize(
+    summaries = summarize(
         merged.trials,
         merged.baseline,
         merged.windows,
         [v["name"] for v in merged.variants],
         exclude_disturbed=exclude_disturbed,
     )
+    for row in run_rows:
+        tag = (lambda name, run=row["id"]: f"{run}:{name}") if len(run_rows) > 1 else None
+        attach_quality(summaries, run_quality(store, row["id"], tag))
+    return summaries
 
 
 def _verdicts(
@@ -88,6 +93,7 @@ def _print_comparison(
     if analysis is not None:
         for line in analysis.design.lines() if analysis.design else []:
             click.echo(textwrap.fill(line, 110, subsequent_indent="  "), err=True)
+        _print_quality(analysis)
         _print_phases(analysis)
         _print_drafting(analysis)
         _print_targets(analysis.verdicts, analysis.target_advice)
@@ -96,6 +102,23 @@ def _print_comparison(
         if disturbed:
             click.echo(f"{disturbed} measured trials disturbed (see `workbench show` of each run).", err=True)
         _print_targets(_verdicts(store, run_rows, baseline, exclude_disturbed))
+
+
+def _print_quality(analysis: Any) -> None:
+    """Quality beside speed: the figures per variant × workload, then what was not scored and why."""
+    from workbench.report.quality import QUALITY_NOTE, quality_lines, quality_table
+
+    quality = analysis.quality
+    if quality is None:
+        return
+    figures = [f for f in quality.figures if f.source == "output"]
+    click.echo()
+    click.echo("Quality vs the baseline (each variant scored the baseline's outputs):")
+    if figures:
+        click.echo(text_table(*quality_table(figures)))
+        click.echo(textwrap.fill(QUALITY_NOTE, 110))
+    for line in quality_lines(quality):
+        click.echo(textwrap.fill(line, 110, initial_indent="  - ", subsequent_indent="    "))
 
 
 def _print_targets(verdicts: Sequence[Any], advice: dict[str, list[str]] | None = None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Sequence
+from typing import Any
 
 from workbench.analysis.drafting import MIN_BUCKET_STEPS
 from workbench.analysis.run import RunAnalysis
@@ -27,6 +28,13 @@ from workbench.report.formatting import (
 )
 from workbench.report.formatting import fmt as _fmt
 from workbench.report.formatting import ratio as _ratio
+from workbench.report.quality import (
+    QUALITY_HEADERS,
+    QUALITY_NOTE,
+    quality_cells,
+    quality_lines,
+    quality_table,
+)
 from workbench.report.targets import TARGETS_NOTE, targets_table
 
 __all__ = ["html_report", "markdown_report", "results_table"]
@@ -67,6 +75,8 @@ def results_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
     if parallel:
         at = headers.index("e2e ms") + 1
         headers[at:at] = ["conc", "agg tok/s"]
+    scored = any(s.quality for s in analysis.summaries)
+    headers += QUALITY_HEADERS if scored else []
     rows = []
     for s in analysis.summaries:
         m = s.metrics
@@ -84,6 +94,7 @@ def results_table(analysis: RunAnalysis) -> tuple[list[str], list[list[str]]]:
             split,
             match_text(s),
         ]
+        row += quality_cells(s) if scored else []
         rows.append(row)
     return headers, rows
 
@@ -206,7 +217,12 @@ _FOOTNOTE = (
 
 
 #: charts placed in a section of their own (the rest go under "Charts")
-_OWN_SECTION = ("headline", "speedup", "targets", "draft-positions")
+_OWN_SECTION = ("headline", "speedup", "targets", "draft-positions", "quality")
+
+
+def _output_figures(analysis: RunAnalysis) -> list[Any]:
+    """The quality figures on the workloads' own outputs (the corpus' go in the lines under them)."""
+    return [f for f in analysis.quality.figures if f.source == "output"] if analysis.quality else []
 
 
 def _design_lines(analysis: RunAnalysis) -> list[str]:
@@ -244,6 +260,15 @@ def markdown_report(
     out += ["## Results", "", _md_table(*results_table(analysis)), "", _FOOTNOTE, ""]
     out += [f"- {line}" for line in _design_lines(analysis)] + ([""] if _design_lines(analysis) else [])
     image("speedup")
+    if analysis.quality is not None and analysis.quality.figures:  # speed vs quality
+        out += ["## Quality beside speed", ""]
+        image("quality")
+        out += [_md_table(*quality_table(_output_figures(analysis))), "", QUALITY_NOTE, ""]
+        out += [f"- {line}" for line in quality_lines(analysis.quality)] + [""]
+    elif analysis.quality is not None:
+        out += (
+            ["## Quality beside speed", ""] + [f"- {line}" for line in quality_lines(analysis.quality)] + [""]
+        )
     if analysis.break_even:  # speculative variants: does drafting pay?
         out += ["## Does drafting pay?", ""]
         out += [f"- {line}" for line in analysis.drafting_advice] + ([""] if analysis.drafting_advice else [])
@@ -364,6 +389,15 @@ def html_report(
     if _design_lines(analysis):
         parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in _design_lines(analysis)) + "</ul>")
     figure("speedup")
+    if analysis.quality is not None:  # speed vs quality
+        parts.append("<h2>Quality beside speed</h2>")
+        if analysis.quality.figures:
+            figure("quality")
+            parts.append(_html_table(*quality_table(_output_figures(analysis)), colours=colours))
+            parts.append(f'<p class="note">{esc(QUALITY_NOTE)}</p>')
+        lines = quality_lines(analysis.quality)
+        if lines:
+            parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in lines) + "</ul>")
     if analysis.break_even:  # speculative variants: does drafting pay?
         parts.append("<h2>Does drafting pay?</h2>")
         if analysis.drafting_advice:

@@ -15,6 +15,7 @@ from workbench.report.formatting import (
     ratio,
     timing_cells,
 )
+from workbench.report.quality import QUALITY_HEADERS, quality_cells
 
 __all__ = [
     "comparison_table",
@@ -75,17 +76,20 @@ def comparison_table(summaries: Sequence[Any]) -> Table:
     the aggregate tokens/s. Those columns appear only when some variant has them."""
     served = any(s.server for s in summaries)
     parallel = any(s.concurrency > 1 for s in summaries)
+    scored = any(s.quality for s in summaries)
     rows = []
     for s in summaries:
         row = timing_cells(s, served=served, parallel=parallel)
         row += [ratio(s.speedup_e2e), mde_text(s.speedup_e2e), ratio(s.speedup_decode)]
         row += [acceptance_text(s), match_text(s)]
+        row += quality_cells(s) if scored else []
         rows.append(row)
     headers = ["variant", "workload", "n", "in tok", "out tok", "TTFT ms"]
     headers += ["TTFT mean ms", "srv TTFT mean ms"] if served else []
     headers += ["TPOT ms", "decode tok/s", "e2e ms"]
     headers += ["conc", "agg tok/s"] if parallel else []
     headers += ["e2e speed-up", "MDE", "decode speed-up", "accepted", "match"]
+    headers += QUALITY_HEADERS if scored else []
     return headers, rows
 
 

@@ -1,0 +1,127 @@
+"""Quality beside speed, in words and tables: the cells the comparison tables carry (KLD, same top)
+and the quality section of ``show``, the report and the GUI (docs/metrics.md, "Quality")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "QUALITY_HEADERS",
+    "QUALITY_NOTE",
+    "kld_text",
+    "quality_cells",
+    "quality_lines",
+    "quality_table",
+    "quality_words",
+]
+
+#: the two columns every comparison table gains when the run had a quality pass
+QUALITY_HEADERS = ["KLD", "same top"]
+
+QUALITY_NOTE = (
+    "Quality: each variant scored the baseline's own outputs (teacher forcing, untimed, after the timed "
+    "trials). KLD = mean KL(P_baseline ‖ P_variant) per token in nats (0 = the same predictions); "
+    "same top = tokens both rank first; Δp = change of the given token's probability; PPL ratio = "
+    "exp(mean NLL − baseline's); CIs: bootstrap over prompts, 95 %."
+)
+
+
+def kld_text(value: float | None) -> str:
+    """A KLD in nats, three significant digits ("0" only when the predictions are identical)."""
+    if value is None:
+        return ""
+    return "0" if value == 0 else f"{value:.3g}"
+
+
+def _status_word(quality: dict[str, Any]) -> str:
+    return {
+        "reference": "reference",
+        "lossless": "lossless",
+        "not scored": "not scored",
+        "failed": "failed",
+    }.get(quality.get("status", ""), "")
+
+
+def quality_cells(summary: Any) -> list[str]:
+    """The KLD and same-top cells of one summary row (``GroupSummary.quality``)."""
+    q = summary.quality
+    if not q:
+        return ["", ""]
+    if q.get("status") != "scored":
+        return [_status_word(q), ""]
+    bound = "≥" if q.get("method") == "top-k" else ""
+    return [bound + kld_text(q["kld_mean"]), f"{q['same_top']:.0%}"]
+
+
+def quality_words(quality: dict[str, Any] | None) -> str:
+    """One phrase for a verdict or advice: "KLD 0.052, same top 88 %", "lossless", "not scored"."""
+    if not quality:
+        return ""
+    if quality.get("status") != "scored":
+        return _status_word(quality)
+    return f"KLD {kld_text(quality['kld_mean'])}, same top {quality['same_top']:.0%}"
+
+
+def _ci(ci: Sequence[float] | None, fmt: Any) -> str:
+    return f" [{fmt(ci[0])}–{fmt(ci[1])}]" if ci else ""
+
+
+def quality_table(figures: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
+    """The detail table: per variant × workload (and "all") the full figures."""
+    headers = [
+        "variant",
+        "workload",
+        "prompts",
+        "tokens",
+        "KLD mean",
+        "median",
+        "p99",
+        "max",
+        "same top",
+        "Δp mean",
+        "Δp RMS",
+        "PPL ratio",
+        "first diff",
+    ]
+    rows = []
+    for f in figures:
+        bound = "≥" if f.method == "top-k" else ""
+        rows.append(
+            [
+                f.variant,
+                f.workload or "all",
+                str(f.prompts),
+                str(f.positions),
+                bound + kld_text(f.kld_mean) + _ci(f.kld_ci, kld_text),
+                kld_text(f.kld_median),
+                kld_text(f.kld_p99),
+                kld_text(f.kld_max),
+                f"{f.same_top:.1%}" + _ci(f.same_top_ci, lambda v: f"{v:.1%}"),
+                f"{f.delta_p_mean:+.2%}",
+                f"{f.delta_p_rms:.2%}",
+                f"{f.ppl_ratio:.3f}" + _ci(f.ppl_ratio_ci, lambda v: f"{v:.3f}"),
+                "none"
+                if f.first_divergence is None
+                else f"tok {f.first_divergence:.0f} ({f.diverged_prompts}/{f.prompts})",
+            ]
+        )
+    return headers, rows
+
+
+def quality_lines(quality: Any) -> list[str]:
+    """What the pass says beside the table: variants not scored and why; the corpus perplexity."""
+    out = []
+    for row in quality.variants.values():
+        if row["status"] in ("not scored", "failed"):
+            out.append(f"{row['variant']}: {row['status']} — {row.get('reason') or 'no reason recorded'}")
+        elif row["status"] == "lossless":
+            out.append(f"{row['variant']}: not scored, {row.get('reason')}")
+    for f in quality.texts():
+        if f.workload is None:
+            continue
+        out.append(
+            f"{f.variant} on {f.workload} ({f.prompts} chunks, {f.positions} tokens): perplexity "
+            f"{f.ppl:.3f} vs the baseline's {f.ppl_base:.3f} (ratio {f.ppl_ratio:.4f}), KLD {kld_text(f.kld_mean)}"
+        )
+    return out
