@@ -1,0 +1,298 @@
+"""Quality beside speed: the scoring hook, the per-position figures, the quality pass of a real run
+(tiny random llama, real worker processes, a real SQLite file) and how it is shown."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from workbench.analysis.quality import position_figures, quality_summary, reference_rows
+from workbench.core.strategy import TokenScores
+from workbench.spec.parse import SpecError, parse_spec
+from workbench.store import Store
+from workbench.testing.helpers import ListProbe, load_session, request_for, tiny_prompt
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _logprobs(rows):
+    return TokenScores.from_logits(np.asarray(rows, dtype=np.float64)).logprobs
+
+
+# -- the figures of one position ---------------------------------------------------------------------
+
+
+def test_kld_of_identical_distributions_is_zero_and_same_top_holds():
+    lp = _logprobs(np.random.default_rng(0).normal(size=(5, 40)))
+    f = position_figures({"logprobs": lp}, {"logprobs": lp.copy()}, [1, 2, 3, 4, 5])
+    assert f["kld"].tolist() == [0.0] * 5
+    assert f["same_top"].tolist() == [1] * 5
+    assert np.allclose(f["delta_p"], 0) and np.allclose(f["nll"], f["nll_base"])
+
+
+def test_kld_matches_a_hand_computed_two_token_case():
+    p, q = np.array([[0.75, 0.25]]), np.array([[0.5, 0.5]])
+    f = position_figures({"logprobs": np.log(p)}, {"logprobs": np.log(q)}, [1])
+    expected = 0.75 * math.log(0.75 / 0.5) + 0.25 * math.log(0.25 / 0.5)
+    assert f["kld"][0] == pytest.approx(expected, rel=1e-6)
+    assert f["delta_p"][0] == pytest.approx(0.5 - 0.25)
+    assert f["nll"][0] == pytest.approx(-math.log(0.5)) and f["nll_base"][0] == pytest.approx(-math.log(0.25))
+    assert f["same_top"][0] == 1  # a tie ranks the first token first, as p does
+    f = position_figures({"logprobs": np.log(p)}, {"logprobs": np.log([[0.4, 0.6]])}, [1])
+    assert f["same_top"][0] == 0 and f["top_id"][0] == 1
+
+
+def test_a_servers_top_k_gives_a_lower_bound_of_the_full_kld():
+    rng = np.random.default_rng(1)
+    base = _logprobs(rng.normal(size=(6, 50)) * 2)
+    mine = _logprobs(rng.normal(size=(6, 50)) * 2)
+    tokens = [3, 7, 11, 2, 9, 0]
+    full = position_figures({"logprobs": base}, {"logprobs": mine}, tokens)
+    top = np.argsort(-mine, axis=1)[:, :8]
+    sparse = {
+        "top_ids": top,
+        "top_logprobs": np.take_along_axis(mine, top, axis=1),
+        "token_logprobs": mine[np.arange(6), tokens],
+    }
+    bound = position_figures({"logprobs": base}, sparse, tokens)
+    assert bound["method"] == "top-k"
+    assert (bound["kld"] <= full["kld"] + 1e-9).all() and (bound["kld"] > 0).all()
+    assert np.allclose(bound["nll"], full["nll"]) and (bound["same_top"] == full["same_top"]).all()
+
+
+def test_the_reference_keeps_the_top_k_compactly():
+    lp = _logprobs(np.random.default_rng(2).normal(size=(3, 100)))
+    rows = reference_rows({"logprobs": lp}, [5, 6, 7], k=10)
+    ids = np.frombuffer(rows[0]["top_ids"], dtype="<i4")
+    values = np.frombuffer(rows[0]["top_logprobs"], dtype="<f4")
+    assert len(ids) == 10 and ids[0] == int(np.argmax(lp[0]))
+    assert (np.diff(values) <= 0).all()  # best first
+    assert rows[1]["logprob"] == pytest.approx(float(lp[1, 6]))
+
+
+def test_the_summary_bootstraps_over_prompts_and_finds_the_first_divergence():
+    rows = []
+    for prompt, klds in {"a": [0.0, 0.1, 0.2], "b": [0.0, 0.0, 0.3], "c": [0.05, 0.05, 0.05]}.items():
+        for i, k in enumerate(klds):
+            rows.append(
+                dict(
+                    variant="v",
+                    source="output",
+                    workload="chat" if prompt != "c" else "code",
+                    prompt_id=prompt,
+                    position=10 + i,
+                    kld=k,
+                    delta_p=-k / 2,
+                    same_top=int(k < 0.15),
+                    nll=1 + k,
+                    nll_base=1.0,
+                )
+            )
+    figures = {(f.workload): f for f in quality_summary(rows)}
+    overall = figures[None]
+    assert overall.positions == 9 and overall.prompts == 3
+    assert overall.kld_mean == pytest.approx(0.75 / 9)
+    assert overall.kld_ci is not None and overall.kld_ci[0] <= overall.kld_mean <= overall.kld_ci[1]
+    assert overall.same_top == pytest.approx(7 / 9)
+    assert overall.ppl_ratio == pytest.approx(math.exp(0.75 / 9))
+    assert figures["chat"].first_divergence == pytest.approx(2)  # both chat prompts diverge at index 2
+    assert figures["code"].first_divergence is None
+    assert quality_summary(rows)[0].to_dict() == quality_summary(rows)[0].to_dict()  # fixed seed
+
+
+# -- the hook on a transformers model -----------------------------------------------------------------
+
+
+def test_baseline_scores_are_the_distributions_its_greedy_decode_follows(tiny_model_dir):
+    session = load_session(tiny_model_dir, "baseline")
+    request = request_for(session, tiny_prompt(20), max_new_tokens=10, ignore_eos=True)
+    out = session.generate(request, ListProbe())
+    stream = list(request.input_ids) + out.token_ids
+    scores = session.score(stream, len(request.input_ids))
+    assert scores.full and scores.logprobs.shape == (10, scores.logprobs.shape[1])
+    assert np.argmax(scores.logprobs, axis=1).tolist() == out.token_ids
+    assert np.allclose(np.exp(scores.logprobs).sum(axis=1), 1, atol=1e-5)
+    again = session.generate(request, ListProbe())  # scoring kept no state
+    assert again.token_ids == out.token_ids
+
+
+def test_context_trim_declines_to_be_scored_with_the_reason(tiny_model_dir):
+    session = load_session(tiny_model_dir, "context-trim", max_input_tokens=8)
+    with pytest.raises(NotImplementedError, match="changes the prompt"):
+        session.score([1, 2, 3, 4], 2)
+
+
+# -- the pass in a real run --------------------------------------------------------------------------
+
+_SPEC = """
+name = "quality"
+repetitions = 1
+warmup = 0
+{top}
+[[variants]]
+name = "baseline"
+model = "{model}"
+dtype = "float32"
+{variants}
+[[workloads]]
+name = "code"
+max_new_tokens = 8
+ignore_eos = true
+prompts = ["w1 w2 w3 w4 w5 w6 the a of", "w7 w8 w9 the a of and to w10"]
+"""
+
+
+def _run(db_path, spec_text):
+    from workbench.run.execute import RunExecutor
+
+    with Store(db_path) as store:
+        result = RunExecutor(parse_spec(spec_text), store).run()
+        assert result.status == "ok", result.errors
+        return (
+            {r["variant"]: r for r in store.quality_variants(result.run_id)},
+            store.quality_positions(result.run_id),
+            store.query("select * from quality_reference where run_id = ?", [result.run_id]),
+        )
+
+
+@pytest.fixture(scope="module")
+def quality_run(tiny_model_dir, tmp_path_factory):
+    """One real run: the fp32 baseline, a bf16 copy (lossy), prompt lookup (lossless), context trim
+    (declines) and an identical copy of the baseline, with a held-out text of two chunks."""
+    folder = tmp_path_factory.mktemp("quality-run")
+    text = folder / "held-out.txt"
+    text.write_text(" ".join(f"w{i % 50}" for i in range(70)), encoding="utf-8")
+    m = tiny_model_dir
+    variants = f"""
+[[variants]]
+name = "bf16"
+model = "{m}"
+dtype = "bfloat16"
+[[variants]]
+name = "lookup"
+model = "{m}"
+strategy = "prompt-lookup"
+dtype = "float32"
+[[variants]]
+name = "trim"
+model = "{m}"
+strategy = "context-trim"
+max_input_tokens = 8
+dtype = "float32"
+[[variants]]
+name = "copy"
+model = "{m}"
+dtype = "float32"
+"""
+    db = folder / "results.db"
+    top = f'quality_text = "{text}"\nquality_ctx = 32'
+    outcome, positions, reference = _run(db, _SPEC.format(model=m, variants=variants, top=top))
+    return db, outcome, positions, reference
+
+
+def test_a_run_scores_its_lossy_variants_and_records_why_others_are_not(quality_run):
+    db, outcome, positions, reference = quality_run
+    outputs = [p for p in positions if p["source"] == "output"]
+    assert outcome["baseline"]["status"] == "reference" and outcome["baseline"]["method"] == "full"
+    assert outcome["bf16"]["status"] == "scored" and outcome["bf16"]["method"] == "full"
+    assert outcome["lookup"]["status"] == "lossless" and "by construction" in outcome["lookup"]["reason"]
+    assert outcome["copy"]["status"] == "lossless" and "configuration" in outcome["copy"]["reason"]
+    assert outcome["trim"]["status"] == "not scored" and "changes the prompt" in outcome["trim"]["reason"]
+    assert {p["variant"] for p in positions} == {"bf16"} and len(outputs) == 16
+    assert len([r for r in reference if r["source"] == "output"]) == 16  # 2 prompts × 8 output tokens
+    # bf16 rounds the weights: a small, non-zero divergence
+    assert 0 < sum(p["kld"] for p in outputs) / 16 < 0.05
+    with Store(db) as store:
+        trials = store.trials(1, status="ok")
+    baseline = [json.loads(t.output_token_ids) for t in trials if t.variant == "baseline"]
+    assert sorted(p["token_id"] for p in outputs) == sorted(sum(baseline, []))
+
+
+def test_quality_text_is_scored_in_chunks_of_quality_ctx(quality_run):
+    _, _, positions, _ = quality_run
+    chunks = [p for p in positions if p["source"] == "text"]
+    assert {p["prompt_id"] for p in chunks} == {"chunk 0", "chunk 1"}  # 70 tokens: two whole chunks
+    assert len(chunks) == 2 * 16 and min(p["position"] for p in chunks) == 16  # the second halves
+    assert {p["workload"] for p in chunks} == {"held-out.txt"}
+
+
+def test_show_prints_kld_and_same_top_beside_the_speed_ups(quality_run):
+    from click.testing import CliRunner
+
+    from workbench.cli import cli
+
+    db = str(quality_run[0])
+    shown = CliRunner().invoke(cli, ["show", "1", "--db", db])
+    assert shown.exit_code == 0, shown.output
+    header = next(
+        line for line in shown.output.splitlines() if line.startswith("variant") and "e2e speed-up" in line
+    )
+    assert header.split()[-3:] == ["KLD", "same", "top"]
+    assert "Quality vs the baseline" in shown.output and "held-out.txt (2 chunks, 32 tokens)" in shown.output
+    as_json = json.loads(CliRunner().invoke(cli, ["show", "1", "--db", db, "--json"]).output)
+    row = next(r for r in as_json["summary"] if r["variant"] == "bf16")
+    assert row["quality"]["status"] == "scored" and 0 <= row["quality"]["kld_mean"] < 0.05
+    statuses = {v["variant"]: v["status"] for v in as_json["quality"]["variants"]}
+    assert statuses == {
+        "baseline": "reference",
+        "bf16": "scored",
+        "lookup": "lossless",
+        "trim": "not scored",
+        "copy": "lossless",
+    }
+
+
+_FAKE = """
+name = "fake quality"
+repetitions = 1
+warmup = 0
+{top}
+[[variants]]
+name = "baseline"
+strategy = "fake"
+[[variants]]
+name = "other"
+strategy = "fake"
+{other}
+[[workloads]]
+name = "code"
+limit = 1
+max_new_tokens = 4
+"""
+
+
+def test_the_pass_runs_only_when_some_variant_is_lossy_and_says_when_it_cannot_score(db_path):
+    # an identical copy only: nothing lossy, no pass
+    assert _run(db_path, _FAKE.format(top="", other=""))[0] == {}
+    # lossy but turned off
+    assert _run(db_path, _FAKE.format(top="quality = false", other="decode_ms_per_token = 2"))[0] == {}
+    # lossy: the pass runs; the fake strategy has no scoring hook, so the baseline cannot be the reference
+    outcome, positions, _ = _run(db_path, _FAKE.format(top="", other="decode_ms_per_token = 2"))
+    assert outcome["baseline"]["status"] == "not scored" and "cannot score" in outcome["baseline"]["reason"]
+    assert positions == []
+
+
+# -- the spec keys -------------------------------------------------------------------------------------
+
+
+def test_quality_keys_are_checked(tmp_path):
+    base = '[[variants]]\nname = "a"\nstrategy = "fake"\n[[workloads]]\nname = "code"\n'
+    assert parse_spec("quality = false\n" + base).quality is False
+    assert parse_spec(base).quality is None
+    with pytest.raises(SpecError, match="'quality' must be true or false"):
+        parse_spec('quality = "yes"\n' + base)
+    with pytest.raises(SpecError, match="'quality_ctx' needs 'quality_text'"):
+        parse_spec("quality_ctx = 256\n" + base)
+    with pytest.raises(SpecError, match="'quality_text' file not found"):
+        parse_spec('quality_text = "nope.txt"\n' + base, base_dir=tmp_path)
+    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(SpecError, match="not UTF-8"):
+        parse_spec('quality_text = "bin.txt"\n' + base, base_dir=tmp_path)
+    (tmp_path / "ok.txt").write_text("some words", encoding="utf-8")
+    spec = parse_spec('quality_text = "ok.txt"\nquality_ctx = 64\n' + base, base_dir=tmp_path)
+    assert spec.quality_text == tmp_path / "ok.txt" and spec.quality_ctx == 64
+    with pytest.raises(SpecError, match="16 or more"):
+        parse_spec('quality_text = "ok.txt"\nquality_ctx = 4\n' + base, base_dir=tmp_path)
