@@ -142,6 +142,7 @@ name = "code"
 max_new_tokens = 8
 ignore_eos = true
 prompts = ["w1 w2 w3 w4 w5 w6 the a of", "w7 w8 w9 the a of and to w10"]
+{targets}
 """
 
 
@@ -189,7 +190,10 @@ dtype = "float32"
 """
     db = folder / "results.db"
     top = f'quality_text = "{text}"\nquality_ctx = 32'
-    outcome, positions, reference = _run(db, _SPEC.format(model=m, variants=variants, top=top))
+    targets = "targets = {kld_max = 1e-12, same_top_min = 0.5, e2e_ms = 100000}"
+    outcome, positions, reference = _run(
+        db, _SPEC.format(model=m, variants=variants, top=top, targets=targets)
+    )
     return db, outcome, positions, reference
 
 
@@ -208,7 +212,7 @@ def test_a_run_scores_its_lossy_variants_and_records_why_others_are_not(quality_
     with Store(db) as store:
         trials = store.trials(1, status="ok")
     baseline = [json.loads(t.output_token_ids) for t in trials if t.variant == "baseline"]
-    assert sorted(p["token_id"] for p in outputs) == sorted(sum(baseline, []))
+    assert sorted(p["token_id"] for p in outputs) == sorted(t for output in baseline for t in output)
 
 
 def test_quality_text_is_scored_in_chunks_of_quality_ctx(quality_run):
@@ -243,6 +247,35 @@ def test_show_prints_kld_and_same_top_beside_the_speed_ups(quality_run):
         "trim": "not scored",
         "copy": "lossless",
     }
+
+
+def test_quality_targets_judge_the_variants_on_the_quality_pass(quality_run):
+    from workbench.analysis.run import analyze_run
+
+    with Store(quality_run[0], create=False) as store:
+        analysis = analyze_run(store, 1)
+    verdicts = {v.variant: v for v in analysis.verdicts}
+    # bf16 drifts from the baseline (KLD > 1e-12): missed, and no request of it is good enough
+    bf16 = {c.metric: c for c in verdicts["bf16"].checks}
+    assert bf16["kld_max"].status == "missed" and bf16["e2e_ms"].status == "met"
+    assert verdicts["bf16"].goodput == 0
+    # the baseline and the lossless variants keep its predictions by definition
+    for name in ("baseline", "lookup", "copy"):
+        assert verdicts[name].status == "met", verdicts[name].short()
+        assert verdicts[name].goodput == 1
+    # context trim was not scored: no data, so no goodput (it cannot be judged)
+    trim = {c.metric: c for c in verdicts["trim"].checks}
+    assert trim["kld_max"].status == "no data" and verdicts["trim"].goodput is None
+    assert "the quality pass did not score" in trim["kld_max"].describe()
+    assert bf16["same_top_min"].describe().startswith("same top ")
+
+
+def test_quality_targets_are_checked_in_the_spec():
+    base = '[[variants]]\nname = "a"\nstrategy = "fake"\n[[workloads]]\nname = "code"\n'
+    spec = parse_spec(base + "targets = {kld_max = 0.05, same_top_min = 0.9}\n")
+    assert spec.workloads[0].targets.describe() == "KLD ≤ 0.05 nats, same top ≥ 90% at p90"
+    with pytest.raises(SpecError, match="same_top_min' is a share of tokens from 0 to 1"):
+        parse_spec(base + "targets = {same_top_min = 90}\n")
 
 
 _FAKE = """

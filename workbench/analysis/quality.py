@@ -35,6 +35,7 @@ __all__ = [
     "QualityFigures",
     "RunQuality",
     "attach_quality",
+    "group_quality",
     "position_figures",
     "quality_by_variant",
     "quality_summary",
@@ -311,20 +312,29 @@ def run_quality(store: Any, run_id: int, tag: Any = None) -> RunQuality | None:
     return RunQuality(variants, quality_summary(positions, methods))
 
 
-def attach_quality(summaries: Sequence[Any], quality: RunQuality | None) -> None:
-    """Set each ``GroupSummary.quality`` from the run's quality pass (figures on the workload's own
-    outputs; the variant's status when it was not scored)."""
+def group_quality(quality: RunQuality | None, variant: str, workload: str) -> dict[str, Any] | None:
+    """One variant × workload's quality as the summaries carry it: ``{"status": "scored",
+    **figures}`` on the workload's own outputs, else the variant's status and reason; None when the
+    run had no quality pass or the variant no row."""
     if quality is None:
-        return
-    figures = {(f.variant, f.workload): f for f in quality.figures if f.source == "output"}
+        return None
+    row = quality.variants.get(variant)
+    if row is None:
+        return None
+    if row["status"] != "scored":
+        return {"status": row["status"], "reason": row.get("reason")}
+    found = next(
+        (f for f in quality.figures if (f.variant, f.workload, f.source) == (variant, workload, "output")),
+        None,
+    )
+    if found is None:
+        return {"status": "not scored", "reason": "no prompt of this workload was scored"}
+    return {"status": "scored", **found.to_dict()}
+
+
+def attach_quality(summaries: Sequence[Any], quality: RunQuality | None) -> None:
+    """Set each ``GroupSummary.quality`` from the run's quality pass (:func:`group_quality`)."""
     for s in summaries:
-        row = quality.variants.get(s.variant)
-        if row is None:
-            continue
-        found = figures.get((s.variant, s.workload))
-        if row["status"] == "scored" and found is not None:
-            s.quality = {"status": "scored", **found.to_dict()}
-        elif row["status"] == "scored":
-            s.quality = {"status": "not scored", "reason": "no prompt of this workload was scored"}
-        else:
-            s.quality = {"status": row["status"], "reason": row.get("reason")}
+        found = group_quality(quality, s.variant, s.workload)
+        if found is not None:
+            s.quality = found

@@ -293,7 +293,10 @@ def _judge_targets(
     from workbench.spec.parse import recorded_targets
 
     analysis.targets = recorded_targets(analysis.run.get("spec") or "")
-    verdicts = evaluate(analysis.trials, analysis.targets, exclude_disturbed=exclude_disturbed)
+    quality = {(s.variant, s.workload): s.quality for s in analysis.summaries}
+    verdicts = evaluate(
+        analysis.trials, analysis.targets, exclude_disturbed=exclude_disturbed, quality=quality
+    )
     # in the summaries' order (the spec's variants): an interleaved round may start with any of them
     rank = {(s.workload, s.variant): i for i, s in enumerate(analysis.summaries)}
     workloads = {w: i for i, w in enumerate(dict.fromkeys(s.workload for s in analysis.summaries))}

@@ -32,7 +32,7 @@ from workbench.analysis.phases import LEVERS
 from workbench.analysis.phases import _num as _phases_num
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate
-from workbench.spec.targets import TARGET_METRICS, Targets
+from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 from workbench.store import TrialRecord
 
 __all__ = [
@@ -151,17 +151,29 @@ class Check:
 
     @property
     def label(self) -> str:
+        if self.metric in QUALITY_TARGETS:
+            return "KLD mean" if self.metric == "kld_max" else "same top"
         return f"{TARGET_METRICS[self.metric][0]} p{_num(self.percentile)}"
 
     @property
     def limit_text(self) -> str:
         _, unit, higher = TARGET_METRICS[self.metric]
-        return f"{'≥' if higher else '≤'} {_num(self.target)} {unit}"
+        if self.metric == "same_top_min":
+            return f"≥ {self.target:.0%}"
+        return f"{'≥' if higher else '≤'} {_num(self.target)} {unit}".rstrip()
 
     def measured_text(self, ci: bool = True) -> str:
         est, unit = self.measured, TARGET_METRICS[self.metric][1]
         if est.value is None:
             return "no data"
+        if self.metric in QUALITY_TARGETS:
+            shown = (lambda v: f"{v:.1%}") if self.metric == "same_top_min" else (lambda v: f"{v:.3g}")
+            bounds = (
+                f" [{shown(est.lo)}–{shown(est.hi)}]"
+                if ci and est.lo is not None and est.hi is not None
+                else ""
+            )
+            return f"{shown(est.value)}{bounds}"
         text = f"{_num(est.value)} {unit}"
         if ci and est.lo is not None and est.hi is not None:
             text += f" [{_num(est.lo)}–{_num(est.hi)}]"
@@ -169,6 +181,8 @@ class Check:
 
     def describe(self) -> str:
         """e.g. ``TTFT p90 412 ms [380–450] vs ≤ 500 ms: met, 18 % headroom``."""
+        if self.status == "no data" and self.metric in QUALITY_TARGETS:
+            return f"{self.label} vs {self.limit_text}: no data (the quality pass did not score this variant here)"
         if self.status == "no data":
             return f"{self.label} vs {self.limit_text}: no data (this variant has no {TARGET_METRICS[self.metric][0]})"
         margin = self.margin or 0.0
@@ -256,12 +270,19 @@ def _meets(row: TrialRecord, metric: str, target: float) -> bool:
 
 
 def evaluate(
-    trials: Sequence[TrialRecord], targets: dict[str, Targets], *, exclude_disturbed: bool | None = None
+    trials: Sequence[TrialRecord],
+    targets: dict[str, Targets],
+    *,
+    exclude_disturbed: bool | None = None,
+    quality: dict[tuple[str, str], dict[str, Any] | None] | None = None,
 ) -> list[Verdict]:
     """A :class:`Verdict` per variant × workload whose workload has targets, in run order. ``trials``:
     trial rows (warm-ups and cancelled or skipped trials are left out here; disturbed ones as every
     other statistic does: ``exclude_disturbed`` None = the default rule of
-    :func:`workbench.analysis.paired.disturbance`)."""
+    :func:`workbench.analysis.paired.disturbance`). ``quality``: each (variant, workload)'s
+    ``GroupSummary.quality``, for the quality targets (``kld_max``, ``same_top_min``): a request is
+    good when it meets every timing target and its variant meets the quality targets there."""
+    quality = quality or {}
     rule = disturbance(trials, exclude_disturbed)
     groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
     for t in trials:
@@ -278,14 +299,44 @@ def evaluate(
         ok = [r for r in rows if r.status == "ok"]
         prompts = [r.prompt_id for r in ok]
         verdict = Verdict(variant, workload, wanted, requests=len(rows))
+        timing = [(m, v) for m, v in wanted.limits if m not in QUALITY_TARGETS]
         for metric, limit in wanted.limits:
+            if metric in QUALITY_TARGETS:
+                verdict.checks.append(
+                    _quality_check(metric, limit, wanted.percentile, quality.get((variant, workload)))
+                )
+                continue
             values = [metric_value(r, metric) for r in ok]
             measured = bootstrap_percentile(values, prompts, wanted.percentile, TARGET_METRICS[metric][2])
             share = sum(_meets(r, metric, limit) for r in rows) / len(rows) if rows else None
             verdict.checks.append(Check(metric, limit, wanted.percentile, measured, share))
-        verdict.good = sum(r.status == "ok" and all(_meets(r, m, v) for m, v in wanted.limits) for r in rows)
+        good_enough = all(c.met for c in verdict.checks if c.metric in QUALITY_TARGETS)
+        verdict.good = (
+            sum(r.status == "ok" and all(_meets(r, m, v) for m, v in timing) for r in rows)
+            if good_enough
+            else 0
+        )
         verdicts.append(verdict)
     return verdicts
+
+
+def _quality_check(metric: str, limit: float, percentile: float, quality: dict[str, Any] | None) -> Check:
+    """A quality target judged on the variant's figures on the workload: the baseline and lossless
+    variants keep the baseline's predictions (KLD 0, same top 100 %); unscored ones have no data."""
+    status = (quality or {}).get("status")
+    if status in ("reference", "lossless"):
+        value: float | None = 0.0 if metric == "kld_max" else 1.0
+        measured = Estimate(value, value, value, 1)
+    elif status == "scored":
+        assert quality is not None
+        key, ci_key = ("kld_mean", "kld_ci") if metric == "kld_max" else ("same_top", "same_top_ci")
+        ci = quality.get(ci_key)
+        measured = Estimate(
+            quality[key], ci[0] if ci else None, ci[1] if ci else None, quality.get("positions") or 0
+        )
+    else:
+        measured = Estimate(None, n=0)
+    return Check(metric, limit, percentile, measured, None)
 
 
 # -- what would it take -------------------------------------------------------------------------------
@@ -311,6 +362,8 @@ def what_it_takes(
         t_line, d_line = _lines(ref_trials)
         lines = [_who_meets(group, ref.targets)]
         for check in ref.missed:
+            if check.metric in QUALITY_TARGETS:  # a property of the variant, not of a phase
+                continue
             lines.append(_miss_line(ref.variant, check, rows))
             lines.append(_levers_line(check, ref, group, strategies))
             prediction = _length_line(check, rows, t_line, d_line)

@@ -17,6 +17,7 @@ from workbench.charts.acceptance import (
 from workbench.charts.base import OKABE_ITO, Axis, Chart, lighten, variant_colours
 from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart
 from workbench.charts.memory import MemoryBar, MemoryChart, memory_chart
+from workbench.charts.quality import QualityChart, QualityPoint, quality_chart
 from workbench.charts.roofline import RooflineChart, roofline_chart
 from workbench.charts.speedup import SpeedupChart, SpeedupPoint, speedup_chart
 from workbench.charts.sweeps import (
@@ -42,6 +43,8 @@ __all__ = [
     "MemoryChart",
     "ParameterSweepChart",
     "PositionSeries",
+    "QualityChart",
+    "QualityPoint",
     "RooflineChart",
     "SpeedupChart",
     "SpeedupPoint",
@@ -56,6 +59,7 @@ __all__ = [
     "lighten",
     "memory_chart",
     "parameter_sweep_charts",
+    "quality_chart",
     "roofline_chart",
     "run_charts",
     "speedup_chart",
@@ -71,6 +75,7 @@ def run_charts(analysis: Any) -> list[Chart]:
     labels = {p.workload: p.headline for p in analysis.phases}
     charts: list[Chart | None] = [headline_chart(analysis.summaries, labels)]
     charts.append(speedup_chart(analysis))
+    charts.append(quality_chart(analysis))
     charts.append(targets_chart(analysis))
     charts.extend(timeline_charts(analysis))
     charts.extend(sweep_charts(analysis))

@@ -26,7 +26,7 @@ def gui_options(f: F) -> F:
             click.option(
                 "--tab",
                 type=click.Choice(TAB_CHOICES),
-                help="The tab to show (with --screenshot: the tab to capture); the last seven are the chart "
+                help="The tab to show (with --screenshot: the tab to capture); the last eight are the chart "
                 "tabs.",
             ),
             click.option(

@@ -50,8 +50,16 @@ def _verdicts(
     targets: dict[str, Any] = {}
     for row in reversed(run_rows):  # the first run's targets win
         targets.update(recorded_targets(row.get("spec") or ""))
+    from workbench.analysis.quality import group_quality, run_quality
+
     trials = merge_runs(store, run_rows, baseline, strict=True).trials
-    return evaluate(trials, targets, exclude_disturbed=exclude_disturbed)
+    quality = {}
+    for row in run_rows:
+        tag = (lambda name, run=row["id"]: f"{run}:{name}") if len(run_rows) > 1 else None
+        found = run_quality(store, row["id"], tag)
+        for t in trials:
+            quality.setdefault((t.variant, t.workload), group_quality(found, t.variant, t.workload))
+    return evaluate(trials, targets, exclude_disturbed=exclude_disturbed, quality=quality)
 
 
 def _print_comparison(

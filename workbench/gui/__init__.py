@@ -24,6 +24,7 @@ TAB_NAMES = (
     "timeline",
     "sweeps",
     "speedup",
+    "quality",
     "acceptance",
     "memory",
     "targets",

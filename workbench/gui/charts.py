@@ -161,6 +161,8 @@ def preferred_size(chart: cd.Chart) -> tuple[int, int]:
         return WIDTH, 170 + 34 * (len(chart.bars) + len(chart.workloads))
     if isinstance(chart, cd.MemoryChart):
         return WIDTH, 170 + 40 * len(chart.bars)
+    if isinstance(chart, cd.QualityChart):
+        return WIDTH, 560
     return WIDTH, 580
 
 
@@ -585,6 +587,104 @@ def _targets(widget: pg.GraphicsLayoutWidget, chart: cd.TargetsChart) -> None:
     plot.getAxis("bottom").setTicks([[(v, f"{v}") for v in range(0, 101, 20)], []])
 
 
+_WORKLOAD_SYMBOLS = ("o", "s", "t", "d", "star", "p", "h")
+
+
+def _quality(widget: pg.GraphicsLayoutWidget, chart: cd.QualityChart) -> None:
+    """Two panels (e2e, decode): speed-up against log10 KLD; KLD 0 (the baseline, lossless variants)
+    on a column at the left edge. Marker shape = workload, colour = variant; the Pareto front of each
+    workload filled and joined by a dashed line."""
+    scored = [p.kld for p in chart.points if p.kld > 0]
+    floor = np.floor(np.log10(min(scored))) - 1 if scored else -6.0
+    top = np.ceil(np.log10(max(scored))) if scored else -1.0
+
+    def x_of(kld: float) -> float:
+        return float(np.log10(kld)) if kld > 0 else float(floor)
+
+    colours = chart.colours
+    symbols = {w: _WORKLOAD_SYMBOLS[i % len(_WORKLOAD_SYMBOLS)] for i, w in enumerate(chart.workloads)}
+    ticks = [(float(floor), "0")] + [(float(e), f"1e{int(e)}") for e in np.arange(floor + 1, top + 1)]
+    for col, metric in enumerate(("e2e", "decode")):
+        plot = _plot(widget, row=1, col=col)
+        plot.getViewBox().setMouseEnabled(x=False, y=False)
+        plot.showGrid(x=True, y=True, alpha=0.15)
+        _axis_label(plot, "bottom", chart.x_axis if col == 0 else cd.Axis("KLD (log scale)"))
+        _axis_label(plot, "left", cd.Axis(f"{metric} speed-up (> 1 is faster)"))
+        plot.setTitle(f"{metric} speed-up vs KLD", size=f"{LABEL_PX}px", color=FOREGROUND)
+        plot.getAxis("bottom").setTicks([ticks, []])
+        dash = pg.mkPen("#555555", width=1.0, style=QtCore.Qt.PenStyle.DashLine)
+        plot.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=dash))
+        points = [p for p in chart.points if p.metric == metric]
+        for workload in chart.workloads:
+            front = sorted((p for p in points if p.workload == workload and p.pareto), key=lambda p: p.kld)
+            if len(front) > 1:
+                _line(plot, [x_of(p.kld) for p in front], [p.speedup for p in front], pen=dash)
+        highs = [1.0]
+        for p in points:
+            colour = colours.get(p.variant, cd.OKABE_ITO[-1])
+            x = x_of(p.kld)
+            if p.lo is not None and p.hi is not None:
+                plot.addItem(
+                    pg.ErrorBarItem(
+                        x=np.array([x]),
+                        y=np.array([p.speedup]),
+                        top=np.array([p.hi - p.speedup]),
+                        bottom=np.array([p.speedup - p.lo]),
+                        beam=0.06,
+                        pen=pg.mkPen(colour, width=1.5),
+                    )
+                )
+                highs.append(p.hi)
+            if p.kld_lo is not None and p.kld_hi is not None and p.kld_lo > 0:
+                plot.addItem(
+                    pg.ErrorBarItem(
+                        x=np.array([x]),
+                        y=np.array([p.speedup]),
+                        left=np.array([x - x_of(p.kld_lo)]),
+                        right=np.array([x_of(p.kld_hi) - x]),
+                        beam=0.06,
+                        pen=pg.mkPen(colour, width=1.5),
+                    )
+                )
+            highs.append(p.speedup)
+            _line(
+                plot,
+                [x],
+                [p.speedup],
+                pen=None,
+                symbol=symbols[p.workload],
+                symbolSize=12,
+                symbolPen=pg.mkPen(colour, width=2),
+                symbolBrush=colour if p.pareto else BACKGROUND,
+            )
+            if p.status == "scored":
+                _text(plot, x + 0.08, p.speedup, f"{p.speedup:.2f}x", FOREGROUND, (0, 0.5), px=FONT_PX - 1)
+        plot.setXRange(float(floor) - 0.5, float(top) + 0.7, padding=0)
+        plot.setYRange(0, max(highs) * 1.12, padding=0)
+    shapes = {
+        "o": "&#9679;",
+        "s": "&#9632;",
+        "t": "&#9660;",
+        "d": "&#9670;",
+        "star": "&#9733;",
+        "p": "&#11039;",
+        "h": "&#11042;",
+    }
+    variants = [
+        f'<span style="color:{colours.get(v, cd.OKABE_ITO[-1])}">&#9632;</span>&nbsp;{html.escape(v)}'
+        for v in dict.fromkeys(p.variant for p in chart.points)
+    ]
+    workloads = [f"{shapes[symbols[w]]}&nbsp;{html.escape(w)}" for w in chart.workloads]
+    gap = "&nbsp;&nbsp;&nbsp;&nbsp;"
+    widget.nextRow()
+    widget.addLabel(
+        f"variant: {gap.join(variants)}<br>workload (marker): {gap.join(workloads)}",
+        colspan=2,
+        size=f"{FONT_PX + 1}px",
+        color=FOREGROUND,
+    )
+
+
 _BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
     cd.HeadlineChart: _headline,
     cd.TimelineChart: _timeline,
@@ -596,6 +696,7 @@ _BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
     cd.MemoryChart: _memory,
     cd.RooflineChart: _roofline,
     cd.TargetsChart: _targets,
+    cd.QualityChart: _quality,
 }
 
 

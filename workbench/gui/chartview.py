@@ -40,6 +40,12 @@ CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
     ("Sweeps", ("sweep",), "No sweep data: add the sweep-input or sweep-output workloads."),
     ("Speed-up", ("speedup",), "No speed-ups: the run needs a baseline variant and another variant."),
     (
+        "Quality",
+        ("quality",),
+        "No quality figures: the run scored no lossy variant (a quality pass needs a baseline and a variant "
+        "that changes the weights or the arithmetic; docs/metrics.md, Quality).",
+    ),
+    (
         "Acceptance",
         ("accepted-length", "draft-positions"),
         "No speculative variants (speculative, prompt-lookup) in this run.",

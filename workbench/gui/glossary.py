@@ -34,6 +34,11 @@ TERMS: dict[str, str] = {
     "when they are few (at most a quarter, and not most of one variant's).",
     "match": "Share of greedy outputs identical to the baseline's; in brackets the share of equal "
     "tokens when some differ (quantization and other dtypes drift, speculative decoding must not).",
+    "KLD": "How far this variant's predictions are from the baseline's: the mean, over the tokens of "
+    "the baseline's own outputs, of KL(P_baseline ‖ P_variant) in nats. 0 = the same predictions; "
+    "llama.cpp's q8_0 is ~0.001, q4_K_M ~0.03 on LLaMA-3-8B. 'lossless': the same tokens by "
+    "construction; ≥: a server's top log-probabilities only (a lower bound).",
+    "same top": "Share of those tokens where this variant ranks the same token first as the baseline.",
     "prefill share": "Share of the end-to-end time spent before the first token: high means the input "
     "dominates (prefill-heavy), low means the output does (decode-heavy).",
     "phase": "Which phase dominates the baseline's time on this workload: prefill-heavy when reading the "

@@ -74,6 +74,7 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
     two runs: their variants side by side and matched by name. Safe in any thread."""
     from workbench import charts as chartdata
     from workbench.analysis.compare import compare_runs, merge_runs
+    from workbench.analysis.quality import attach_quality, run_quality
     from workbench.analysis.run import analyze_run
     from workbench.analysis.summary import summarize
     from workbench.store import Store
@@ -94,7 +95,12 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
         data.summaries = summarize(
             merged.trials, merged.baseline, merged.windows, [v["name"] for v in merged.variants]
         )
-        data.verdicts = _verdicts(runs, merged.trials)
+        for run in runs:  # quality figures of each run's variants (tagged "RUN:variant")
+            attach_quality(
+                data.summaries, run_quality(store, run["id"], lambda name, r=run["id"]: f"{r}:{name}")
+            )
+        quality = {(s.variant, s.workload): s.quality for s in data.summaries}
+        data.verdicts = _verdicts(runs, merged.trials, quality)
         view = _Compared(data.summaries, merged.baseline, [v["name"] for v in merged.variants], data.verdicts)
         data.charts = [
             c
@@ -124,7 +130,9 @@ class _Compared:
     verdicts: list[Any] = field(default_factory=list)
 
 
-def _verdicts(runs: Sequence[dict[str, Any]], trials: Sequence[TrialRecord]) -> list[Any]:
+def _verdicts(
+    runs: Sequence[dict[str, Any]], trials: Sequence[TrialRecord], quality: dict[Any, Any] | None = None
+) -> list[Any]:
     """Experience targets judged on runs side by side (each run's spec; the first's win)."""
     from workbench.analysis.targets import evaluate
     from workbench.spec.parse import recorded_targets
@@ -132,7 +140,7 @@ def _verdicts(runs: Sequence[dict[str, Any]], trials: Sequence[TrialRecord]) -> 
     targets: dict[str, Any] = {}
     for run in reversed(runs):
         targets.update(recorded_targets(run.get("spec") or ""))
-    return evaluate(trials, targets)
+    return evaluate(trials, targets, quality=quality)
 
 
 def _ready() -> bool:

@@ -55,6 +55,7 @@ CHART_TAB_NAMES = {
     "timeline": "timeline",
     "sweeps": "sweep",
     "speedup": "speedup",
+    "quality": "quality",
     "acceptance": "accepted-length",
     "memory": "memory",
     "targets": "targets",

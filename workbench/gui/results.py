@@ -68,6 +68,24 @@ def _match(s: Any) -> tuple[str, float | None]:
     return (text, s.matches_baseline)
 
 
+def _kld(s: Any) -> tuple[str, float | None]:
+    """KLD from the baseline (sorts lossless and the reference first, unscored last)."""
+    from workbench.report.quality import quality_cells
+
+    q = s.quality or {}
+    text = quality_cells(s)[0]
+    if q.get("status") == "scored":
+        return (text, q["kld_mean"])
+    return (text, 0.0 if q.get("status") in ("reference", "lossless") else None)
+
+
+def _same_top(s: Any) -> tuple[str, float | None]:
+    q = s.quality or {}
+    if q.get("status") != "scored":
+        return ("", None)
+    return (f"{q['same_top']:.0%}", q["same_top"])
+
+
 def _n(s: Any) -> tuple[str, float | None]:
     text = f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else "")
     if s.n_disturbed:
@@ -103,6 +121,8 @@ COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]] | None]] = [
     ("decode speed-up", "speed-up", _ratio("speedup_decode")),
     ("accepted", "acceptance", _acceptance),
     ("match", "match", _match),
+    ("KLD", "KLD", _kld),
+    ("same top", "same top", _same_top),
     ("targets", "targets", None),  # filled from the experience targets' verdicts (per variant × workload)
 ]
 

@@ -31,6 +31,10 @@ _HELP = {
     "itl_p99_ms": "The 99th-percentile gap between token deliveries within a request: the worst stalls.",
     "e2e_ms": "The whole request, from sending it to the last token.",
     "decode_tokens_per_s": "Tokens per second after the first (a lower limit: at least this fast).",
+    "kld_max": "Quality: the most the variant's predictions may differ from the baseline's (mean KLD per "
+    "token, nats; q8_0 ~0.001, q4_K_M ~0.03 on LLaMA-3-8B). Judged on the quality pass, not per request.",
+    "same_top_min": "Quality: the least share of tokens (0 to 1) whose top prediction is the baseline's. "
+    "Judged on the quality pass, not per request.",
 }
 
 
@@ -74,7 +78,7 @@ class TargetsDialog(QDialog):
             edit.setToolTip(_HELP[metric])
             default = defaults.limit(metric) if defaults else None
             edit.setPlaceholderText(f"built-in {default:g}" if default else "no target")
-            form.addRow(f"{label} {'≥' if higher else '≤'} ({unit})", edit)
+            form.addRow(f"{label} {'≥' if higher else '≤'}" + (f" ({unit})" if unit else " (0–1)"), edit)
             self.edits[metric] = edit
         self.percentile = QDoubleSpinBox()
         self.percentile.setObjectName("target_percentile")

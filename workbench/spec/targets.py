@@ -1,7 +1,8 @@
 """Experience targets of a workload: what the feature needs, as limits on the measured metrics.
 
 A workload's ``targets`` table sets any of TTFT, TPOT, ITL p90/p99, e2e (upper limits, ms) and decode
-tok/s (a lower limit), each to hold at one percentile of the requests (default p90)::
+tok/s (a lower limit), each to hold at one percentile of the requests (default p90), and the quality
+a variant must keep on the workload (``kld_max``, ``same_top_min``: judged on the quality pass)::
 
     [[workloads]]
     name = "chat"
@@ -19,7 +20,7 @@ from typing import Any
 
 from workbench.core.errors import SpecError
 
-__all__ = ["DEFAULT_PERCENTILE", "TARGET_METRICS", "Targets", "parse_targets"]
+__all__ = ["DEFAULT_PERCENTILE", "QUALITY_TARGETS", "TARGET_METRICS", "Targets", "parse_targets"]
 
 DEFAULT_PERCENTILE = 90.0
 
@@ -31,7 +32,13 @@ TARGET_METRICS: dict[str, tuple[str, str, bool]] = {
     "itl_p99_ms": ("ITL p99", "ms", False),
     "e2e_ms": ("e2e", "ms", False),
     "decode_tokens_per_s": ("decode", "tok/s", True),
+    # quality (the run's quality pass, per variant × workload, not per request): mean KLD from the
+    # baseline, and the share of tokens whose top prediction is the baseline's (0..1)
+    "kld_max": ("KLD", "nats", False),
+    "same_top_min": ("same top", "", True),
 }
+#: the targets judged on the quality pass's figures rather than on each request's timings
+QUALITY_TARGETS = ("kld_max", "same_top_min")
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,8 @@ class Targets:
         parts = []
         for metric, value in self.limits:
             label, unit, higher = TARGET_METRICS[metric]
-            parts.append(f"{label} {'≥' if higher else '≤'} {_num(value)} {unit}")
+            shown = f"{value:.0%}" if metric == "same_top_min" else _num(value)
+            parts.append(f"{label} {'≥' if higher else '≤'} {shown} {unit}".rstrip())
         return ", ".join(parts) + f" at p{_num(self.percentile)}" if parts else "none"
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,6 +93,10 @@ def parse_targets(value: Any, where: str, *, source: str = "spec") -> Targets:
             raise SpecError(f"{where}: unknown target '{key}'; targets: {', '.join(known)}")
         if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0:
             raise SpecError(f"{where}: target '{key}' must be a positive number, got {raw!r}")
+        if key == "same_top_min" and not raw <= 1:
+            raise SpecError(
+                f"{where}: target 'same_top_min' is a share of tokens from 0 to 1 (0.9 = 90 %), got {raw!r}"
+            )
         if key == "percentile":
             if not 0 < raw < 100:
                 raise SpecError(f"{where}: target 'percentile' must be above 0 and below 100, got {raw!r}")
