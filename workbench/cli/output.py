@@ -114,7 +114,7 @@ def _print_comparison(
 
 def _print_quality(analysis: Any) -> None:
     """Quality beside speed: the figures per variant × workload, then what was not scored and why."""
-    from workbench.report.quality import QUALITY_NOTE, quality_lines, quality_table
+    from workbench.report.quality import QUALITY_NOTE, quality_lines, quality_table, tradeoff_lines
 
     quality = analysis.quality
     if quality is None:
@@ -122,6 +122,8 @@ def _print_quality(analysis: Any) -> None:
     figures = [f for f in quality.figures if f.source == "output"]
     click.echo()
     click.echo("Quality vs the baseline (each variant scored the baseline's outputs):")
+    for line in tradeoff_lines(analysis.summaries, quality):
+        click.echo(textwrap.fill(line, 110, initial_indent="  ", subsequent_indent="    "))
     if figures:
         click.echo(text_table(*quality_table(figures)))
         click.echo(textwrap.fill(QUALITY_NOTE, 110))

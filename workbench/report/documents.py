@@ -34,6 +34,7 @@ from workbench.report.quality import (
     quality_cells,
     quality_lines,
     quality_table,
+    tradeoff_lines,
 )
 from workbench.report.targets import TARGETS_NOTE, targets_table
 
@@ -262,6 +263,7 @@ def markdown_report(
     image("speedup")
     if analysis.quality is not None and analysis.quality.figures:  # speed vs quality
         out += ["## Quality beside speed", ""]
+        out += [f"- **{line}**" for line in tradeoff_lines(analysis.summaries, analysis.quality)] + [""]
         image("quality")
         out += [_md_table(*quality_table(_output_figures(analysis))), "", QUALITY_NOTE, ""]
         out += [f"- {line}" for line in quality_lines(analysis.quality)] + [""]
@@ -391,6 +393,11 @@ def html_report(
     figure("speedup")
     if analysis.quality is not None:  # speed vs quality
         parts.append("<h2>Quality beside speed</h2>")
+        tradeoffs = tradeoff_lines(analysis.summaries, analysis.quality)
+        if tradeoffs:
+            parts.append(
+                "<ul>" + "".join(f'<li><span class="label">{esc(t)}</span></li>' for t in tradeoffs) + "</ul>"
+            )
         if analysis.quality.figures:
             figure("quality")
             parts.append(_html_table(*quality_table(_output_figures(analysis)), colours=colours))

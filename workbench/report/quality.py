@@ -14,6 +14,7 @@ __all__ = [
     "quality_lines",
     "quality_table",
     "quality_words",
+    "tradeoff_lines",
 ]
 
 #: the two columns every comparison table gains when the run had a quality pass
@@ -124,4 +125,39 @@ def quality_lines(quality: Any) -> list[str]:
             f"{f.variant} on {f.workload} ({f.prompts} chunks, {f.positions} tokens): perplexity "
             f"{f.ppl:.3f} vs the baseline's {f.ppl_base:.3f} (ratio {f.ppl_ratio:.4f}), KLD {kld_text(f.kld_mean)}"
         )
+    return out
+
+
+def _range(values: Sequence[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}x" if abs(hi - lo) < 0.005 else f"{lo:.2f}–{hi:.2f}x"
+
+
+def tradeoff_lines(summaries: Sequence[Any], quality: Any) -> list[str]:
+    """The trade-off of each scored variant, speed and cost in one line: "int4-ort: decode 5.4–7.3x,
+    e2e 1.2–1.8x; KLD 0.052, same top 88 % (over every workload)"."""
+    if quality is None:
+        return []
+    overall = {f.variant: f for f in quality.figures if f.source == "output" and f.workload is None}
+    single = {f.variant: f for f in quality.figures if f.source == "output"}
+    out = []
+    for name, row in quality.variants.items():
+        if row["status"] != "scored":
+            continue
+        figures = overall.get(name) or single.get(name)
+        if figures is None:
+            continue
+        mine = [s for s in summaries if s.variant == name]
+        decode = [s.speedup_decode.value for s in mine if s.speedup_decode and s.speedup_decode.value]
+        e2e = [s.speedup_e2e.value for s in mine if s.speedup_e2e and s.speedup_e2e.value]
+        speed = ", ".join(
+            part
+            for part in (f"decode {_range(decode)}" if decode else "", f"e2e {_range(e2e)}" if e2e else "")
+            if part
+        )
+        bound = "≥ " if figures.method == "top-k" else ""
+        cost = f"KLD {bound}{kld_text(figures.kld_mean)}, same top {figures.same_top:.0%}"
+        if figures.ppl_ratio_ci is None or figures.ppl_ratio_ci[0] > 1 or figures.ppl_ratio > 1.005:
+            cost += f", perplexity {figures.ppl_ratio:.3f}x the baseline's"
+        out.append(f"{name}: {speed or 'no speed-up measured'}; {cost}")
     return out
