@@ -4,7 +4,8 @@
 format     writes
 =========  ==========================================================================================
 ``csv``    ``trials.csv``, ``steps.csv``, ``summary.csv``, ``phases.csv``, ``summary.json``,
-           ``server_metrics.csv`` (served variants) and the data of every chart (``<chart>.csv``)
+           ``server_metrics.csv`` (served variants), ``quality_positions.csv`` and
+           ``quality_variants.csv`` (the quality pass) and the data of every chart (``<chart>.csv``)
 ``md``     ``summary.md``: phases and advice, tables, links to the PNGs when they are written too
 ``png``    ``<chart>.png`` at 2x pixels (offscreen Qt; needs the ``gui`` extra)
 ``svg``    ``<chart>.svg`` (needs the ``gui`` extra)
@@ -150,6 +151,14 @@ def export_data(
     windows = store.server_metrics(run_id, include_warmup=True)
     if windows:
         written.append(_csv(out_dir / "server_metrics.csv", windows))
+    if analysis.quality is not None:  # the quality pass: per variant × scored position, and the outcome
+        positions = store.rows(
+            "select variant, source, workload, prompt_id, position, token_id, nll_base, nll, kld, delta_p, "
+            "same_top, top_id from quality_positions where run_id = ? order by id",
+            [run_id],
+        )
+        written.append(_csv_rows(out_dir / "quality_positions.csv", *positions))
+        written.append(_csv(out_dir / "quality_variants.csv", list(analysis.quality.variants.values())))
     written.append(_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
     written.append(_csv(out_dir / "phases.csv", [_flat(p.to_dict()) for p in analysis.phases]))
     summary = json.dumps(analysis.to_dict(), indent=2, default=str)
