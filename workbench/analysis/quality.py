@@ -188,7 +188,7 @@ def quality_summary(
         for prompt_id, rows in prompts.items():
             by_variant[(variant, source)][(workload, prompt_id)] = rows
     for (variant, source), prompts in by_variant.items():
-        if len({w for w, _ in prompts}) > 1:
+        if len({key[0] for key in prompts}) > 1:
             out.append(_figures(variant, None, source, prompts, methods))
     return out
 

@@ -53,7 +53,7 @@ def _verdicts(
     from workbench.analysis.quality import group_quality, run_quality
 
     trials = merge_runs(store, run_rows, baseline, strict=True).trials
-    quality = {}
+    quality: dict[tuple[str, str], Any] = {}
     for row in run_rows:
         tag = (lambda name, run=row["id"]: f"{run}:{name}") if len(run_rows) > 1 else None
         found = run_quality(store, row["id"], tag)

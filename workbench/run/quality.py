@@ -263,9 +263,10 @@ class QualityPass:
             self._record(name, "failed", "its worker could not be started again")
             return
         self.report(f"quality: {name} scores the baseline's {len(streams)} streams")
+        corpus = self.spec.quality_text
         texts = (
-            [self.spec.quality_text.read_text(encoding="utf-8")]
-            if any(s.source == "text" for s in streams)
+            [corpus.read_text(encoding="utf-8")]
+            if corpus is not None and any(s.source == "text" for s in streams)
             else []
         )
         trial_of = {(t.workload, t.prompt.id): i for i, t in enumerate(plan.trials) if not t.warmup}

@@ -229,7 +229,7 @@ def _score_arrays(scores: Any, n: int) -> dict[str, Any]:
         return {"logprobs": logprobs}
     if scores.top_ids is None or scores.top_logprobs is None or scores.token_logprobs is None:
         raise ValueError("score() returned neither logprobs nor top_ids, top_logprobs and token_logprobs")
-    arrays = {
+    arrays: dict[str, Any] = {
         "top_ids": np.asarray(scores.top_ids, dtype=np.int64),
         "top_logprobs": np.asarray(scores.top_logprobs, dtype=np.float32),
         "token_logprobs": np.asarray(scores.token_logprobs, dtype=np.float32),
