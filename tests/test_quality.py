@@ -329,3 +329,50 @@ def test_quality_keys_are_checked(tmp_path):
     assert spec.quality_text == tmp_path / "ok.txt" and spec.quality_ctx == 64
     with pytest.raises(SpecError, match="16 or more"):
         parse_spec('quality_text = "ok.txt"\nquality_ctx = 4\n' + base, base_dir=tmp_path)
+
+
+def test_the_gui_shows_kld_columns_the_quality_tab_and_the_tradeoff(quality_run, qtbot, tmp_path):
+    pytest.importorskip("PySide6")
+    from workbench.gui import charts as gui_charts
+    from workbench.gui.chartview import ChartPanel
+    from workbench.gui.loading import load_results
+    from workbench.gui.results import COLUMNS, SummaryTableModel
+    from workbench.gui.results_view import advice_html
+
+    data = load_results(quality_run[0], (1,))
+    model = SummaryTableModel()
+    model.set_summaries(data.summaries, {}, data.verdicts)
+    headers = [header for header, _, _ in COLUMNS]
+    kld, top = headers.index("KLD"), headers.index("same top")
+    cells = {
+        model.summary(r).variant: (model.index(r, kld).data(), model.index(r, top).data())
+        for r in range(model.rowCount())
+    }
+    assert cells["baseline"] == ("reference", "") and cells["lookup"] == ("lossless", "")
+    assert cells["trim"] == ("not scored", "") and cells["bf16"][1].endswith("%")
+    assert float(cells["bf16"][0]) > 0
+    html = advice_html(data)
+    assert "Quality beside speed" in html and "bf16: decode" in html and "trim: not scored" in html
+    chart = next(c for c in data.charts if c.key == "quality")
+    exact = [
+        p for p in chart.points if p.metric == "e2e" and p.kld == 0
+    ]  # the baseline and the lossless ones
+    assert {p.variant for p in exact} == {"baseline", "lookup", "copy"}
+    assert max(exact, key=lambda p: p.speedup).pareto  # the fastest exact one: nothing is closer, none faster
+    panel = ChartPanel()
+    qtbot.addWidget(panel)
+    panel.set_charts(data.charts)
+    panel.show_tab("quality")
+    panel.draw_all()
+    assert len(gui_charts.plot_items(panel.widgets["quality"])) == 2  # e2e and decode
+    assert gui_charts.save_png(chart, tmp_path / "quality.png").stat().st_size > 5000
+
+
+def test_the_pareto_front_keeps_only_undominated_points():
+    from workbench.charts.quality import QualityPoint, pareto_front
+
+    def point(speed, kld):
+        return QualityPoint("w", f"v{speed}-{kld}", "e2e", speed, None, None, kld, None, None, None, "scored")
+
+    points = [point(1.0, 0.0), point(2.0, 0.01), point(1.5, 0.02), point(3.0, 0.1), point(3.0, 0.2)]
+    assert pareto_front(points) == {0, 1, 3}

@@ -101,9 +101,9 @@ def _print_comparison(
     if analysis is not None:
         for line in analysis.design.lines() if analysis.design else []:
             click.echo(textwrap.fill(line, 110, subsequent_indent="  "), err=True)
-        _print_quality(analysis)
         _print_phases(analysis)
         _print_drafting(analysis)
+        _print_quality(analysis)
         _print_targets(analysis.verdicts, analysis.target_advice)
     else:
         disturbed = sum(s.n_disturbed for s in summaries)
@@ -118,6 +118,11 @@ def _print_quality(analysis: Any) -> None:
 
     quality = analysis.quality
     if quality is None:
+        return
+    reference = quality.variants.get(analysis.baseline or "")
+    if reference is not None and reference["status"] != "reference":  # nothing could be compared
+        click.echo()
+        click.echo(f"Quality: not measured — the baseline cannot be the reference: {reference.get('reason')}")
         return
     figures = [f for f in quality.figures if f.source == "output"]
     click.echo()

@@ -174,6 +174,14 @@ def advice_html(data: Any) -> str:
         if data.unmatched:
             out.append(f"<p><i>Not matched: {escape(', '.join(data.unmatched))}</i></p>")
         return "".join(out)
+    quality = data.analysis.quality if data.analysis is not None else None
+    if quality is not None:  # the cost beside the speed, first
+        from workbench.report.quality import quality_lines, tradeoff_lines
+
+        out.append("<h3>Quality beside speed</h3>")
+        lines = [f"<b>{escape(line)}</b>" for line in tradeoff_lines(data.analysis.summaries, quality)]
+        lines += [escape(line) for line in quality_lines(quality)]
+        out.append("<ul>" + "".join(f"<li>{line}</li>" for line in lines) + "</ul>")
     design = data.analysis.design if data.analysis is not None else None
     if design is not None:
         out.append("<h3>How the trials ran</h3>")
