@@ -164,9 +164,10 @@ def test_a_workbench_of_another_protocol_is_refused(tmp_path):
     (package / "run" / "interpreter.py").write_text(
         'print("workbench-interpreter: " + \'{"protocol": 0, "workbench": "0.0.1"}\')\n'
     )
-    with pytest.raises(
-        SpecError, match=r"has workbench 0\.0\.1 \(worker protocol 0\); this is workbench .* \(protocol 1\)"
-    ):
+    from workbench.run.events import PROTOCOL
+
+    expected = rf"has workbench 0\.0\.1 \(worker protocol 0\); this is workbench .* \(protocol {PROTOCOL}\)"
+    with pytest.raises(SpecError, match=expected):
         preflight_spec(make_spec(python))
 
 
