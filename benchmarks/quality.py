@@ -5,7 +5,8 @@ context and GGUF pair.
 What is measured
     The demo model (``demo:smollm2-135m``). The base is its as-shipped Q4_1 GGUF re-written as F32 by
     llama.cpp (``gguf_type = "F32"``: the Q4_1 values, the transformers baseline's weights). The
-    compared GGUFs: the Q4_1 file as shipped (the same weights, quantized kernels) and the Q4_1 file
+    compared GGUFs: the base itself, loaded a second time (A/A), the Q4_1 file as shipped (the
+    same weights, quantized kernels) and the Q4_1 file
     re-quantized by the strategy's ``gguf_type`` (Q8_0, Q6_K, Q4_K_M, Q2_K; cached as a run caches
     them). The text (``--text``, default ``resources/workloads/sweep_base.txt``, ~3,700 tokens) is cut
     into chunks of ``--ctx`` tokens (512); as llama.cpp does, each chunk starts with BOS where the
@@ -26,7 +27,8 @@ What is measured
 Pass criterion (exit 0; exit 1 otherwise)
     - for every re-quantized type: mean KLD within ``--kld-tolerance`` (5 %) relative of
       llama-perplexity's, same-top within ``--top-tolerance`` (1 point);
-    - the KLD order Q8_0 < Q6_K < Q4_K_M < Q2_K and same-top the reverse, in both measurements.
+    - the KLD order Q8_0 < Q6_K < Q4_K_M < Q2_K and same-top the reverse, in both measurements;
+    - A/A (the base against a second session of itself): our mean KLD < 1e-6, same-top 100 %.
     (The as-shipped Q4_1 row is shown, not judged: its KLD is kernel arithmetic, near llama.cpp's
     16-bit storage of the base log-probabilities.)
 
@@ -51,8 +53,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = "demo:smollm2-135m"
 #: (label, the llama-cpp strategy's gguf_type); the first is the as-shipped file, not judged
-COMPARED = [("Q4_1 as shipped", "as-is"), ("Q8_0", "Q8_0"), ("Q6_K", "Q6_K"), ("Q4_K_M", "Q4_K_M"),
-            ("Q2_K", "Q2_K")]  # fmt: skip
+COMPARED = [("F32 (A/A)", "F32"), ("Q4_1 as shipped", "as-is"), ("Q8_0", "Q8_0"), ("Q6_K", "Q6_K"),
+            ("Q4_K_M", "Q4_K_M"), ("Q2_K", "Q2_K")]  # fmt: skip
+AA = "F32 (A/A)"
 JUDGED = ["Q8_0", "Q6_K", "Q4_K_M", "Q2_K"]
 
 
@@ -215,14 +218,16 @@ def main(argv: list[str] | None = None) -> int:
         a, b = theirs[label], ours[label]
         rel = (b["mean_kld"] - a["mean_kld"]) / a["mean_kld"] if a["mean_kld"] else float("nan")
         top = b["same_top_pct"] - a["same_top_pct"]
-        print(f"{label:<16} {a['mean_kld']:>13.6f} {b['mean_kld']:>10.6f} {100 * rel:>6.1f}% "
+        print(f"{label:<16} {a['mean_kld']:>13.4g} {b['mean_kld']:>10.4g} {100 * rel:>6.1f}% "
               f"{a['same_top_pct']:>10.2f}% {b['same_top_pct']:>12.2f}% {top:>+6.2f} {a['ppl_ratio']:>12.4f} "
-              f"{b['ppl_ratio']:>7.4f} {b['median_kld']:>10.6f} {b['p99_kld']:>8.4f} {b['max_kld']:>8.4f}")  # fmt: skip
+              f"{b['ppl_ratio']:>7.4f} {b['median_kld']:>10.4g} {b['p99_kld']:>8.4f} {b['max_kld']:>8.4f}")  # fmt: skip
         if label in JUDGED:
             if not abs(rel) <= args.kld_tolerance:
                 failures.append(f"{label}: mean KLD {b['mean_kld']:.6f} vs llama.cpp {a['mean_kld']:.6f}")
             if not abs(top) <= args.top_tolerance:
                 failures.append(f"{label}: same-top {b['same_top_pct']:.2f} % vs {a['same_top_pct']:.2f} %")
+    if not (ours[AA]["mean_kld"] < 1e-6 and ours[AA]["same_top_pct"] == 100.0):
+        failures.append(f"A/A: KLD {ours[AA]['mean_kld']:.2e}, same-top {ours[AA]['same_top_pct']:.2f} %")
     for name, figs in (("llama.cpp", theirs), ("ours", ours)):
         klds = [figs[label]["mean_kld"] for label in JUDGED]
         tops = [figs[label]["same_top_pct"] for label in JUDGED]

@@ -269,7 +269,7 @@ class OrtGenAISession(Session):
             raise ValueError(f"start {start} outside 1..{len(ids) - 1}")
         if self.context_length and len(ids) > self.context_length:
             raise StrategyError(
-                f"not scored: the sequence ({len(ids)} tokens) is longer than the model's context "
+                f"the sequence to score ({len(ids)} tokens) is longer than the model's context "
                 f"({self.context_length})"
             )
         params = og.GeneratorParams(self.model)
@@ -282,7 +282,7 @@ class OrtGenAISession(Session):
             del generator
         if logits.ndim != 3 or logits.shape[1] != len(ids) - 1:
             raise StrategyError(
-                f"not scored: the model's logits output has shape {list(logits.shape)}, not one row per "
+                f"the model's logits output has shape {list(logits.shape)}, not one row per "
                 f"position ({len(ids) - 1})"
             )
         return TokenScores.from_logits(logits[0, start - 1 :])

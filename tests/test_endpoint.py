@@ -308,7 +308,7 @@ def test_a_generic_server_scores_through_echo_and_logprobs_named_by_id(openai_se
     openai_server.vllm = False  # no prompt_logprobs; echo + logprobs, tokens named by text...
     session = session_for(openai_server, score_top_k=8)
     assert session.server_info["server"] == "generic"
-    with pytest.raises(StrategyError, match=r"^not scored: .*not named by id") as info:
+    with pytest.raises(NotImplementedError, match=r"not named by id") as info:
         session.score(SCORED, 2)
     assert "\n" not in str(info.value)
     body = openai_server.requests[-1]
@@ -328,19 +328,26 @@ def test_a_generic_server_scores_through_echo_and_logprobs_named_by_id(openai_se
 
 
 @pytest.mark.parametrize(
-    ("setup", "needle"),
+    ("setup", "error", "needle"),
     [
-        ({"vllm": False, "serve_echo_logprobs": False}, "answered without logprobs"),
-        ({"serve_prompt_logprobs": False}, "has no prompt_logprobs"),
-        ({"fail": (500, "engine dead")}, "HTTP 500 .*engine dead"),
-        ({"max_model_len": 8}, r"leaves no room in the server's context \(8\)"),
+        # the server does not offer it: NotImplementedError, which the quality pass records "not scored"
+        ({"vllm": False, "serve_echo_logprobs": False}, NotImplementedError, "answered without logprobs"),
+        ({"serve_prompt_logprobs": False}, NotImplementedError, "has no prompt_logprobs"),
+        (
+            {"fail": (400, "unknown field")},
+            NotImplementedError,
+            "refused the scoring request: HTTP 400 .*unknown",
+        ),
+        # it failed: StrategyError ("failed", with the reason)
+        ({"fail": (500, "engine dead")}, StrategyError, "^scoring: HTTP 500 .*engine dead"),
+        ({"max_model_len": 8}, StrategyError, r"^the sequence to score \(11 tokens\) leaves no room .*\(8\)"),
     ],
 )
-def test_a_server_that_gives_no_scores_says_not_scored_in_one_line(openai_server, setup, needle):
+def test_a_server_that_gives_no_scores_says_why_in_one_line(openai_server, setup, error, needle):
     for key, value in setup.items():
         setattr(openai_server, key, value)
     session = session_for(openai_server)
-    with pytest.raises(StrategyError, match=rf"^not scored: .*{needle}") as info:
+    with pytest.raises(error, match=needle) as info:
         session.score(SCORED, 1)
     assert "\n" not in str(info.value)
 

@@ -208,7 +208,7 @@ def test_the_f32_gguf_scores_as_the_baseline_and_a_requantized_one_further_away(
 
 
 def test_scoring_past_n_ctx_or_from_position_0_is_refused_in_one_line(q4_1):
-    with pytest.raises(StrategyError, match=r"^not scored: .*n_ctx = 1024"):
+    with pytest.raises(StrategyError, match=r"^the sequence to score \(1030 tokens\).*n_ctx = 1024"):
         q4_1.score([28] * 1030, 1)
     with pytest.raises(ValueError, match="start 0"):
         q4_1.score([1, 2, 3], 0)

@@ -202,7 +202,7 @@ def test_greedy_tokens_are_the_argmax_of_the_sessions_own_scores_and_scoring_lea
 
 
 def test_scoring_past_the_context_is_refused_in_one_line(int4):
-    with pytest.raises(StrategyError, match=r"^not scored: .*context \(256\)"):
+    with pytest.raises(StrategyError, match=r"^the sequence to score \(300 tokens\).*context \(256\)"):
         int4.score([5] * 300, 1)
     with pytest.raises(ValueError, match="start 0"):
         int4.score([5, 6, 7], 0)

@@ -41,6 +41,9 @@ __all__ = ["EndpointSession", "split_counts"]
 #: a server's refusal of too many logprobs names its limit (vLLM: "... greater than max allowed: 20")
 _LOGPROB_LIMIT = re.compile(r"(?:max(?:imum)? allowed|<=|at most|maximum of)\D{0,3}(\d+)", re.IGNORECASE)
 
+#: answers to a scoring request that mean the server does not offer it (rather than that it failed)
+_REFUSED = (400, 404, 405, 422, 501)
+
 #: how long the server's request counter may lag behind the streams' ends before a window is closed
 METRICS_SETTLE_S = 2.0
 
@@ -377,13 +380,14 @@ class EndpointSession(Session):
         ``prompt_logprobs`` (a vLLM server), else OpenAI-style ``echo`` + ``logprobs`` with the
         tokens named by id (``return_tokens_as_token_ids``). Only a top-k is known (``score_top_k``,
         or the server's own limit when it allows fewer), plus the given token's log-probability.
-        A server that offers neither raises :class:`StrategyError` saying "not scored: <why>"."""
+        A server that offers neither raises ``NotImplementedError`` saying why (the quality pass
+        records the variant "not scored" with it); a failed request raises :class:`StrategyError`."""
         ids = [int(t) for t in token_ids]
         if not 1 <= start < len(ids):
             raise ValueError(f"start {start} outside 1..{len(ids) - 1}")
         if self.context_length and len(ids) >= self.context_length:
             raise StrategyError(
-                f"not scored: the sequence ({len(ids)} tokens) leaves no room in the server's context "
+                f"the sequence to score ({len(ids)} tokens) leaves no room in the server's context "
                 f"({self.context_length})"
             )
         body: dict[str, Any] = {
@@ -398,20 +402,20 @@ class EndpointSession(Session):
             data, k = self._score_request(body, "prompt_logprobs")
             rows = _first_choice(data).get("prompt_logprobs")
             if not isinstance(rows, list):
-                raise StrategyError("not scored: the server's answer has no prompt_logprobs")
+                raise NotImplementedError("the server's answer has no prompt_logprobs")
             return _scores(ids, start, k, rows, _vllm_position)
         body.update(echo=True, return_tokens_as_token_ids=True)
         data, k = self._score_request(body, "logprobs")
         logprobs = _first_choice(data).get("logprobs")
         if not isinstance(logprobs, dict) or not isinstance(logprobs.get("top_logprobs"), list):
-            raise StrategyError(
-                "not scored: the server answered without logprobs (it offers neither vLLM's prompt_logprobs "
+            raise NotImplementedError(
+                "the server answered without logprobs (it offers neither vLLM's prompt_logprobs "
                 "nor echo with logprobs)"
             )
         tokens = logprobs.get("tokens") or []
         if [str(t) for t in tokens[: len(ids)]] != [f"token_id:{t}" for t in ids]:
-            raise StrategyError(
-                "not scored: the server's echoed tokens are not named by id (return_tokens_as_token_ids), "
+            raise NotImplementedError(
+                "the server's echoed tokens are not named by id (return_tokens_as_token_ids), "
                 "so its top tokens cannot be matched to the baseline's"
             )
         given = logprobs.get("token_logprobs") or []
@@ -431,24 +435,24 @@ class EndpointSession(Session):
             try:
                 response = self.client.post(url, json=body)
             except httpx.HTTPError as exc:
-                raise StrategyError(
-                    f"not scored: {_transport_error(exc, url, self.config.timeout_s)}"
-                ) from None
+                raise StrategyError(f"scoring: {_transport_error(exc, url, self.config.timeout_s)}") from None
             if response.status_code == 400:
                 limit = _LOGPROB_LIMIT.search(_error_text(response))
                 if limit and 1 <= int(limit.group(1)) < k:
                     k = int(limit.group(1))
                     continue
+            if response.status_code in _REFUSED:
+                raise NotImplementedError(f"the server refused the scoring request: {http_error(response)}")
             if response.status_code >= 400:
-                raise StrategyError(f"not scored: {http_error(response)}")
+                raise StrategyError(f"scoring: {http_error(response)}")
             try:
                 data = response.json()
             except ValueError:
-                raise StrategyError(f"not scored: {url} answered with no JSON") from None
+                raise StrategyError(f"scoring: {url} answered with no JSON") from None
             if not isinstance(data, dict):
-                raise StrategyError(f"not scored: {url} answered with no JSON object")
+                raise StrategyError(f"scoring: {url} answered with no JSON object")
             return data, k
-        raise StrategyError(f"not scored: {url} refused {key} = {k}")  # pragma: no cover - loop returns
+        raise StrategyError(f"scoring: {url} refused {key} = {k}")  # pragma: no cover - loop returns
 
     # -- the server's own figures ----------------------------------------------------------------
 
@@ -601,7 +605,7 @@ def _transport_error(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
 def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise StrategyError("not scored: the server's answer has no choices")
+        raise StrategyError("scoring: the server's answer has no choices")
     return choices[0]
 
 
@@ -627,18 +631,18 @@ def _scores(ids: list[int], start: int, k: int, rows: list[Any], position: Any) 
     import numpy as np
 
     if len(rows) < len(ids):
-        raise StrategyError(f"not scored: the server returned {len(rows)} positions for {len(ids)} tokens")
+        raise StrategyError(f"scoring: the server returned {len(rows)} positions for {len(ids)} tokens")
     tops: list[list[tuple[int, float]]] = []
     given: list[float] = []
     for i in range(start, len(ids)):
         if not rows[i]:
-            raise StrategyError(f"not scored: the server gave no logprobs at position {i}")
+            raise StrategyError(f"scoring: the server gave no logprobs at position {i}")
         try:
             candidates, lp = position(rows[i], ids[i])
         except (TypeError, ValueError, KeyError, AttributeError):
-            raise StrategyError(f"not scored: the server's logprobs at position {i} are malformed") from None
+            raise StrategyError(f"scoring: the server's logprobs at position {i} are malformed") from None
         if lp is None:
-            raise StrategyError(f"not scored: the server gave no logprob for the given token at position {i}")
+            raise StrategyError(f"scoring: the server gave no logprob for the given token at position {i}")
         tops.append(sorted(candidates, key=lambda c: -c[1])[:k])
         given.append(lp)
     width = min(len(t) for t in tops)  # k, or fewer where the server sent fewer

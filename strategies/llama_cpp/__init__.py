@@ -302,7 +302,7 @@ class LlamaCppSession(Session):
             raise ValueError(f"start {start} outside 1..{len(ids) - 1}")
         if len(ids) - 1 > self.n_ctx:
             raise StrategyError(
-                f"not scored: the sequence ({len(ids)} tokens) is longer than the context llama.cpp "
+                f"the sequence to score ({len(ids)} tokens) is longer than the context llama.cpp "
                 f"allocated (n_ctx = {self.n_ctx}); raise n_ctx"
             )
         llm, ctx = self.llm, self._ctx
@@ -331,7 +331,7 @@ class LlamaCppSession(Session):
                 batch.n_tokens = len(chunk)
                 rc = llama_cpp.llama_decode(ctx, batch)
                 if rc != 0:
-                    raise StrategyError(f"not scored: llama_decode returned {rc}")
+                    raise StrategyError(f"llama_decode returned {rc} while scoring")
                 for j in wanted:
                     pointer = llama_cpp.llama_get_logits_ith(ctx, j)
                     rows[filled] = np.ctypeslib.as_array(pointer, shape=(n_vocab,))
