@@ -452,7 +452,7 @@ class EndpointSession(Session):
             if not isinstance(data, dict):
                 raise StrategyError(f"scoring: {url} answered with no JSON object")
             return data, k
-        raise StrategyError(f"scoring: {url} refused {key} = {k}")  # pragma: no cover - loop returns
+        raise NotImplementedError(f"the server refused {key} = {k} (below the limit it named)")
 
     # -- the server's own figures ----------------------------------------------------------------
 
