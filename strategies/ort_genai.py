@@ -17,6 +17,10 @@ with the model folder's tokenizer through transformers, exactly as the baseline 
 ``weights_mb`` is the size of the ONNX weights as stored (``*.onnx`` + external data, int4 blocks with
 their scales); ``kv_bytes_per_token`` comes from the layers, KV heads and head size in
 ``genai_config.json`` and the KV element type of the graph's ``past_key_values`` inputs.
+
+``score`` (the quality pass, untimed) runs the given tokens through a generator of its own in one
+``append_tokens`` and reads the graph's logits for every position (``get_output("logits")``): the
+full distribution at each scored position.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from workbench.strategy import (
     Session,
     Strategy,
     StrategyError,
+    TokenScores,
     error_context,
     field_help,
 )
@@ -250,6 +255,37 @@ class OrtGenAISession(Session):
         finally:
             del generator
         return Output(token_ids=tokens, text=self.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
+
+    def score(self, token_ids: Sequence[int], start: int) -> TokenScores:
+        """A generator of its own (the timed ones are made per request anyway): the sequence but its
+        last token appended in one ``append_tokens``, whose ``get_output("logits")`` holds the
+        graph's logits for every appended position (``[1, n, vocab]``); the rows that predict
+        ``token_ids[start:]``."""
+        import numpy as np
+        import onnxruntime_genai as og
+
+        ids = [int(t) for t in token_ids]
+        if not 1 <= start < len(ids):
+            raise ValueError(f"start {start} outside 1..{len(ids) - 1}")
+        if self.context_length and len(ids) > self.context_length:
+            raise StrategyError(
+                f"the sequence to score ({len(ids)} tokens) is longer than the model's context "
+                f"({self.context_length})"
+            )
+        params = og.GeneratorParams(self.model)
+        params.set_search_options(max_length=len(ids), batch_size=1, do_sample=False)
+        generator = og.Generator(self.model, params)
+        try:
+            generator.append_tokens(np.asarray(ids[:-1], dtype=np.int32))
+            logits = np.asarray(generator.get_output("logits"), dtype=np.float32)
+        finally:
+            del generator
+        if logits.ndim != 3 or logits.shape[1] != len(ids) - 1:
+            raise StrategyError(
+                f"the model's logits output has shape {list(logits.shape)}, not one row per "
+                f"position ({len(ids) - 1})"
+            )
+        return TokenScores.from_logits(logits[0, start - 1 :])
 
     def close(self) -> None:
         del self.model

@@ -17,7 +17,7 @@ from workbench.cli import cli
 from workbench.core import registry
 from workbench.core.config import build_config
 from workbench.core.device import Device
-from workbench.core.errors import SpecError
+from workbench.core.errors import SpecError, StrategyError
 from workbench.core.strategy import Prompt
 from workbench.core.variant import Variant
 from workbench.run.runner import TrialRunner
@@ -252,6 +252,110 @@ def test_concurrency_is_refused_for_strategies_that_run_one_stream():
     with pytest.raises(SpecError, match="at least 1"):
         parse_spec(
             '[[variants]]\nname = "e"\nstrategy = "endpoint"\nconcurrency = 0\n[[workloads]]\nname = "code"\n'
+        )
+
+
+# -- score: the server's logprobs of a given token sequence (the quality pass) ----------------------
+
+SCORED = [1, 17, 4242, 99, 31_000, 5, 77, 123, 9, 2024, 640]
+
+
+def _expected(server, ids, start):
+    """The fake's own distribution at each scored position (its known model, as costs are elsewhere)."""
+    return [
+        (server.distribution(ids[:i])[0], server.logprob_of(ids[:i], ids[i])[0])
+        for i in range(start, len(ids))
+    ]
+
+
+def test_a_vllm_server_scores_through_prompt_logprobs_capped_at_its_max_logprobs(openai_server):
+    session = session_for(openai_server)  # vLLM: score_top_k = 32 asked, its max_logprobs = 20 given
+    scores = session.score(SCORED, 3)
+    assert not scores.full
+    assert scores.top_ids.shape == scores.top_logprobs.shape == (len(SCORED) - 3, 20)
+    assert scores.token_logprobs.shape == (len(SCORED) - 3,)
+    for row, (ranked, given) in enumerate(_expected(openai_server, SCORED, 3)):
+        assert scores.top_ids[row].tolist() == [t for t, _ in ranked[:20]]
+        assert scores.top_logprobs[row].tolist() == pytest.approx([lp for _, lp in ranked[:20]], abs=1e-6)
+        assert scores.token_logprobs[row] == pytest.approx(given, abs=1e-6)
+    first, second = openai_server.requests[-2:]
+    assert first["prompt_logprobs"] == 32 and second["prompt_logprobs"] == 20  # refused, then its limit
+    assert second["prompt"] == SCORED and second["max_tokens"] == 1 and second["stream"] is False
+    assert "echo" not in second
+    openai_server.max_logprobs = 64  # a server started with --max-logprobs 64: k as asked
+    assert session.score(SCORED, 1).top_ids.shape == (len(SCORED) - 1, 32)
+    assert openai_server.requests[-1]["prompt_logprobs"] == 32
+
+
+def test_a_perturbed_server_scores_further_from_the_same_one(openai_server):
+    import numpy as np
+
+    session = session_for(openai_server, score_top_k=16)
+    clean = session.score(SCORED, 1)
+    openai_server.logit_noise = 1.0
+    noisy = session.score(SCORED, 1)
+    assert clean.top_ids.shape == (len(SCORED) - 1, 16)
+    assert not np.allclose(clean.top_logprobs, noisy.top_logprobs, atol=1e-3)
+    assert (clean.top_ids[:, 0] != noisy.top_ids[:, 0]).any()  # the top token moved somewhere
+    openai_server.logit_noise = 0.0
+    again = session.score(SCORED, 1)
+    assert np.array_equal(again.top_ids, clean.top_ids) and np.array_equal(
+        again.top_logprobs, clean.top_logprobs
+    )
+
+
+def test_a_generic_server_scores_through_echo_and_logprobs_named_by_id(openai_server):
+    openai_server.vllm = False  # no prompt_logprobs; echo + logprobs, tokens named by text...
+    session = session_for(openai_server, score_top_k=8)
+    assert session.server_info["server"] == "generic"
+    with pytest.raises(NotImplementedError, match=r"not named by id") as info:
+        session.score(SCORED, 2)
+    assert "\n" not in str(info.value)
+    body = openai_server.requests[-1]
+    assert body["echo"] is True and body["logprobs"] == 8 and body["return_tokens_as_token_ids"] is True
+    openai_server.vllm = True  # ...a vLLM behind server = "generic" names them by id
+    config = build_config(
+        EndpointStrategy.Config,
+        {"base_url": openai_server.base_url, "score_top_k": 8, "server": "generic"},
+        where="v",
+    )
+    session = EndpointStrategy().load(Variant(name="v", strategy="endpoint", config=config), Device("cpu"))
+    scores = session.score(SCORED, 2)
+    assert scores.top_ids.shape == (len(SCORED) - 2, 8)
+    for row, (ranked, given) in enumerate(_expected(openai_server, SCORED, 2)):
+        assert scores.top_ids[row].tolist() == [t for t, _ in ranked[:8]]
+        assert scores.token_logprobs[row] == pytest.approx(given, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("setup", "error", "needle"),
+    [
+        # the server does not offer it: NotImplementedError, which the quality pass records "not scored"
+        ({"vllm": False, "serve_echo_logprobs": False}, NotImplementedError, "answered without logprobs"),
+        ({"serve_prompt_logprobs": False}, NotImplementedError, "has no prompt_logprobs"),
+        (
+            {"fail": (400, "unknown field")},
+            NotImplementedError,
+            "refused the scoring request: HTTP 400 .*unknown",
+        ),
+        # it failed: StrategyError ("failed", with the reason)
+        ({"fail": (500, "engine dead")}, StrategyError, "^scoring: HTTP 500 .*engine dead"),
+        ({"max_model_len": 8}, StrategyError, r"^the sequence to score \(11 tokens\) leaves no room .*\(8\)"),
+    ],
+)
+def test_a_server_that_gives_no_scores_says_why_in_one_line(openai_server, setup, error, needle):
+    for key, value in setup.items():
+        setattr(openai_server, key, value)
+    session = session_for(openai_server)
+    with pytest.raises(error, match=needle) as info:
+        session.score(SCORED, 1)
+    assert "\n" not in str(info.value)
+
+
+def test_score_top_k_is_checked():
+    with pytest.raises(SpecError, match="score_top_k"):
+        parse_spec(
+            '[[variants]]\nname = "e"\nstrategy = "endpoint"\nscore_top_k = 0\n[[workloads]]\nname = "code"\n'
         )
 
 

@@ -146,6 +146,76 @@ def test_a_prompt_past_n_ctx_fails_the_trial_in_one_line(q4_1):
         q4_1.generate(request, ListProbe())
 
 
+# --- score: teacher forcing --------------------------------------------------------------------------
+
+
+def _kld(p, q):
+    """Per position KL(P || Q) of two [n, vocab] log-probability arrays."""
+    import numpy as np
+
+    return (np.exp(p.astype(np.float64)) * (p.astype(np.float64) - q)).sum(-1)
+
+
+def test_greedy_tokens_are_the_argmax_of_the_sessions_own_scores_and_scoring_leaves_generate_alone(q4_1):
+    import numpy as np
+
+    request = request_for(q4_1, PROMPTS[1], max_new_tokens=24, ignore_eos=True)
+    before = q4_1.generate(request, ListProbe()).token_ids
+    ids = [*request.input_ids, *before]
+    scores = q4_1.score(ids, len(request.input_ids))
+    assert scores.full and scores.logprobs.shape == (24, q4_1.llm.n_vocab())
+    assert scores.logprobs.dtype == np.float32
+    assert np.allclose(np.exp(scores.logprobs).sum(-1), 1.0, atol=1e-4)
+    assert scores.logprobs.argmax(-1).tolist() == before
+    after = q4_1.generate(request, ListProbe()).token_ids
+    assert after == before
+    # from position 1: the prompt's own tokens too, and the same rows where the two overlap
+    whole = q4_1.score(ids, 1)
+    assert whole.logprobs.shape[0] == len(ids) - 1
+    assert np.allclose(whole.logprobs[-24:], scores.logprobs, atol=1e-3)
+
+
+def test_scores_span_several_prefill_slices(demo_gguf):
+
+    wide = load_session(DEMO, "llama-cpp", dtype="auto", n_ctx=256, n_batch=256)
+    narrow = load_session(DEMO, "llama-cpp", dtype="auto", n_ctx=256, n_batch=7)
+    ids = wide.encode(Prompt(id="p", prompt=" ".join(PROMPTS * 3)))
+    a, b = wide.score(ids, 3).logprobs, narrow.score(ids, 3).logprobs
+    assert a.shape == b.shape == (len(ids) - 3, wide.llm.n_vocab())
+    assert _kld(a, b).max() < 1e-3 and (a.argmax(-1) == b.argmax(-1)).all()
+    wide.close()
+    narrow.close()
+
+
+def test_the_f32_gguf_scores_as_the_baseline_and_a_requantized_one_further_away(private_cache):
+    pytest.importorskip("torch")
+    source, _ = private_cache
+    baseline = load_session(DEMO, "baseline")
+    f32 = load_session(source, "llama-cpp", dtype="auto", gguf_type="F32", n_ctx=512)
+    q8 = load_session(source, "llama-cpp", dtype="auto", gguf_type="Q8_0", n_ctx=512)
+    for text in PROMPTS[:2]:
+        request = request_for(baseline, text, max_new_tokens=32, ignore_eos=True)
+        ids = [*request.input_ids, *baseline.generate(request, ListProbe()).token_ids]
+        reference = baseline.score(ids, 1).logprobs
+        ours, requantized = f32.score(ids, 1).logprobs, q8.score(ids, 1).logprobs
+        # the same weights (the Q4_1 file's values in F32): kernel arithmetic only (~1e-6 measured)
+        assert _kld(reference, ours).mean() < 1e-4 and _kld(reference, ours).max() < 1e-2
+        assert (reference.argmax(-1) == ours.argmax(-1)).all()
+        # Q8_0 of the same file re-rounds every weight: clearly further from the baseline
+        assert _kld(reference, requantized).mean() > 10 * _kld(reference, ours).mean()
+    for session in (baseline, f32, q8):
+        session.close()
+
+
+def test_scoring_past_n_ctx_or_from_position_0_is_refused_in_one_line(q4_1):
+    with pytest.raises(StrategyError, match=r"^the sequence to score \(1030 tokens\).*n_ctx = 1024"):
+        q4_1.score([28] * 1030, 1)
+    with pytest.raises(ValueError, match="start 0"):
+        q4_1.score([1, 2, 3], 0)
+    out = q4_1.generate(request_for(q4_1, PROMPTS[2], max_new_tokens=4, ignore_eos=True), ListProbe())
+    assert len(out.token_ids) == 4  # a refused score leaves the session working
+
+
 def test_requantizing_is_cached_and_leaves_nothing_half_written(private_cache):
     source, cache = private_cache
     session = load_session(source, "llama-cpp", dtype="auto", gguf_type="Q8_0", n_ctx=256)

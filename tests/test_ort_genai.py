@@ -162,3 +162,47 @@ def test_a_prompt_longer_than_the_context_fails_the_trial_not_the_session(int4):
     request = Request(prompt=Prompt(id="p", prompt="x"), input_ids=(5,) * 250, max_new_tokens=10)
     with pytest.raises(StrategyError, match="context"):
         int4.generate(request, ListProbe())
+
+
+# --- score: teacher forcing --------------------------------------------------------------------------
+
+
+def _kld(p, q):
+    import numpy as np
+
+    return (np.exp(p.astype(np.float64)) * (p.astype(np.float64) - q)).sum(-1)
+
+
+def test_fp32_scores_as_the_baseline_and_int4_further_away(tiny64, fp32, int4):
+    baseline = load_session(tiny64, "baseline")
+    for start in range(3):
+        request = request_for(baseline, tiny_prompt(10, start), max_new_tokens=16, ignore_eos=True)
+        ids = [*request.input_ids, *baseline.generate(request, ListProbe()).token_ids]
+        reference = baseline.score(ids, 1).logprobs
+        ours = fp32.score(ids, 1).logprobs
+        assert ours.shape == reference.shape == (len(ids) - 1, fp32.vocab_size)
+        assert _kld(reference, ours).max() < 1e-5
+        assert (reference.argmax(-1) == ours.argmax(-1)).all()
+        assert _kld(reference, int4.score(ids, 1).logprobs).mean() > 100 * _kld(reference, ours).mean()
+    baseline.close()
+
+
+def test_greedy_tokens_are_the_argmax_of_the_sessions_own_scores_and_scoring_leaves_generate_alone(int4):
+    import numpy as np
+
+    request = request_for(int4, tiny_prompt(12, 3), max_new_tokens=20, ignore_eos=True)
+    before = int4.generate(request, ListProbe()).token_ids
+    ids = [*request.input_ids, *before]
+    scores = int4.score(ids, len(request.input_ids))
+    assert scores.full and scores.logprobs.shape == (20, int4.vocab_size)
+    assert scores.logprobs.dtype == np.float32
+    assert np.allclose(np.exp(scores.logprobs).sum(-1), 1.0, atol=1e-4)
+    assert scores.logprobs.argmax(-1).tolist() == before
+    assert int4.generate(request, ListProbe()).token_ids == before
+
+
+def test_scoring_past_the_context_is_refused_in_one_line(int4):
+    with pytest.raises(StrategyError, match=r"^the sequence to score \(300 tokens\).*context \(256\)"):
+        int4.score([5] * 300, 1)
+    with pytest.raises(ValueError, match="start 0"):
+        int4.score([5, 6, 7], 0)

@@ -49,8 +49,16 @@ class EndpointConfig:
         default="auto",
     )
 
+    score_top_k: int = field_help(
+        "top tokens per position the quality pass asks the server for (vLLM's prompt_logprobs, or echo + "
+        "logprobs); a server that allows fewer (vLLM's --max-logprobs, 20 by default) is asked for its most",
+        default=32,
+    )
+
     def __post_init__(self) -> None:
         check_url(self.base_url, "base_url")
+        if not 1 <= self.score_top_k <= 1000:
+            raise ValueError(f"score_top_k must be 1..1000, got {self.score_top_k}")
         if self.metrics_url:
             check_url(self.metrics_url, "metrics_url")
         if self.timeout_s <= 0:

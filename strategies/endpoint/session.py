@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -28,6 +29,7 @@ from workbench.strategy import (
     Request,
     Session,
     StrategyError,
+    TokenScores,
     error_context,
 )
 
@@ -35,6 +37,12 @@ from .config import EndpointConfig
 from .prometheus import Scrape, parse_prometheus, requests_done, window_figures
 
 __all__ = ["EndpointSession", "split_counts"]
+
+#: a server's refusal of too many logprobs names its limit (vLLM: "... greater than max allowed: 20")
+_LOGPROB_LIMIT = re.compile(r"(?:max(?:imum)? allowed|<=|at most|maximum of)\D{0,3}(\d+)", re.IGNORECASE)
+
+#: answers to a scoring request that mean the server does not offer it (rather than that it failed)
+_REFUSED = (400, 404, 405, 422, 501)
 
 #: how long the server's request counter may lag behind the streams' ends before a window is closed
 METRICS_SETTLE_S = 2.0
@@ -364,6 +372,88 @@ class EndpointSession(Session):
         split = "tokenizer" if ends is not None else "chars"
         return source if source in ("tokenizer",) else f"{source}+{split}"
 
+    # -- scoring (the quality pass; untimed) -----------------------------------------------------
+
+    def score(self, token_ids: Sequence[int], start: int) -> TokenScores:
+        """What the server tells of its distribution at each position of a given token sequence, sent
+        as token ids in one non-streamed ``/completions`` request (``max_tokens = 1``): vLLM's
+        ``prompt_logprobs`` (a vLLM server), else OpenAI-style ``echo`` + ``logprobs`` with the
+        tokens named by id (``return_tokens_as_token_ids``). Only a top-k is known (``score_top_k``,
+        or the server's own limit when it allows fewer), plus the given token's log-probability.
+        A server that offers neither raises ``NotImplementedError`` saying why (the quality pass
+        records the variant "not scored" with it); a failed request raises :class:`StrategyError`."""
+        ids = [int(t) for t in token_ids]
+        if not 1 <= start < len(ids):
+            raise ValueError(f"start {start} outside 1..{len(ids) - 1}")
+        if self.context_length and len(ids) >= self.context_length:
+            raise StrategyError(
+                f"the sequence to score ({len(ids)} tokens) leaves no room in the server's context "
+                f"({self.context_length})"
+            )
+        body: dict[str, Any] = {
+            **self.config.extra,
+            "model": self.model,
+            "prompt": ids,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "stream": False,
+        }
+        if self.flavor == "vllm":
+            data, k = self._score_request(body, "prompt_logprobs")
+            rows = _first_choice(data).get("prompt_logprobs")
+            if not isinstance(rows, list):
+                raise NotImplementedError("the server's answer has no prompt_logprobs")
+            return _scores(ids, start, k, rows, _vllm_position)
+        body.update(echo=True, return_tokens_as_token_ids=True)
+        data, k = self._score_request(body, "logprobs")
+        logprobs = _first_choice(data).get("logprobs")
+        if not isinstance(logprobs, dict) or not isinstance(logprobs.get("top_logprobs"), list):
+            raise NotImplementedError(
+                "the server answered without logprobs (it offers neither vLLM's prompt_logprobs "
+                "nor echo with logprobs)"
+            )
+        tokens = logprobs.get("tokens") or []
+        if [str(t) for t in tokens[: len(ids)]] != [f"token_id:{t}" for t in ids]:
+            raise NotImplementedError(
+                "the server's echoed tokens are not named by id (return_tokens_as_token_ids), "
+                "so its top tokens cannot be matched to the baseline's"
+            )
+        given = logprobs.get("token_logprobs") or []
+        rows = [
+            None if i == 0 else (top, given[i] if i < len(given) else None)
+            for i, top in enumerate(logprobs["top_logprobs"])
+        ]
+        return _scores(ids, start, k, rows, _echo_position)
+
+    def _score_request(self, body: dict[str, Any], key: str) -> tuple[dict[str, Any], int]:
+        """POST /completions asking for ``score_top_k`` logprobs under ``key``; once more with the
+        server's limit when it names a lower one."""
+        url = f"{self.base}/completions"
+        k = self.config.score_top_k
+        for _ in range(2):
+            body[key] = k
+            try:
+                response = self.client.post(url, json=body)
+            except httpx.HTTPError as exc:
+                raise StrategyError(f"scoring: {_transport_error(exc, url, self.config.timeout_s)}") from None
+            if response.status_code == 400:
+                limit = _LOGPROB_LIMIT.search(_error_text(response))
+                if limit and 1 <= int(limit.group(1)) < k:
+                    k = int(limit.group(1))
+                    continue
+            if response.status_code in _REFUSED:
+                raise NotImplementedError(f"the server refused the scoring request: {http_error(response)}")
+            if response.status_code >= 400:
+                raise StrategyError(f"scoring: {http_error(response)}")
+            try:
+                data = response.json()
+            except ValueError:
+                raise StrategyError(f"scoring: {url} answered with no JSON") from None
+            if not isinstance(data, dict):
+                raise StrategyError(f"scoring: {url} answered with no JSON object")
+            return data, k
+        raise NotImplementedError(f"the server refused {key} = {k} (below the limit it named)")
+
     # -- the server's own figures ----------------------------------------------------------------
 
     def _scrape(self) -> Scrape:
@@ -510,6 +600,57 @@ def _transport_error(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return f"no answer from {url} within {timeout_s:g} s"
     return f"{type(exc).__name__} from {url}: {exc}"
+
+
+def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise StrategyError("scoring: the server's answer has no choices")
+    return choices[0]
+
+
+def _vllm_position(row: Any, token: int) -> tuple[list[tuple[int, float]], float | None]:
+    """One entry of vLLM's ``prompt_logprobs``: ``{"<id>": {"logprob", "rank", "decoded_token"}}``,
+    the top-k and the given token (one more entry when it ranks lower)."""
+    candidates = [(int(key), float(v["logprob"] if isinstance(v, dict) else v)) for key, v in row.items()]
+    given = next((lp for t, lp in candidates if t == token), None)
+    return candidates, given
+
+
+def _echo_position(row: Any, token: int) -> tuple[list[tuple[int, float]], float | None]:
+    """One position of OpenAI-style echoed logprobs: ``({"token_id:<id>": logprob}, given logprob)``."""
+    top, given = row
+    candidates = [(int(str(key).removeprefix("token_id:")), float(lp)) for key, lp in (top or {}).items()]
+    if given is None:
+        given = next((lp for t, lp in candidates if t == token), None)
+    return candidates, None if given is None else float(given)
+
+
+def _scores(ids: list[int], start: int, k: int, rows: list[Any], position: Any) -> TokenScores:
+    """``rows[i]`` (one per token, ``None`` at 0) to top-k arrays for the positions ``start..``."""
+    import numpy as np
+
+    if len(rows) < len(ids):
+        raise StrategyError(f"scoring: the server returned {len(rows)} positions for {len(ids)} tokens")
+    tops: list[list[tuple[int, float]]] = []
+    given: list[float] = []
+    for i in range(start, len(ids)):
+        if not rows[i]:
+            raise StrategyError(f"scoring: the server gave no logprobs at position {i}")
+        try:
+            candidates, lp = position(rows[i], ids[i])
+        except (TypeError, ValueError, KeyError, AttributeError):
+            raise StrategyError(f"scoring: the server's logprobs at position {i} are malformed") from None
+        if lp is None:
+            raise StrategyError(f"scoring: the server gave no logprob for the given token at position {i}")
+        tops.append(sorted(candidates, key=lambda c: -c[1])[:k])
+        given.append(lp)
+    width = min(len(t) for t in tops)  # k, or fewer where the server sent fewer
+    return TokenScores(
+        top_ids=np.array([[t for t, _ in top[:width]] for top in tops], dtype=np.int64),
+        top_logprobs=np.array([[lp for _, lp in top[:width]] for top in tops], dtype=np.float32),
+        token_logprobs=np.array(given, dtype=np.float32),
+    )
 
 
 def split_counts(step_chars: Sequence[int], total: int, token_ends: Sequence[int] | None = None) -> list[int]:

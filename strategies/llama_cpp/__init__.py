@@ -14,6 +14,11 @@ every end-of-generation token of the GGUF's vocabulary (``llama_vocab_is_eog``);
 stop strings behave as in the baseline (``strategies/_text.py``). Chat prompts use the chat template
 stored in the GGUF (``tokenizer.chat_template``), rendered with jinja2 as transformers does.
 
+``score`` (the quality pass, untimed) decodes the given tokens on the same context with the logits
+flag set only on the positions it scores, and reads each row with ``llama_get_logits_ith``: the full
+distribution, as ``llama-perplexity --kl-divergence`` sees it; the context is built as for timing
+(no ``logits_all``) and its KV cache is cleared before and after.
+
 ``weights_mb`` is llama.cpp's ``llama_model_size`` (the tensors as stored: quantized blocks with their
 scales); ``kv_bytes_per_token`` follows from the layers, KV heads, head size and ``kv_type`` (a
 quantized cache stores blocks of 32 values with a scale, e.g. 34 bytes per 32 for q8_0).
@@ -36,6 +41,7 @@ from workbench.strategy import (
     Session,
     Strategy,
     StrategyError,
+    TokenScores,
     error_context,
 )
 
@@ -280,6 +286,62 @@ class LlamaCppSession(Session):
             "eval_tokens": perf.n_eval,
         }
         return Output(token_ids=tokens, text=self.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
+
+    def score(self, token_ids: Sequence[int], start: int) -> TokenScores:
+        """Teacher forcing on the session's own context, untimed: the KV cache is cleared, the
+        sequence but its last token is decoded in ``n_batch`` slices of one ``llama_batch`` whose
+        logits flag is set only on the positions that predict ``token_ids[start:]`` (the context's
+        own settings stay as they were: no ``logits_all``), each row read with
+        ``llama_get_logits_ith``; the cache is cleared again, so the next ``generate`` starts as
+        after any other (it clears from position 0 anyway)."""
+        import llama_cpp
+        import numpy as np
+
+        ids = [int(t) for t in token_ids]
+        if not 1 <= start < len(ids):
+            raise ValueError(f"start {start} outside 1..{len(ids) - 1}")
+        if len(ids) - 1 > self.n_ctx:
+            raise StrategyError(
+                f"the sequence to score ({len(ids)} tokens) is longer than the context llama.cpp "
+                f"allocated (n_ctx = {self.n_ctx}); raise n_ctx"
+            )
+        llm, ctx = self.llm, self._ctx
+        n_vocab = int(llm.n_vocab())
+        n_batch = int(llama_cpp.llama_n_batch(ctx))
+        decoded = ids[:-1]  # the last token predicts nothing that is scored
+        rows = np.empty((len(ids) - start, n_vocab), dtype=np.float32)
+        batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        memory = llama_cpp.llama_get_memory(ctx)
+        try:
+            llama_cpp.llama_memory_clear(memory, True)
+            llm.reset()
+            filled = 0
+            for begin in range(0, len(decoded), n_batch):
+                chunk = decoded[begin : begin + n_batch]
+                wanted = []
+                for j, token in enumerate(chunk):
+                    pos = begin + j
+                    batch.token[j] = token
+                    batch.pos[j] = pos
+                    batch.n_seq_id[j] = 1
+                    batch.seq_id[j][0] = 0
+                    batch.logits[j] = pos >= start - 1
+                    if pos >= start - 1:
+                        wanted.append(j)
+                batch.n_tokens = len(chunk)
+                rc = llama_cpp.llama_decode(ctx, batch)
+                if rc != 0:
+                    raise StrategyError(f"llama_decode returned {rc} while scoring")
+                for j in wanted:
+                    pointer = llama_cpp.llama_get_logits_ith(ctx, j)
+                    rows[filled] = np.ctypeslib.as_array(pointer, shape=(n_vocab,))
+                    filled += 1
+            assert filled == len(rows)
+        finally:
+            llama_cpp.llama_batch_free(batch)
+            llama_cpp.llama_memory_clear(memory, True)
+            llm.reset()
+        return TokenScores.from_logits(rows)
 
     def close(self) -> None:
         self.llm.close()

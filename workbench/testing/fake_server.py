@@ -7,7 +7,12 @@ events, like vLLM's. It "serves" a deterministic pretend model: it waits ``prefi
 on the server). Parallel requests do not slow each other (ideal batching), so aggregate throughput
 grows with concurrency. It also serves ``/v1/models``, ``/version``, ``/tokenize`` and a Prometheus
 ``/metrics`` page with vLLM's metric names, and can misbehave on purpose (HTTP errors, a stream that
-stops, a server that never answers)::
+stops, a server that never answers). Non-streamed ``/v1/completions`` score a token-id prompt as vLLM
+does (``prompt_logprobs``: one ``{"<id>": {"logprob", "rank", "decoded_token"}}`` per prompt token,
+``null`` first, the top-k plus the given token; refused above ``max_logprobs`` with vLLM's message)
+and as OpenAI's legacy API does (``echo`` + ``logprobs``: tokens and top logprobs named by text, or
+``token_id:<id>`` with vLLM's ``return_tokens_as_token_ids``), from a pretend distribution
+(:meth:`FakeOpenAIServer.distribution`) that ``logit_noise`` perturbs like a quantization would::
 
     with FakeOpenAIServer(prefill_ms=30, decode_ms_per_token=5) as server:
         ...  # a spec variant: strategy = "endpoint", base_url = server.base_url
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import socket
 import threading
 import time
@@ -65,6 +71,10 @@ class FakeOpenAIServer:
         self.drop_after: int | None = None  # close the connection after this many chunks
         self.stall_after: int | None = None  # send this many chunks, then nothing
         self.require_key: str | None = None  # 401 unless "Authorization: Bearer <key>"
+        self.serve_prompt_logprobs = True  # vLLM's prompt_logprobs (only when vllm)
+        self.serve_echo_logprobs = True  # OpenAI-style echo + logprobs on /v1/completions
+        self.max_logprobs = 20  # vLLM's --max-logprobs default: more top logprobs are refused
+        self.logit_noise = 0.0  # perturbs the pretend distribution (a "quantized" server)
         self.requests: list[dict[str, Any]] = []  # bodies of the generation requests received
         self.in_flight = 0
         self.max_in_flight = 0
@@ -126,6 +136,38 @@ class FakeOpenAIServer:
     @staticmethod
     def token_text(token: int) -> str:
         return "" if token == EOS_ID else f" t{token}"
+
+    #: tokens the pretend distribution ranks (the rest share a small uniform mass)
+    RANKED = 64
+    OTHER_MASS = 0.05
+
+    def distribution(self, prefix: list[int]) -> tuple[list[tuple[int, float]], float]:
+        """The pretend model's next-token distribution after ``prefix``: the ``RANKED`` most likely
+        tokens with their log-probabilities (best first), and the log-probability of every other
+        token (each the same). It depends on the last 4 tokens; ``logit_noise`` adds a deterministic
+        perturbation of that size to the ranked tokens' logits."""
+        h = zlib.crc32(repr(prefix[-4:]).encode())
+        logits = {}
+        for j in range(self.RANKED):
+            token = (h + 104_729 * j) % VOCAB  # 104729 is prime, VOCAB = 2^8 * 5^3: all distinct
+            noise = (zlib.crc32(f"{h}:{j}".encode()) % 1000 / 1000 - 0.5) * self.logit_noise
+            logits[token] = -j / 8 + noise
+        top = max(logits.values())
+        z = sum(math.exp(v - top) for v in logits.values())
+        ranked = sorted(
+            ((t, math.log(1 - self.OTHER_MASS) + v - top - math.log(z)) for t, v in logits.items()),
+            key=lambda item: -item[1],
+        )
+        return ranked, math.log(self.OTHER_MASS / (VOCAB - self.RANKED))
+
+    def logprob_of(self, prefix: list[int], token: int) -> tuple[float, int]:
+        """``token``'s log-probability after ``prefix`` and its rank (1 = most likely; every token
+        outside the ranked ones shares rank ``RANKED + 1``)."""
+        ranked, other = self.distribution(prefix)
+        for rank, (t, lp) in enumerate(ranked, 1):
+            if t == token:
+                return lp, rank
+        return other, self.RANKED + 1
 
     # -- metrics ---------------------------------------------------------------------------------
 
@@ -289,7 +331,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"The model `{body.get('model')}` does not exist.")
             return
         if not body.get("stream"):
-            self._error(400, "this fake server only streams")
+            if chat:
+                self._error(400, "this fake server only streams chat")
+            else:
+                self._complete(body)
             return
         t_arrival = time.perf_counter()
         prompt_ids = app.prompt_ids(body)
@@ -323,6 +368,88 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with app._lock:
                 app.in_flight -= 1
+
+    def _complete(self, body: dict[str, Any]) -> None:
+        """A non-streamed completion: the tokens, and the prompt's logprobs where asked (vLLM's
+        ``prompt_logprobs``, OpenAI's ``echo`` + ``logprobs``)."""
+        app = self.app
+        prompt_ids = app.prompt_ids(body)
+        asked_tokens = body.get("max_tokens")
+        max_tokens = 16 if asked_tokens is None else int(asked_tokens)
+        if len(prompt_ids) + max_tokens > app.max_model_len:
+            self._error(400, f"This model's maximum context length is {app.max_model_len} tokens.")
+            return
+        tokens = app.output_ids(prompt_ids, max_tokens, int(body.get("seed") or 0))
+        for key, what in (("prompt_logprobs", "prompt"), ("logprobs", "sample")):
+            asked = body.get(key)
+            if isinstance(asked, int) and asked > app.max_logprobs:
+                self._error(
+                    400,
+                    f"Requested {what} logprobs of {asked}, which is greater than max allowed: {app.max_logprobs}",
+                )
+                return
+        choice: dict[str, Any] = {
+            "index": 0,
+            "text": "".join(app.token_text(t) for t in tokens),
+            "logprobs": None,
+            "finish_reason": "length",
+            "stop_reason": None,
+        }
+        k = body.get("prompt_logprobs")
+        if app.vllm and app.serve_prompt_logprobs and isinstance(k, int):
+            rows: list[Any] = [None]
+            for i in range(1, len(prompt_ids)):
+                rows.append(self._position(prompt_ids[:i], prompt_ids[i], k))
+            choice["prompt_logprobs"] = rows
+        k = body.get("logprobs")
+        if app.serve_echo_logprobs and body.get("echo") and isinstance(k, int):
+            by_id = app.vllm and bool(body.get("return_tokens_as_token_ids"))
+            name = (lambda t: f"token_id:{t}") if by_id else app.token_text
+            sequence = [*prompt_ids, *tokens]
+            given: list[float | None] = [None]
+            top: list[dict[str, float] | None] = [None]
+            for i in range(1, len(sequence)):
+                ranked, _ = app.distribution(sequence[:i])
+                given.append(app.logprob_of(sequence[:i], sequence[i])[0])
+                top.append({name(t): lp for t, lp in ranked[:k]})
+            offsets, at = [], 0
+            for t in sequence:
+                offsets.append(at)
+                at += len(name(t))
+            choice["text"] = "".join(name(t) for t in sequence)
+            choice["logprobs"] = {
+                "tokens": [name(t) for t in sequence],
+                "token_logprobs": given,
+                "top_logprobs": top,
+                "text_offset": offsets,
+            }
+        done = len(tokens)
+        self._json(
+            200,
+            {
+                "id": "cmpl-fake",
+                "object": "text_completion",
+                "model": app.model,
+                "choices": [choice],
+                "usage": {
+                    "prompt_tokens": len(prompt_ids),
+                    "completion_tokens": done,
+                    "total_tokens": len(prompt_ids) + done,
+                },
+            },
+        )
+
+    def _position(self, prefix: list[int], token: int, k: int) -> dict[str, dict[str, Any]]:
+        """One entry of vLLM's ``prompt_logprobs``: the top-k and the given token, by id."""
+        app = self.app
+        ranked, _ = app.distribution(prefix)
+        entry = {
+            str(t): {"logprob": lp, "rank": rank, "decoded_token": app.token_text(t)}
+            for rank, (t, lp) in enumerate(ranked[:k], 1)
+        }
+        lp, rank = app.logprob_of(prefix, token)
+        entry.setdefault(str(token), {"logprob": lp, "rank": rank, "decoded_token": app.token_text(token)})
+        return entry
 
     def _stream(
         self,
