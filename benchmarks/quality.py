@@ -20,7 +20,8 @@ What is measured
        llama.cpp (``benchmarks/llama_perplexity.py``; several minutes on 2 cores).
     2. The workbench: the same tokens (read back from ``base.kld``, so both see one stream) scored
        by the ``llama-cpp`` strategy's sessions (``n_ctx = CTX``), base and compared GGUF, and
-       :func:`position_figures` per scored position: KL(P_base || P_q) = sum p_base (lp_base - lp_q),
+       :func:`position_figures` per scored position (the quality pass's own code,
+       ``workbench.analysis.quality``): KL(P_base || P_q) = sum p_base (lp_base - lp_q),
        same top-1, delta_p = p_q(token) - p_base(token), NLL = -lp(token); means over all scored
        positions.
 
@@ -63,22 +64,17 @@ JUDGED = ["Q8_0", "Q6_K", "Q4_K_M", "Q2_K"]
 
 
 def position_figures(base: Any, quant: Any, targets: Any) -> dict[str, np.ndarray]:
-    """Per scored position, from the base's and the compared model's log-probability rows
-    (``[n, vocab]`` each, ``TokenScores.logprobs``) and the given tokens (``[n]``): ``kld`` =
-    KL(P_base || P_q), ``same_top`` (argmax equal), ``delta_p`` = p_q(token) - p_base(token),
-    ``nll_base`` / ``nll`` = -log p(token)."""
-    b = np.asarray(base, dtype=np.float64)
-    q = np.asarray(quant, dtype=np.float64)
-    rows = np.arange(len(targets))
-    tokens = np.asarray(targets)
-    lb, lq = b[rows, tokens], q[rows, tokens]
-    return {
-        "kld": (np.exp(b) * (b - q)).sum(axis=-1),
-        "same_top": b.argmax(axis=-1) == q.argmax(axis=-1),
-        "delta_p": np.exp(lq) - np.exp(lb),
-        "nll_base": -lb,
-        "nll": -lq,
-    }
+    """Per scored position, the quality pass's own figures (``workbench.analysis.quality.
+    position_figures``: ``kld`` = KL(P_base || P_q), ``same_top``, ``delta_p`` = p_q(token) −
+    p_base(token), ``nll_base`` / ``nll``) from the two models' log-probability rows (``[n, vocab]``
+    each, ``TokenScores.logprobs``) and the given tokens: what is validated is the product's code."""
+    from workbench.analysis.quality import position_figures as quality_figures
+
+    figures = quality_figures({"logprobs": base}, {"logprobs": quant}, np.asarray(targets))
+    return {key: np.asarray(value) for key, value in figures.items() if key in _FIGURES}
+
+
+_FIGURES = ("kld", "same_top", "delta_p", "nll_base", "nll")
 
 
 def summarize(figures: list[dict[str, np.ndarray]]) -> dict[str, float]:
