@@ -1,5 +1,5 @@
 """The quality figures of the workbench against llama.cpp's own: the ``llama-cpp`` strategy's
-``Session.score`` and a small numpy KLD, beside ``llama-perplexity --kl-divergence`` on the same text,
+``Session.score`` and the quality pass's per-position figures, beside ``llama-perplexity --kl-divergence`` on the same text,
 context and GGUF pair.
 
 What is measured
