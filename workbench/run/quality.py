@@ -251,7 +251,9 @@ class QualityPass:
                 f"quality: {name} has {len(ids)} tokens, fewer than one chunk of quality_ctx = {ctx}: not scored"
             )
         return [
-            _Stream("text", name, f"chunk {n}", chunk, ctx // 2, text=0) for n, chunk in enumerate(chunks)
+            # llama-perplexity's positions: the tokens ctx/2 + 1 .. ctx - 1, each with half a context of history
+            _Stream("text", name, f"chunk {n}", chunk, ctx // 2 + 1, text=0)
+            for n, chunk in enumerate(chunks)
         ]
 
     # -- one variant ------------------------------------------------------------------------------
