@@ -3,7 +3,6 @@ machine's noise floor, an A/A run), with the progress bar and Ctrl-C handling th
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import textwrap
@@ -22,6 +21,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.output import _export, _print_comparison
 from workbench.core.errors import WorkbenchError
+from workbench.report.formatting import json_text
 from workbench.report.text import noise_table, text_table
 
 
@@ -146,7 +146,7 @@ def noise(
     analysis = analyze_run(store, result.run_id)
     others = [s for s in analysis.summaries if s.variant != analysis.baseline]
     if as_json:
-        click.echo(json.dumps({"run_id": result.run_id, **analysis.to_dict()}, indent=2, default=str))
+        click.echo(json_text({"run_id": result.run_id, **analysis.to_dict()}))
         sys.exit(EXIT_OK if result.status == "ok" else EXIT_SOME_FAILED)
     if not others:
         raise WorkbenchError(f"run {result.run_id} has no finished trials to compare")
@@ -195,6 +195,10 @@ def gui_available() -> bool:
 
 
 def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
+    if out is not None:  # before the first trial: a folder that cannot be made is bad input
+        from workbench.report.export import prepare_out_dir
+
+        prepare_out_dir(out)
     store, result = _run_with_progress(spec, db)
     for error in result.errors[:10]:
         click.echo(f"failed: {error}", err=True)

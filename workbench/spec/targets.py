@@ -14,6 +14,7 @@ no analysis: :mod:`workbench.analysis.targets` turns targets and trials into ver
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +84,7 @@ def parse_targets(value: Any, where: str, *, source: str = "spec") -> Targets:
     for key, raw in value.items():
         if key not in known:
             raise SpecError(f"{where}: unknown target '{key}'; targets: {', '.join(known)}")
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0:
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 < raw < math.inf:
             raise SpecError(f"{where}: target '{key}' must be a positive number, got {raw!r}")
         if key == "percentile":
             if not 0 < raw < 100:
@@ -91,6 +92,11 @@ def parse_targets(value: Any, where: str, *, source: str = "spec") -> Targets:
             percentile = float(raw)
         else:
             limits.append((key, float(raw)))
+    if not limits and "percentile" in value:
+        raise SpecError(
+            f"{where}: 'targets' sets a percentile but no limit (add one, e.g. ttft_ms = 500; "
+            "targets = {} means no targets)"
+        )
     order = list(TARGET_METRICS)
     return Targets(tuple(sorted(limits, key=lambda kv: order.index(kv[0]))), percentile, source)
 
