@@ -140,16 +140,16 @@ def load_jsonl(path: str | Path, *, default_max_new_tokens: int) -> tuple[Item, 
     """Read a workload JSONL file; every problem is reported as ``file:line: what``."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
-        lines = raw.decode("utf-8-sig").splitlines()  # tolerate a BOM
+        raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # tolerate a BOM
+        lines = raw.decode("utf-8").splitlines()
     except FileNotFoundError:
         raise SpecError(f"workload file not found: {path}") from None
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        # the text before the bad byte is valid: its lines, counted as the lines below are
+        before = (raw[: exc.start].decode("utf-8") + "x").splitlines()
         raise SpecError(
-            f"{path}:{line}: not UTF-8 text ({exc.reason}: byte 0x{raw[exc.start]:02x} at byte column "
-            f"{column}); save the file as UTF-8"
+            f"{path}:{len(before)}: not UTF-8 text ({exc.reason}: byte 0x{raw[exc.start]:02x} at column "
+            f"{len(before[-1])}); save the file as UTF-8"
         ) from None
     except OSError as exc:
         raise SpecError(f"cannot read workload file {path}: {exc.strerror}") from None

@@ -256,3 +256,11 @@ def m013_python(db: Database) -> None:
     variants.add_column("python", str)  # the interpreter its worker ran with; NULL = the workbench's own
     # JSON {name: version} of its worker's libraries (torch, transformers...)
     variants.add_column("packages", str)
+
+
+@migrations()
+def m014_run_error(db: Database) -> None:
+    """Why a run failed as a whole (docs/architecture.md "What a run's status promises"): a result
+    that could not be stored, an unexpected error, or its process ending without closing the record.
+    NULL for a run that ended as planned (its trials' failures are in ``trials.error``)."""
+    db.table("runs").add_column("error", str)
