@@ -38,7 +38,7 @@ def runs(db: Path | None, as_json: bool) -> None:
                     r["name"],
                     r["status"],
                     (r["started_at"] or "")[:19].replace("T", " "),
-                    r["trial_order"] or ("" if r["status"] == "running" else "sequential"),
+                    r["trial_order"] or "",  # not recorded (a run that failed as a whole): unknown
                     r["variants"],
                     r["trials"],
                     r["failed"],
@@ -76,6 +76,8 @@ def show(
         f"Run {run_row['id']} '{run_row['name']}' — {run_row['status']}, started "
         f"{(run_row['started_at'] or '')[:19].replace('T', ' ')} UTC"
     )
+    if run_row.get("error"):
+        click.echo(f"Failed as a whole: {run_row['error']}")
     if machine:
         click.echo(f"Machine: {machine}")
     click.echo()

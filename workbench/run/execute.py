@@ -301,6 +301,7 @@ class RunExecutor:
         it reported the unit's trials: they are recorded ``cancelled``, as a trial stopped at a step is."""
         rest = [i for i in unit.trials if i not in state.received]
         state.received.update(rest)
+        state.cancelled += len(rest)
         reason = (
             "cancelled: its worker was killed before it reached a step (it had not stopped within the "
             "grace time, or the cancel was asked twice)"
@@ -321,6 +322,7 @@ class RunExecutor:
     def _on_event(self, state: _VariantState, event: ev.Event, position: int) -> None:
         if isinstance(event, ev.TrialDone):
             state.received.add(event.index)
+            state.cancelled += event.status == "cancelled"
             plan = state.plan.trials[event.index]
             record = dataclasses.replace(
                 event.trial, round_position=None if plan.warmup else position, worker=state.loads - 1
@@ -381,6 +383,7 @@ class _VariantState:
         self.best_clock: float | None = None  # highest GPU clock seen (disturbance rule)
         self.stopped_early = False  # repetitions = "auto" ended the run before its cap
         self.loads = 0  # worker processes started so far (the trials' `worker` is this less one)
+        self.cancelled = 0  # of its trials recorded, those a cancel stopped
 
     def fail(self, reason: str) -> None:
         self.dead = True
@@ -388,8 +391,9 @@ class _VariantState:
 
     @property
     def complete(self) -> bool:
-        """Every trial of it recorded (or not needed: ``repetitions = "auto"`` stopped early)."""
-        return self.stopped_early or len(self.received) == len(self.plan.trials)
+        """Every trial of it run to its end and recorded (or not needed: ``repetitions = "auto"``
+        stopped early)."""
+        return self.stopped_early or (len(self.received) == len(self.plan.trials) and not self.cancelled)
 
     def final_status(self, cancelled: bool, run_error: str | None = None) -> dict[str, Any]:
         if self.dead:

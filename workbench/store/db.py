@@ -122,12 +122,17 @@ class Store:
             if run["pid"] and not _pid_alive(run["pid"]):
                 stale.append((run["id"], run["pid"]))
         for run_id, pid in stale:
-            self.finish_run(
-                run_id,
-                "failed",
-                error=f"its process (pid {pid}) ended without closing the record (killed, or it could "
-                "not write it); the trials it stored are kept",
+            reason = (
+                f"its process (pid {pid}) ended without closing the record (killed, or it could not "
+                "write it); the trials it stored are kept"
             )
+            self._write(
+                self.db.execute,
+                "update variants set status = 'failed', error = coalesce(error, ?) "
+                "where run_id = ? and status in ('pending', 'loaded')",
+                [reason, run_id],
+            )
+            self.finish_run(run_id, "failed", error=reason)
         return [run_id for run_id, _ in stale]
 
     def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
