@@ -194,6 +194,8 @@ def test_a_trial_the_store_refuses_fails_the_run_with_the_reason(tmp_path):
     assert variant["status"] == "failed" and "disk full (simulated)" in variant["error"]
     listed = invoke("runs", "--db", db)
     assert listed.exit_code == 0 and "sequential" not in listed.output  # its order was never recorded
+    shown = invoke("show", "1", "--db", db)
+    assert "Failed as a whole: a result could not be stored" in shown.output
 
 
 def test_a_store_fault_through_the_executor_returns_a_failed_result(tmp_path):
