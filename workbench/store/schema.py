@@ -259,7 +259,7 @@ def m013_python(db: Database) -> None:
 
 
 @migrations()
-def m014_run_error(db: Database) -> None:
+def m015_run_error(db: Database) -> None:
     """Why a run failed as a whole (docs/architecture.md "What a run's status promises"): a result
     that could not be stored, an unexpected error, or its process ending without closing the record.
     NULL for a run that ended as planned (its trials' failures are in ``trials.error``)."""
