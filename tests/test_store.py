@@ -184,7 +184,12 @@ def test_runs_left_running_by_a_dead_process_are_closed(db_path):
     mine = store.create_run(name="mine", spec_text="", baseline="a", version="0")  # this process: alive
     assert sorted(store.reap_stale_runs()) == [orphan, empty]
     status = {r["name"]: r["status"] for r in store.runs()}
-    assert status == {"orphan": "partial", "empty": "failed", "mine": "running"}
+    # a run whose process died did not end as planned: failed, with the reason; its trials are kept
+    assert status == {"orphan": "failed", "empty": "failed", "mine": "running"}
+    errors = {r["name"]: r["error"] for r in store.runs()}
+    assert f"pid {dead.pid}" in errors["orphan"] and "ended without closing" in errors["orphan"]
+    assert errors["mine"] is None
+    assert len(store.trials(orphan)) == 1
     assert mine
 
 

@@ -3,7 +3,6 @@ run's fitted lines) and ``export``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import click
 from workbench.cli.common import _open_store, db_option, disturbed_option, json_option
 from workbench.cli.output import _export, _print_comparison
 from workbench.core.errors import WorkbenchError
-from workbench.report.formatting import host_environment, machine_line
+from workbench.report.formatting import host_environment, json_text, machine_line
 from workbench.report.text import run_comparison_table, text_table, variants_table
 
 
@@ -25,7 +24,7 @@ def runs(db: Path | None, as_json: bool) -> None:
     store.reap_stale_runs()
     rows = store.runs()
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json_text(rows))
         return
     if not rows:
         click.echo(f"No runs in {store.path} yet.")
@@ -39,7 +38,7 @@ def runs(db: Path | None, as_json: bool) -> None:
                     r["name"],
                     r["status"],
                     (r["started_at"] or "")[:19].replace("T", " "),
-                    r["trial_order"] or ("" if r["status"] == "running" else "sequential"),
+                    r["trial_order"] or "",  # not recorded (a run that failed as a whole): unknown
                     r["variants"],
                     r["trials"],
                     r["failed"],
@@ -70,13 +69,15 @@ def show(
         from workbench.analysis.run import analyze_run
 
         analysis = analyze_run(store, run_row["id"], baseline, exclude_disturbed=exclude_disturbed)
-        click.echo(json.dumps(analysis.to_dict(), indent=2, default=str))
+        click.echo(json_text(analysis.to_dict()))
         return
     machine = machine_line(host_environment(run_row["environment"]))
     click.echo(
         f"Run {run_row['id']} '{run_row['name']}' — {run_row['status']}, started "
         f"{(run_row['started_at'] or '')[:19].replace('T', ' ')} UTC"
     )
+    if run_row.get("error"):
+        click.echo(f"Failed as a whole: {run_row['error']}")
     if machine:
         click.echo(f"Machine: {machine}")
     click.echo()
@@ -136,7 +137,7 @@ def _print_run_comparison(
         usable(trials[0], exclude_disturbed), usable(trials[1], exclude_disturbed), a["id"], b["id"]
     )
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
+        click.echo(json_text([r.to_dict() for r in results]))
         return
     if not results:
         raise WorkbenchError(
@@ -208,7 +209,7 @@ def project(
             "vary (add the sweep-input and sweep-output workloads)"
         )
     if as_json:
-        click.echo(json.dumps([p.to_dict() for p in projections], indent=2))
+        click.echo(json_text([p.to_dict() for p in projections]))
         return
     click.echo(
         f"Projected (a prediction from run {run_row['id']}'s fitted lines, not a measurement) for "

@@ -14,7 +14,20 @@ from workbench.core.errors import WorkbenchError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_SOME_FAILED, EXIT_CANCELLED = 0, 2, 3, 130
+#: ``run``/``demo``/``noise``: 0 every trial succeeded; 2 bad input (nothing ran); 3 some or all trials
+#: failed (each recorded with its reason); 4 the run failed as a whole (a result could not be stored:
+#: the run is recorded ``failed`` with the reason, what was stored is intact); 130 cancelled (Ctrl-C,
+#: SIGTERM, SIGHUP: finished trials kept)
+EXIT_OK, EXIT_BAD_INPUT, EXIT_SOME_FAILED, EXIT_RUN_FAILED, EXIT_CANCELLED = 0, 2, 3, 4, 130
+
+
+def run_exit_code(result: Any) -> int:
+    """The exit code of a run that ended (a :class:`~workbench.run.recording.RunResult`)."""
+    if result.error is not None:
+        return EXIT_RUN_FAILED
+    if result.status == "cancelled":
+        return EXIT_CANCELLED
+    return EXIT_OK if result.failed == 0 else EXIT_SOME_FAILED
 
 
 class _OneLineErrors:

@@ -4,7 +4,6 @@ design, the phases, whether drafting paid, the experience targets), and the expo
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import click
 
+from workbench.report.formatting import json_text
 from workbench.report.text import comparison_table, text_table
 
 
@@ -84,7 +84,7 @@ def _print_comparison(
         found = analysis.verdicts if analysis else _verdicts(store, run_rows, baseline, exclude_disturbed)
         verdicts = {(v.variant, v.workload): v for v in found}
         rows = [{**s.to_dict(), **target_keys(verdicts.get((s.variant, s.workload)))} for s in summaries]
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json_text(rows))
         return
     if not summaries:
         click.echo("No finished trials.")

@@ -3,7 +3,7 @@ machine's noise floor, an A/A run), with the progress bar and Ctrl-C handling th
 
 from __future__ import annotations
 
-import json
+import contextlib
 import signal
 import sys
 import textwrap
@@ -13,15 +13,16 @@ from typing import Any
 import click
 
 from workbench.cli.common import (
-    EXIT_CANCELLED,
     EXIT_OK,
     EXIT_SOME_FAILED,
     _open_store,
     db_option,
     json_option,
+    run_exit_code,
 )
 from workbench.cli.output import _export, _print_comparison
 from workbench.core.errors import WorkbenchError
+from workbench.report.formatting import json_text
 from workbench.report.text import noise_table, text_table
 
 
@@ -38,9 +39,10 @@ from workbench.report.text import noise_table, text_table
 def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> None:
     """Run a spec: every variant × workload × prompt × repetition, each variant in its own worker process.
 
-    Prints the comparison when done; Ctrl-C cancels at the next token and keeps finished trials.
-    Exit codes: 0 every trial succeeded, 3 some failed (recorded with the reason), 2 bad input,
-    130 cancelled.
+    Prints the comparison when done; Ctrl-C (or SIGTERM, SIGHUP) cancels at the next token and keeps
+    finished trials; a worker that has not stopped 15 s later is killed. Exit codes: 0 every trial
+    succeeded, 2 bad input (nothing ran), 3 some trials failed (recorded with the reason), 4 the run
+    failed as a whole (a result could not be stored; what was stored is kept), 130 cancelled.
     """
     from workbench.spec.parse import load_spec
 
@@ -147,8 +149,8 @@ def noise(
     analysis = analyze_run(store, result.run_id)
     others = [s for s in analysis.summaries if s.variant != analysis.baseline]
     if as_json:
-        click.echo(json.dumps({"run_id": result.run_id, **analysis.to_dict()}, indent=2, default=str))
-        sys.exit(EXIT_OK if result.status == "ok" else EXIT_SOME_FAILED)
+        click.echo(json_text({"run_id": result.run_id, **analysis.to_dict()}))
+        sys.exit(run_exit_code(result))
     if not others:
         raise WorkbenchError(f"run {result.run_id} has no finished trials to compare")
     prompts = {w.name: len(w.items) for w in spec.workloads}
@@ -177,7 +179,7 @@ def noise(
         if need is not None:
             reps = max(2, -(-need // (prompts.get(s.workload) or 1)))
             click.echo(f"To detect a 5 % e2e speed-up on {s.workload}: about {reps} repetitions.", err=True)
-    sys.exit(EXIT_OK if result.status == "ok" else EXIT_SOME_FAILED)
+    sys.exit(run_exit_code(result))
 
 
 def gui_available() -> bool:
@@ -196,6 +198,10 @@ def gui_available() -> bool:
 
 
 def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
+    if out is not None:  # before the first trial: a folder that cannot be made is bad input
+        from workbench.report.export import prepare_out_dir
+
+        prepare_out_dir(out)
     store, result = _run_with_progress(spec, db)
     for error in result.errors[:10]:
         click.echo(f"failed: {error}", err=True)
@@ -213,14 +219,15 @@ def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int
         + f" — `workbench show {result.run_id}`",
         err=True,
     )
-    if result.status == "cancelled":
-        return EXIT_CANCELLED
-    return EXIT_OK if result.failed == 0 else EXIT_SOME_FAILED
+    if result.error is not None:
+        click.echo(f"Error: run {result.run_id} failed: {result.error}", err=True)
+    return run_exit_code(result)
 
 
 def _run_with_progress(spec: Any, db: Path | None) -> tuple[Any, Any]:
     """Run ``spec`` into the results database with a progress bar; Ctrl-C cancels (twice: now)."""
     from workbench.run.execute import RunExecutor, preflight_spec
+    from workbench.run.process import cancel_grace_s
 
     preflight_spec(spec)  # before the database is touched
     store = _open_store(db, create=True)
@@ -232,18 +239,32 @@ def _run_with_progress(spec: Any, db: Path | None) -> tuple[Any, Any]:
         err=True,
     )
 
-    def on_sigint(signum: int, frame: Any) -> None:
-        if executor.cancelled:
-            click.echo("\nStopping now.", err=True)
-        else:
-            click.echo("\nCancelling: finishing at the next step (Ctrl-C again to stop at once)…", err=True)
+    def on_signal(signum: int, frame: Any) -> None:
+        again = executor.cancelled
         executor.cancel()
+        try:  # after SIGHUP the terminal may be gone
+            if again:
+                click.echo("\nStopping now.", err=True)
+            else:
+                click.echo(
+                    f"\nCancelling ({signal.Signals(signum).name}): finishing at the next step, workers "
+                    f"still busy in {cancel_grace_s():.0f} s are killed (Ctrl-C again to stop at once)…",
+                    err=True,
+                )
+        except OSError:
+            pass
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    # Ctrl-C, and what a job scheduler, `timeout` or a closing terminal sends: each cancels the run,
+    # which closes its record (cancelled, finished trials kept, workers ended)
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    previous = {
+        sig: signal.signal(sig, on_signal) for sig in (getattr(signal, n, None) for n in names) if sig
+    }
     try:
         result = executor.run()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         bar.close()
     return store, result
 
@@ -257,6 +278,10 @@ class _ProgressBar:
         self._tty = sys.stderr.isatty()
 
     def update(self, progress: Any) -> None:
+        with contextlib.suppress(OSError):  # stderr is gone (a closed terminal): the run goes on, unseen
+            self._update(progress)
+
+    def _update(self, progress: Any) -> None:
         if not self._tty:
             if progress.message:
                 click.echo(f"[{progress.done}/{progress.total}] {progress.message}", err=True)

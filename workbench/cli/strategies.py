@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from workbench.cli.common import json_option
+from workbench.report.formatting import json_text
 from workbench.report.text import text_table
 
 
@@ -21,7 +20,7 @@ def strategies(verbose: bool, as_json: bool) -> None:
     infos = list_strategies()
     if as_json:
         click.echo(
-            json.dumps(
+            json_text(
                 [
                     {
                         "name": i.name,
@@ -32,9 +31,7 @@ def strategies(verbose: bool, as_json: bool) -> None:
                         "parameters": [vars(f) for f in config_fields(i.cls.Config)] if i.cls else [],
                     }
                     for i in infos
-                ],
-                indent=2,
-                default=str,
+                ]
             )
         )
         return

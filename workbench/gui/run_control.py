@@ -132,6 +132,8 @@ class RunControl(QObject):
             text += f", {result.cancelled} cancelled"
         if result.skipped:
             text += f", {result.skipped} sweep points beyond the context skipped"
+        if result.error is not None:
+            text += f" — {result.error}"
         w.progress_label.setText(text)
         w.log_line(f"— {text}")
         w.runFinished.emit(result)

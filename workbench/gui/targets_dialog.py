@@ -125,7 +125,7 @@ class TargetsDialog(QDialog):
                 value = float(text)
                 out[metric] = int(value) if value.is_integer() else value
         percentile = self.percentile.value()
-        if percentile != DEFAULT_PERCENTILE:
+        if out and percentile != DEFAULT_PERCENTILE:  # a percentile without a limit means nothing
             out["percentile"] = int(percentile) if float(percentile).is_integer() else percentile
         if self._defaults is not None and out == self._defaults.to_table():
             return None  # unchanged: the built-in defaults keep applying

@@ -21,7 +21,7 @@ for ``png``, ``svg`` or ``html`` is an error that says why, raised before anythi
 from __future__ import annotations
 
 import csv
-import json
+import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,6 +30,7 @@ from workbench.analysis.run import RunAnalysis, analyze_run
 from workbench.charts import run_charts
 from workbench.charts.base import Chart
 from workbench.core.errors import WorkbenchError
+from workbench.report.formatting import json_text
 from workbench.store import Store
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "export_data",
     "export_run",
     "parse_formats",
+    "prepare_out_dir",
 ]
 
 FORMATS = ("png", "svg", "csv", "md", "html")
@@ -98,7 +100,7 @@ def export_run(
         analysis = analyze_run(store, run_ref, baseline)
     if charts is None:
         charts = run_charts(analysis)
-    _mkdir(out_dir)
+    prepare_out_dir(out_dir)
     written: list[Path] = []
 
     def wrote(path: Path) -> None:
@@ -137,7 +139,7 @@ def export_data(
     charts: Sequence[Chart] | None = None,
 ) -> list[Path]:
     """The data files: trials, steps, summary (CSV and JSON), phases and every chart's data (CSV)."""
-    _mkdir(out_dir)
+    prepare_out_dir(out_dir)
     analysis = analysis or analyze_run(store, run_id)
     trials = store.trials(run_id, include_warmup=True)
     steps = store.rows(
@@ -161,7 +163,7 @@ def export_data(
         written.append(_csv(out_dir / "quality_variants.csv", list(analysis.quality.variants.values())))
     written.append(_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
     written.append(_csv(out_dir / "phases.csv", [_flat(p.to_dict()) for p in analysis.phases]))
-    summary = json.dumps(analysis.to_dict(), indent=2, default=str)
+    summary = json_text(analysis.to_dict())
     written.append(_write(out_dir / "summary.json", summary.encode("utf-8")))
     for chart in run_charts(analysis) if charts is None else charts:
         written.append(_csv(out_dir / f"{chart.name}.csv", chart.rows()))
@@ -176,17 +178,22 @@ def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         if isinstance(value, dict):
             out.update(_flat(value, f"{name}."))
         elif isinstance(value, list):
-            out[name] = json.dumps(value, default=str)
+            out[name] = json_text(value, indent=None)
         else:
             out[name] = value
     return out
 
 
-def _mkdir(out_dir: Path) -> None:
+def prepare_out_dir(out_dir: Path) -> None:
+    """Make the output folder (and its parents) and check that files can be written in it; a
+    :class:`WorkbenchError` naming it otherwise. ``run --out`` calls it before the first trial."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise WorkbenchError(f"cannot create output folder {out_dir}: {exc.strerror}") from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise WorkbenchError(f"cannot write into output folder {out_dir}: permission denied")
+
     if not out_dir.is_dir():
         raise WorkbenchError(f"{out_dir} is not a folder")
 

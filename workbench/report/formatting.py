@@ -4,6 +4,7 @@ number reads the same everywhere. Headless and light (no numpy, no Qt)."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 __all__ = [
@@ -11,12 +12,31 @@ __all__ = [
     "environment_lines",
     "fmt",
     "host_environment",
+    "json_text",
     "libraries",
     "machine_line",
     "match_text",
     "ratio",
     "timing_cells",
 ]
+
+
+def json_text(data: Any, *, indent: int | None = 2) -> str:
+    """``data`` as strict JSON: a NaN or an infinity (a ratio over nothing, a limit of ``inf``) is
+    written ``null`` (Python's json would write ``NaN``/``Infinity``, which no JSON parser reads);
+    values JSON has no type for are written as their text. Every JSON the CLI prints or exports is
+    written here."""
+    return json.dumps(_finite(data), indent=indent, default=str, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def fmt(value: float | None, digits: int = 1) -> str:

@@ -3,8 +3,11 @@
 This process is the single writer of the results database; the workers only measure. One worker per
 variant gives each model a clean process (clean memory peaks) and confines a crash to its variant:
 the trials already received are committed, the rest of that variant is recorded ``failed`` with the
-reason, and the run goes on with the next variant. ``cancel()`` (thread-safe; the CLI wires Ctrl-C
-to it, the GUI its Cancel button) stops the current trial at its next step and keeps what finished.
+reason, and the run goes on with the next variant. ``cancel()`` (thread-safe; the CLI wires Ctrl-C,
+SIGTERM and SIGHUP to it, the GUI its Cancel button) stops the current trial at its next step and
+keeps what finished; a worker that has not stopped within the grace time is killed. A result that
+cannot be stored stops the run: its workers are killed and the run is recorded ``failed`` with the
+reason (:mod:`workbench.run.recording`).
 
 :class:`RunExecutor` keeps the designs (interleaved rounds, counterbalanced blocks, sequential) and
 the control (cancel, stopping ``repetitions = "auto"``); the worker processes are
@@ -25,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from workbench.analysis.paired import widest_ci
+from workbench.core.errors import StoreError, describe_exception
 from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.design import Block, Unit, block_schedule, interleaved_schedule, sequential_schedule
@@ -108,12 +112,18 @@ class RunExecutor:
             recorder.design(order, self._repetitions_done(), workers)
             if not self.cancelled and quality_wanted(self.spec):
                 self._quality()
+        except StoreError as exc:  # a result could not be stored: the run stops, recorded failed
+            self._fail(f"a result could not be stored, so the run stopped: {exc}")
+        except Exception as exc:  # a bug: the record says so, then the traceback
+            self._fail(f"the run stopped on an unexpected error: {describe_exception(exc)}")
+            raise
         finally:
             self._close_all()
-            result.status = _final_status(result, self.cancelled)
+            # a cancel that came after the last trial (while the workers closed) cancelled nothing
+            cancelled = self.cancelled and not all(s.complete for s in self._state)
             recorder.finish(
-                {s.plan.variant.name: s.final_status(self.cancelled) for s in self._state},
-                result.status,
+                {s.plan.variant.name: s.final_status(cancelled, result.error) for s in self._state},
+                _final_status(result, cancelled),
                 self.spec.baseline_variant,
             )
         return result
@@ -313,11 +323,26 @@ class RunExecutor:
             self._active = None
         if outcome == "done":
             return True
+        if outcome == "died" and self.cancelled:  # killed by the cancel in the middle of its unit
+            self._killed_in(state, unit)
         if outcome == "cancelled" or self.cancelled:
             return False
         reason = worker.death()
         self._lose(state, reason)
         return True
+
+    def _killed_in(self, state: _VariantState, unit: Unit) -> None:
+        """A cancel killed the worker (asked twice, or it did not stop within the grace time) before
+        it reported the unit's trials: they are recorded ``cancelled``, as a trial stopped at a step is."""
+        rest = [i for i in unit.trials if i not in state.received]
+        state.received.update(rest)
+        state.cancelled += len(rest)
+        reason = (
+            "cancelled: its worker was killed before it reached a step (it had not stopped within the "
+            "grace time, or the cancel was asked twice)"
+        )
+        plan = state.plan
+        self._recorder.never_ran(plan.variant, [plan.trials[i] for i in rest], reason, status="cancelled")
 
     def _report_loaded(self, variant: Variant, event: ev.Loaded) -> None:
         where = ""
@@ -332,6 +357,7 @@ class RunExecutor:
     def _on_event(self, state: _VariantState, event: ev.Event, position: int) -> None:
         if isinstance(event, ev.TrialDone):
             state.received.add(event.index)
+            state.cancelled += event.status == "cancelled"
             plan = state.plan.trials[event.index]
             record = dataclasses.replace(
                 event.trial, round_position=None if plan.warmup else position, worker=state.loads - 1
@@ -355,6 +381,12 @@ class RunExecutor:
     def _close_all(self) -> None:
         for state in self._state:
             self._close(state)
+
+    def _fail(self, reason: str) -> None:
+        """The run fails as a whole: recorded so, and its workers killed (nothing they would send
+        could be stored)."""
+        self._recorder.fault(reason)
+        self._pool.stop(kill=True)
 
     def _lose(self, state: _VariantState, reason: str) -> None:
         """The variant could not load or its worker died: close it, mark it dead, and record every
@@ -386,17 +418,26 @@ class _VariantState:
         self.best_clock: float | None = None  # highest GPU clock seen (disturbance rule)
         self.stopped_early = False  # repetitions = "auto" ended the run before its cap
         self.loads = 0  # worker processes started so far (the trials' `worker` is this less one)
+        self.cancelled = 0  # of its trials recorded, those a cancel stopped
 
     def fail(self, reason: str) -> None:
         self.dead = True
         self.error = reason
 
-    def final_status(self, cancelled: bool) -> dict[str, Any]:
+    @property
+    def complete(self) -> bool:
+        """Every trial of it run to its end and recorded (or not needed: ``repetitions = "auto"``
+        stopped early)."""
+        return self.stopped_early or (len(self.received) == len(self.plan.trials) and not self.cancelled)
+
+    def final_status(self, cancelled: bool, run_error: str | None = None) -> dict[str, Any]:
         if self.dead:
             return {"status": "failed", "error": self.error}
-        if self.stopped_early or len(self.received) == len(self.plan.trials):
+        if self.complete:
             return {"status": "ok"}
-        return {"status": "cancelled" if cancelled else "failed"}
+        if cancelled and run_error is None:
+            return {"status": "cancelled"}
+        return {"status": "failed", "error": run_error}
 
 
 def run_spec(spec: Spec, store: Store, **kwargs: Any) -> RunResult:
@@ -404,6 +445,8 @@ def run_spec(spec: Spec, store: Store, **kwargs: Any) -> RunResult:
 
 
 def _final_status(result: RunResult, cancelled: bool) -> str:
+    if result.error is not None:  # the run failed as a whole
+        return "failed"
     if cancelled:
         return "cancelled"
     if result.failed == 0:

@@ -101,6 +101,12 @@ def probe(python: str, variants: Sequence[Any], *, timeout: float = PROBE_TIMEOU
             f"{where} has workbench {answer.get('workbench')} (worker protocol {answer.get('protocol')}); "
             f"this is workbench {__version__} (protocol {PROTOCOL}): {_INSTALL.format(python=python)}"
         )
+    malformed = _malformed(answer)
+    if malformed:
+        raise SpecError(
+            f"{where} answered the interpreter check with a malformed reply ({malformed}): "
+            f"{_INSTALL.format(python=python)}"
+        )
     for variant in variants:
         error = (answer.get("variants") or {}).get(variant.name)
         if error:
@@ -123,6 +129,23 @@ def _answer(stdout: str) -> dict[str, Any] | None:
             except ValueError:
                 return None
             return data if isinstance(data, dict) else None
+    return None
+
+
+def _malformed(answer: dict[str, Any]) -> str | None:
+    """What is wrong with an answer of the right protocol, or None: ``variants`` maps each name to
+    its error or null, ``packages`` each library to its version, the rest are strings."""
+    variants = answer.get("variants")
+    if variants is not None and (
+        not isinstance(variants, dict) or not all(v is None or isinstance(v, str) for v in variants.values())
+    ):
+        return "'variants' is not a table of variant names to errors"
+    packages = answer.get("packages")
+    if packages is not None and not isinstance(packages, dict):
+        return "'packages' is not a table of library versions"
+    for key in ("executable", "python", "workbench"):
+        if answer.get(key) is not None and not isinstance(answer[key], str):
+            return f"'{key}' is not a string"
     return None
 
 

@@ -40,16 +40,24 @@ def preflight_spec(spec: Spec) -> None:
             try:
                 strategy.preflight(v)
             except WorkbenchError as exc:
-                raise type(exc)(f"variant '{v.name}': {exc}") from None
+                raise _in_variant(v, exc) from None
         sources = [v.model] if strategy_cls.requires_model else []
         sources += [getattr(v.config, name) for name in model_source_fields(v.config)]
         for source in sources:
             try:
                 preflight(parse_source(source))
             except WorkbenchError as exc:
-                raise type(exc)(f"variant '{v.name}': {exc}") from None
+                raise _in_variant(v, exc) from None
     for python, variants in elsewhere.items():
         probe(python, variants)
+
+
+def _in_variant(variant: Variant, exc: WorkbenchError) -> WorkbenchError:
+    """``exc`` with the variant named in front, once (a strategy may have named it already)."""
+    message = str(exc)
+    if message.startswith((f"variant '{variant.name}'", f"variant {variant.name!r}")):
+        return exc
+    return type(exc)(f"variant '{variant.name}': {message}")
 
 
 class Residency:

@@ -22,10 +22,21 @@ from typing import Any
 from workbench.run import events as ev
 from workbench.run.interpreter import child_environment, command
 
-__all__ = ["CANCEL_GRACE_S", "WorkerPool", "WorkerProcess", "describe_exit", "interrupt"]
+__all__ = ["CANCEL_GRACE_S", "WorkerPool", "WorkerProcess", "cancel_grace_s", "describe_exit", "interrupt"]
 
-#: seconds a worker gets to stop after a cancel before it is killed
+#: seconds a worker gets to stop after a cancel before it is killed (``WORKBENCH_CANCEL_GRACE_S``
+#: sets another: a model whose load or step takes longer than this cannot stop at a step in time)
 CANCEL_GRACE_S = 15.0
+
+
+def cancel_grace_s() -> float:
+    """The grace time in force: ``WORKBENCH_CANCEL_GRACE_S`` when it is a positive number, else
+    :data:`CANCEL_GRACE_S`."""
+    try:
+        value = float(os.environ.get("WORKBENCH_CANCEL_GRACE_S", ""))
+    except ValueError:
+        return CANCEL_GRACE_S
+    return value if 0 < value < float("inf") else CANCEL_GRACE_S
 
 
 class WorkerPool:
@@ -34,7 +45,8 @@ class WorkerPool:
     def __init__(self, *, python: str, on_log: Callable[[str], None]) -> None:
         self._python = python  # the workbench's own interpreter
         self._on_log = on_log
-        self._lock = threading.Lock()
+        # re-entrant: the CLI's signal handler stops the pool from the thread that may hold it
+        self._lock = threading.RLock()
         self._live: set[WorkerProcess] = set()
         self._stopping = False
 
@@ -57,8 +69,11 @@ class WorkerPool:
 
     def stop(self, *, kill: bool = False) -> None:
         """Interrupt every live worker (the running trial stops at its next step), or kill them; a
-        worker started after this is interrupted at once."""
+        worker started after this is interrupted at once. The first stop also starts the grace time:
+        when it is over, every worker still alive (one in the middle of a long step or load) is
+        killed, so a cancel ends every worker within :func:`cancel_grace_s`."""
         with self._lock:
+            first = not self._stopping
             self._stopping = True
             procs = [w.proc for w in self._live]
         for proc in procs:
@@ -67,6 +82,17 @@ class WorkerPool:
                     proc.kill()
                 else:
                     interrupt(proc)
+        if first and not kill:
+            timer = threading.Timer(cancel_grace_s(), self._kill_live)
+            timer.daemon = True
+            timer.start()
+
+    def _kill_live(self) -> None:
+        with self._lock:
+            procs = [w.proc for w in self._live]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
 
     def _forget(self, worker: WorkerProcess) -> None:
         with self._lock:
@@ -181,7 +207,7 @@ class WorkerProcess:
     def _reap(self) -> None:
         """Wait for the process to end (killed after the grace time) and for its stderr to drain."""
         try:
-            self.returncode = self.proc.wait(timeout=CANCEL_GRACE_S)
+            self.returncode = self.proc.wait(timeout=cancel_grace_s())
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.returncode = self.proc.wait()

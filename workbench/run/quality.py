@@ -30,6 +30,7 @@ from typing import Any
 
 from workbench.analysis.quality import position_figures, reference_rows
 from workbench.core import registry
+from workbench.core.errors import StoreError, describe_exception
 from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.plan import VariantPlan
@@ -129,7 +130,13 @@ class QualityPass:
         plan = scoring_plan(self.spec)
         scratch = Path(tempfile.mkdtemp(prefix="workbench-quality-"))
         try:
-            streams = self._reference(baseline, scratch)
+            try:
+                streams = self._reference(baseline, scratch)
+            except StoreError:
+                raise
+            except Exception as exc:  # the pass stops; the timed results stand
+                self._note(f"quality: nothing scored: {describe_exception(exc)}")
+                streams = None
             if streams is None:
                 return self.notes
             for name, reason in plan.items():
@@ -140,7 +147,12 @@ class QualityPass:
                 elif reason is not None:
                     self._record(name, "lossless", reason)
                 else:
-                    self._score_variant(name, streams, scratch)
+                    try:
+                        self._score_variant(name, streams, scratch)
+                    except StoreError:  # the record itself is at stake: the run's rule decides
+                        raise
+                    except Exception as exc:  # a variant the pass cannot handle fails only its quality
+                        self._record(name, "failed", describe_exception(exc))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return self.notes

@@ -3,6 +3,12 @@ variant as it loads, each trial as it arrives (and the trials a dead variant nev
 own figures, the notes on the design, and at the end the statuses, the machine's environment and
 the outputs' fidelity against the baseline (:mod:`workbench.analysis.fidelity`).
 
+A run's status is written last, so a run reads ``ok`` only once everything else of it is stored. A
+write that fails (a full disk, a size limit, a database that refuses an insert) makes the run
+``failed`` with the reason (:meth:`RunRecorder.fault`): that status and reason are written first when
+the run closes, then whatever else can still be written (docs/architecture.md, "What a run's status
+promises").
+
 The parent process is the single writer of the results database; :class:`RunRecorder` is its pen,
 and it keeps the tallies that go with the writes: the run's :class:`RunResult` and the
 :class:`Progress` a display shows (each recorded trial is reported through ``report``). The executor
@@ -19,6 +25,7 @@ from typing import Any
 
 from workbench import __version__
 from workbench.analysis.fidelity import mark_matches_baseline
+from workbench.core.errors import StoreError
 from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.plan import TrialPlan, VariantPlan
@@ -49,6 +56,9 @@ class RunResult:
     cancelled: int = 0
     skipped: int = 0
     errors: list[str] = field(default_factory=list)
+    #: why the run failed as a whole (a result that could not be stored...); None when it ended as
+    #: planned, whatever its trials did
+    error: str | None = None
 
 
 class RunRecorder:
@@ -76,6 +86,16 @@ class RunRecorder:
             name=spec.name, spec_text=spec.text, baseline=spec.baseline_variant, version=__version__
         )
         self.result = RunResult(run_id=self.run_id, status="running")
+        try:
+            self._add_variants(plans)
+        except StoreError as exc:  # the run exists: it is closed as failed before the error goes on
+            self.fault(f"the run's variants could not be stored: {exc}")
+            self.finish({}, "failed", spec.baseline_variant)
+            raise
+        return self.run_id
+
+    def _add_variants(self, plans: Sequence[VariantPlan]) -> None:
+        assert self.run_id is not None
         for plan in plans:
             v = plan.variant
             self.store.add_variant(
@@ -95,7 +115,6 @@ class RunRecorder:
                     "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },
             )
-        return self.run_id
 
     def loaded(self, variant: Variant, event: ev.Loaded) -> None:
         """The variant is loaded: what it reported about itself, and the machine as its worker saw it."""
@@ -160,30 +179,32 @@ class RunRecorder:
             self._report(f"{label}: {status} {record.error or ''}".rstrip())
         return record.id
 
-    def never_ran(self, variant: Variant, trials: Sequence[TrialPlan], reason: str) -> None:
-        """Write each of ``trials`` as failed with ``reason`` (its worker could not load, or died
-        first), count them and report the reason."""
+    def never_ran(
+        self, variant: Variant, trials: Sequence[TrialPlan], reason: str, status: str = "failed"
+    ) -> None:
+        """Write each of ``trials`` as ``status`` with ``reason``, count them and report the reason:
+        failed when its worker could not load or died first, cancelled when a cancel killed its worker
+        in the middle of them."""
         for trial in trials:
-            self.store.add_trial(
-                self._run,
-                TrialRecord.failed(
-                    reason,
-                    variant=variant.name,
-                    strategy=variant.strategy,
-                    model=variant.model,
-                    workload=trial.workload,
-                    prompt_id=trial.prompt.id,
-                    repetition=trial.repetition,
-                    warmup=trial.warmup,
-                    max_new_tokens=trial.max_new_tokens,
-                    seed=trial.seed,
-                    temperature=trial.temperature,
-                ),
+            record = TrialRecord.failed(
+                reason,
+                variant=variant.name,
+                strategy=variant.strategy,
+                model=variant.model,
+                workload=trial.workload,
+                prompt_id=trial.prompt.id,
+                repetition=trial.repetition,
+                warmup=trial.warmup,
+                max_new_tokens=trial.max_new_tokens,
+                seed=trial.seed,
+                temperature=trial.temperature,
             )
-        self.result.failed += len(trials)
-        self.progress.failed += len(trials)
+            self.store.add_trial(self._run, dataclasses.replace(record, status=status))
+        setattr(self.result, status, getattr(self.result, status) + len(trials))
+        if status == "failed":
+            self.progress.failed += len(trials)
+            self.result.errors.append(reason)
         self.progress.done += len(trials)
-        self.result.errors.append(reason)
         self._report(reason)
 
     def server_metrics(self, variant: Variant, event: ev.ServerMetrics, ids: Sequence[int | None]) -> None:
@@ -210,13 +231,52 @@ class RunRecorder:
             self._run, {"trial_order": order, "repetitions": repetitions, "workers": workers}
         )
 
+    def fault(self, reason: str) -> None:
+        """The run fails as a whole (the first reason is kept): :meth:`finish` records it ``failed``."""
+        if self.result.error is None:
+            self.result.error = reason
+            self._report(reason)
+
     def finish(self, variants: dict[str, dict[str, Any]], status: str, baseline: str) -> None:
-        """The end: each variant's final status, the environment, the run's status; then, for a run
-        with finished trials, the outputs compared with the baseline's."""
-        for name, values in variants.items():
-            self.store.update_variant(self._run, name, values)
-        if self.environment:
-            self.store.set_environment(self._run, self.environment)
-        self.store.finish_run(self._run, status)
-        if status in ("ok", "partial"):
-            mark_matches_baseline(self.store, self._run, baseline)
+        """The end: each variant's final status, the environment, for a run with finished trials the
+        outputs compared with the baseline's, and last the run's ``status``. After a :meth:`fault`,
+        or when one of these writes fails, the run is closed ``failed`` instead (:meth:`_close_failed`)."""
+        if self.result.error is None:
+            try:
+                for name, values in variants.items():
+                    self.store.update_variant(self._run, name, values)
+                if self.environment:
+                    self.store.set_environment(self._run, self.environment)
+                if status in ("ok", "partial"):
+                    mark_matches_baseline(self.store, self._run, baseline)
+                self.store.finish_run(self._run, status)
+                self.result.status = status
+                return
+            except StoreError as exc:
+                self.fault(f"the run's results could not be stored: {exc}")
+        self._close_failed(variants)
+
+    def _close_failed(self, variants: dict[str, dict[str, Any]]) -> None:
+        """Close a run that failed as a whole: its status and reason first (once more after a WAL
+        checkpoint, which lets a log stopped by a size limit start again), then what else can still
+        be written. A record that cannot be closed at all reads ``running`` until the next command
+        that opens the database closes it as failed (:meth:`Store.reap_stale_runs`)."""
+        result = self.result
+        result.status = "failed"
+        assert result.error is not None
+        for attempt in range(2):
+            try:
+                self.store.finish_run(self._run, "failed", error=result.error)
+                break
+            except StoreError as exc:
+                if attempt:
+                    result.error += f"; the record could not be closed either ({exc})"
+                    return
+                self.store.checkpoint()
+        try:
+            for name, values in variants.items():
+                self.store.update_variant(self._run, name, values)
+            if self.environment:
+                self.store.set_environment(self._run, self.environment)
+        except StoreError:
+            pass  # the run's status and reason are stored: that is what a reader needs

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import shutil
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from workbench.core.variant import Variant
 from workbench.sources import parse_source
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import (
+    MAX_INTEGER,
     Workload,
     as_chat,
     builtin_names,
@@ -40,6 +42,8 @@ __all__ = [
     "AUTO_MAX_REPETITIONS",
     "AUTO_MIN_REPETITIONS",
     "DTYPES",
+    "INT_RANGE",
+    "MAX_PLANNED_TRIALS",
     "ORDERS",
     "WORKERS",
     "Spec",
@@ -65,6 +69,11 @@ WORKERS = ("per-repetition", "one")
 #: ``repetitions = "auto"``: the fewest repetitions before the CIs are looked at, and the default cap
 AUTO_MIN_REPETITIONS = 3
 AUTO_MAX_REPETITIONS = 20
+#: the whole numbers a spec may hold: SQLite's INTEGER (a signed 64-bit integer), where they are stored
+INT_RANGE = (-MAX_INTEGER - 1, MAX_INTEGER)
+#: the most trials one run may plan (variants × (warm-ups + repetitions × prompts)): each is held in
+#: memory and sent to its worker, so a mistyped count is refused instead of filling the memory
+MAX_PLANNED_TRIALS = 1_000_000
 
 _TOP_KEYS = {
     "name",
@@ -155,7 +164,7 @@ class Spec:
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM is tolerated, as in JSONL files
     except FileNotFoundError:
         raise SpecError(f"spec file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -165,6 +174,7 @@ def load_spec(path: str | Path) -> Spec:
 
 def parse_spec(text: str, *, base_dir: str | Path = ".", path: Path | None = None) -> Spec:
     where = str(path) if path else "spec"
+    text = text.removeprefix("\ufeff")  # a BOM (some Windows editors write one)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -177,7 +187,10 @@ def spec_from_dict(
     data: dict[str, Any], *, base_dir: Path = Path("."), text: str = "", path: Path | None = None
 ) -> Spec:
     _check_keys(data, _TOP_KEYS, "spec")
+    _check_numbers(data)
     name = _get(data, "name", str, "spec", default=path.stem if path else "experiment")
+    if not name.strip():
+        raise SpecError("spec: 'name' must not be empty (leave it out to name the run after the file)")
     repetitions, auto_repetitions = _repetitions(data)
     warmup = _get(data, "warmup", int, "spec", default=1)
     order = _get(data, "order", str, "spec", default="interleaved")
@@ -191,6 +204,8 @@ def spec_from_dict(
     workers = _get(data, "workers", str, "spec", default="per-repetition")
     if workers not in WORKERS:
         raise SpecError(f"spec: 'workers' must be one of {', '.join(WORKERS)}, got {workers!r}")
+    if "ci_target" in data and not auto_repetitions:
+        raise SpecError("spec: 'ci_target' applies to repetitions = \"auto\"")
     ci_target = _get(data, "ci_target", float, "spec", default=0.03)
     if not 0 < ci_target < 1:
         raise SpecError(f"spec: 'ci_target' is a fraction, e.g. 0.03 for ±3 %, got {ci_target!r}")
@@ -229,6 +244,7 @@ def spec_from_dict(
     baseline = _get(data, "baseline", str, "spec", default=None)
     if baseline is not None and baseline not in names:
         raise SpecError(f"spec: baseline {baseline!r} is not a variant; variants: {', '.join(names)}")
+    _check_plan_size(len(variants), warmup, repetitions, workloads)
     return Spec(
         name=name,
         description=_get(data, "description", str, "spec", default=""),
@@ -570,6 +586,50 @@ def _check_keys(data: dict[str, Any], known: set[str], where: str) -> None:
             close = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else f"; valid keys: {', '.join(sorted(known))}"
             raise SpecError(f"{where}: unknown key '{key}'{hint}")
+
+
+def _check_numbers(data: dict[str, Any]) -> None:
+    """Every number anywhere in the spec (its own keys, each variant's and strategy parameters, each
+    workload's, targets, inline prompts, sweep lists) is finite (TOML has ``nan`` and ``inf``) and a
+    whole number is in SQLite's INTEGER range: one line naming the key and the value otherwise."""
+
+    def table_name(kind: str, table: Any, index: int) -> str:
+        name = table.get("name") if isinstance(table, dict) else None
+        return f"{kind} {name!r}" if isinstance(name, str) and name else f"spec: {kind}s[{index}]"
+
+    for key, value in data.items():
+        if key in ("variants", "workloads") and isinstance(value, list):
+            for i, table in enumerate(value):
+                _check_value(table, table_name(key[:-1], table, i), "")
+        else:
+            _check_value(value, "spec", key)
+
+
+def _check_value(value: Any, where: str, key: str) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_value(v, where, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_value(v, where, f"{key}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(f"{where}: '{key}' must be a finite number, got {value}")
+    elif isinstance(value, int) and not isinstance(value, bool) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise SpecError(
+            f"{where}: '{key}' = {value} is out of range (whole numbers are stored as 64-bit integers: "
+            f"at most {INT_RANGE[1]:,})"
+        )
+
+
+def _check_plan_size(variants: int, warmup: int, repetitions: int, workloads: Sequence[Workload]) -> None:
+    prompts = sum(len(w.items) for w in workloads)
+    planned = variants * (warmup * len(workloads) + repetitions * prompts)
+    if planned > MAX_PLANNED_TRIALS:
+        raise SpecError(
+            f"spec: plans {planned:,} trials ({variants} variants × ({warmup} warm-ups × {len(workloads)} "
+            f"workloads + {repetitions} repetitions × {prompts} prompts)); one run holds at most "
+            f"{MAX_PLANNED_TRIALS:,}"
+        )
 
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}

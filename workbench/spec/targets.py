@@ -15,6 +15,7 @@ no analysis: :mod:`workbench.analysis.targets` turns targets and trials into ver
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +92,7 @@ def parse_targets(value: Any, where: str, *, source: str = "spec") -> Targets:
     for key, raw in value.items():
         if key not in known:
             raise SpecError(f"{where}: unknown target '{key}'; targets: {', '.join(known)}")
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0:
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 < raw < math.inf:
             raise SpecError(f"{where}: target '{key}' must be a positive number, got {raw!r}")
         if key == "same_top_min" and not raw <= 1:
             raise SpecError(
@@ -103,6 +104,11 @@ def parse_targets(value: Any, where: str, *, source: str = "spec") -> Targets:
             percentile = float(raw)
         else:
             limits.append((key, float(raw)))
+    if not limits and "percentile" in value:
+        raise SpecError(
+            f"{where}: 'targets' sets a percentile but no limit (add one, e.g. ttft_ms = 500; "
+            "targets = {} means no targets)"
+        )
     order = list(TARGET_METRICS)
     return Targets(tuple(sorted(limits, key=lambda kv: order.index(kv[0]))), percentile, source)
 

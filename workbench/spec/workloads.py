@@ -27,7 +27,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+#: the largest whole number a spec or workload file may hold: SQLite's INTEGER is a signed 64-bit one
+MAX_INTEGER = 2**63 - 1
+
 __all__ = [
+    "MAX_INTEGER",
     "Item",
     "Workload",
     "builtin_names",
@@ -136,11 +140,17 @@ def load_jsonl(path: str | Path, *, default_max_new_tokens: int) -> tuple[Item, 
     """Read a workload JSONL file; every problem is reported as ``file:line: what``."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()  # tolerate a BOM
+        raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # tolerate a BOM
+        lines = raw.decode("utf-8").splitlines()
     except FileNotFoundError:
         raise SpecError(f"workload file not found: {path}") from None
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        # the text before the bad byte is valid: its lines, counted as the lines below are
+        before = (raw[: exc.start].decode("utf-8") + "x").splitlines()
+        raise SpecError(
+            f"{path}:{len(before)}: not UTF-8 text ({exc.reason}: byte 0x{raw[exc.start]:02x} at column "
+            f"{len(before[-1])}); save the file as UTF-8"
+        ) from None
     except OSError as exc:
         raise SpecError(f"cannot read workload file {path}: {exc.strerror}") from None
     items: list[Item] = []
@@ -212,8 +222,14 @@ def _item(data: Any, where: str, default_max_new_tokens: int) -> Item:
                 raise SpecError(f'{where}: messages[{i}] must be {{"role": str, "content": str}}')
         messages = tuple({"role": m["role"], "content": m["content"]} for m in messages)
     max_new_tokens = data.get("max_new_tokens", default_max_new_tokens)
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise SpecError(f'{where}: "max_new_tokens" must be a positive integer')
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or not 1 <= max_new_tokens <= MAX_INTEGER
+    ):
+        raise SpecError(
+            f'{where}: "max_new_tokens" must be a positive integer of at most {MAX_INTEGER:,}, got {max_new_tokens!r}'
+        )
     prompt = Prompt(id=str(data["id"]), prompt=data.get("prompt"), messages=messages)
     return Item(prompt, max_new_tokens)
 

@@ -8,6 +8,7 @@ Every finished trial is committed in its own transaction together with its steps
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -112,28 +113,42 @@ class Store:
         return self._write(lambda: self.db.table("runs").insert(row).last_pk)
 
     def reap_stale_runs(self) -> list[int]:
-        """Close runs left ``running`` by a process on this host that no longer exists (killed CLI):
-        ``partial`` when some trials finished, else ``failed``. Returns their ids."""
+        """Close runs left ``running`` by a process on this host that no longer exists (a killed CLI,
+        a crash, a record its process could not close): ``failed``, with the reason. The trials it
+        stored are kept. Returns their ids."""
         host = socket.gethostname()
         stale = []
         for run in self.query("select id, pid from runs where status = 'running' and host = ?", [host]):
             if run["pid"] and not _pid_alive(run["pid"]):
-                stale.append(run["id"])
-        for run_id in stale:
-            ok = self.query("select count(*) as n from trials where run_id = ? and status = 'ok'", [run_id])[
-                0
-            ]["n"]
-            self.finish_run(run_id, "partial" if ok else "failed")
-        return stale
+                stale.append((run["id"], run["pid"]))
+        for run_id, pid in stale:
+            reason = (
+                f"its process (pid {pid}) ended without closing the record (killed, or it could not "
+                "write it); the trials it stored are kept"
+            )
+            self._write(
+                self.db.execute,
+                "update variants set status = 'failed', error = coalesce(error, ?) "
+                "where run_id = ? and status in ('pending', 'loaded')",
+                [reason, run_id],
+            )
+            self.finish_run(run_id, "failed", error=reason)
+        return [run_id for run_id, _ in stale]
 
     def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
         self._write(lambda: self.db.table("runs").update(run_id, {"environment": json.dumps(environment)}))
 
-    def finish_run(self, run_id: int, status: str) -> None:
+    def finish_run(self, run_id: int, status: str, *, error: str | None = None) -> None:
+        """The run's final status (and, for a run that failed as a whole, why)."""
         assert status in RUN_STATUSES
-        self._write(
-            lambda: self.db.table("runs").update(run_id, {"status": status, "finished_at": now_iso()})
-        )
+        values = {"status": status, "finished_at": now_iso(), "error": error}
+        self._write(lambda: self.db.table("runs").update(run_id, values))
+
+    def checkpoint(self) -> None:
+        """Move the write-ahead log into the database file and empty it, so that the log can grow
+        again from its start (after a write failed on a size limit); never raises."""
+        with contextlib.suppress(sqlite3.DatabaseError):
+            self.db.execute("pragma wal_checkpoint(truncate)").fetchall()
 
     def update_run(self, run_id: int, values: dict[str, Any]) -> None:
         self._write(lambda: self.db.table("runs").update(run_id, values))
@@ -260,7 +275,7 @@ class Store:
     def runs(self) -> list[dict[str, Any]]:
         return self.query(
             """
-            select r.id, r.name, r.started_at, r.finished_at, r.status, r.baseline, r.trial_order,
+            select r.id, r.name, r.started_at, r.finished_at, r.status, r.error, r.baseline, r.trial_order,
               (select count(*) from variants v where v.run_id = r.id) as variants,
               (select count(*) from trials t where t.run_id = r.id and t.warmup = 0) as trials,
               (select count(*) from trials t where t.run_id = r.id and t.status = 'failed') as failed
@@ -368,6 +383,10 @@ def _translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
     if "readonly" in message or "unable to open" in message:
         return StoreError(
             f"cannot write the results database {path}: {message} (check permissions, or pass --db)"
+        )
+    if "disk I/O error" in message or "disk is full" in message:
+        return StoreError(
+            f"cannot write the results database {path}: {message} (a full disk, or a file size limit?)"
         )
     if "locked" in message:
         return StoreError(f"the results database {path} is locked by another process: {message}")

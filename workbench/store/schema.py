@@ -320,3 +320,11 @@ def m014_quality(db: Database) -> None:
         foreign_keys=[("run_id", "runs", "id")],
     )
     db.table("quality_positions").create_index(["run_id", "variant"])
+
+
+@migrations()
+def m015_run_error(db: Database) -> None:
+    """Why a run failed as a whole (docs/architecture.md "What a run's status promises"): a result
+    that could not be stored, an unexpected error, or its process ending without closing the record.
+    NULL for a run that ended as planned (its trials' failures are in ``trials.error``)."""
+    db.table("runs").add_column("error", str)
