@@ -37,7 +37,7 @@ needs_ort = pytest.mark.skipif(no_ort, reason="onnxruntime-genai is not installe
             "draft_dtype applies to a transformers draft",
         ),
         ({"draft_runtime": "onnxruntime-genai", "draft_vocab": 100}, "draft_vocab applies to a transformers"),
-        ({"draft_runtime": "llama-cpp", "draft_prefill": "from-target"}, "needs a transformers draft"),
+        ({"draft_runtime": "llama-cpp", "draft_prefill": "from-target"}, "needs a transformers or onnxruntime-genai draft"),
         ({"draft_runtime": "llama-cpp", "draft_precision": "int8"}, "a llama-cpp one has draft_gguf_type"),
         ({"draft_runtime": "onnxruntime-genai", "draft_gguf_type": "Q8_0"}, "one has draft_precision"),
         ({"draft_runtime": "llama-cpp", "draft_threads": -1}, "draft_threads must be 0"),

@@ -98,12 +98,10 @@ class SpeculativeStrategy(Strategy[SpeculativeConfig]):
             draft_dtype = str(target.dtype).removeprefix("torch.")
         draft = load_hf_model(dataclasses.replace(variant, model=config.draft, dtype=draft_dtype), device)
         check_compatible(target, draft, config.draft)
-        reuse = config.draft_prefill == "from-target" or (
-            config.draft_prefill == "auto" and config.draft == variant.model
-        )
-        if reuse:
+        mode = config.prefill_mode(config.draft == variant.model)
+        if mode == "from-target":
             check_same_architecture(target, draft, config.draft)
-        return SpeculativeSession(target, draft, config, reuse_target=reuse)
+        return SpeculativeSession(target, draft, config, mode=mode)
 
 
 def runtime_draft(variant: Variant[SpeculativeConfig]) -> tuple[Strategy[Any], Variant[Any]]:
