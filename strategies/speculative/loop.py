@@ -170,7 +170,7 @@ def generate_speculative(
             draft_ms = setup_ms
             setup_ms = None
             draft = Draft([])
-            reading = catching and drafter.pending() > 0  # type: ignore[attr-defined]
+            reading = catching and not plain_only and drafter.pending() > 0  # type: ignore[attr-defined]
             if reading or plain_only:
                 pass  # a plain step (the draft reads a chunk after it, or is given up)
             elif shadows is not None and room >= 1:
