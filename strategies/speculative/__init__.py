@@ -29,7 +29,9 @@ target is refused as a configuration mistake.
 llama.cpp (``llama-cpp``: a GGUF, e.g. the demo's own Q4_1) or by ONNX
 Runtime GenAI (``onnxruntime-genai``: a model its builder makes once at ``draft_precision``), loaded
 through those strategies (same conversion, quantization and caches; ``draft_gguf_type`` re-quantizes
-the GGUF). The draft keeps its own KV cache, prefills the prompt itself (in the TTFT) and is rolled
+the GGUF). The draft keeps its own KV cache, prefills the prompt itself (llama.cpp; ONNX Runtime GenAI
+with ``own`` / ``catch-up``) or, ONNX Runtime GenAI on a cpu with ``from-target``, runs the builder's
+model in ONNX Runtime itself on a cache filled from the target's, and is rolled
 back after a rejection (llama.cpp drops the rejected positions, ONNX Runtime GenAI ``rewind_to``);
 the drafter picks tokens from the runtime's logits (argmax, or a draw from their distribution after
 the request's temperature / top-k / top-p, which the verify rule needs), so greedy output stays
@@ -40,7 +42,8 @@ keeps the variant's threads: one draft thread does not spin against the target's
 wants every core).
 
 The parts: :mod:`.config` (the parameters), :mod:`.schedule` (the draft length per step; no torch),
-:mod:`.loop` (the draft → verify loop, shared with ``prompt-lookup``), :mod:`.draft_model` (a
+:mod:`.loop` (the draft → verify loop, shared with ``prompt-lookup``), :mod:`.context` (the part of
+the prompt a draft reads, whether a catch-up prefill pays; no torch), :mod:`.draft_model` (a
 transformers draft), :mod:`.runtime_drafts` (a llama.cpp / ONNX Runtime GenAI draft). This module
 imports none of torch, transformers or the runtimes: they load inside :meth:`SpeculativeStrategy.load`.
 """

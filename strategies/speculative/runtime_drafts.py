@@ -15,9 +15,12 @@ drafters implement :class:`.loop.Drafter` on the runtime's own KV cache:
 The drafter chooses its tokens itself from the runtime's logits (the runtime's own sampler is not
 used): greedy is the argmax; at temperature > 0 the token is drawn from ``q`` = the logits through
 the request's temperature / top-k / top-p (the target's :class:`Sampler`, its random stream), and
-``q`` goes to the verify rule, so sampling stays exact. The draft prefills the prompt itself in
-``start``, which the loop calls before it reports the first token: the draft's prefill is prefill
-work and is in the TTFT. Token ids are exchanged directly, so the draft's vocabulary and
+``q`` goes to the verify rule, so sampling stays exact. With ``draft_prefill = "own"`` the draft
+prefills the prompt itself in ``start``, which the loop calls before it reports the first token: the
+draft's prefill is prefill work and is in the TTFT; ``catch-up`` reads it after the first token, in
+chunks (``pending`` / ``catch_up``); ``draft_context`` bounds what it reads (:mod:`.context`). For an
+ONNX Runtime GenAI draft, ``from-target`` (:class:`OrtSharedCacheDrafter`) runs the builder's model in
+ONNX Runtime itself, on a cache filled from the target's prefill cache: no draft prefill at all. Token ids are exchanged directly, so the draft's vocabulary and
 tokenization must be the target's (:func:`check_same_tokens`, one clear line otherwise).
 
 Imported only inside ``Strategy.load`` (it imports torch and numpy at module level).

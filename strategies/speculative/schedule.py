@@ -40,7 +40,8 @@ of ``speculative`` and ``prompt-lookup``.
   whole draft was accepted, -1 otherwise, between 1 and twice the cap.
 
 Each restarts for every request, so trials do not depend on the ones before them. A step never drafts
-past the token budget. A ``k = 0`` step reports ``draft_proposed = 0`` and ``draft_ms = None``.
+past the token budget. A ``k = 0`` step reports ``draft_proposed = 0`` and ``draft_ms = None``, unless the
+draft did prefill work on it (a copy of the target's cache, a catch-up chunk: :mod:`.loop`).
 
 Imports neither torch nor numpy: the schedules are pure bookkeeping over the step times and counts the
 loop hands them (``tests/test_speculative_schedule.py`` runs without torch).
