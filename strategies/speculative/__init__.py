@@ -92,7 +92,9 @@ class SpeculativeStrategy(Strategy[SpeculativeConfig]):
             from .runtime_drafts import load_runtime_draft
 
             target = load_hf_model(variant, device)
-            return load_runtime_draft(target, variant, device, *runtime_draft(variant))
+            return _self_draft_prior(
+                load_runtime_draft(target, variant, device, *runtime_draft(variant)), variant
+            )
         from .draft_model import SpeculativeSession, check_compatible, check_same_architecture
 
         target = load_hf_model(variant, device)
@@ -104,7 +106,17 @@ class SpeculativeStrategy(Strategy[SpeculativeConfig]):
         mode = config.prefill_mode(config.draft == variant.model)
         if mode == "from-target":
             check_same_architecture(target, draft, config.draft)
-        return SpeculativeSession(target, draft, config, mode=mode)
+        return _self_draft_prior(SpeculativeSession(target, draft, config, mode=mode), variant)
+
+
+def _self_draft_prior(session: Any, variant: Variant[SpeculativeConfig]) -> Session:
+    """A draft that is the target's own model source (its weights at another precision) agrees with
+    it on most tokens: the adaptive schedule starts from ``Adaptive.SELF_DRAFT_PRIOR`` for it."""
+    if variant.config.draft == variant.model:
+        from .schedule import Adaptive
+
+        session.drafter.prior_acceptance = Adaptive.SELF_DRAFT_PRIOR
+    return cast("Session", session)
 
 
 def runtime_draft(variant: Variant[SpeculativeConfig]) -> tuple[Strategy[Any], Variant[Any]]:

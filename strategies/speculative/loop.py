@@ -81,7 +81,9 @@ class Drafter(Protocol):
     A drafter that reads its prompt after the first token, a chunk at a time (``draft_prefill =
     "catch-up"``), sets ``catches_up = True`` and ``chunk`` (tokens per chunk) and has ``pending()``
     (prompt tokens still to read) and ``catch_up(n)`` (read up to ``n`` more; returns how many): while
-    it has some pending, every step is a plain one followed by a chunk (that step's ``draft_ms``)."""
+    it has some pending, every step is a plain one followed by a chunk (that step's ``draft_ms``).
+    ``prior_acceptance`` (optional, a float): the adaptive schedule's first guess at its acceptance
+    (``Adaptive.SELF_DRAFT_PRIOR`` for a draft that is the target's own weights)."""
 
     def start(self, request: Request, sampler: Sampler, target_cache: Any) -> None:
         """A new request: reset per-request state (caches); may prefill on
@@ -155,7 +157,8 @@ def generate_speculative(
             t0 = timer.now()
             drafter.start(request, sampler, cache)
             setup_ms = None if free else (timer.now() - t0) * 1e3
-        plan = schedule.start(free_drafts=free) if schedule is not None else None
+        prior = getattr(drafter, "prior_acceptance", None)
+        plan = schedule.start(free_drafts=free, prior=prior) if schedule is not None else None
         shadows = plan if isinstance(plan, Adaptive) and plan.free_drafts else None
         # A catch-up drafter reads its prompt in chunks between plain steps, then drafts; it is given
         # up (plain decoding to the end) when the rest of its prefill cannot pay back (.context).
@@ -224,7 +227,7 @@ def generate_speculative(
                     statistics.median(plain_ms),
                     request.max_new_tokens - len(out),
                     chunk,
-                    prior_speedup(schedule.max_tokens if schedule is not None else 1),
+                    prior_speedup(schedule.max_tokens if schedule is not None else 1, prior),
                 ):
                     plain_only = True  # its prefill costs more than drafting could save here
             if not plain_only:
