@@ -284,6 +284,19 @@ def test_a_catch_up_draft_reads_its_prompt_between_plain_steps_then_drafts(
         assert drafter.cached[:n] == list(request.input_ids)
 
 
+def test_a_draft_of_the_targets_own_model_starts_from_the_self_draft_prior(sessions):
+    """The adaptive schedule's first draft (after the plain step that measures T1): the cap for a draft
+    of the target's own model source, 2 tokens for another draft (the default prior)."""
+    firsts = {}
+    for name in ("self-own", "truncated"):
+        s = sessions[name]
+        probe = ListProbe()
+        s.generate(request_for(s, PLAIN[1], max_new_tokens=20, ignore_eos=True), probe)
+        assert probe.info[1]["draft_proposed"] == 0  # the plain step
+        firsts[name] = probe.info[2]["draft_proposed"]
+    assert firsts == {"self-own": 3, "truncated": 2}
+
+
 def test_a_bounded_draft_reads_the_sinks_and_the_recent_window(sessions, monkeypatch):
     s = sessions["truncated-bounded"]
     drafter = s.drafter
