@@ -4,15 +4,14 @@ One sequence (batch size 1). The target model prefills the prompt and yields the
 the baseline does: the same forward pass (``logits_to_keep = 1``, a ``DynamicCache``), the same draw, and
 nothing else before the token is reported, so the TTFT is the baseline's (``tests/test_speculative.py``
 compares the torch operations up to the first token, op for op). Only then does the drafter start on
-the request (a copy of the target's cache, or nothing for a model-free draft): that time lies between
-the first and the second token, outside every step's ``draft_ms`` / ``verify_ms``. The exception is a
+the request (a copy of the target's cache, or nothing for a model-free draft): that time lies between the first and the second token, and a draft model reports
+it in the next step's ``draft_ms`` (the break-even view prices it there). The exception is a
 draft that reads the prompt itself (``Drafter.prefills_prompt``: a draft model with its own prefill,
 a draft in another runtime): that is prefill work, so it runs before the first token is reported and
-is in the TTFT. A drafter that starts after the first token reports the start's time (a copy of the
-target's cache) in the next step's ``draft_ms``; a *catch-up* drafter (``Drafter.catches_up``) reads its
-prompt in chunks after plain steps (each chunk in its step's ``draft_ms``), drafting once it has read it,
-or is given up for plain decoding when the rest of its prefill costs more than drafting can save in
-the tokens left (:func:`.context.catch_up_pays`). Then every step
+is in the TTFT. A *catch-up* drafter (``Drafter.catches_up``) reads its prompt after the first token
+instead, a chunk after each plain step (each chunk in its step's ``draft_ms``), drafting once it has
+read it, or is given up for plain decoding when the rest of its prefill costs more than drafting can
+save in the tokens left (:func:`.context.catch_up_pays`). Then every step
 
 1. the *drafter* proposes up to ``k`` tokens continuing the sequence (``draft_ms``),
 2. the target scores ``[last token] + draft`` in **one** forward pass, giving ``k + 1`` next-token
