@@ -368,3 +368,40 @@ def test_hovering_a_draft_position_reads_its_acceptance(qtbot, drafting_db):
     assert text.startswith("<b>draft position 1</b>")
     assert f"good on code: {good.rates[0]:.0f} % accepted (of {good.reached[0]} steps)" in text
     assert describe(chart, plot, 1.5, 50) is None  # between positions
+
+
+def test_the_output_length_from_which_the_variant_wins_end_to_end():
+    """The draft's prefill before the first token (TTFT over the paired baseline's) and after it (the
+    draft_ms of plain steps: a cache copy, catch-up chunks) against what each token saves."""
+    # baseline: TTFT 100 ms, TPOT 10 ms. spec: TTFT 160 ms (60 ms of draft prefill before the first
+    # token), a 20 ms copy on its first plain step, then 4 ms per token: 21 output tokens
+    base = _trial(2, "base", "p0", ttft_ms=100.0, tpot_ms=10.0, output_tokens=21)
+    steps = [(1, 1, 0, 0, 20.0, 4.0)] + [(1, 5, 4, 4, 1.0, 15.0)] * 5
+    spec = _trial(1, "spec", "p0", ttft_ms=160.0, decode_ms=20.0 + 4.0 * 20, output_tokens=21)
+    (b,) = break_even([spec, base], steps, [_summary("spec", "code", 2.0)], "base")
+    assert b.ttft_extra_ms == pytest.approx(60.0)
+    assert b.prefill_after_ms == pytest.approx(20.0) and b.prefill_steps == 1
+    assert b.step_saving_ms == pytest.approx(10.0 - 4.0)
+    # 80 ms to win back at 6 ms a token: from 1 + ceil(80 / 6) = 15 tokens on
+    assert b.wins_from == 15 and b.output_tokens == 21
+    (line,) = [x for x in drafting_advice([b]) if "end to end" in x]
+    assert "code: wins from 15 output tokens on (its outputs: 21;" in line
+    assert "0.06 s before the first token, 0.02 s after it" in line
+    # nothing to win back: from the first token; nothing saved per token: never
+    quick = dataclasses.replace(spec, ttft_ms=90.0)
+    (b,) = break_even([quick, base], steps[1:], [_summary("spec", "code", 2.0)], "base")
+    assert b.wins_from == 1
+    slow = dataclasses.replace(spec, decode_ms=20.0 + 12.0 * 20)
+    (b,) = break_even([slow, base], steps, [_summary("spec", "code", 2.0)], "base")
+    assert b.wins_from is None and "never wins e2e" in " ".join(drafting_advice([b]))
+
+
+def test_a_draft_given_up_after_reading_part_of_its_prompt_says_why():
+    base = _trial(2, "base", "p0", ttft_ms=100.0, tpot_ms=10.0, output_tokens=8)
+    # two plain steps with a catch-up chunk each, then plain steps only: it never drafted
+    steps = [(1, 1, 0, 0, 30.0, 10.0)] * 2 + [(1, 1, 0, 0, None, 10.0)] * 5
+    spec = _trial(1, "spec", "p0", ttft_ms=100.0, decode_ms=130.0, output_tokens=8)
+    (b,) = break_even([spec, base], steps, [_summary("spec", "code", 0.7)], "base")
+    assert b.drafted_steps == 0 and b.prefill_steps == 2 and b.prefill_after_ms == pytest.approx(60.0)
+    text = " ".join(drafting_advice([b]))
+    assert "the draft read its prompt on 2 plain steps, then was given up" in text

@@ -37,7 +37,10 @@ needs_ort = pytest.mark.skipif(no_ort, reason="onnxruntime-genai is not installe
             "draft_dtype applies to a transformers draft",
         ),
         ({"draft_runtime": "onnxruntime-genai", "draft_vocab": 100}, "draft_vocab applies to a transformers"),
-        ({"draft_runtime": "llama-cpp", "draft_prefill": "from-target"}, "needs a transformers draft"),
+        (
+            {"draft_runtime": "llama-cpp", "draft_prefill": "from-target"},
+            "needs a transformers or onnxruntime-genai draft",
+        ),
         ({"draft_runtime": "llama-cpp", "draft_precision": "int8"}, "a llama-cpp one has draft_gguf_type"),
         ({"draft_runtime": "onnxruntime-genai", "draft_gguf_type": "Q8_0"}, "one has draft_precision"),
         ({"draft_runtime": "llama-cpp", "draft_threads": -1}, "draft_threads must be 0"),
@@ -216,3 +219,88 @@ def test_ort_genai_draft_with_another_vocabulary_is_refused(tiny_model_dir_64, t
             draft_precision="fp32",
         )
     assert "\n" not in str(info.value)
+
+
+@needs_ort
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("precision", "params"),
+    [
+        ("fp32", {"draft_prefill": "from-target"}),
+        ("int4", {}),  # auto: the target's own model, on a cpu: from-target
+        ("int4", {"draft_prefill": "catch-up", "draft_prefill_chunk": 5}),
+        ("int4", {"draft_context": 8, "draft_sinks": 2}),
+    ],
+)
+def test_ort_genai_draft_prefill_modes_are_token_identical(tiny_model_dir_64, ort_cache, precision, params):
+    """from-target: ONNX Runtime runs the builder's model on a cache filled from the target's prefill
+    (the draft feeds only the generated tokens, never the prompt); catch-up: the prompt in chunks after
+    the first token; a bounded context: the sinks and the recent window. Greedy output identical."""
+    from workbench_strategies.speculative import loop
+    from workbench_strategies.speculative.runtime_drafts import OrtGenAIDrafter, OrtSharedCacheDrafter
+
+    target = tiny_model_dir_64
+    baseline = load_session(target, "baseline")
+    ours = load_session(
+        target, SPEC, draft=str(target), draft_runtime="onnxruntime-genai", draft_precision=precision,
+        num_draft_tokens=4, draft_threads=1, **params,
+    )  # fmt: skip
+    drafter = ours.drafter
+    mode = params.get("draft_prefill", "auto")
+    shared = mode == "from-target" or (mode == "auto" and "draft_context" not in params)
+    assert isinstance(drafter, OrtSharedCacheDrafter if shared else OrtGenAIDrafter)
+    fed: list[int] = []
+    feed = drafter._feed
+    drafter._feed = lambda tokens: fed.append(len(tokens)) or feed(tokens)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(loop, "catch_up_pays", lambda *args: True)  # read the whole prompt, then draft
+    proposed = accepted = 0
+    try:
+        for start in range(3):
+            text = tiny_prompt(12, start)
+            probe = ListProbe()
+            fed.clear()
+            request = request_for(ours, text, max_new_tokens=20, ignore_eos=True)
+            out = ours.generate(request, probe)
+            ref = baseline.generate(
+                request_for(baseline, text, max_new_tokens=20, ignore_eos=True), ListProbe()
+            )
+            assert out.token_ids == ref.token_ids
+            p, a, _ = check_accounting(probe, out)
+            proposed, accepted = proposed + p, accepted + a
+            n = len(request.input_ids)
+            if shared:
+                assert max(fed) < n  # the prompt came from the target's cache
+                assert probe.info[1]["draft_ms"] is not None  # the copy, in the second step's draft_ms
+            elif "draft_context" in params:
+                assert fed[0] == 8 < n
+            else:
+                assert fed[: -(-n // 5)] == [5] * (n // 5) + ([n % 5] if n % 5 else [])
+    finally:
+        mp.undo()
+    assert proposed > 0
+    if precision == "fp32":  # the same weights and the target's own keys/values: (nearly) all accepted
+        assert accepted >= 0.9 * proposed
+    ours.close()
+    baseline.close()
+
+
+@needs_ort
+@pytest.mark.slow
+def test_ort_genai_draft_from_the_targets_cache_samples_seeded(tiny_model_dir_64, ort_cache):
+    ours = load_session(
+        tiny_model_dir_64, SPEC, draft=str(tiny_model_dir_64), draft_runtime="onnxruntime-genai",
+        draft_precision="int4", draft_prefill="from-target", num_draft_tokens=3,
+    )  # fmt: skip
+
+    def sample(seed):
+        request = request_for(ours, tiny_prompt(10), max_new_tokens=16, temperature=0.9, top_k=20, seed=seed)
+        probe = ListProbe()
+        out = ours.generate(request, probe)
+        check_accounting(probe, out)
+        return out.token_ids
+
+    first = sample(3)
+    assert sample(3) == first
+    assert sample(4) != first
+    ours.close()

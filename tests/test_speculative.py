@@ -78,6 +78,19 @@ def sessions(models):
         "truncated-subset": load(t, SPEC, draft=str(models["truncated"]), draft_vocab=60),
         "random": load(t, SPEC, draft=str(models["random"]), num_draft_tokens=3),
         "random-heuristic": load(t, SPEC, draft=str(models["random"]), schedule="heuristic"),
+        # the draft reads its prompt after the first token, 4 tokens between plain steps
+        "truncated-catch-up": load(
+            t, SPEC, draft=str(models["truncated"]), draft_prefill="catch-up", draft_prefill_chunk=4
+        ),
+        # ... in one chunk (prompts here are shorter than 64 tokens)
+        "truncated-catch-up-64": load(
+            t, SPEC, draft=str(models["truncated"]), draft_prefill="catch-up", draft_prefill_chunk=64
+        ),
+        # the draft reads the first 2 and the last 6 prompt tokens (attention sinks + recent window)
+        "truncated-bounded": load(t, SPEC, draft=str(models["truncated"]), draft_context=8, draft_sinks=2),
+        "self-bounded-catch-up": load(
+            t, SPEC, draft=str(t), draft_prefill="catch-up", draft_context=8, draft_prefill_chunk=3
+        ),
     }
 
 
@@ -130,6 +143,9 @@ def baseline_outputs(sessions):
         "truncated-subset",
         "random",
         "random-heuristic",
+        "truncated-catch-up",
+        "truncated-bounded",
+        "self-bounded-catch-up",
     ],
 )
 def test_greedy_output_is_token_identical_to_baseline(sessions, baseline_outputs, name):
@@ -233,6 +249,68 @@ def test_draft_prefill_from_target_skips_the_drafts_prompt_pass(sessions, name, 
     # a bf16 draft on a CPU keeps its cache (and attention) in float32 unless told to use its own dtype
     expected = {"self-bf16": torch.float32, "self-bf16-kv": torch.bfloat16}.get(name, drafter.hf.model.dtype)
     assert drafter.cache.layers[0].keys.dtype == expected
+
+
+@pytest.mark.parametrize("pays", [True, False])
+def test_a_catch_up_draft_reads_its_prompt_between_plain_steps_then_drafts(
+    sessions, baseline_outputs, pays, monkeypatch
+):
+    """draft_prefill = catch-up: the first token is the target's alone; then each step is a plain one
+    followed by the next chunk of the draft's prefill (its time in the step's draft_ms) until the
+    draft has read the prompt, then it drafts. Given up (catch_up_pays false), every later step is
+    plain. Greedy output identical either way."""
+    from workbench_strategies.speculative import loop
+
+    s = sessions["truncated-catch-up"]
+    monkeypatch.setattr(loop, "catch_up_pays", lambda *args: pays)
+    drafter = s.drafter
+    chunks: list[int] = []
+    catch_up = drafter.catch_up
+    monkeypatch.setattr(drafter, "catch_up", lambda n: chunks.append(catch_up(n)) or chunks[-1])
+    text = PLAIN[1]
+    request = request_for(s, text, max_new_tokens=37, ignore_eos=True)
+    probe = ListProbe()
+    out = s.generate(request, probe)
+    assert out.token_ids == baseline_outputs[text]
+    check_accounting(probe, out)
+    n = len(request.input_ids)
+    reading = -(-n // 4) if pays else 1
+    assert chunks == ([4] * (n // 4) + ([n % 4] if n % 4 else []) if pays else [4])
+    for info in probe.info[1 : 1 + reading]:  # a plain step and a chunk each
+        assert info["draft_proposed"] == 0 and info["draft_ms"] > 0
+    later = [i["draft_proposed"] for i in probe.info[1 + reading :]]
+    assert (sum(later) > 0) is pays  # drafting once the prompt is read; never when given up
+    if pays:
+        assert drafter.cached[:n] == list(request.input_ids)
+
+
+def test_a_draft_of_the_targets_own_model_starts_from_the_self_draft_prior(sessions):
+    """The adaptive schedule's first draft (after the plain step that measures T1): the cap for a draft
+    of the target's own model source, 2 tokens for another draft (the default prior)."""
+    firsts = {}
+    for name in ("self-own", "truncated"):
+        s = sessions[name]
+        probe = ListProbe()
+        s.generate(request_for(s, PLAIN[1], max_new_tokens=20, ignore_eos=True), probe)
+        assert probe.info[1]["draft_proposed"] == 0  # the plain step
+        firsts[name] = probe.info[2]["draft_proposed"]
+    assert firsts == {"self-own": 3, "truncated": 2}
+
+
+def test_a_bounded_draft_reads_the_sinks_and_the_recent_window(sessions, monkeypatch):
+    s = sessions["truncated-bounded"]
+    drafter = s.drafter
+    fed: list[int] = []
+    forward = drafter._forward
+    monkeypatch.setattr(drafter, "_forward", lambda new: fed.append(len(new)) or forward(new))
+    request = request_for(s, PLAIN[1], max_new_tokens=12, ignore_eos=True)
+    probe = ListProbe()
+    out = s.generate(request, probe)
+    prompt = list(request.input_ids)
+    assert len(prompt) > 8 and fed[0] == 8  # its prefill: 8 tokens, whatever the prompt's length
+    assert drafter.cached[:8] == prompt[:2] + prompt[-6:]
+    assert drafter.cached[8:] == out.token_ids[: len(drafter.cached) - 8]  # then what was generated
+    assert sum(i.get("draft_proposed", 0) for i in probe.info) > 0
 
 
 def test_a_restricted_draft_vocabulary_proposes_only_its_subset(sessions, monkeypatch):
@@ -406,8 +484,16 @@ def with_schedule(monkeypatch):
     return apply
 
 
-@pytest.mark.parametrize("schedule", ["fixed", "adaptive"])
-@pytest.mark.parametrize("name,both_paths", [("truncated", True), ("truncated-subset", True)])
+@pytest.mark.parametrize(
+    ("name", "both_paths", "schedule"),
+    [
+        (name, True, schedule)
+        for name in ("truncated", "truncated-subset", "truncated-bounded")
+        for schedule in ("fixed", "adaptive")
+    ]
+    # catch-up: the second token is a plain step (and the whole prompt's chunk), then drafts
+    + [("truncated-catch-up-64", True, "fixed")],
+)
 def test_sampling_matches_the_target_distribution(sessions, name, both_paths, schedule, with_schedule):
     s = sessions[name]
     with_schedule(s, schedule)

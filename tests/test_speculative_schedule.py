@@ -276,3 +276,15 @@ def test_fixed_and_heuristic():
     assert got == [2, 4, 4, 3, 2]  # +2 up to twice the start, -1 down
     with pytest.raises(ValueError, match="unknown draft schedule"):
         Schedule("sometimes", 2).start()  # type: ignore[arg-type]
+
+
+def test_a_self_drafts_prior_starts_at_the_cap():
+    """The first draft after the plain step that measures T1: 2 tokens under the default prior (0.6),
+    the cap under a self-draft's (0.9); the evidence takes over from there."""
+    default, own = Adaptive(6), Adaptive(6, prior=Adaptive.SELF_DRAFT_PRIOR)
+    for plan in (default, own):
+        plan.update(0, 0, None, 10.0)
+    assert default.next_k(15) == 2 and own.next_k(15) == 6
+    for _ in range(3):  # a self-draft that keeps being rejected at once: its drafts shrink
+        own.update(own.next_k(15), 0, 4.0, 12.0)
+    assert own.next_k(15) < 6

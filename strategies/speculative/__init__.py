@@ -29,7 +29,9 @@ target is refused as a configuration mistake.
 llama.cpp (``llama-cpp``: a GGUF, e.g. the demo's own Q4_1) or by ONNX
 Runtime GenAI (``onnxruntime-genai``: a model its builder makes once at ``draft_precision``), loaded
 through those strategies (same conversion, quantization and caches; ``draft_gguf_type`` re-quantizes
-the GGUF). The draft keeps its own KV cache, prefills the prompt itself (in the TTFT) and is rolled
+the GGUF). The draft keeps its own KV cache, prefills the prompt itself (llama.cpp; ONNX Runtime GenAI
+with ``own`` / ``catch-up``) or, ONNX Runtime GenAI on a cpu with ``from-target``, runs the builder's
+model in ONNX Runtime itself on a cache filled from the target's, and is rolled
 back after a rejection (llama.cpp drops the rejected positions, ONNX Runtime GenAI ``rewind_to``);
 the drafter picks tokens from the runtime's logits (argmax, or a draw from their distribution after
 the request's temperature / top-k / top-p, which the verify rule needs), so greedy output stays
@@ -40,7 +42,8 @@ keeps the variant's threads: one draft thread does not spin against the target's
 wants every core).
 
 The parts: :mod:`.config` (the parameters), :mod:`.schedule` (the draft length per step; no torch),
-:mod:`.loop` (the draft → verify loop, shared with ``prompt-lookup``), :mod:`.draft_model` (a
+:mod:`.loop` (the draft → verify loop, shared with ``prompt-lookup``), :mod:`.context` (the part of
+the prompt a draft reads, whether a catch-up prefill pays; no torch), :mod:`.draft_model` (a
 transformers draft), :mod:`.runtime_drafts` (a llama.cpp / ONNX Runtime GenAI draft). This module
 imports none of torch, transformers or the runtimes: they load inside :meth:`SpeculativeStrategy.load`.
 """
@@ -90,7 +93,9 @@ class SpeculativeStrategy(Strategy[SpeculativeConfig]):
             from .runtime_drafts import load_runtime_draft
 
             target = load_hf_model(variant, device)
-            return load_runtime_draft(target, variant, device, *runtime_draft(variant))
+            return _self_draft_prior(
+                load_runtime_draft(target, variant, device, *runtime_draft(variant)), variant
+            )
         from .draft_model import SpeculativeSession, check_compatible, check_same_architecture
 
         target = load_hf_model(variant, device)
@@ -99,12 +104,20 @@ class SpeculativeStrategy(Strategy[SpeculativeConfig]):
             draft_dtype = str(target.dtype).removeprefix("torch.")
         draft = load_hf_model(dataclasses.replace(variant, model=config.draft, dtype=draft_dtype), device)
         check_compatible(target, draft, config.draft)
-        reuse = config.draft_prefill == "from-target" or (
-            config.draft_prefill == "auto" and config.draft == variant.model
-        )
-        if reuse:
+        mode = config.prefill_mode(config.draft == variant.model)
+        if mode == "from-target":
             check_same_architecture(target, draft, config.draft)
-        return SpeculativeSession(target, draft, config, reuse_target=reuse)
+        return _self_draft_prior(SpeculativeSession(target, draft, config, mode=mode), variant)
+
+
+def _self_draft_prior(session: Any, variant: Variant[SpeculativeConfig]) -> Session:
+    """A draft that is the target's own model source (its weights at another precision) agrees with
+    it on most tokens: the adaptive schedule starts from ``Adaptive.SELF_DRAFT_PRIOR`` for it."""
+    if variant.config.draft == variant.model:
+        from .schedule import Adaptive
+
+        session.drafter.prior_acceptance = Adaptive.SELF_DRAFT_PRIOR
+    return cast("Session", session)
 
 
 def runtime_draft(variant: Variant[SpeculativeConfig]) -> tuple[Strategy[Any], Variant[Any]]:

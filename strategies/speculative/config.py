@@ -47,13 +47,30 @@ class SpeculativeConfig:
     num_draft_tokens: int = field_help(
         "tokens the draft model proposes per step (the most, under the adaptive schedule)", default=5
     )
-    draft_prefill: Literal["auto", "own", "from-target"] = field_help(
+    draft_prefill: Literal["auto", "own", "from-target", "catch-up"] = field_help(
         "how the draft gets the prompt into its KV cache: own = it prefills the prompt itself (prefill "
-        "work: before the first token, in the TTFT); from-target = the target's prefill cache cast to the "
-        "draft's dtype (a copy after the first token, no second prefill: the TTFT is the baseline's; only "
-        "for a draft that is the target's own model at another precision); auto = from-target when the "
-        "draft is the same model source as the target",
+        "work: before the first token, in the TTFT); from-target = the target's prefill cache copied into "
+        "the draft's (cast to its dtype; after the first token, no second prefill: the TTFT is the "
+        "baseline's; for a draft that is the target's own model at another precision, in transformers or "
+        "ONNX Runtime GenAI on a cpu); catch-up = the draft prefills after the first token, "
+        "draft_prefill_chunk tokens between the target's first plain steps, and drafts once it has read "
+        "the prompt (it gives up, decoding plainly, when the rest of its prefill cannot pay back in the "
+        "tokens left); auto = from-target when the draft is the same model source as the target (and "
+        "its runtime can take the target's cache), else own",
         default="auto",
+    )
+    draft_prefill_chunk: int = field_help(
+        "draft_prefill = catch-up: prompt tokens the draft reads between two target steps", default=128
+    )
+    draft_context: int = field_help(
+        "prompt tokens the draft reads at most (with own / catch-up prefill): the first draft_sinks "
+        "tokens and the most recent rest (attention sinks + a recent window, StreamingLLM), so its "
+        "prefill costs the same whatever the prompt's length; 0 = the whole prompt. Lossless either "
+        "way: the target verifies every token with the whole prompt",
+        default=0,
+    )
+    draft_sinks: int = field_help(
+        "draft_context: the prompt's first tokens the draft always keeps (attention sinks)", default=4
     )
     draft_vocab: int = field_help(
         "draft only from the N most frequent token ids (BPE ids are ranked by merge order) plus the "
@@ -87,6 +104,19 @@ class SpeculativeConfig:
             raise ValueError(f"draft_vocab must be 0 (full vocabulary) or more, got {self.draft_vocab}")
         if not self.adaptive and self.schedule not in ("auto", "fixed"):
             raise ValueError(f"adaptive = false contradicts schedule = {self.schedule!r}; set one of them")
+        if self.draft_prefill_chunk < 1:
+            raise ValueError(f"draft_prefill_chunk must be at least 1, got {self.draft_prefill_chunk}")
+        if self.draft_context < 0 or self.draft_sinks < 0:
+            raise ValueError("draft_context and draft_sinks must be 0 or more")
+        if self.draft_context and self.draft_sinks >= self.draft_context:
+            raise ValueError(
+                f"draft_sinks ({self.draft_sinks}) must be fewer than draft_context ({self.draft_context})"
+            )
+        if self.draft_context and self.draft_prefill == "from-target":
+            raise ValueError(
+                "draft_context bounds a draft's own prefill; draft_prefill = 'from-target' copies the "
+                "target's whole cache (use draft_prefill = 'own' or 'catch-up')"
+            )
         if self.draft_threads < 0:
             raise ValueError(f"draft_threads must be 0 (the variant's) or more, got {self.draft_threads}")
         runtime = self.runtime
@@ -104,9 +134,10 @@ class SpeculativeConfig:
         for key, default in (("draft_dtype", "auto"), ("draft_vocab", 0), ("draft_kv_dtype", "auto")):
             if getattr(self, key) != default:
                 raise ValueError(f"{key} applies to a transformers draft, not a {runtime} one")
-        if self.draft_prefill == "from-target":
+        if self.draft_prefill == "from-target" and runtime == "llama-cpp":
             raise ValueError(
-                f"draft_prefill = 'from-target' needs a transformers draft; a {runtime} draft prefills itself"
+                "draft_prefill = 'from-target' needs a transformers or onnxruntime-genai draft; a llama-cpp "
+                "draft prefills itself (own or catch-up)"
             )
         if runtime == "llama-cpp" and self.draft_precision != "int4":
             raise ValueError(
@@ -122,6 +153,18 @@ class SpeculativeConfig:
         if self.schedule == "auto":
             return "adaptive" if self.adaptive else "fixed"
         return self.schedule
+
+    def prefill_mode(
+        self, same_model: bool, can_copy: bool = True
+    ) -> Literal["own", "from-target", "catch-up"]:
+        """``draft_prefill`` with ``auto`` resolved: ``same_model``, the draft is the target's model source;
+        ``can_copy``, its runtime can take the target's cache here (transformers; ONNX Runtime GenAI on
+        a cpu)."""
+        if self.draft_prefill != "auto":
+            return self.draft_prefill
+        if same_model and can_copy and self.runtime != "llama-cpp" and not self.draft_context:
+            return "from-target"
+        return "own"
 
     @property
     def runtime(self) -> str:

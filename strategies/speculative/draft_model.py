@@ -14,6 +14,7 @@ from workbench.strategy import Output, Probe, Request, StrategyError
 from .._text import TOKENIZER_PROBE as _PROBE_TEXT
 from ..hf_session import HFSession
 from .config import SpeculativeConfig
+from .context import PromptView
 
 __all__ = ["DraftModelDrafter", "SpeculativeSession", "check_compatible", "check_same_architecture"]
 
@@ -21,11 +22,15 @@ __all__ = ["DraftModelDrafter", "SpeculativeSession", "check_compatible", "check
 class DraftModelDrafter:
     """Runs the draft model autoregressively; keeps its KV cache in step with the accepted sequence."""
 
-    def __init__(self, hf: Any, config: SpeculativeConfig, vocab_limit: int, reuse_target: bool) -> None:
+    def __init__(self, hf: Any, config: SpeculativeConfig, vocab_limit: int, mode: str) -> None:
         self.hf = hf
         self.config = config
-        self.reuse_target = reuse_target  # take the prompt's keys/values from the target's cache
-        self.prefills_prompt = not reuse_target  # its own prefill: prefill work, in the TTFT
+        self.mode = mode  # own / catch-up / from-target (SpeculativeConfig.prefill_mode)
+        self.reuse_target = mode == "from-target"  # take the prompt's keys/values from the target's cache
+        self.prefills_prompt = mode == "own"  # its own prefill: prefill work, in the TTFT
+        self.catches_up = mode == "catch-up"  # reads the prompt in chunks after the first token
+        self.chunk = config.draft_prefill_chunk
+        self.view = PromptView(())  # the part of the prompt it reads (draft_context)
         self.vocab_limit = vocab_limit  # the target's logit width: never draft a token it cannot score
         self.cache: Any = None
         self.kv_dtype: Any = None  # storage dtype of the draft's cache (None: the draft's dtype)
@@ -65,6 +70,7 @@ class DraftModelDrafter:
         self.sampler = sampler
         self.cache = self._new_cache()
         self.cached = []
+        self.view = PromptView(request.input_ids, self.config.draft_context, self.config.draft_sinks)
         if self.frequent is not None:
             self._restrict_head(request.input_ids)
         if self.reuse_target:
@@ -82,8 +88,20 @@ class DraftModelDrafter:
             self.cached = list(request.input_ids)
             return
         # Prefill the draft on the prompt now (before the first token is reported: prefill work, in
-        # the TTFT), rather than inside the first step's draft_ms.
-        self._forward(list(request.input_ids))
+        # the TTFT), rather than inside the first step's draft_ms; catch-up: chunk by chunk, later.
+        if self.mode == "own":
+            self._forward(self.view.prompt)
+
+    def pending(self) -> int:
+        """Prompt tokens the draft has still to read (catch-up); 0 once it can draft."""
+        return max(len(self.view.prompt) - len(self.cached), 0)
+
+    def catch_up(self, max_tokens: int) -> int:
+        """Read up to ``max_tokens`` more of the prompt (catch-up); returns how many it read."""
+        chunk = self.view.prompt[len(self.cached) : len(self.cached) + max_tokens]
+        if chunk:
+            self._forward(chunk)
+        return len(chunk)
 
     def _restrict_head(self, prompt_ids: Any) -> None:
         """The draft's output layer for this request: the frequent ids plus the prompt's own ids (a
@@ -135,6 +153,7 @@ class DraftModelDrafter:
         from .loop import Draft
 
         k = max_tokens  # the loop's schedule chose it
+        tokens = self.view(tokens)
         common = self._sync(tokens)
         logits = self._forward(tokens[common:])
         draft: list[int] = []
@@ -158,11 +177,11 @@ class DraftModelDrafter:
         return Draft(draft, torch.stack(probs) if probs else None)
 
     def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
-        self._sync(tokens)
+        self._sync(self.view(tokens))
 
 
 class SpeculativeSession(HFSession):
-    def __init__(self, hf: Any, draft_hf: Any, config: SpeculativeConfig, reuse_target: bool = False) -> None:
+    def __init__(self, hf: Any, draft_hf: Any, config: SpeculativeConfig, mode: str = "own") -> None:
         super().__init__(hf)
         self.draft_hf = draft_hf
         self.weights_mb = hf.weights_mb + draft_hf.weights_mb  # both models are resident
@@ -174,7 +193,7 @@ class SpeculativeSession(HFSession):
         ):
             self.context_length = draft_hf.context_length
         vocab_limit = hf.model.get_output_embeddings().weight.shape[0]
-        self.drafter = DraftModelDrafter(draft_hf, config, vocab_limit, reuse_target)
+        self.drafter = DraftModelDrafter(draft_hf, config, vocab_limit, mode)
 
     def generate(self, request: Request, probe: Probe) -> Output:
         from .loop import generate_speculative

@@ -4,11 +4,14 @@ One sequence (batch size 1). The target model prefills the prompt and yields the
 the baseline does: the same forward pass (``logits_to_keep = 1``, a ``DynamicCache``), the same draw, and
 nothing else before the token is reported, so the TTFT is the baseline's (``tests/test_speculative.py``
 compares the torch operations up to the first token, op for op). Only then does the drafter start on
-the request (a copy of the target's cache, or nothing for a model-free draft): that time lies between
-the first and the second token, outside every step's ``draft_ms`` / ``verify_ms``. The exception is a
+the request (a copy of the target's cache, or nothing for a model-free draft): that time lies between the first and the second token, and a draft model reports
+it in the next step's ``draft_ms`` (the break-even view prices it there). The exception is a
 draft that reads the prompt itself (``Drafter.prefills_prompt``: a draft model with its own prefill,
 a draft in another runtime): that is prefill work, so it runs before the first token is reported and
-is in the TTFT. Then every step
+is in the TTFT. A *catch-up* drafter (``Drafter.catches_up``) reads its prompt after the first token
+instead, a chunk after each plain step (each chunk in its step's ``draft_ms``), drafting once it has
+read it, or is given up for plain decoding when the rest of its prefill costs more than drafting can
+save in the tokens left (:func:`.context.catch_up_pays`). Then every step
 
 1. the *drafter* proposes up to ``k`` tokens continuing the sequence (``draft_ms``),
 2. the target scores ``[last token] + draft`` in **one** forward pass, giving ``k + 1`` next-token
@@ -32,6 +35,7 @@ Imported only inside ``Strategy.load`` (it imports torch at module level).
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Hashable
 from typing import Any, Protocol
@@ -42,6 +46,7 @@ from transformers import DynamicCache
 from workbench.strategy import Output, Probe, Request
 
 from .._hf import HFModel, Sampler, Stopper, kv_cache
+from .context import catch_up_pays, prior_speedup
 from .schedule import Adaptive, Schedule
 
 __all__ = ["Draft", "Drafter", "crop_cache", "generate_speculative"]
@@ -70,7 +75,14 @@ class Drafter(Protocol):
     the loop then starts it before the first token is reported (prefill work, in the TTFT), else after
     it. A drafter whose ``propose`` costs next to nothing and changes no state (an n-gram lookup) sets
     ``free_drafts = True``: the adaptive schedule then asks it on plain steps too and scores that
-    *shadow* draft against the tokens the target yields, instead of paying for probe drafts."""
+    *shadow* draft against the tokens the target yields, instead of paying for probe drafts.
+
+    A drafter that reads its prompt after the first token, a chunk at a time (``draft_prefill =
+    "catch-up"``), sets ``catches_up = True`` and ``chunk`` (tokens per chunk) and has ``pending()``
+    (prompt tokens still to read) and ``catch_up(n)`` (read up to ``n`` more; returns how many): while
+    it has some pending, every step is a plain one followed by a chunk (that step's ``draft_ms``).
+    ``prior_acceptance`` (optional, a float): the adaptive schedule's first guess at its acceptance
+    (``Adaptive.SELF_DRAFT_PRIOR`` for a draft that is the target's own weights)."""
 
     def start(self, request: Request, sampler: Sampler, target_cache: Any) -> None:
         """A new request: reset per-request state (caches); may prefill on
@@ -138,18 +150,32 @@ def generate_speculative(
             drafter.start(request, sampler, cache)
         probe.step((first,))
         reason = stopper(out)
-        if reason is None and not prefills:
-            drafter.start(request, sampler, cache)
         free = bool(getattr(drafter, "free_drafts", False))
-        plan = schedule.start(free_drafts=free) if schedule is not None else None
+        setup_ms = None  # a draft model's start after the first token (a cache copy): in the next
+        if reason is None and not prefills:  # step's draft_ms, where the break-even view prices it
+            t0 = timer.now()
+            drafter.start(request, sampler, cache)
+            setup_ms = None if free else (timer.now() - t0) * 1e3
+        prior = getattr(drafter, "prior_acceptance", None)
+        plan = schedule.start(free_drafts=free, prior=prior) if schedule is not None else None
         shadows = plan if isinstance(plan, Adaptive) and plan.free_drafts else None
+        # A catch-up drafter reads its prompt in chunks between plain steps, then drafts; it is given
+        # up (plain decoding to the end) when the rest of its prefill cannot pay back (.context).
+        catching = bool(getattr(drafter, "catches_up", False))
+        chunk = int(getattr(drafter, "chunk", 0) or 1)
+        plain_only = False
+        plain_ms: list[float] = []
         while reason is None:
             # Never draft past the budget: a step yields at most k + 1 tokens, and the verify pass
             # never runs beyond prompt + max_new_tokens positions (the context the runner checked).
             room = request.max_new_tokens - len(out) - 1
-            draft_ms = None
+            draft_ms = setup_ms
+            setup_ms = None
             draft = Draft([])
-            if shadows is not None and room >= 1:
+            reading = catching and not plain_only and drafter.pending() > 0  # type: ignore[attr-defined]
+            if reading or plain_only:
+                pass  # a plain step (the draft reads a chunk after it, or is given up)
+            elif shadows is not None and room >= 1:
                 # A free drafter proposes first: the length is chosen knowing the proposal (its kind,
                 # its length); not drafted, it is a shadow draft, scored on the tokens that follow.
                 shadows.follow(seq)
@@ -168,7 +194,7 @@ def generate_speculative(
                 if want > 0:
                     t0 = timer.now()
                     draft = drafter.propose(seq, want)
-                    draft_ms = (timer.now() - t0) * 1e3
+                    draft_ms = (timer.now() - t0) * 1e3 + (draft_ms or 0.0)
                     draft.tokens = draft.tokens[:want]
             k = len(draft.tokens)
             t0 = timer.now()
@@ -186,7 +212,25 @@ def generate_speculative(
                     break
             seq.extend(emitted)
             crop_cache(cache, len(seq) - 1)
-            drafter.accepted(seq, k, accepted)
+            if k == 0:
+                plain_ms.append(verify_ms)
+            if reading and reason is None:
+                t0 = timer.now()
+                read = drafter.catch_up(chunk)  # type: ignore[attr-defined]
+                read_ms = (timer.now() - t0) * 1e3
+                draft_ms = (draft_ms or 0.0) + read_ms
+                left = drafter.pending()  # type: ignore[attr-defined]
+                if left and not catch_up_pays(
+                    left,
+                    read_ms / max(read, 1),
+                    statistics.median(plain_ms),
+                    request.max_new_tokens - len(out),
+                    chunk,
+                    prior_speedup(schedule.max_tokens if schedule is not None else 1, prior),
+                ):
+                    plain_only = True  # its prefill costs more than drafting could save here
+            if not plain_only:
+                drafter.accepted(seq, k, accepted)
             if plan is not None:
                 plan.update(k, accepted, draft_ms, verify_ms, draft.kind)
             probe.step(

@@ -15,9 +15,12 @@ drafters implement :class:`.loop.Drafter` on the runtime's own KV cache:
 The drafter chooses its tokens itself from the runtime's logits (the runtime's own sampler is not
 used): greedy is the argmax; at temperature > 0 the token is drawn from ``q`` = the logits through
 the request's temperature / top-k / top-p (the target's :class:`Sampler`, its random stream), and
-``q`` goes to the verify rule, so sampling stays exact. The draft prefills the prompt itself in
-``start``, which the loop calls before it reports the first token: the draft's prefill is prefill
-work and is in the TTFT. Token ids are exchanged directly, so the draft's vocabulary and
+``q`` goes to the verify rule, so sampling stays exact. With ``draft_prefill = "own"`` the draft
+prefills the prompt itself in ``start``, which the loop calls before it reports the first token: the
+draft's prefill is prefill work and is in the TTFT; ``catch-up`` reads it after the first token, in
+chunks (``pending`` / ``catch_up``); ``draft_context`` bounds what it reads (:mod:`.context`). For an
+ONNX Runtime GenAI draft, ``from-target`` (:class:`OrtSharedCacheDrafter`) runs the builder's model in
+ONNX Runtime itself, on a cache filled from the target's prefill cache: no draft prefill at all. Token ids are exchanged directly, so the draft's vocabulary and
 tokenization must be the target's (:func:`check_same_tokens`, one clear line otherwise).
 
 Imported only inside ``Strategy.load`` (it imports torch and numpy at module level).
@@ -26,6 +29,7 @@ Imported only inside ``Strategy.load`` (it imports torch and numpy at module lev
 from __future__ import annotations
 
 import abc
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -38,12 +42,14 @@ from workbench.strategy import Device, Output, Probe, Request, Strategy, Strateg
 from .._text import TOKENIZER_PROBE as _PROBE_TEXT
 from ..hf_session import HFSession
 from .config import SpeculativeConfig
+from .context import PromptView
 from .loop import Draft, generate_speculative
 from .schedule import Schedule
 
 __all__ = [
     "LlamaCppDrafter",
     "OrtGenAIDrafter",
+    "OrtSharedCacheDrafter",
     "RuntimeDraftSession",
     "check_same_tokens",
     "load_runtime_draft",
@@ -51,22 +57,48 @@ __all__ = [
 
 
 class _RuntimeDrafter(abc.ABC):
-    """What both runtime drafters share: the list of tokens in the runtime's cache and turning logits
-    into a draft token. How many to draft is the loop's choice (its ``schedule``, passed as
-    ``max_tokens``), as for the transformers draft."""
+    """What the runtime drafters share: the list of tokens in the runtime's cache, the part of the
+    prompt the draft reads (:class:`.context.PromptView`, ``draft_context``), when it reads it
+    (``draft_prefill``: ``own`` before the first token, ``catch-up`` in chunks after it, see
+    :meth:`pending`) and turning logits into a draft token. How many to draft is the loop's choice
+    (its ``schedule``, passed as ``max_tokens``), as for the transformers draft."""
 
-    #: it prefills the prompt in its own runtime: prefill work, started before the first token (TTFT)
+    #: own prefill (the default): it prefills the prompt in its own runtime, prefill work started
+    #: before the first token (TTFT); catch-up / from-target: after it (an instance attribute)
     prefills_prompt = True
 
-    def __init__(self, config: Any, vocab_limit: int) -> None:
+    def __init__(self, config: Any, vocab_limit: int, mode: str = "own") -> None:
         self.config = config
+        self.mode = mode  # own / catch-up / from-target (SpeculativeConfig.prefill_mode)
+        self.prefills_prompt = mode == "own"
+        self.catches_up = mode == "catch-up"  # the loop calls pending / catch_up between plain steps
+        self.chunk = int(config.draft_prefill_chunk)
         self.vocab_limit = vocab_limit  # the target's logit width: never draft a token it cannot score
         self.sampler: Any = None
         self.cached: list[int] = []  # the tokens whose keys/values the runtime's cache holds
+        self.view = PromptView(())
 
-    def _reset(self, sampler: Any) -> None:
+    def _reset(self, request: Request, sampler: Any) -> None:
         self.sampler = sampler
         self.cached = []
+        self.view = PromptView(request.input_ids, self.config.draft_context, self.config.draft_sinks)
+
+    def _prefill(self) -> None:
+        """``start``'s end: an own prefill reads the (viewed) prompt now; a catch-up one waits for
+        :meth:`catch_up`."""
+        if self.mode == "own":
+            self._feed(self.view.prompt)  # the draft's own prefill (before the first token: TTFT)
+
+    def pending(self) -> int:
+        """Prompt tokens the draft has still to read (catch-up); 0 once it can draft."""
+        return max(len(self.view.prompt) - len(self.cached), 0)
+
+    def catch_up(self, max_tokens: int) -> int:
+        """Read up to ``max_tokens`` more of the prompt (catch-up); returns how many it read."""
+        chunk = self.view.prompt[len(self.cached) : len(self.cached) + max_tokens]
+        if chunk:
+            self._feed(chunk)
+        return len(chunk)
 
     def _common(self, tokens: list[int]) -> int:
         """Length of the longest prefix of ``tokens`` already in the cache (at least one token left to feed)."""
@@ -86,6 +118,7 @@ class _RuntimeDrafter(abc.ABC):
         next-token logits after the last one."""
 
     def propose(self, tokens: list[int], max_tokens: int) -> Draft:
+        tokens = self.view(tokens)
         common = self._common(tokens)
         if common < len(self.cached):
             self._crop(common)
@@ -94,6 +127,7 @@ class _RuntimeDrafter(abc.ABC):
 
     def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
         """After a verify: the runtime's cache cropped back to the accepted sequence."""
+        tokens = self.view(tokens)
         common = self._common(tokens)
         if common < len(self.cached):
             self._crop(common)
@@ -123,8 +157,8 @@ class _RuntimeDrafter(abc.ABC):
 class LlamaCppDrafter(_RuntimeDrafter):
     """A llama.cpp model (llama-cpp-python ``Llama``) as the draft."""
 
-    def __init__(self, llm: Any, config: Any, vocab_limit: int) -> None:
-        super().__init__(config, vocab_limit)
+    def __init__(self, llm: Any, config: Any, vocab_limit: int, mode: str = "own") -> None:
+        super().__init__(config, vocab_limit, mode)
         self.llm = llm
         self.n_vocab = int(llm.n_vocab())
 
@@ -145,16 +179,16 @@ class LlamaCppDrafter(_RuntimeDrafter):
         del self.cached[length:]
 
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
-        self._reset(sampler)
+        self._reset(request, sampler)
         self.llm.reset()
-        self._feed(list(request.input_ids))  # the draft's own prefill (before the first token: TTFT)
+        self._prefill()
 
 
 class OrtGenAIDrafter(_RuntimeDrafter):
     """An ONNX Runtime GenAI model as the draft: one ``Generator`` per request."""
 
-    def __init__(self, model: Any, config: Any, vocab_limit: int) -> None:
-        super().__init__(config, vocab_limit)
+    def __init__(self, model: Any, config: Any, vocab_limit: int, mode: str = "own") -> None:
+        super().__init__(config, vocab_limit, mode)
         self.model = model
         self.generator: Any = None
 
@@ -170,15 +204,117 @@ class OrtGenAIDrafter(_RuntimeDrafter):
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         import onnxruntime_genai as og
 
-        self._reset(sampler)
+        self._reset(request, sampler)
         self.generator = None  # the last request's cache goes before the next one is allocated
         params = og.GeneratorParams(self.model)
-        # the draft never runs past the verify pass: prompt + max_new_tokens positions at most
+        # the draft never runs past the verify pass: (its view of) the prompt + max_new_tokens positions
         params.set_search_options(
-            max_length=len(request.input_ids) + request.max_new_tokens, batch_size=1, do_sample=False
+            max_length=len(self.view.prompt) + request.max_new_tokens, batch_size=1, do_sample=False
         )
         self.generator = og.Generator(self.model, params)
-        self._feed(list(request.input_ids))  # the draft's own prefill (before the first token: TTFT)
+        self._prefill()
+
+
+class OrtSharedCacheDrafter(_RuntimeDrafter):
+    """``draft_prefill = "from-target"`` for an ONNX Runtime GenAI draft: the model its builder made
+    (``model.onnx``), run by ONNX Runtime itself (the engine under ONNX Runtime GenAI) so that its KV
+    cache can be given the target's. One buffer per layer and per keys/values, ``[1, kv heads,
+    prompt + max_new_tokens, head size]``, bound as both the ``past_key_values`` input and the
+    ``present`` output (the builder's ``GroupQueryAttention`` updates it in place, as ONNX Runtime
+    GenAI's ``past_present_share_buffer`` does; the ``attention_mask``'s length says how many
+    positions are valid, so a rollback is a shorter mask). After the target's first token its prefill
+    cache is copied in (cast to the graph's KV type): the draft prefills nothing."""
+
+    def __init__(
+        self, folder: Any, genai: dict[str, Any], threads: int, config: Any, vocab_limit: int
+    ) -> None:
+        import onnxruntime as ort
+
+        super().__init__(config, vocab_limit, "from-target")
+        decoder = genai["model"]["decoder"]
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(
+            str(folder / decoder["filename"]), options, providers=["CPUExecutionProvider"]
+        )
+        names = decoder["inputs"]
+        outputs = decoder["outputs"]
+        graph = {i.name: i for i in self.session.get_inputs()}
+        self.layers = int(decoder["num_hidden_layers"])
+        self.kv_heads = int(decoder["num_key_value_heads"])
+        self.head_dim = int(decoder["head_size"])
+        self.ids_name, self.mask_name = names["input_ids"], names["attention_mask"]
+        self.positions_name = names.get("position_ids") if names.get("position_ids") in graph else None
+        self.logits_name = outputs["logits"]
+        pairs = []
+        for i in range(self.layers):
+            for past, present in (
+                (names["past_key_names"], outputs["present_key_names"]),
+                (names["past_value_names"], outputs["present_value_names"]),
+            ):
+                pairs.append((past % i, present % i))
+        missing = [p for p, _ in pairs if p not in graph] + [
+            n for n in (self.ids_name, self.mask_name) if n not in graph
+        ]
+        if missing:
+            raise StrategyError(
+                f"the ONNX model has no input {missing[0]!r}: draft_prefill = 'own' reads it as it is"
+            )
+        self.pairs = pairs
+        kinds = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+        kv_type = graph[pairs[0][0]].type
+        if kv_type not in kinds:
+            raise StrategyError(f"draft_prefill = 'from-target' cannot fill a {kv_type} KV cache; use 'own'")
+        self.kv_dtype = kinds[kv_type]
+        self.int_dtype = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}[graph[self.ids_name].type]
+        self.mask_dtype = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}[graph[self.mask_name].type]
+        self.binding: Any = None
+        self.buffers: list[np.ndarray] = []
+
+    def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
+        import onnxruntime as ort
+
+        self._reset(request, sampler)
+        self.binding = None  # the last request's buffers go before the next ones are allocated
+        self.buffers = []
+        n = len(request.input_ids)
+        size = n + request.max_new_tokens  # the verify pass never runs past it
+        binding = self.session.io_binding()
+        layers = target_cache.layers
+        for j, (past, present) in enumerate(self.pairs):
+            buffer = np.empty((1, self.kv_heads, size, self.head_dim), dtype=self.kv_dtype)
+            layer = layers[j // 2]
+            source = layer.keys if j % 2 == 0 else layer.values
+            torch.from_numpy(buffer)[:, :, :n].copy_(source[:, :, :n])  # cast to the cache's dtype
+            value = ort.OrtValue.ortvalue_from_numpy(buffer)  # shares the buffer's memory
+            binding.bind_ortvalue_input(past, value)
+            binding.bind_ortvalue_output(present, value)
+            self.buffers.append(buffer)
+        self.binding = binding
+        self.cached = list(request.input_ids)
+
+    def _feed(self, tokens: list[int]) -> np.ndarray:
+        binding = self.binding
+        total = len(self.cached) + len(tokens)
+        binding.bind_cpu_input(self.ids_name, np.asarray([tokens], dtype=self.int_dtype))
+        binding.bind_cpu_input(self.mask_name, np.ones((1, total), dtype=self.mask_dtype))
+        if self.positions_name:
+            positions = np.arange(len(self.cached), total, dtype=self.int_dtype)[None, :]
+            binding.bind_cpu_input(self.positions_name, positions)
+        binding.bind_output(self.logits_name)
+        self.session.run_with_iobinding(binding)
+        self.cached.extend(tokens)
+        return binding.get_outputs()[-1].numpy()[0, -1]
+
+    def _crop(self, length: int) -> None:
+        del self.cached[length:]  # the mask's length is the cache's: the positions after it are rewritten
+
+    def close(self) -> None:
+        self.binding = None
+        self.buffers = []
+        del self.session
 
 
 def check_same_tokens(
@@ -239,6 +375,8 @@ class RuntimeDraftSession(HFSession):
         )
 
     def close(self) -> None:
+        if hasattr(self.drafter, "close"):
+            self.drafter.close()
         self.drafter = None
         self.draft.close()
         super().close()
@@ -280,10 +418,15 @@ def load_runtime_draft(
         except StrategyError:
             session.close()
             raise
-        return RuntimeDraftSession(target, session, LlamaCppDrafter(llm, config, vocab_limit))
+        mode = config.prefill_mode(config.draft == variant.model, can_copy=False)
+        return RuntimeDraftSession(target, session, LlamaCppDrafter(llm, config, vocab_limit, mode))
 
     d_tok = session.tokenizer
+    same_model = config.draft == variant.model
+    mode = config.prefill_mode(same_model, can_copy=device.type == "cpu")
     try:
+        if mode == "from-target":
+            check_same_cache(target, session.model_shape, config.draft, device.type)
         check_same_tokens(
             tok,
             int(session.vocab_size),
@@ -297,4 +440,40 @@ def load_runtime_draft(
     except StrategyError:
         session.close()
         raise
-    return RuntimeDraftSession(target, session, OrtGenAIDrafter(session.model, config, vocab_limit))
+    if mode != "from-target":
+        return RuntimeDraftSession(target, session, OrtGenAIDrafter(session.model, config, vocab_limit, mode))
+    # the draft runs in ONNX Runtime itself: ONNX Runtime GenAI's copy of the weights goes
+    genai = json.loads((session.folder / "genai_config.json").read_text())
+    threads = int(draft.threads or 0)
+    del session.model
+    session.model = None
+    try:
+        drafter = OrtSharedCacheDrafter(session.folder, genai, threads, config, vocab_limit)
+    except StrategyError:
+        session.close()
+        raise
+    return RuntimeDraftSession(target, session, drafter)
+
+
+def check_same_cache(target: Any, shape: dict[str, int] | None, draft_name: str, device: str) -> None:
+    """``draft_prefill = "from-target"`` with an ONNX Runtime GenAI draft: a cpu (the target's cache is
+    copied on the host) and a cache of the target's shape (one-line :class:`StrategyError`)."""
+    if device != "cpu":
+        raise StrategyError(
+            f"draft_prefill = 'from-target' with an onnxruntime-genai draft runs on a cpu, not on {device}; "
+            "use draft_prefill = 'own' or 'catch-up'"
+        )
+    cfg = target.model.config
+    heads = int(cfg.num_attention_heads)
+    mine = {
+        "layers": int(cfg.num_hidden_layers),
+        "kv_heads": int(getattr(cfg, "num_key_value_heads", None) or heads),
+        "head_dim": int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads),
+    }
+    for key, value in mine.items():
+        theirs = (shape or {}).get(key)
+        if theirs != value:
+            raise StrategyError(
+                f"draft_prefill = 'from-target' needs the draft to be the target's model: draft {draft_name!r} "
+                f"has {key} = {theirs}, the target {value}; use draft_prefill = 'own'"
+            )

@@ -17,7 +17,11 @@ of ``speculative`` and ``prompt-lookup``.
   (0 up to the cap) that maximises the expected tokens per unit time, ``(1 + a1 + a1 a2 + ...) /
   c(k)``; ``k = 0`` (plain decoding) when no length is predicted to beat a plain step by ``MARGIN``.
   The first decode step is a plain one (it measures ``T1``), and a plain step refreshes ``T1`` after
-  4, 8, then every 16 draft steps without one.
+  4, 8, then every 16 draft steps without one. Before any evidence each position's acceptance is
+  the prior ``PRIOR_ACCEPTANCE`` (0.6: the first draft is 2 tokens long), or ``SELF_DRAFT_PRIOR``
+  (0.9: the first draft is the cap) for a draft that is the target's own weights at another
+  precision (``Drafter.prior_acceptance``: docs/strategies.md has their measured 85–100 %): on a
+  16-token answer the one or two short drafts the default prior starts with are a fifth of its steps.
 
   While plain decoding wins, a drafter that costs something (a draft model) probes with a one-token
   draft now and then, as often as keeps the probes' expected loss (``c(1) - 1 - a1`` plain steps
@@ -40,7 +44,8 @@ of ``speculative`` and ``prompt-lookup``.
   whole draft was accepted, -1 otherwise, between 1 and twice the cap.
 
 Each restarts for every request, so trials do not depend on the ones before them. A step never drafts
-past the token budget. A ``k = 0`` step reports ``draft_proposed = 0`` and ``draft_ms = None``.
+past the token budget. A ``k = 0`` step reports ``draft_proposed = 0`` and ``draft_ms = None``, unless the
+draft did prefill work on it (a copy of the target's cache, a catch-up chunk: :mod:`.loop`).
 
 Imports neither torch nor numpy: the schedules are pure bookkeeping over the step times and counts the
 loop hands them (``tests/test_speculative_schedule.py`` runs without torch).
@@ -71,15 +76,17 @@ class Schedule:
     kind: ScheduleKind = "adaptive"
     max_tokens: int = 5
 
-    def start(self, *, free_drafts: bool = False) -> _Plan:
+    def start(self, *, free_drafts: bool = False, prior: float | None = None) -> _Plan:
         """``free_drafts``: the drafter's proposals cost next to nothing (``Drafter.free_drafts``); the
-        adaptive schedule then scores shadow drafts on its plain steps instead of probing."""
+        adaptive schedule then scores shadow drafts on its plain steps instead of probing. ``prior``:
+        the adaptive schedule's first guess at each position's acceptance (``Drafter.prior_acceptance``;
+        None: ``Adaptive.PRIOR_ACCEPTANCE``)."""
         if self.kind == "fixed":
             return _Fixed(self.max_tokens)
         if self.kind == "heuristic":
             return _Heuristic(self.max_tokens)
         if self.kind == "adaptive":
-            return Adaptive(self.max_tokens, free_drafts=free_drafts)
+            return Adaptive(self.max_tokens, free_drafts=free_drafts, prior=prior)
         raise ValueError(f"unknown draft schedule {self.kind!r}; one of {', '.join(SCHEDULES)}")
 
 
@@ -135,6 +142,7 @@ class Adaptive:
     score *shadow* drafts (:meth:`open_shadow` / :meth:`follow`) instead of paying for probes."""
 
     PRIOR_ACCEPTANCE = 0.6  # a first guess at each position's acceptance, worth PRIOR_WEIGHT steps
+    SELF_DRAFT_PRIOR = 0.9  # ... for a draft that is the target's own weights at another precision
     PRIOR_WEIGHT = 0.5
     KIND_WEIGHT = 1.0  # a kind's counts lean on all drafts' estimate, worth this many drafts
     DECAY = 0.85  # per observed draft: the counts remember ~7 drafts
@@ -146,9 +154,10 @@ class Adaptive:
     BY_LENGTH = 4  # recent steps per draft length that price that length
     REFRESH = 16  # a plain step at the latest after this many steps without one
 
-    def __init__(self, cap: int, *, free_drafts: bool = False) -> None:
+    def __init__(self, cap: int, *, free_drafts: bool = False, prior: float | None = None) -> None:
         self.cap = cap
         self.free_drafts = free_drafts
+        self.prior = self.PRIOR_ACCEPTANCE if prior is None else prior
         self.tried = [0.0] * cap  # faded counts: position i reached (all before it accepted) ...
         self.taken = [0.0] * cap  # ... and accepted, over all drafts
         self.kinds: dict[Hashable, tuple[list[float], list[float]]] = {}  # the same per Draft.kind
@@ -165,12 +174,13 @@ class Adaptive:
 
     def acceptance(self, kind: Hashable = None) -> list[float]:
         """Per draft position, the estimated chance it is accepted given all before it were; a position
-        with little evidence leans on the one before it (the first on ``PRIOR_ACCEPTANCE``). With a
+        with little evidence leans on the one before it (the first on the prior, ``PRIOR_ACCEPTANCE`` or the
+        drafter's own). With a
         ``kind`` seen before, that kind's counts, each position leaning on the estimate over all drafts
         (worth ``KIND_WEIGHT`` drafts): prompt lookup's short n-gram matches are accepted far less often
         than its long ones (docs/strategies.md has the rates)."""
         rates = []
-        prior = self.PRIOR_ACCEPTANCE
+        prior = self.prior
         for tried, taken in zip(self.tried, self.taken, strict=True):
             prior = (taken + self.PRIOR_WEIGHT * prior) / (tried + self.PRIOR_WEIGHT)
             rates.append(prior)

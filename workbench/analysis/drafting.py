@@ -34,6 +34,15 @@ speed-up against the baseline; the gap between them is the loop's time outside d
 (``overhead``: decode time − Σ draft − Σ verify, per step in T1) and, when T1 comes from the
 variant's own plain steps, the difference between its target step and the baseline's.
 
+**End to end**, the draft's prefill counts too: the part before the first token (a draft that reads
+the prompt itself: ``ttft_extra_ms``, the variant's TTFT minus the paired baseline trial's) and the
+part after it (a copy of the target's cache, a catch-up prefill read in chunks: the ``draft_ms`` of
+its plain steps, ``prefill_after_ms`` per trial). With ``F`` = both (median per trial) and ``S`` =
+the baseline's TPOT minus the variant's decode time per token without the after-part (median), the
+variant's e2e beats the baseline's from ``wins_from = 1 + ⌈F / S⌉`` output tokens on (1 when ``F ≤ 0``,
+never when ``S ≤ 0``): a straight line in the output length, the figure to read against the
+workload's output length (``output_tokens``).
+
 The acceptance **by draft position** ``i`` is P(accepted ≥ i | proposed ≥ i): of the steps that
 drafted at least ``i`` tokens, the share that accepted the first ``i``. It predicts a fixed draft
 length's tokens per step, ``1 + Σ_{i ≤ k} p_i``, hence the best fixed ``k`` (``best_k``).
@@ -41,6 +50,7 @@ length's tokens per step, ``1 + Σ_{i ≤ k} p_i``, hence the best fixed ``k`` (
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -178,6 +188,14 @@ class BreakEven:
     measured_speedup: PairedEstimate | None = None  # paired decode speed-up against the baseline
     best_k: int | None = None  # the fixed draft length the positions and costs predict best
     best_speedup: float | None = None
+    # end to end: the draft's prefill before the first token and after it, what a token saves
+    ttft_extra_ms: float | None = None  # median variant TTFT − paired baseline TTFT
+    prefill_after_ms: float | None = None  # median per trial: draft_ms of plain steps (copy, catch-up)
+    prefill_steps: int = 0  # plain steps that did draft prefill work (catch-up chunks, a cache copy)
+    step_saving_ms: float | None = None  # baseline TPOT − the variant's per token without the after-part
+    wins_from: int | None = None  # output tokens from which its e2e beats the baseline's (None: never)
+    output_tokens: float | None = None  # median output tokens of its trials
+    e2e_speedup: PairedEstimate | None = None  # the paired e2e speed-up, for the verdict's context
 
     @property
     def acceptance(self) -> float | None:
@@ -245,6 +263,13 @@ class BreakEven:
             "verdict": self.verdict,
             "best_k": self.best_k,
             "best_speedup": self.best_speedup,
+            "ttft_extra_ms": self.ttft_extra_ms,
+            "prefill_after_ms": self.prefill_after_ms,
+            "prefill_steps": self.prefill_steps,
+            "step_saving_ms": self.step_saving_ms,
+            "wins_from": self.wins_from,
+            "output_tokens": self.output_tokens,
+            "e2e_speedup": self.e2e_speedup.to_dict() if self.e2e_speedup is not None else None,
             "positions": [p.to_dict() for p in self.positions],
             "lengths": [b.to_dict() for b in self.lengths],
         }
@@ -274,15 +299,25 @@ def break_even(
         for t in trials
         if t.variant == baseline and t.tpot_ms
     }
+    base_ttft = {
+        (t.workload, t.prompt_id, t.repetition): t.ttft_ms
+        for t in trials
+        if t.variant == baseline and t.ttft_ms is not None
+    }
     speedups = {(s.variant, s.workload): s.speedup_decode for s in summaries}
+    e2e = {(s.variant, s.workload): s.speedup_e2e for s in summaries}
     order = {name: i for i, name in enumerate(dict.fromkeys(s.variant for s in summaries))}
     workloads = {name: i for i, name in enumerate(dict.fromkeys(s.workload for s in summaries))}
     out = []
     for (variant, workload), rows in groups.items():
-        if variant == baseline or not any(r[2] > 0 for r in rows):
+        # a variant that drafted, or whose draft did prefill work on plain steps and then gave up
+        if variant == baseline or not any(r[2] > 0 or (r[2] == 0 and r[4]) for r in rows):
             continue
         mine = [t for t in trials if (t.variant, t.workload) == (variant, workload)]
-        out.append(_analyse(variant, workload, rows, mine, base_tpot, speedups.get((variant, workload))))
+        result = _analyse(variant, workload, rows, mine, base_tpot, speedups.get((variant, workload)))
+        result.e2e_speedup = e2e.get((variant, workload))
+        _end_to_end(result, rows, mine, base_tpot, base_ttft)
+        out.append(result)
     return sorted(
         out, key=lambda b: (order.get(b.variant, len(order)), workloads.get(b.workload, len(workloads)))
     )
@@ -385,6 +420,48 @@ def _analyse(
     return result
 
 
+def _end_to_end(
+    result: BreakEven,
+    rows: Sequence[StepRow],
+    trials: Sequence[TrialRecord],
+    base_tpot: dict[tuple[Any, Any, Any], float],
+    base_ttft: dict[tuple[Any, Any, Any], float],
+) -> None:
+    """The draft's prefill before and after the first token, what a token saves, and the output
+    length from which the variant wins e2e (module docstring)."""
+    after: dict[int, float] = defaultdict(float)
+    for r in rows:
+        if r[2] == 0 and r[4]:
+            after[r[0]] += r[4]
+            result.prefill_steps += 1
+    outputs = [t.output_tokens for t in trials if t.output_tokens]
+    result.output_tokens = statistics.median(outputs) if outputs else None
+    extra, fixed, saving = [], [], []
+    for t in trials:
+        key = (t.workload, t.prompt_id, t.repetition)
+        base = base_ttft.get(key)
+        if t.id is None or base is None or t.ttft_ms is None:
+            continue
+        pre = after.get(t.id, 0.0)
+        extra.append(t.ttft_ms - base)
+        fixed.append(t.ttft_ms - base + pre)
+        tpot = base_tpot.get(key)
+        if tpot and t.decode_ms is not None and (t.output_tokens or 0) > 1:
+            saving.append(tpot - (t.decode_ms - pre) / (t.output_tokens - 1))  # type: ignore[operator]
+    if not extra:
+        return
+    result.ttft_extra_ms = statistics.median(extra)
+    result.prefill_after_ms = statistics.median([after.get(t.id, 0.0) for t in trials if t.id is not None])
+    if not saving:
+        return
+    cost, gain = statistics.median(fixed), statistics.median(saving)
+    result.step_saving_ms = gain
+    if cost <= 0:
+        result.wins_from = 1
+    elif gain > 0:
+        result.wins_from = 1 + math.ceil(cost / gain)
+
+
 def _positions(rows: Sequence[StepRow]) -> list[DraftPosition]:
     longest = max((r[2] for r in rows), default=0)
     reached = [0] * (longest + 1)
@@ -454,8 +531,10 @@ def _and(items: Iterable[str]) -> str:
 
 def drafting_advice(results: Sequence[BreakEven]) -> list[str]:
     """Per speculative variant, where drafting paid and where not (measured, with the acceptance
-    against the break-even), then what would do better where it lost, and predictions that missed."""
+    against the break-even), then what would do better where it lost, and predictions that missed;
+    last, per variant, the output length from which it wins end to end (its draft's prefill counted)."""
     lines = []
+    ends: list[str] = []
     for variant in dict.fromkeys(b.variant for b in results):
         mine = [b for b in results if b.variant == variant]
         paid = [b for b in mine if b.verdict == "pays"]
@@ -470,11 +549,36 @@ def drafting_advice(results: Sequence[BreakEven]) -> list[str]:
             parts.append("no clear change on " + _and(_clause(b) for b in unclear))
         if parts:
             lines.append(f"{variant}: " + "; ".join(parts) + ".")
+        e2e = [clause for b in mine if (clause := _e2e_clause(b))]
+        if e2e:
+            ends.append(f"{variant} end to end: " + "; ".join(e2e) + ".")
         for b in mine:
             hint = _hint(b)
             if hint:
                 lines.append(f"{variant} on {b.workload}: {hint}")
-    return lines
+    return lines + ends
+
+
+def _e2e_clause(b: BreakEven) -> str | None:
+    """``summarise: wins from 12 output tokens (its outputs: 48; the draft's prefill 2.1 s before the
+    first token, 0.1 s after it)``; or why it never does."""
+    if b.ttft_extra_ms is None:
+        return None
+    out = f"its outputs: {b.output_tokens:.0f}" if b.output_tokens is not None else "its outputs: ?"
+    before, after = b.ttft_extra_ms, b.prefill_after_ms or 0.0
+    spent = f"the draft's prefill {max(before, 0.0) / 1e3:.2f} s before the first token, {after / 1e3:.2f} s after it"
+    if b.drafted_steps == 0 and b.prefill_steps:
+        return (
+            f"{b.workload}: the draft read its prompt on {b.prefill_steps} plain steps, then was given up "
+            f"(plain decoding: the rest of its prefill would have cost more than drafting could save in "
+            f"the tokens left; {out}, {spent})"
+        )
+    if b.wins_from is None:
+        return f"{b.workload}: never wins e2e (a token saves nothing; {out}, {spent})"
+    won = b.output_tokens is not None and b.output_tokens >= b.wins_from
+    return (
+        f"{b.workload}: {'wins' if won else 'would win'} from {b.wins_from} output tokens on ({out}; {spent})"
+    )
 
 
 def _hint(b: BreakEven) -> str | None:

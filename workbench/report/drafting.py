@@ -20,7 +20,10 @@ DRAFTING_NOTE = (
     "A step drafting k tokens costs D(k) + V(k) and yields 1 + accepted tokens, so drafting "
     "breaks even at acceptance (D(k) + V(k) − 1) / k; 'needed' is that for the variant's mix of draft "
     "lengths. Predicted = tokens / Σ (D + V) over its steps; measured = the paired decode speed-up vs the "
-    "baseline. Acceptance by position i = of the steps drafting ≥ i tokens, the share accepting the first i."
+    "baseline. Acceptance by position i = of the steps drafting ≥ i tokens, the share accepting the first i. "
+    "Draft prefill = its prefill before the first token (TTFT over the baseline's) + after it (a cache "
+    "copy, catch-up chunks: draft_ms of plain steps), per trial; e2e wins from = the output length from "
+    "which the variant's e2e beats the baseline's (that prefill against what each token saves)."
 )
 
 
@@ -39,6 +42,10 @@ def break_even_table(results: Sequence[Any]) -> Table:
         if b.target_step_ms is not None:
             unit = f"{fmt(b.target_step_ms, 1)} ({'plain' if b.unit == 'plain steps' else 'baseline'})"
         best = f"{b.best_k} ({_times(b.best_speedup)})" if b.best_k is not None else "–"
+        prefill = "–"
+        if b.ttft_extra_ms is not None:
+            prefill = f"{fmt(max(b.ttft_extra_ms, 0.0), 0)} + {fmt(b.prefill_after_ms or 0.0, 0)}"
+        wins = "–" if b.ttft_extra_ms is None else "never" if b.wins_from is None else f"{b.wins_from} tok"
         rows.append(
             [
                 b.variant,
@@ -54,10 +61,13 @@ def break_even_table(results: Sequence[Any]) -> Table:
                 _times(b.predicted_speedup),
                 ratio(b.measured_speedup) or "–",
                 best,
+                prefill,
+                wins,
             ]
         )
     headers = ["variant", "workload", "steps+plain", "mean k", "accepted", "needed"]
     headers += ["draft/tok", "verify(k)", "other", "T1 ms", "predicted", "measured", "best k"]
+    headers += ["draft prefill ms", "e2e wins from"]
     return headers, rows
 
 
