@@ -313,14 +313,26 @@ def test_the_pass_runs_only_when_some_variant_is_lossy_and_says_when_it_cannot_s
 # -- the spec keys -------------------------------------------------------------------------------------
 
 
+def test_a_long_prompt_is_scored_in_its_last_quality_ctx_tokens():
+    from workbench.run.quality import scored_context
+
+    prompt, output = list(range(100, 1346)), list(range(48))  # the demo's document, its summary
+    tokens, start = scored_context(prompt, output, 512)
+    assert (
+        len(tokens) == 512 and start == 464 and tokens[:start] == prompt[-464:] and tokens[start:] == output
+    )
+    assert scored_context([1, 2, 3], [4, 5], 512) == ([1, 2, 3, 4, 5], 3)  # short: untouched
+    tokens, start = scored_context(prompt, list(range(600)), 512)  # a long output keeps half a context
+    assert start == 256 and len(tokens) == 856
+
+
 def test_quality_keys_are_checked(tmp_path):
     base = '[[variants]]\nname = "a"\nstrategy = "fake"\n[[workloads]]\nname = "code"\n'
     assert parse_spec("quality = false\n" + base).quality is False
     assert parse_spec(base).quality is None
     with pytest.raises(SpecError, match="'quality' must be true or false"):
         parse_spec('quality = "yes"\n' + base)
-    with pytest.raises(SpecError, match="'quality_ctx' needs 'quality_text'"):
-        parse_spec("quality_ctx = 256\n" + base)
+    assert parse_spec("quality_ctx = 256\n" + base).quality_ctx == 256
     with pytest.raises(SpecError, match="'quality_text' file not found"):
         parse_spec('quality_text = "nope.txt"\n' + base, base_dir=tmp_path)
     (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00bad")

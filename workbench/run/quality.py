@@ -38,7 +38,7 @@ from workbench.run.process import WorkerProcess
 from workbench.spec.parse import Spec
 from workbench.store import Store
 
-__all__ = ["QualityPass", "quality_wanted", "scoring_plan"]
+__all__ = ["QualityPass", "quality_wanted", "scored_context", "scoring_plan"]
 
 
 def _lossless_twin(variant: Variant, baseline: Variant) -> bool:
@@ -85,6 +85,14 @@ def quality_wanted(spec: Spec) -> bool:
     return any(reason is None for reason in plan.values())
 
 
+def scored_context(prompt: Sequence[int], output: Sequence[int], ctx: int) -> tuple[list[int], int]:
+    """The stream a prompt + output is scored as, and where its output starts: within ``ctx`` tokens,
+    the prompt cut to its last tokens when it must be (never below half a context)."""
+    keep = max(ctx - len(output), ctx // 2)
+    kept = list(prompt[-keep:]) if len(prompt) > keep else list(prompt)
+    return kept + list(output), len(kept)
+
+
 @dataclass
 class _Stream:
     """One token stream the pass scores: a prompt + the baseline's output, or a corpus chunk."""
@@ -97,7 +105,7 @@ class _Stream:
     base_path: Path | None = None
     trial: int | None = None  # the baseline plan's trial index (source = output)
     text: int | None = None  # the corpus' index in the encode command (source = text)
-    variant_checks: dict[str, bool] = field(default_factory=dict)
+    prompt: list[int] = field(default_factory=list)  # the prompt's whole encoding (source = output)
 
 
 class QualityPass:
@@ -177,9 +185,12 @@ class QualityPass:
         if encoded is None:
             self._note(f"quality: not scored: {baseline}'s worker did not encode the prompts")
             return None
+        ctx = self.spec.quality_ctx
         for stream, prompt_ids in zip(streams, encoded.trials, strict=True):
-            stream.tokens = list(prompt_ids) + stream.tokens
-            stream.start = len(prompt_ids)
+            # the context the pass scores in: a prompt + output longer than quality_ctx keeps the
+            # prompt's last tokens (at least half a context), as a corpus chunk keeps half a context
+            stream.prompt = list(prompt_ids)
+            stream.tokens, stream.start = scored_context(stream.prompt, stream.tokens, ctx)
         if texts and self.spec.quality_text is not None:
             streams += self._text_streams(encoded.texts[0], self.spec.quality_text.name)
         scored = self._score(worker, streams, scratch, baseline)
@@ -294,9 +305,7 @@ class QualityPass:
             self._record(name, "failed", "its worker did not encode the prompts")
             return
         differ = [
-            s.prompt_id
-            for s, ids in zip(outputs, encoded.trials, strict=True)
-            if list(ids) != s.tokens[: s.start]
+            s.prompt_id for s, ids in zip(outputs, encoded.trials, strict=True) if list(ids) != s.prompt
         ]
         if texts and encoded.texts and streams:
             base_text = [t for s in streams if s.source == "text" for t in s.tokens]

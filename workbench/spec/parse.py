@@ -144,6 +144,8 @@ class Spec:
     #: a UTF-8 text the quality pass also scores, in chunks of ``quality_ctx`` tokens (the second half
     #: of each chunk), for a perplexity on held-out text
     quality_text: Path | None = None
+    #: the context the quality pass scores in: the corpus' chunk length; a prompt + output longer than
+    #: it keeps the prompt's last tokens (at least half of it)
     quality_ctx: int = 512
     baseline: str | None = None
     description: str = ""
@@ -271,13 +273,9 @@ def _quality_text(data: dict[str, Any], base_dir: Path) -> tuple[Path | None, in
     """``quality_text`` (a readable UTF-8 file, relative to the spec) and ``quality_ctx``."""
     ctx = _get(data, "quality_ctx", int, "spec", default=512)
     if not 16 <= ctx <= 1_000_000:
-        raise SpecError(f"spec: 'quality_ctx' is a chunk length in tokens, 16 or more, got {ctx!r}")
+        raise SpecError(f"spec: 'quality_ctx' is a context length in tokens, 16 or more, got {ctx!r}")
     name = _get(data, "quality_text", str, "spec", default=None)
     if name is None:
-        if "quality_ctx" in data:
-            raise SpecError(
-                "spec: 'quality_ctx' needs 'quality_text' (the text scored in chunks of that length)"
-            )
         return None, ctx
     if data.get("quality") is False:
         raise SpecError("spec: 'quality_text' needs the quality pass, which quality = false turns off")
