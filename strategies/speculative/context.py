@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from .schedule import Adaptive
 
-__all__ = ["PromptView", "catch_up_pays", "prior_speedup"]
+__all__ = ["CatchUp", "PromptView", "catch_up_pays", "prior_speedup"]
 
 
 class PromptView:
@@ -50,6 +50,28 @@ class PromptView:
         if not self.skipped:
             return tokens
         return tokens[: self.start] + tokens[self.end :]
+
+
+class CatchUp:
+    """A draft's catch-up reading, for a drafter with a ``view`` (:class:`PromptView`), the tokens it
+    has ``cached`` and a ``_read(tokens)`` that feeds it more."""
+
+    view: PromptView
+    cached: list[int]
+
+    def _read(self, tokens: list[int]) -> object:
+        raise NotImplementedError
+
+    def pending(self) -> int:
+        """Prompt tokens the draft has still to read (catch-up); 0 once it can draft."""
+        return max(len(self.view.prompt) - len(self.cached), 0)
+
+    def catch_up(self, max_tokens: int) -> int:
+        """Read up to ``max_tokens`` more of the prompt (catch-up); returns how many it read."""
+        chunk = self.view.prompt[len(self.cached) : len(self.cached) + max_tokens]
+        if chunk:
+            self._read(chunk)
+        return len(chunk)
 
 
 def prior_speedup(cap: int, prior: float | None = None) -> float:

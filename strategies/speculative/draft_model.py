@@ -14,12 +14,12 @@ from workbench.strategy import Output, Probe, Request, StrategyError
 from .._text import TOKENIZER_PROBE as _PROBE_TEXT
 from ..hf_session import HFSession
 from .config import SpeculativeConfig
-from .context import PromptView
+from .context import CatchUp, PromptView
 
 __all__ = ["DraftModelDrafter", "SpeculativeSession", "check_compatible", "check_same_architecture"]
 
 
-class DraftModelDrafter:
+class DraftModelDrafter(CatchUp):
     """Runs the draft model autoregressively; keeps its KV cache in step with the accepted sequence."""
 
     def __init__(self, hf: Any, config: SpeculativeConfig, vocab_limit: int, mode: str) -> None:
@@ -92,16 +92,8 @@ class DraftModelDrafter:
         if self.mode == "own":
             self._forward(self.view.prompt)
 
-    def pending(self) -> int:
-        """Prompt tokens the draft has still to read (catch-up); 0 once it can draft."""
-        return max(len(self.view.prompt) - len(self.cached), 0)
-
-    def catch_up(self, max_tokens: int) -> int:
-        """Read up to ``max_tokens`` more of the prompt (catch-up); returns how many it read."""
-        chunk = self.view.prompt[len(self.cached) : len(self.cached) + max_tokens]
-        if chunk:
-            self._forward(chunk)
-        return len(chunk)
+    def _read(self, tokens: list[int]) -> object:  # CatchUp's
+        return self._forward(tokens)
 
     def _restrict_head(self, prompt_ids: Any) -> None:
         """The draft's output layer for this request: the frequent ids plus the prompt's own ids (a

@@ -42,7 +42,7 @@ from workbench.strategy import Device, Output, Probe, Request, Strategy, Strateg
 from .._text import TOKENIZER_PROBE as _PROBE_TEXT
 from ..hf_session import HFSession
 from .config import SpeculativeConfig
-from .context import PromptView
+from .context import CatchUp, PromptView
 from .loop import Draft, generate_speculative
 from .schedule import Schedule
 
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 
-class _RuntimeDrafter(abc.ABC):
+class _RuntimeDrafter(CatchUp, abc.ABC):
     """What the runtime drafters share: the list of tokens in the runtime's cache, the part of the
     prompt the draft reads (:class:`.context.PromptView`, ``draft_context``), when it reads it
     (``draft_prefill``: ``own`` before the first token, ``catch-up`` in chunks after it, see
@@ -89,16 +89,8 @@ class _RuntimeDrafter(abc.ABC):
         if self.mode == "own":
             self._feed(self.view.prompt)  # the draft's own prefill (before the first token: TTFT)
 
-    def pending(self) -> int:
-        """Prompt tokens the draft has still to read (catch-up); 0 once it can draft."""
-        return max(len(self.view.prompt) - len(self.cached), 0)
-
-    def catch_up(self, max_tokens: int) -> int:
-        """Read up to ``max_tokens`` more of the prompt (catch-up); returns how many it read."""
-        chunk = self.view.prompt[len(self.cached) : len(self.cached) + max_tokens]
-        if chunk:
-            self._feed(chunk)
-        return len(chunk)
+    def _read(self, tokens: list[int]) -> object:  # CatchUp's
+        return self._feed(tokens)
 
     def _common(self, tokens: list[int]) -> int:
         """Length of the longest prefix of ``tokens`` already in the cache (at least one token left to feed)."""
