@@ -13,7 +13,6 @@ __all__ = [
     "quality_cells",
     "quality_lines",
     "quality_table",
-    "quality_words",
     "tradeoff_lines",
 ]
 
@@ -53,15 +52,6 @@ def quality_cells(summary: Any) -> list[str]:
         return [_status_word(q), ""]
     bound = "≥" if q.get("method") == "top-k" else ""
     return [bound + kld_text(q["kld_mean"]), f"{q['same_top']:.0%}"]
-
-
-def quality_words(quality: dict[str, Any] | None) -> str:
-    """One phrase for a verdict or advice: "KLD 0.052, same top 88 %", "lossless", "not scored"."""
-    if not quality:
-        return ""
-    if quality.get("status") != "scored":
-        return _status_word(quality)
-    return f"KLD {kld_text(quality['kld_mean'])}, same top {quality['same_top']:.0%}"
 
 
 def _ci(ci: Sequence[float] | None, fmt: Any) -> str:

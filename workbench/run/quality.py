@@ -104,7 +104,6 @@ class _Stream:
     start: int
     base_path: Path | None = None
     trial: int | None = None  # the baseline plan's trial index (source = output)
-    text: int | None = None  # the corpus' index in the encode command (source = text)
     prompt: list[int] = field(default_factory=list)  # the prompt's whole encoding (source = output)
 
 
@@ -131,6 +130,8 @@ class QualityPass:
         self.report = report
         self.cancelled = cancelled
         self.notes: list[str] = []
+        #: the quality_text, read once by the reference (the baseline and every variant encode it)
+        self._corpus: str | None = None
 
     def run(self, dead: Sequence[str] = ()) -> list[str]:
         """Score the run; returns one-line notes for the run's record."""
@@ -180,7 +181,9 @@ class QualityPass:
             self._note("quality: not scored: the baseline's worker could not be started again")
             return None
         self.report(f"quality: {baseline} scores {len(streams)} reference streams")
-        texts = [self.spec.quality_text.read_text(encoding="utf-8")] if self.spec.quality_text else []
+        if self.spec.quality_text is not None:
+            self._corpus = self.spec.quality_text.read_text(encoding="utf-8")
+        texts = [self._corpus] if self._corpus is not None else []
         encoded = self._encode(worker, [s.trial for s in streams if s.trial is not None], texts)
         if encoded is None:
             self._note(f"quality: not scored: {baseline}'s worker did not encode the prompts")
@@ -275,7 +278,7 @@ class QualityPass:
             )
         return [
             # llama-perplexity's positions: the tokens ctx/2 + 1 .. ctx - 1, each with half a context of history
-            _Stream("text", name, f"chunk {n}", chunk, ctx // 2 + 1, text=0)
+            _Stream("text", name, f"chunk {n}", chunk, ctx // 2 + 1)
             for n, chunk in enumerate(chunks)
         ]
 
@@ -288,11 +291,8 @@ class QualityPass:
             self._record(name, "failed", "its worker could not be started again")
             return
         self.report(f"quality: {name} scores the baseline's {len(streams)} streams")
-        corpus = self.spec.quality_text
         texts = (
-            [corpus.read_text(encoding="utf-8")]
-            if corpus is not None and any(s.source == "text" for s in streams)
-            else []
+            [self._corpus] if self._corpus is not None and any(s.source == "text" for s in streams) else []
         )
         trial_of = {(t.workload, t.prompt.id): i for i, t in enumerate(plan.trials) if not t.warmup}
         outputs = [s for s in streams if s.source == "output"]
