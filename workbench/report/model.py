@@ -1,0 +1,274 @@
+"""The report model: what a person reads about one run (or two runs compared), built once and rendered
+to plain text (the CLI), Markdown, HTML (the exported report) and the GUI's panel.
+
+A :class:`Report` is a title, a few meta lines and :class:`Section` s in reading order — verdict first,
+then the main table, then phases, drafting, quality, targets and notes. Each section holds blocks:
+:class:`Text` (a paragraph), :class:`Bullets`, :class:`Table` and :class:`Figure` (a chart by name: the
+documents embed or link it, the terminal skips it). A block marked ``detail`` is left out of the
+terminal's default view (``--detail`` shows it); the documents and the GUI show every block.
+
+The words are written where the sections are built (:mod:`workbench.report.run_report`); this module
+only lays them out, so every view says the same thing in the same order.
+"""
+
+from __future__ import annotations
+
+import html
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Block",
+    "Bullets",
+    "Figure",
+    "Report",
+    "Section",
+    "Table",
+    "Text",
+    "render_html",
+    "render_markdown",
+    "render_text",
+    "text_table",
+]
+
+
+@dataclass
+class Text:
+    """A paragraph. ``strong``: said first and loudly (the verdict's lines); ``note``: a footnote."""
+
+    text: str
+    detail: bool = False
+    strong: bool = False
+    note: bool = False
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+    detail: bool = False
+    strong: bool = False
+    #: items that are findings (highlighted in the documents)
+    marked: frozenset[int] = frozenset()
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    title: str = ""
+    detail: bool = False
+    #: headers shown only with ``wide`` (the terminal's ``--wide``; the documents show them all)
+    wide: frozenset[str] = frozenset()
+    #: the column whose cells are variant names (a colour swatch beside them in HTML), or None
+    colour_column: int | None = 0
+
+    def columns(self, wide: bool) -> tuple[list[str], list[list[str]]]:
+        """The headers and rows with the wide-only columns left out unless ``wide``."""
+        if wide or not self.wide:
+            return self.headers, self.rows
+        keep = [i for i, h in enumerate(self.headers) if h not in self.wide]
+        return [self.headers[i] for i in keep], [[row[i] for i in keep] for row in self.rows]
+
+
+@dataclass
+class Figure:
+    """A chart of the run by its name (``workbench.charts``); the terminal leaves it out."""
+
+    name: str
+    detail: bool = False
+
+
+Block = Text | Bullets | Table | Figure
+
+
+@dataclass
+class Section:
+    """``key``: verdict, table, phases, drafting, quality, targets, notes, variants, environment, …"""
+
+    key: str
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+    def add(self, block: Block) -> Section:
+        self.blocks.append(block)
+        return self
+
+    def __bool__(self) -> bool:
+        return bool(self.blocks)
+
+
+@dataclass
+class Report:
+    title: str
+    meta: list[str] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
+
+    def section(self, key: str) -> Section | None:
+        return next((s for s in self.sections if s.key == key), None)
+
+    def figures(self) -> list[str]:
+        return [b.name for s in self.sections for b in s.blocks if isinstance(b, Figure)]
+
+
+# -- plain text ---------------------------------------------------------------------------------
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Columns padded to their widest cell, a rule under the headers."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render_text(
+    report: Report,
+    *,
+    width: int = 120,
+    detail: bool = False,
+    wide: bool = False,
+    sections: Sequence[str] | None = None,
+    header: bool = True,
+) -> str:
+    """The report for a terminal: blocks marked ``detail`` only with ``detail``, wide-only columns only
+    with ``wide``, paragraphs wrapped to ``width``; ``sections``: only these keys."""
+    out: list[str] = []
+    if header:
+        out += [report.title] + report.meta
+    for section in report.sections:
+        if sections is not None and section.key not in sections:
+            continue
+        shown = [b for b in section.blocks if (detail or not b.detail) and not isinstance(b, Figure)]
+        if not shown:
+            continue
+        if out:
+            out.append("")
+        if section.title:
+            out.append(section.title)
+        for block in shown:
+            out += _text_block(block, width, wide or detail)
+    return "\n".join(out)
+
+
+def _text_block(block: Block, width: int, wide: bool) -> list[str]:
+    if isinstance(block, Text):
+        return textwrap.wrap(block.text, width, subsequent_indent="  ") or [""]
+    if isinstance(block, Bullets):
+        lines = []
+        for item in block.items:
+            lines += textwrap.wrap(item, width, initial_indent="  ", subsequent_indent="    ")
+        return lines
+    if isinstance(block, Table):
+        headers, rows = block.columns(wide)
+        if not rows:
+            return []
+        return ([block.title] if block.title else []) + text_table(headers, rows).split("\n")
+    return []
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(report: Report, image: Callable[[str], str | None] | None = None) -> str:
+    """The report as Markdown; ``image(name)``: the Markdown of a figure (a link), or None to leave
+    it out."""
+    out = [f"# {report.title}", ""]
+    if report.meta:
+        out += [" · ".join(report.meta), ""]
+    for section in report.sections:
+        if not section:
+            continue
+        if section.title:
+            out += [f"## {section.title}", ""]
+        for block in section.blocks:
+            if isinstance(block, Text):
+                out += [f"**{block.text}**" if block.strong else block.text, ""]
+            elif isinstance(block, Bullets):
+                out += [f"- **{i}**" if block.strong else f"- {i}" for i in block.items] + [""]
+            elif isinstance(block, Table) and block.rows:
+                out += ([block.title, ""] if block.title else []) + [md_table(block.headers, block.rows), ""]
+            elif isinstance(block, Figure) and image is not None:
+                link = image(block.name)
+                if link:
+                    out += [link, ""]
+    return "\n".join(out)
+
+
+# -- HTML ---------------------------------------------------------------------------------------
+
+
+def html_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    colours: dict[str, str] | None = None,
+    colour_column: int | None = 0,
+) -> str:
+    colours = colours or {}
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for i, c in enumerate(row):
+            text = html.escape(str(c))
+            if i == colour_column and c in colours:
+                text = f'<span class="swatch" style="background:{colours[c]}"></span>{text}'
+            cells.append(f"<td>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def render_html(
+    report: Report,
+    figure: Callable[[str], str | None] | None = None,
+    colours: dict[str, str] | None = None,
+    *,
+    heading: int = 2,
+    sections: Sequence[str] | None = None,
+) -> str:
+    """The sections as an HTML fragment (no ``<html>``: the exported page and the GUI's panel wrap
+    it). ``figure(name)``: a figure's HTML, or None to leave it out; ``heading``: the level of the
+    section titles; ``sections``: only these keys."""
+    esc = html.escape
+    parts: list[str] = []
+    for section in report.sections:
+        if not section or (sections is not None and section.key not in sections):
+            continue
+        parts.append(f'<section class="{esc(section.key)}">')
+        if section.title:
+            parts.append(f"<h{heading}>{esc(section.title)}</h{heading}>")
+        for block in section.blocks:
+            if isinstance(block, Text):
+                css = "verdict" if block.strong else "note" if block.note else ""
+                parts.append(f'<p class="{css}">{esc(block.text)}</p>' if css else f"<p>{esc(block.text)}</p>")
+            elif isinstance(block, Bullets):
+                items = []
+                for i, item in enumerate(block.items):
+                    text = esc(item)
+                    if block.strong:
+                        text = f'<span class="label">{text}</span>'
+                    elif i in block.marked:
+                        text = f'<span class="finding">{text}</span>'
+                    items.append(f"<li>{text}</li>")
+                parts.append("<ul>" + "".join(items) + "</ul>")
+            elif isinstance(block, Table) and block.rows:
+                if block.title:
+                    parts.append(f'<p class="note">{esc(block.title)}</p>')
+                parts.append(html_table(block.headers, block.rows, colours, block.colour_column))
+            elif isinstance(block, Figure) and figure is not None:
+                made = figure(block.name)
+                if made:
+                    parts.append(made)
+        parts.append("</section>")
+    return "\n".join(parts)
