@@ -137,7 +137,7 @@ def render_text(
     with ``wide``, paragraphs wrapped to ``width``; ``sections``: only these keys."""
     out: list[str] = []
     if header:
-        out += [report.title] + report.meta
+        out += [report.title, *report.meta]
     for section in report.sections:
         if sections is not None and section.key not in sections:
             continue
@@ -251,7 +251,9 @@ def render_html(
         for block in section.blocks:
             if isinstance(block, Text):
                 css = "verdict" if block.strong else "note" if block.note else ""
-                parts.append(f'<p class="{css}">{esc(block.text)}</p>' if css else f"<p>{esc(block.text)}</p>")
+                parts.append(
+                    f'<p class="{css}">{esc(block.text)}</p>' if css else f"<p>{esc(block.text)}</p>"
+                )
             elif isinstance(block, Bullets):
                 items = []
                 for i, item in enumerate(block.items):
