@@ -16,6 +16,8 @@ What is measured
                  its prefill cannot pay back in the tokens left
     bounded      own prefill of a bounded context: the first 4 tokens (attention sinks) and the last
                  252 of the prompt (draft_context = 256)
+    from-target-k10  from-target with drafts of up to 10 tokens (the adaptive schedule picks each
+                 length), against the demo's cap of 6
 
     Workloads: the demo's (``chat`` 2 prompts of 132 and 512 tokens, 16 new tokens; ``summarise``
     1 of 1,246, 48; ``code`` 2 of ~70, 24: resources/specs/demo.toml), long prompts (``rag``, 2 of
@@ -70,6 +72,9 @@ VARIANTS = {
     "from-target": DRAFT + 'draft_prefill = "from-target"\n',
     "catch-up": DRAFT + 'draft_prefill = "catch-up"\ndraft_prefill_chunk = 128\n',
     "bounded": DRAFT + 'draft_prefill = "own"\ndraft_context = 256\ndraft_sinks = 4\n',
+    # the demo's draft with a longer cap on the draft length (the adaptive schedule still picks each one)
+    "from-target-k10": DRAFT.replace("num_draft_tokens = 6", "num_draft_tokens = 10")
+    + 'draft_prefill = "from-target"\n',
 }
 
 #: set -> (workload, prompts, max_new_tokens); None prompts: --limit

@@ -553,9 +553,9 @@ def drafting_advice(results: Sequence[BreakEven]) -> list[str]:
         if e2e:
             ends.append(f"{variant} end to end: " + "; ".join(e2e) + ".")
         for b in mine:
-            hint = _hint(b)
-            if hint:
-                lines.append(f"{variant} on {b.workload}: {hint}")
+            found = hint(b)
+            if found:
+                lines.append(f"{variant} on {b.workload}: {found}")
     return lines + ends
 
 
@@ -581,7 +581,7 @@ def _e2e_clause(b: BreakEven) -> str | None:
     )
 
 
-def _hint(b: BreakEven) -> str | None:
+def hint(b: BreakEven) -> str | None:
     """What would do better where drafting did not pay, or why the prediction missed."""
     mean_k = b.mean_draft_length
     if b.verdict in ("loses", "unclear") and b.positions and b.best_speedup is not None:
@@ -625,7 +625,7 @@ def _hint(b: BreakEven) -> str | None:
         if b.unit == "plain steps" and b.baseline_step_ms and b.target_step_ms:
             ratio = b.target_step_ms / b.baseline_step_ms
             if abs(ratio - 1) > 0.05:
-                reasons.append(f"its plain step takes {ratio:.2f}x the baseline's")
+                reasons.append(f"its plain step takes {ratio:.2f} times as long as the baseline's")
         because = f": {'; '.join(reasons)}" if reasons else ""
         return f"predicted {b.predicted_speedup:.2f}x from acceptance and costs, measured {est.value:.2f}x{because}."
     return None

@@ -87,7 +87,7 @@ class Design:
             out.append(self.note[:1].upper() + self.note[1:] + ".")
         if self.drift is not None:
             out.append(
-                f"Drift: the baseline's last rounds took {self.drift:.2f}x the time of its first "
+                f"Drift: the baseline's last rounds took {self.drift:.2f} times as long as its first "
                 + (
                     "(the machine's speed moved during the run)."
                     if abs(self.drift - 1) > 0.05

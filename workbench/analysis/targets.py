@@ -437,7 +437,7 @@ def _miss_line(variant: str, check: Check, rows: Sequence[TrialRecord]) -> str:
     factor = value / check.target if not check.higher_is_better else check.target / value if value else 0
     return (
         f"{variant}: {check.label} {check.measured_text()} vs {check.limit_text} "
-        f"({factor:.2f}x the limit): {_phase_word(check, rows)}."
+        f"({factor:.2f} times the limit): {_phase_word(check, rows)}."
     )
 
 
@@ -453,9 +453,12 @@ def _levers_line(check: Check, ref: Verdict, group: Sequence[Verdict], strategie
             continue
         lever = LEVERS.get(strategies.get(v.variant, ""), (strategies.get(v.variant) or "", ""))[0]
         name = f"{v.variant} ({lever})" if lever and lever != v.variant else v.variant
-        ratio = other.measured.value / ref_value
+        # a speed-up (> 1: better), whichever way the metric points: x is never a time ratio
+        value = other.measured.value
+        speedup = value / ref_value if check.higher_is_better else ref_value / value if value else None
         verdict = "meets it" if other.status == "met" else "still misses"
-        parts.append(f"{name} measured {ratio:.2f}x → {other.measured_text(ci=False)}, {verdict}")
+        gain = f" ({speedup:.2f}x)" if speedup is not None else ""
+        parts.append(f"{name} {other.measured_text(ci=False)}{gain}, {verdict}")
     if not parts:
         return "No other variant was measured on this workload: add variants with levers for that phase."
     return "Levers measured here: " + "; ".join(parts) + "."

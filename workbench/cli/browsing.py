@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from workbench.cli.common import _open_store, db_option, disturbed_option, json_option
+from workbench.cli.common import _open_store, db_option, detail_options, disturbed_option, json_option
 from workbench.cli.output import _export, _print_comparison
 from workbench.core.errors import WorkbenchError
-from workbench.report.formatting import host_environment, json_text, machine_line
-from workbench.report.text import run_comparison_table, text_table, variants_table
+from workbench.report.formatting import json_text
+from workbench.report.text import run_comparison_table, text_table
 
 
 @click.command()
@@ -54,36 +54,39 @@ def runs(db: Path | None, as_json: bool) -> None:
 @db_option
 @click.option("--baseline", help="Variant to compute speed-ups against (default: the run's baseline).")
 @disturbed_option
+@detail_options
 @json_option
 def show(
-    run_ref: str, db: Path | None, baseline: str | None, exclude_disturbed: bool | None, as_json: bool
+    run_ref: str,
+    db: Path | None,
+    baseline: str | None,
+    exclude_disturbed: bool | None,
+    detail: bool,
+    wide: bool,
+    as_json: bool,
 ) -> None:
-    """One run: its environment, variants and metrics per variant × workload, the phases, whether
-    drafting paid (speculative variants: acceptance by draft position, draft and verify costs, the
-    break-even, predicted vs measured), and the experience targets (verdicts, goodput, what would it
-    take). RUN is an id, a name or 'latest'."""
+    """One run, the answer first: per workload the fastest variant end to end, what it costs and how
+    far to trust it; then the main table (medians and speed-ups per variant × workload), where the
+    time goes, whether drafting paid (decode and end to end), quality, the experience targets and
+    notes on the design. --detail adds every table (variants, break-even costs, quality, targets and
+    what would it take); --wide every column. RUN is an id, a name or 'latest'."""
     store = _open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
-    variants = store.variants(run_row["id"])
     if as_json:
         from workbench.analysis.run import analyze_run
 
         analysis = analyze_run(store, run_row["id"], baseline, exclude_disturbed=exclude_disturbed)
         click.echo(json_text(analysis.to_dict()))
         return
-    machine = machine_line(host_environment(run_row["environment"]))
-    click.echo(
-        f"Run {run_row['id']} '{run_row['name']}' — {run_row['status']}, started "
-        f"{(run_row['started_at'] or '')[:19].replace('T', ' ')} UTC"
+    _print_comparison(
+        store,
+        [run_row],
+        baseline,
+        as_json=False,
+        exclude_disturbed=exclude_disturbed,
+        detail=detail,
+        wide=wide,
     )
-    if run_row.get("error"):
-        click.echo(f"Failed as a whole: {run_row['error']}")
-    if machine:
-        click.echo(f"Machine: {machine}")
-    click.echo()
-    click.echo(text_table(*variants_table(variants)))
-    click.echo()
-    _print_comparison(store, [run_row], baseline, as_json=False, exclude_disturbed=exclude_disturbed)
 
 
 @click.command()
@@ -96,6 +99,7 @@ def show(
     "With two runs, name it as 'RUN:variant' or just 'variant' for the first run's.",
 )
 @disturbed_option
+@detail_options
 @json_option
 def compare(
     run_ref: str,
@@ -103,6 +107,8 @@ def compare(
     db: Path | None,
     baseline: str | None,
     exclude_disturbed: bool | None,
+    detail: bool,
+    wide: bool,
     as_json: bool,
 ) -> None:
     """Median TTFT, TPOT, decode tok/s and e2e per variant × workload, with speed-ups vs a baseline
@@ -122,7 +128,15 @@ def compare(
                 store, run_rows[0], run_rows[1], as_json=as_json, exclude_disturbed=exclude_disturbed
             )
             return
-    _print_comparison(store, run_rows, baseline, as_json=as_json, exclude_disturbed=exclude_disturbed)
+    _print_comparison(
+        store,
+        run_rows,
+        baseline,
+        as_json=as_json,
+        exclude_disturbed=exclude_disturbed,
+        detail=detail,
+        wide=wide,
+    )
 
 
 def _print_run_comparison(

@@ -63,6 +63,21 @@ def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
 
 
+def detail_options(f: F) -> F:
+    """``--detail`` (every table and note) and ``--wide`` (every column of the main table)."""
+    f = click.option(
+        "--wide",
+        is_flag=True,
+        help="Every column of the main table (token counts, TPOT, MDE, acceptance, …).",
+    )(f)
+    return click.option(
+        "--detail",
+        is_flag=True,
+        help="Every table and note: variants, break-even costs per draft length, quality, targets and "
+        "what would it take, the legends.",
+    )(f)
+
+
 def disturbed_option(f: F) -> F:
     return click.option(
         "--exclude-disturbed/--include-disturbed",

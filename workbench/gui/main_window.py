@@ -194,6 +194,14 @@ class MainWindow(QMainWindow):
         self.results_title.setFont(font)
         self.results_env = QLabel()
         self.results_env.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # the answer first: per workload the fastest variant end to end, its cost, how far to trust it
+        self.verdict = QLabel()
+        self.verdict.setObjectName("verdict")
+        self.verdict.setWordWrap(True)
+        self.verdict.setTextFormat(Qt.TextFormat.RichText)
+        self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.verdict.setStyleSheet("QLabel#verdict{background:#f3f7ff;border:1px solid #c9d8f0;padding:6px}")
+        self.verdict.hide()
         self.charts: Any = None  # the ChartPanel, built after the first paint (pyqtgraph is slow to import)
         self.table_model = SummaryTableModel(self)
         self.table = make_table_view(self.table_model)
@@ -210,6 +218,7 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout(page)
         layout.addWidget(self.results_title)
         layout.addWidget(self.results_env)
+        layout.addWidget(self.verdict)
         layout.addWidget(self.results_split, 1)
         return page
 

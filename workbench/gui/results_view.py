@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from workbench.gui.widgets import escape
 
-__all__ = ["CHART_INTERVAL_S", "ResultsView", "advice_html", "drafting_html"]
+__all__ = ["CHART_INTERVAL_S", "ResultsView", "advice_html", "drafting_html", "verdict_html"]
 
 #: during a run the charts are redrawn at most this often (s); the table follows every trial
 CHART_INTERVAL_S = 2.0
@@ -96,6 +96,9 @@ class ResultsView(QObject):
         w.table_model.set_summaries(
             data.summaries, {p.workload: p.label for p in data.phases}, getattr(data, "verdicts", ())
         )
+        verdict = verdict_html(data)
+        w.verdict.setText(verdict)
+        w.verdict.setVisible(bool(verdict))
         w.advice.setHtml(advice_html(data))
         if w.charts is not None:
             w.charts.set_note("Acceptance", drafting_html(data))
@@ -126,34 +129,39 @@ class ResultsView(QObject):
         w.charts.set_charts(w.results.charts)
 
 
+def _report(data: Any) -> Any:
+    """The run's report (workbench.report.run_report), built once per loaded result; None for two runs."""
+    analysis = getattr(data, "analysis", None)
+    if analysis is None:
+        return None
+    report = getattr(data, "_report", None)
+    if report is None:
+        from workbench.report.run_report import build_run_report
+
+        report = build_run_report(analysis)
+        data._report = report
+    return report
+
+
+def verdict_html(data: Any) -> str:
+    """Above the table: the verdict (per workload the fastest variant end to end, what it costs, how
+    far to trust it), as every other view words it; empty for two runs."""
+    from workbench.report.model import render_html
+
+    report = _report(data)
+    return render_html(report, heading=4, sections=["verdict"]) if report is not None else ""
+
+
 def drafting_html(data: Any) -> str:
-    """Above the Acceptance tab's charts: does drafting pay? The break-even table per speculative
-    variant × workload, the costs per draft length, and the advice (one run; empty otherwise)."""
-    from workbench.analysis.drafting import MIN_BUCKET_STEPS
-    from workbench.report.drafting import DRAFTING_NOTE, break_even_table, draft_length_table
+    """Above the Acceptance tab's charts: does drafting pay, on decode and end to end, per speculative
+    variant; the break-even tables (one run; empty otherwise)."""
+    from workbench.report.model import render_html
 
-    analysis = data.analysis
-    results = getattr(analysis, "break_even", None) if analysis is not None else None
-    if not results:
+    report = _report(data)
+    if report is None or report.section("drafting") is None:
         return ""
-
-    def table(headers: list[str], rows: list[list[str]]) -> str:
-        head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-        body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-        return f"<table border='1' cellspacing='0' cellpadding='3'><tr>{head}</tr>{body}</table>"
-
-    out = ["<h3>Does drafting pay?</h3>"]
-    if analysis.drafting_advice:
-        out.append(
-            "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in analysis.drafting_advice) + "</ul>"
-        )
-    out.append(table(*break_even_table(results)))
-    headers, rows = draft_length_table(results, MIN_BUCKET_STEPS)
-    if rows:
-        out.append(f"<p>Per draft length (at least {MIN_BUCKET_STEPS} steps):</p>")
-        out.append(table(headers, rows))
-    out.append(f"<p><i>{escape(DRAFTING_NOTE)}</i></p>")
-    return "".join(out)
+    html = render_html(report, heading=3, sections=["drafting"])
+    return html.replace("<table>", "<table border='1' cellspacing='0' cellpadding='3'>")
 
 
 def advice_html(data: Any) -> str:
@@ -174,35 +182,13 @@ def advice_html(data: Any) -> str:
         if data.unmatched:
             out.append(f"<p><i>Not matched: {escape(', '.join(data.unmatched))}</i></p>")
         return "".join(out)
-    quality = data.analysis.quality if data.analysis is not None else None
-    if quality is not None:  # the cost beside the speed, first
-        from workbench.report.quality import quality_lines, tradeoff_lines
+    report = _report(data)
+    if report is not None:  # what show and the exported report say, in the same order and words
+        from workbench.report.model import render_html
 
-        out.append("<h3>Quality beside speed</h3>")
-        lines = [f"<b>{escape(line)}</b>" for line in tradeoff_lines(data.analysis.summaries, quality)]
-        lines += [escape(line) for line in quality_lines(quality)]
-        out.append("<ul>" + "".join(f"<li>{line}</li>" for line in lines) + "</ul>")
-    design = data.analysis.design if data.analysis is not None else None
-    if design is not None:
-        out.append("<h3>How the trials ran</h3>")
-        out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in design.lines()) + "</ul>")
-    advice = getattr(data, "target_advice", {}) or {}
-    if advice:  # experience targets: who meets them, and what would it take
-        out.append("<h3>Experience targets</h3>")
-        for workload, lines in advice.items():
-            out.append(f"<p><b>{escape(workload)}</b></p><ul>")
-            out += [
-                f"<li>{'<i>' + escape(line) + '</i>' if line.startswith('Prediction:') else escape(line)}</li>"
-                for line in lines
-            ]
-            out.append("</ul>")
-    for p in data.phases:
-        out.append(f"<h3>{escape(p.workload)} — {escape(p.headline)}</h3>")
-        if p.prediction is not None:
-            verdict = "differs — a finding in itself" if p.disagrees else "agrees"
-            out.append(f"<p><i>Predicted before the run: {escape(p.prediction.label)} ({verdict}).</i></p>")
-        if p.advice:
-            out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in p.advice) + "</ul>")
+        out.append(
+            render_html(report, heading=3, sections=["phases", "quality", "targets", "notes"], detail=False)
+        )
     if not out:
         return "<p><i>Phases and advice appear when the baseline has finished trials.</i></p>"
     return "".join(out)

@@ -236,19 +236,23 @@ def render_html(
     *,
     heading: int = 2,
     sections: Sequence[str] | None = None,
+    detail: bool = True,
 ) -> str:
     """The sections as an HTML fragment (no ``<html>``: the exported page and the GUI's panel wrap
     it). ``figure(name)``: a figure's HTML, or None to leave it out; ``heading``: the level of the
-    section titles; ``sections``: only these keys."""
+    section titles; ``sections``: only these keys; ``detail``: False leaves the detail blocks out."""
     esc = html.escape
     parts: list[str] = []
     for section in report.sections:
         if not section or (sections is not None and section.key not in sections):
             continue
+        blocks = [b for b in section.blocks if detail or not b.detail]
+        if not blocks:
+            continue
         parts.append(f'<section class="{esc(section.key)}">')
         if section.title:
             parts.append(f"<h{heading}>{esc(section.title)}</h{heading}>")
-        for block in section.blocks:
+        for block in blocks:
             if isinstance(block, Text):
                 css = "verdict" if block.strong else "note" if block.note else ""
                 parts.append(

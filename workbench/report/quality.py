@@ -148,6 +148,6 @@ def tradeoff_lines(summaries: Sequence[Any], quality: Any) -> list[str]:
         bound = "≥ " if figures.method == "top-k" else ""
         cost = f"KLD {bound}{kld_text(figures.kld_mean)}, same top {figures.same_top:.0%}"
         if figures.ppl_ratio_ci is None or figures.ppl_ratio_ci[0] > 1 or figures.ppl_ratio > 1.005:
-            cost += f", perplexity {figures.ppl_ratio:.3f}x the baseline's"
+            cost += f", perplexity {figures.ppl_ratio:.3f} times the baseline's"
         out.append(f"{name}: {speed or 'no speed-up measured'}; {cost}")
     return out

@@ -1,0 +1,572 @@
+"""One run's report, built once from its analysis: the verdict first (per workload the fastest variant
+end to end, what it costs, how far to trust it), then the main table, the phases, whether drafting
+paid (decode and end to end), quality, the experience targets and the notes. ``show``/``run``/``demo``
+print it (:func:`~workbench.report.model.render_text`), the export writes it as Markdown and HTML, the
+GUI shows it in its panel: every view words a finding the same way, here.
+
+Notation: ``x`` is always a speed-up over the baseline (> 1 is faster); a ratio of times is written as
+times ("1.5 times as long") or as a percentage ("47 % longer").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
+from workbench.report.formatting import (
+    acceptance_text,
+    fmt,
+    host_environment,
+    libraries,
+    machine_line,
+    match_text,
+    mde_text,
+    ratio,
+)
+from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
+from workbench.report.quality import (
+    QUALITY_NOTE,
+    kld_text,
+    quality_cells,
+    quality_lines,
+    quality_table,
+    tradeoff_lines,
+)
+
+__all__ = [
+    "LEGEND",
+    "ONE_REPETITION",
+    "build_run_report",
+    "main_table",
+    "share_text",
+    "speedup_text",
+    "verdict_section",
+]
+
+#: what the verdict says when the speed-ups have no interval
+ONE_REPETITION = (
+    'One repetition: no interval — run with `repetitions = 3` (or "auto") to know how sure these are.'
+)
+
+#: the legend under the main table
+LEGEND = (
+    "Medians. x = speed-up over the baseline (> 1 is faster): geometric mean of the ratios of paired "
+    "trials (same prompt, same round) [bootstrap 95 % CI], * when the CI excludes 1."
+)
+
+
+# -- figures in words ---------------------------------------------------------------------------
+
+
+def speedup_text(est: Any, *, interval: bool = True) -> str:
+    """``1.62x [1.40–1.88]`` (``*`` when the CI excludes 1) or ``1.62x`` without a CI."""
+    if est is None or est.value is None:
+        return ""
+    return ratio(est) if interval else f"{est.value:.2f}x" + ("*" if _excludes_one(est) else "")
+
+
+def _excludes_one(est: Any) -> bool:
+    return est.lo is not None and est.hi is not None and not est.lo <= 1.0 <= est.hi
+
+
+def longer_text(speedup: float) -> str:
+    """A TTFT speed-up below 1 as the time it adds: 0.68x → ``47 % longer``; 0.3x → ``3.3 times as long``."""
+    times = 1 / speedup
+    return f"{times - 1:.0%} longer" if times < 2 else f"{times:.1f} times as long"
+
+
+def share_text(share: float, label: str) -> str:
+    """A prefill share at the precision that agrees with its label: 40.5 % is "balanced" (the rule:
+    decode-heavy ≤ 40 %), so it is written 40.5 %, not 40 %."""
+    from workbench.analysis.phases import classify
+
+    text = f"{share:.0%}"
+    if classify(round(share, 2)) != label:
+        text = f"{share:.1%}"
+    return text
+
+
+def _tokens(value: float | None) -> str:
+    return "?" if value is None else f"{value:,.0f}"
+
+
+# -- the verdict --------------------------------------------------------------------------------
+
+
+def _costs(v: WorkloadVerdict) -> list[str]:
+    best = v.best
+    out = []
+    if "ttft" in v.costs:
+        out.append(f"first token {longer_text(v.costs['ttft'].value)} (TTFT {v.costs['ttft'].value:.2f}x)")
+    if "quality" in v.costs:
+        q = v.costs["quality"]
+        bound = "≥ " if q.get("method") == "top-k" else ""
+        what = "output differs" if "output" in v.costs else "same greedy output"
+        out.append(f"{what}, KLD {bound}{kld_text(q['kld_mean'])}, same top {q['same_top']:.0%}")
+    elif "output" in v.costs:
+        out.append(f"output differs ({v.costs['output']:.0%} of outputs identical)")
+    elif best.matches_baseline == 1:
+        out.append("same output")
+    return out
+
+
+def verdict_line(v: WorkloadVerdict, width: int) -> str:
+    """``chat: speculative 1.65x e2e [1.50–1.80] — same output; then int4-ort 1.62x``."""
+    name = f"{v.workload:<{width}}"
+    if v.best is None:
+        return f"{name}  no variant to compare with {v.baseline or 'a baseline'}"
+    est = v.best.speedup_e2e
+    speed = speedup_text(est)
+    if v.beats is False:
+        return f"{name}  {v.baseline} stays fastest: the best variant, {v.best.variant}, is {speed} e2e"
+    head = f"{name}  {v.best.variant} {speed} e2e"
+    if v.beats is None:
+        head += " (no detectable difference)"
+    costs = _costs(v)
+    if costs:
+        head += " — " + ", ".join(costs)
+    if v.close:
+        head += "; as fast: " + ", ".join(
+            f"{s.variant} {speedup_text(s.speedup_e2e, interval=False)}" for s in v.close[:2]
+        )
+    return head
+
+
+def trust_lines(t: Trust) -> list[str]:
+    """How far to trust the speed-ups, in a line or two."""
+    if not t.intervals:
+        first = ONE_REPETITION
+    else:
+        reps = f"{t.repetitions} repetitions" if t.repetitions else "several repetitions"
+        mde = ""
+        if t.mde:
+            lo, hi = t.mde
+            mde = f"; it detects e2e changes from ±{lo:.0%}" + (f" to ±{hi:.0%}" if hi - lo >= 0.005 else "")
+        first = f"Trust: {reps}, paired{mde}."
+    more = []
+    if t.disturbed:
+        more.append(f"{t.disturbed} trials disturbed ({'left out' if t.disturbed_excluded else 'kept'})")
+    if t.drift is not None and abs(t.drift - 1) > 0.05:
+        more.append(
+            f"the machine's speed drifted (the baseline's last rounds took {t.drift:.2f} times as long as its first)"
+        )
+    if t.order == "sequential":
+        more.append("trials ran sequentially, not interleaved: drift lands on one variant")
+    return [first] + ([("Note: " + "; ".join(more) + ".")] if more else [])
+
+
+def verdict_section(summaries: Sequence[Any], baseline: str | None, design: Any = None) -> Section:
+    section = Section("verdict", f"Verdict (fastest end to end, vs {baseline or 'the baseline'})")
+    verdicts = workload_verdicts(summaries, baseline)
+    if not verdicts:
+        return section.add(Text("No finished trials to judge."))
+    width = max(len(v.workload) for v in verdicts)
+    section.add(Bullets([verdict_line(v, width) for v in verdicts], strong=True))
+    for line in trust_lines(trust(summaries, baseline, design)):
+        section.add(Text(line))
+    return section
+
+
+# -- the main table -----------------------------------------------------------------------------
+
+#: the main table's columns shown only with --wide (the documents and the GUI's chooser have them all)
+WIDE = frozenset(
+    {
+        "n",
+        "in tok",
+        "out tok",
+        "TPOT ms",
+        "MDE",
+        "accepted",
+        "same top",
+        "peak MB",
+        "draft/verify",
+        "TTFT mean ms",
+        "srv TTFT mean ms",
+        "conc",
+        "agg tok/s",
+    }
+)
+
+
+def main_table(summaries: Sequence[Any], *, title: str = "") -> Table:
+    """Per variant × workload: medians and speed-ups; the columns a person reads first, the rest
+    (:data:`WIDE`) for ``--wide`` and the documents."""
+    served = any(s.server for s in summaries)
+    parallel = any(s.concurrency > 1 for s in summaries)
+    scored = any(s.quality for s in summaries)
+    speculative = any(
+        s.acceptance_rate is not None or (s.server or {}).get("acceptance_rate") for s in summaries
+    )
+    headers = ["variant", "workload", "n", "in tok", "out tok", "TTFT ms"]
+    headers += ["TTFT mean ms", "srv TTFT mean ms"] if served else []
+    headers += ["TPOT ms", "tok/s", "e2e ms"]
+    headers += ["conc", "agg tok/s"] if parallel else []
+    headers += ["e2e x", "MDE", "TTFT x", "decode x", "match"]
+    headers += ["accepted", "draft/verify"] if speculative else []
+    headers += ["peak MB"]
+    headers += ["KLD", "same top"] if scored else []
+    rows = []
+    for s in summaries:
+        m = s.metrics
+        n = f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else "")
+        n += f" ({s.n_disturbed} disturbed{', out' if s.disturbed_excluded else ''})" if s.n_disturbed else ""
+        row = [s.variant, s.workload, n, fmt(m["input_tokens"].value, 0), fmt(m["output_tokens"].value, 0)]
+        row.append(fmt(m["ttft_ms"].value, 1 if (m["ttft_ms"].value or 0) < 100 else 0))
+        if served:
+            row.append(fmt(s.server.get("client_ttft_mean_ms") if s.server else None, 1))
+            row.append(fmt(s.server.get("ttft_ms") if s.server else None, 1))
+        row += [fmt(m["tpot_ms"].value, 2), fmt(m["decode_tokens_per_s"].value, 1), fmt(m["e2e_ms"].value, 0)]
+        if parallel:
+            row += [str(s.concurrency), fmt(s.throughput_tokens_per_s, 1)]
+        row += [
+            speedup_text(s.speedup_e2e),
+            mde_text(s.speedup_e2e),
+            speedup_text(s.speedup_ttft, interval=False),
+            speedup_text(s.speedup_decode, interval=False),
+            match_text(s) or ("reference" if s.speedup_e2e is None and s.n_ok else ""),
+        ]
+        if speculative:
+            split = ""
+            if s.draft_share is not None and s.verify_share is not None:
+                split = f"{s.draft_share:.0%} / {s.verify_share:.0%}"
+            row += [acceptance_text(s), split]
+        row.append(fmt(m["peak_memory_mb"].value, 0))
+        row += quality_cells(s) if scored else []
+        rows.append(row)
+    return Table(headers, rows, title=title, wide=WIDE)
+
+
+# -- phases -------------------------------------------------------------------------------------
+
+_LEVERS = {
+    "prefill": "reuse the KV cache of shared prefixes (prefix caching), compress the prompt, trim the context",
+    "decode": "batch requests (more tokens per weight read), speculative decoding (several tokens per "
+    "target pass), weight quantization (fewer bytes read per token)",
+}
+
+
+def phases_section(analysis: Any) -> Section:
+    section = Section("phases", "")
+    phases = analysis.phases
+    if not phases:
+        return section
+    section.title = f"Where the time goes (the {phases[0].variant}'s trials)"
+    width = max(len(p.workload) for p in phases)
+    lines, marked = [], set()
+    for p in phases:
+        line = (
+            f"{p.workload:<{width}}  {p.label}: prefill {share_text(p.prefill_share, p.label)} of e2e "
+            f"({_tokens(p.input_tokens)} in, {_tokens(p.output_tokens)} out tokens)"
+        )
+        if p.prediction is not None:
+            guess = f"{p.prediction.label} ({p.prediction.prefill_share:.0%})"
+            line += f"; predicted {guess}" + (" — see the finding" if p.disagrees else ", as measured")
+        lines.append(line)
+    section.add(Bullets(lines))
+    groups: dict[str, list[str]] = {}
+    for p in phases:
+        groups.setdefault(p.label, []).append(p.workload)
+    levers = []
+    for label, workloads in groups.items():
+        which = ", ".join(workloads)
+        if label == "balanced":
+            levers.append(f"Balanced ({which}): both phases matter — decode levers and prefill levers.")
+        else:
+            phase = label.split("-")[0]
+            levers.append(f"Levers for {phase} ({which}): {_LEVERS[phase]}.")
+    section.add(Bullets(levers))
+    detail, i = [], 0
+    for p in phases:
+        for line in p.advice:
+            if line.startswith(("Levers for", "Start with")):  # said once above
+                continue
+            if line.startswith("Finding:"):
+                marked.add(i)
+            detail.append(f"{p.workload}: {line}")
+            i += 1
+    section.add(Bullets(detail, detail=True, marked=frozenset(marked)))
+    section.add(Figure("headline"))
+    return section
+
+
+# -- drafting -----------------------------------------------------------------------------------
+
+
+def _series(values: Sequence[str]) -> str:
+    return " / ".join(values)
+
+
+def drafting_section(analysis: Any) -> Section:
+    """Per speculative variant: decode AND e2e speed-ups per workload, acceptance against the
+    break-even, and where the draft's prefill eats the gain, the output length from which it pays."""
+    from workbench.analysis.drafting import MIN_BUCKET_STEPS, hint
+    from workbench.report.drafting import DRAFTING_NOTE, break_even_table, draft_length_table
+
+    section = Section("drafting", "Does drafting pay? (decode and end to end)")
+    results = analysis.break_even
+    if not results:
+        return section
+    by_key = {(s.variant, s.workload): s for s in analysis.summaries}
+    workloads = list(dict.fromkeys(b.workload for b in results))
+    section.title += f" — {_series(workloads)}"
+    lines, hints = [], []
+    for variant in dict.fromkeys(b.variant for b in results):
+        mine = [b for b in results if b.variant == variant]
+        rows = [by_key.get((b.variant, b.workload)) for b in mine]
+        decode = [speedup_text(s.speedup_decode, interval=False) if s else "?" for s in rows]
+        e2e = [speedup_text(s.speedup_e2e, interval=False) if s else "?" for s in rows]
+        acc = [b.acceptance for b in mine if b.acceptance is not None]
+        need = [b.needed for b in mine if b.needed is not None]
+        line = f"{variant}: decode {_series(decode)}, e2e {_series(e2e)}"
+        if len(set(workloads)) > 1 and [b.workload for b in mine] != workloads:
+            line += f" ({_series([b.workload for b in mine])})"
+        if acc:
+            line += f"; accepts {_span(acc)}"
+            if need:
+                line += f" (needs {_span(need)})"
+        lines.append(line)
+        for b, s in zip(mine, rows, strict=True):
+            lost = _lost_end_to_end(b, s)
+            if lost:
+                lines.append(lost)
+            found = hint(b)
+            if found:
+                hints.append(f"{variant} on {b.workload}: {found}")
+    section.add(Bullets(lines))
+    section.add(Bullets(hints, detail=True))
+    section.add(Figure("draft-positions"))
+    section.add(Table(*break_even_table(results), detail=True))
+    headers, rows_ = draft_length_table(results, MIN_BUCKET_STEPS)
+    section.add(
+        Table(
+            headers,
+            rows_,
+            title=f"Per draft length (lengths with at least {MIN_BUCKET_STEPS} steps):",
+            detail=True,
+        )
+    )
+    section.add(Text(DRAFTING_NOTE, detail=True, note=True))
+    return section
+
+
+def _span(values: Sequence[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.0%}" if round(lo, 2) == round(hi, 2) else f"{lo:.0%}–{hi:.0%}"
+
+
+def _lost_end_to_end(b: Any, s: Any) -> str | None:
+    """Where drafting paid on decode but the variant did not win end to end: why (its draft's
+    prefill), and from which output length it would."""
+    if s is None or s.speedup_e2e is None or s.speedup_e2e.value is None:
+        return None
+    decode = s.speedup_decode.value if s.speedup_decode is not None else None
+    if s.speedup_e2e.value >= 1 or decode is None or decode <= 1:
+        return None
+    before = max(b.ttft_extra_ms or 0.0, 0.0)
+    after = b.prefill_after_ms or 0.0
+    cost = f"its draft's prefill adds {before / 1e3:.2f} s before the first token" + (
+        f" and {after / 1e3:.2f} s after it" if after >= 5 else ""
+    )
+    if b.wins_from is None:
+        pays = "no output length pays it back"
+    else:
+        pays = (
+            f"it starts to pay from {b.wins_from:,} output tokens (its outputs: {_tokens(b.output_tokens)})"
+        )
+    return (
+        f"  {b.workload}: drafting paid on decode ({decode:.2f}x) but the variant loses end to end "
+        f"({s.speedup_e2e.value:.2f}x): {cost}; {pays}."
+    )
+
+
+# -- quality ------------------------------------------------------------------------------------
+
+
+def quality_section(analysis: Any) -> Section:
+    section = Section("quality", "Quality vs the baseline (each variant scored the baseline's outputs)")
+    quality = analysis.quality
+    if quality is None:
+        return section
+    reference = quality.variants.get(analysis.baseline or "")
+    if reference is not None and reference["status"] != "reference":
+        return section.add(
+            Text(f"Not measured — the baseline cannot be the reference: {reference.get('reason')}")
+        )
+    section.add(Bullets(tradeoff_lines(analysis.summaries, quality), strong=True))
+    lossless = [r["variant"] for r in quality.variants.values() if r["status"] == "lossless"]
+    if lossless:
+        section.add(
+            Text(f"Lossless, not scored: {', '.join(lossless)} (greedy output identical by construction).")
+        )
+    others = [line for line in quality_lines(quality) if ": not scored, " not in line]
+    section.add(Bullets(others))
+    section.add(Figure("quality"))
+    figures = [f for f in quality.figures if f.source == "output"]
+    if figures:
+        section.add(Table(*quality_table(figures), detail=True))
+        section.add(Text(QUALITY_NOTE, detail=True, note=True))
+    return section
+
+
+# -- targets ------------------------------------------------------------------------------------
+
+
+def targets_section(verdicts: Sequence[Any], advice: dict[str, list[str]] | None = None) -> Section:
+    from workbench.report.targets import TARGETS_NOTE, targets_table
+    from workbench.spec.targets import TARGET_METRICS
+
+    section = Section("targets", "Experience targets (per workload: which variants meet them)")
+    if not verdicts:
+        return section
+    advice = advice or {}
+    lines = []
+    for workload in dict.fromkeys(v.workload for v in verdicts):
+        group = [v for v in verdicts if v.workload == workload]
+        met = [v.variant for v in group if v.status == "met"]
+        missed = [v for v in group if v.status == "missed"]
+        line = f"{workload} ({group[0].targets.describe()}): "
+        line += ("met by " + ", ".join(met)) if met else "no variant meets them"
+        if missed:
+            line += "; missed by " + ", ".join(
+                f"{v.variant} ({', '.join(TARGET_METRICS[c.metric][0] for c in v.missed)})" for v in missed
+            )
+        lines.append(line)
+    section.add(Bullets(lines))
+    section.add(Figure("targets"))
+    section.add(Table(*targets_table(verdicts), detail=True, colour_column=2))
+    section.add(Text(TARGETS_NOTE, detail=True, note=True))
+    take = []
+    for workload, found in advice.items():
+        if len(found) >= 2:  # something missed by the reference variant
+            take += [f"What would it take — {workload}: {line}" for line in found[1:]]
+    section.add(Bullets(take, detail=True))
+    return section
+
+
+# -- notes, variants, environment ---------------------------------------------------------------
+
+
+def notes_section(analysis: Any) -> Section:
+    section = Section("notes", "Notes")
+    if any(s.timing_scope == "client" for s in analysis.summaries):
+        section.add(
+            Text(
+                "Served variants are timed as a client: TTFT/TPOT include the network, HTTP and the server's "
+                "queue. TTFT mean and srv TTFT mean (the server's own, from its /metrics) are means over the "
+                "same requests, so their difference is the time in front of the engine."
+            )
+        )
+    if analysis.design is not None:
+        section.add(Bullets(analysis.design.lines()))
+    return section
+
+
+def variants_section(analysis: Any) -> Section:
+    headers = ["variant", "strategy", "model", "device", "dtype", "load s", "weights MB", "GB/s", "status"]
+    rows = [
+        [
+            v["name"],
+            v.get("strategy") or "",
+            _short(v.get("model") or ""),
+            v.get("device") or "",
+            v.get("dtype") or "",
+            fmt(v["load_ms"] / 1000 if v.get("load_ms") else None, 1),
+            fmt(v.get("weights_mb") or None, 0),
+            fmt(v.get("memory_bandwidth_gbs"), 1),
+            (v.get("status") or "") + (f": {v['error'][:60]}" if v.get("error") else ""),
+        ]
+        for v in analysis.variants
+    ]
+    if any(v.get("python") for v in analysis.variants):
+        headers += ["python", "libraries"]
+        for row, v in zip(rows, analysis.variants, strict=True):
+            row += [_short(v.get("python") or "(the workbench's)"), libraries(v.get("packages"))]
+    return Section("variants", "Variants").add(Table(headers, rows, detail=True))
+
+
+def _short(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def roofline_section(analysis: Any) -> Section:
+    headers = ["variant", "workload", "decode tok/s", "limit tok/s", "of limit", "weights MB", "KV MB/step"]
+    rows = [
+        [
+            r.variant,
+            r.workload,
+            fmt(r.decode_tokens_per_s, 1),
+            fmt(r.limit_tokens_per_s, 1),
+            "" if r.fraction is None else f"{r.fraction:.0%}",
+            fmt(r.weights_mb, 0),
+            fmt(r.kv_mb, 2),
+        ]
+        for r in analysis.roofline
+        if r.limit_tokens_per_s
+    ]
+    section = Section("roofline", "Decode roofline (the memory-bandwidth limit on tokens/s)")
+    return section.add(Table(headers, rows, detail=True)) if rows else section
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+def title(analysis: Any) -> str:
+    run = analysis.run
+    started = (run.get("started_at") or "")[:16].replace("T", " ")
+    return f"Run {run['id']} '{run.get('name') or ''}' — {run.get('status')}, started {started} UTC"
+
+
+def meta(analysis: Any) -> list[str]:
+    run = analysis.run
+    lines = []
+    if run.get("error"):
+        lines.append(f"Failed as a whole: {run['error']}")
+    machine = machine_line(host_environment(analysis.environment))
+    if machine:
+        lines.append(f"Machine: {machine}")
+    return lines
+
+
+def side_by_side_report(
+    summaries: Sequence[Any], baseline: str | None, runs: Sequence[dict[str, Any]], verdicts: Sequence[Any]
+) -> Report:
+    """Runs side by side against one baseline variant (``compare A B --baseline V``): the variants
+    carry ``RUN:`` tags; their speed-ups are paired only within a run (across runs: ratios of medians)."""
+    ids = ", ".join(str(r["id"]) for r in runs)
+    table = Section("table", f"Per variant × workload (vs {baseline})")
+    table.add(main_table(summaries))
+    table.add(Text(LEGEND, note=True))
+    notes = Section("notes", "Notes")
+    notes.add(
+        Text(
+            "Variants of different runs cannot be paired round by round: their speed-ups are ratios of "
+            "medians, and the machine may have changed between the runs."
+        )
+    )
+    disturbed = sum(s.n_disturbed for s in summaries)
+    if disturbed:
+        notes.add(Text(f"{disturbed} measured trials disturbed (see `workbench show` of each run)."))
+    sections = [verdict_section(summaries, baseline), table, targets_section(verdicts), notes]
+    return Report(f"Runs {ids} side by side", [], [s for s in sections if s])
+
+
+def build_run_report(analysis: Any) -> Report:
+    """The report of one run (``analysis.run.RunAnalysis``)."""
+    table = Section("table", f"Per variant × workload (vs {analysis.baseline or 'the first variant'})")
+    table.add(main_table(analysis.summaries))
+    table.add(Text(LEGEND, note=True))
+    table.add(Figure("speedup"))
+    sections = [
+        verdict_section(analysis.summaries, analysis.baseline, analysis.design),
+        table,
+        phases_section(analysis),
+        drafting_section(analysis),
+        quality_section(analysis),
+        targets_section(analysis.verdicts, analysis.target_advice),
+        notes_section(analysis),
+        roofline_section(analysis),
+        variants_section(analysis),
+    ]
+    return Report(title(analysis), meta(analysis), [s for s in sections if s])
