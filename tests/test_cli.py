@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sqlite3
 
 import pytest
 from cli_helpers import ONE_VARIANT, SPEC, assert_one_error_line, invoke, write
 
 from workbench import __version__
-from workbench.testing.helpers import db_rows
+from workbench.testing.helpers import db_rows, text_section
 
 # -- a recorded database shared by the read-only tests --------------------------------------------
 
@@ -85,12 +86,18 @@ def test_run_exits_0_and_prints_the_table(recorded):
     result = recorded["first"]
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
-    table, _, phases = result.stdout.partition("\n\n")  # the table, then where the time goes
-    table = table.splitlines()
+    out = result.stdout
+    # the answer first: the verdict, then the main table, then where the time goes
+    assert out.splitlines()[0].startswith("Run 1 'two-fakes' — ok")
+    verdict = text_section(out, "Verdict")
+    assert re.search(r"code:\s+fast [\d.]+x \[[\d.]+–[\d.]+\]\* e2e", verdict), verdict
+    table = text_section(out, "Per variant × workload").splitlines()[1:]
     assert table[0].split()[:2] == ["variant", "workload"]
-    body = [line.split() for line in table[2:]]
-    assert phases.startswith("Where the time goes (measured on slow):")
-    assert [(r[0], r[1], r[2]) for r in body] == [("slow", "code", "4"), ("fast", "code", "4")]
+    body = [line.split() for line in table[2:4]]
+    assert [(r[0], r[1]) for r in body] == [("slow", "code"), ("fast", "code")]
+    assert (
+        out.index("Verdict") < out.index("Per variant") < out.index("Where the time goes (measured on slow)")
+    )
     assert "Run 1 ok: 8 ok, 0 failed" in result.stderr
 
 
@@ -147,7 +154,7 @@ def test_show(recorded, ref):
     assert "Machine:" in result.output
     assert "slow" in result.output and "fast" in result.output
     # the phase of each workload and the advice, measured on the baseline variant
-    assert "Where the time goes (measured on slow):" in result.stdout
+    assert "Where the time goes (measured on slow)" in result.stdout
     phase_line = next(line for line in result.stdout.splitlines() if line.strip().startswith("code "))
     assert any(label in phase_line for label in ("prefill-heavy", "decode-heavy", "balanced"))
     assert "% of e2e" in phase_line
@@ -177,8 +184,8 @@ def test_show_json(recorded):
 def test_compare(recorded):
     result = invoke("compare", "1", "--db", recorded["db"])
     assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
-    assert "e2e speed-up" in lines[0]
+    lines = text_section(result.stdout, "Per variant × workload").splitlines()[1:]
+    assert "e2e x" in lines[0]  # x: always a speed-up
     slow, fast = (line.split() for line in lines[2:4])
     assert slow[0] == "slow" and fast[0] == "fast"
     assert "x" not in " ".join(slow[3:])  # the baseline has no speed-up of its own
@@ -369,8 +376,9 @@ def test_disturbed_trials_are_counted_and_left_out_when_asked(recorded, tmp_path
     assert (n_ok, pairs, rule["excluded"]) == (4, 4, False)
     text = invoke("show", "1", "--db", db).output
     assert "1 of 8 trials disturbed (12%), left out of the speed-ups" in text
-    assert "(1 disturbed, out)" in text
-    text = invoke("show", "1", "--db", db, "--include-disturbed").output
+    assert "Note: 1 trial disturbed (left out)." in text  # in the verdict's trust line
+    assert "(1 disturbed, out)" in invoke("show", "1", "--db", db, "--wide").output  # the n column
+    text = invoke("show", "1", "--db", db, "--include-disturbed", "--wide").output
     assert "kept in the speed-ups (asked for)" in text and "(1 disturbed)" in text
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -14,6 +15,7 @@ from workbench.analysis.drafting import MIN_PLAIN_STEPS, break_even, drafting_ad
 from workbench.analysis.paired import PairedEstimate
 from workbench.analysis.summary import GroupSummary
 from workbench.store import TrialRecord
+from workbench.testing.helpers import text_section
 
 
 def _trial(tid, variant, prompt, rep=0, workload="code", **kw):
@@ -287,14 +289,17 @@ def test_show_prints_the_break_even_table_and_advice(drafting_db):
 
     result = CliRunner().invoke(cli, ["show", "--db", str(drafting_db)])
     assert result.exit_code == 0, result.output
+    # by default: per variant whether drafting paid, decode and e2e, acceptance against the break-even
+    section = text_section(result.output, "Does drafting pay? (decode and end to end)")
+    assert re.search(r"good: drafting paid on code — decode [\d.]+x\*?, e2e [\d.]+x\*?; accepts \d+%", section)
+    assert "bad: drafting did not pay on code" in section
+    result = CliRunner().invoke(cli, ["show", "--db", str(drafting_db), "--detail"])  # the tables too
     out = result.output
-    assert "Does drafting pay? (speculative variants; costs in target steps T1)" in out
     header = next(line for line in out.splitlines() if line.startswith("variant") and "needed" in line)
     assert "predicted" in header and "measured" in header and "best k" in header
     rows = [line.split() for line in out.splitlines() if line.startswith(("good ", "bad ")) and "%" in line]
     assert any(r[0] == "good" and "35" in r for r in rows)  # the needed acceptance, 35 %
     assert "Per draft length" in out
-    assert "  - good: drafting paid on code" in out
     js = CliRunner().invoke(cli, ["show", "--db", str(drafting_db), "--json"])
     assert {row["variant"] for row in json.loads(js.output)["break_even"]} == {"good", "bad"}
 
@@ -319,9 +324,10 @@ def test_the_report_and_the_chart_show_it(drafting_db):
     md = markdown_report(analysis, {"draft-positions": "draft-positions.png"}, charts)
     section = md.split("## Does drafting pay?")[1]
     assert "![Acceptance by draft position" in section.split("##")[0]
-    assert "| good | code |" in section and "- good: drafting paid on code" in section
+    assert "| good | code |" in section and "- good: drafting paid on code — decode" in section
     html = html_report(analysis, {}, charts)
-    assert "<h2>Does drafting pay?</h2>" in html and "bad: drafting did not pay on code" in html
+    assert "<h2>Does drafting pay? (decode and end to end) — code</h2>" in html
+    assert "bad: drafting did not pay on code" in html
     assert "## Charts" not in md or "draft-positions.png" not in md.split("## Charts")[1]
 
 

@@ -16,6 +16,7 @@ from workbench.analysis.phases import classify
 from workbench.analysis.run import analyze_run
 from workbench.charts import run_charts
 from workbench.cli import cli
+from workbench.report.run_report import share_text
 from workbench.store import Store
 
 pytest.importorskip("pyqtgraph")
@@ -146,7 +147,8 @@ def test_advice_matches_the_measured_shares(exported):
         share = float(phase["prefill_share"])
         assert share == pytest.approx(float(bar["prefill_share"]))
         assert phase["label"] == classify(share)
-        assert f"### {phase['workload']} — {phase['label']}: prefill {share:.0%} of e2e" in markdown
+        line = next(x for x in markdown.splitlines() if x.startswith(f"- {phase['workload']} "))
+        assert f"{phase['label']}: prefill {share_text(share, phase['label'])} of e2e" in line
         advice = json.loads(phase["advice"])
         if phase["label"] == "prefill-heavy":
             assert advice[0].startswith(f"Prefill is {share:.0%} of e2e")

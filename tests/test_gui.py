@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -195,6 +196,9 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
     assert rows[1][column("MDE")] == f"±{expected[1].speedup_e2e.mde:.1%}"
     assert "How the trials ran" in window.advice.toPlainText()
     assert "Order: interleaved" in window.advice.toPlainText()
+    # the answer first, above the table: the fastest variant end to end, as `show` words it
+    assert window.verdict.isVisible() and "Verdict" in window.verdict.text()
+    assert re.search(r"code:\s+two-per-step [\d.]+x", window.verdict.text())
     # the headline chart shows the same medians, drawn as bars (prefill from 0, decode after it)
     headline = window.charts.data["headline"]
     bars = {(g.workload, b.variant): b for g in headline.groups for b in g.bars}

@@ -234,8 +234,11 @@ def test_show_prints_kld_and_same_top_beside_the_speed_ups(quality_run):
     shown = CliRunner().invoke(cli, ["show", "1", "--db", db])
     assert shown.exit_code == 0, shown.output
     header = next(
-        line for line in shown.output.splitlines() if line.startswith("variant") and "e2e speed-up" in line
+        line for line in shown.output.splitlines() if line.startswith("variant") and "e2e x" in line
     )
+    assert header.split()[-2:] == ["match", "KLD"]  # the first-read columns; --wide adds same top
+    wide = CliRunner().invoke(cli, ["show", "1", "--db", db, "--wide"]).output
+    header = next(line for line in wide.splitlines() if line.startswith("variant") and "e2e x" in line)
     assert header.split()[-3:] == ["KLD", "same", "top"]
     assert "Quality vs the baseline" in shown.output and "held-out.txt (2 chunks, 30 tokens)" in shown.output
     as_json = json.loads(CliRunner().invoke(cli, ["show", "1", "--db", db, "--json"]).output)
@@ -366,7 +369,7 @@ def test_the_gui_shows_kld_columns_the_quality_tab_and_the_tradeoff(quality_run,
     assert cells["trim"] == ("not scored", "") and cells["bf16"][1].endswith("%")
     assert float(cells["bf16"][0]) > 0
     html = advice_html(data)
-    assert "Quality beside speed" in html and "bf16: decode" in html and "trim: not scored" in html
+    assert "Quality vs the baseline" in html and "bf16: decode" in html and "trim: not scored" in html
     chart = next(c for c in data.charts if c.key == "quality")
     exact = [
         p for p in chart.points if p.metric == "e2e" and p.kld == 0

@@ -20,6 +20,7 @@ from workbench.spec.parse import parse_spec, recorded_targets
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import builtin_names, builtin_targets
 from workbench.store import TrialRecord
+from workbench.testing.helpers import text_section
 
 FAKE = '[[variants]]\nname = "a"\nstrategy = "fake"\n'
 
@@ -377,18 +378,23 @@ def test_project_without_a_spread_of_lengths_is_one_error_line(tmp_path):
 
 def test_run_and_show_print_who_meets_the_targets_and_what_it_takes(linear_db):
     for result in (linear_db["run"], invoke("show", "1", "--db", linear_db["db"])):
-        out = result.stdout
-        section = out[out.index("Experience targets (per workload: which variants meet them):") :]
-        header = section.splitlines()[1].split()
-        assert header[:5] == ["workload", "targets", "variant", "verdict", "goodput"]
-        assert "TTFT ≤ 50 ms, TPOT ≤ 1 ms at p90" in section
-        baseline = section.splitlines()[3]
-        assert "baseline" in baseline and "missed" in baseline and "0% (0/4)" in baseline
-        assert "✗" in baseline
-        assert "What would it take — chat:" in section
-        assert re.search(r"baseline: TPOT p90 [\d.]+ ms .* decode-bound", section, re.S)
-        assert "cache (fake) measured" in section
-        assert "Prediction:" in section
+        # by default one line per workload: its targets, who meets them, who misses which
+        section = text_section(result.stdout, "Experience targets (per workload: which variants meet them)")
+        chat = next(line for line in section.splitlines() if line.strip().startswith("chat ("))
+        assert "TTFT ≤ 50 ms, TPOT ≤ 1 ms at p90" in chat and "missed by baseline (TTFT, TPOT)" in chat
+    out = invoke("show", "1", "--db", linear_db["db"], "--detail").stdout  # the table and the advice
+    section = out[out.index("Experience targets (per workload: which variants meet them)") :]
+    lines = section.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:2] == ["workload", "targets"])
+    assert lines[at].split()[:5] == ["workload", "targets", "variant", "verdict", "goodput"]
+    assert "TTFT ≤ 50 ms, TPOT ≤ 1 ms at p90" in lines[at + 2]
+    baseline = lines[at + 2]
+    assert "baseline" in baseline and "missed" in baseline and "0% (0/4 req)" in baseline
+    assert "✗" in baseline
+    assert "What would it take — chat:" in section
+    assert re.search(r"baseline: TPOT p90 [\d.]+ ms .* decode-bound", section, re.S)
+    assert re.search(r"cache \(fake\) [\d.,]+ ms \([\d.]+x\)", section)  # x: a speed-up
+    assert "Prediction:" in section
 
 
 def test_json_carries_targets_and_goodput(linear_db):
@@ -439,12 +445,15 @@ def test_report_shows_target_attainment(linear_db):
     }
     assert all(r["goodput"] == 0.0 and r["workload"] == "chat" for r in rows)
     md = markdown_report(analysis, {"targets": "targets.png"}, list(charts.values()))
-    section = md[md.index("## Experience targets") : md.index("## Results")]
+    # the verdict first, the targets after the main table, the notes after them
+    assert md.index("## Verdict") < md.index("## Per variant") < md.index("## Experience targets")
+    section = md[md.index("## Experience targets") : md.index("## How the trials ran")]
     assert "![Target attainment per variant](targets.png)" in section
     assert "| workload | targets | variant | verdict | goodput | TTFT ms | TPOT ms |" in section
-    assert "### chat" in section and "- Prediction:" in section
+    assert "- What would it take — chat: Prediction:" in section
     page = html_report(analysis, charts=list(charts.values()))
-    assert "<h2>Experience targets</h2>" in page and "TTFT ≤ 50 ms, TPOT ≤ 1 ms at p90" in page
+    assert "<h2>Experience targets (per workload: which variants meet them)</h2>" in page
+    assert "TTFT ≤ 50 ms, TPOT ≤ 1 ms at p90" in page
 
 
 # -- the GUI -------------------------------------------------------------------------------------------

@@ -230,8 +230,8 @@ class LeverResult:
         ci = f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else " (no CI: one trial per prompt)"
         parts = []
         for name, e in (("TTFT", self.speedup_ttft), ("decode", self.speedup_decode)):
-            if e is not None and e.value is not None:
-                parts.append(f"{name} {e.value:.2f}x")
+            if e is not None and e.value is not None:  # a speed-up below 1 is a phase that got slower
+                parts.append(f"{name} {e.value:.2f}x" + (" (slower)" if e.value < 0.95 else ""))
         split = "".join(f", {part}" for part in parts)
         return f"{self.variant} ({self.lever}): e2e {est.value:.2f}x{ci}{split}"
 

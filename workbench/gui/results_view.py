@@ -160,7 +160,11 @@ def drafting_html(data: Any) -> str:
     report = _report(data)
     if report is None or report.section("drafting") is None:
         return ""
-    html = render_html(report, heading=3, sections=["drafting"])
+    return _qt_tables(render_html(report, heading=3, sections=["drafting"]))
+
+
+def _qt_tables(html: str) -> str:
+    """Qt's rich text draws a table's grid only when asked in the tag."""
     return html.replace("<table>", "<table border='1' cellspacing='0' cellpadding='3'>")
 
 
@@ -187,7 +191,7 @@ def advice_html(data: Any) -> str:
         from workbench.report.model import render_html
 
         out.append(
-            render_html(report, heading=3, sections=["phases", "quality", "targets", "notes"], detail=False)
+            _qt_tables(render_html(report, heading=3, sections=["phases", "quality", "targets", "notes"]))
         )
     if not out:
         return "<p><i>Phases and advice appear when the baseline has finished trials.</i></p>"

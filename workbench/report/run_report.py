@@ -113,7 +113,7 @@ def _costs(v: WorkloadVerdict) -> list[str]:
 
 def verdict_line(v: WorkloadVerdict, width: int) -> str:
     """``chat: speculative 1.65x e2e [1.50–1.80] — same output; then int4-ort 1.62x``."""
-    name = f"{v.workload:<{width}}"
+    name = f"{v.workload + ':':<{width + 1}}"
     if v.best is None:
         return f"{name}  no variant to compare with {v.baseline or 'a baseline'}"
     est = v.best.speedup_e2e
@@ -142,11 +142,14 @@ def trust_lines(t: Trust) -> list[str]:
         mde = ""
         if t.mde:
             lo, hi = t.mde
-            mde = f"; it detects e2e changes from ±{lo:.0%}" + (f" to ±{hi:.0%}" if hi - lo >= 0.005 else "")
+            mde = f"; smallest e2e change it can detect (MDE) ±{lo:.0%}" + (
+                f" to ±{hi:.0%}" if hi - lo >= 0.005 else ""
+            )
         first = f"Trust: {reps}, paired{mde}."
     more = []
     if t.disturbed:
-        more.append(f"{t.disturbed} trials disturbed ({'left out' if t.disturbed_excluded else 'kept'})")
+        trials = "trial" if t.disturbed == 1 else "trials"
+        more.append(f"{t.disturbed} {trials} disturbed ({'left out' if t.disturbed_excluded else 'kept'})")
     if t.drift is not None and abs(t.drift - 1) > 0.05:
         more.append(
             f"the machine's speed drifted (the baseline's last rounds took {t.drift:.2f} times as long as its first)"
@@ -252,7 +255,7 @@ def phases_section(analysis: Any) -> Section:
     phases = analysis.phases
     if not phases:
         return section
-    section.title = f"Where the time goes (the {phases[0].variant}'s trials)"
+    section.title = f"Where the time goes (measured on {phases[0].variant})"
     width = max(len(p.workload) for p in phases)
     lines, marked = [], set()
     for p in phases:
@@ -319,7 +322,17 @@ def drafting_section(analysis: Any) -> Section:
         e2e = [speedup_text(s.speedup_e2e, interval=False) if s else "?" for s in rows]
         acc = [b.acceptance for b in mine if b.acceptance is not None]
         need = [b.needed for b in mine if b.needed is not None]
-        line = f"{variant}: decode {_series(decode)}, e2e {_series(e2e)}"
+        paid = [b.workload for b in mine if b.verdict == "pays"]
+        lost = [b.workload for b in mine if b.verdict == "loses"]
+        unclear = [b.workload for b in mine if b.verdict == "unclear"]
+        said = []
+        if paid:
+            said.append("drafting paid on " + ", ".join(paid))
+        if lost:
+            said.append(("not on " if paid else "drafting did not pay on ") + ", ".join(lost))
+        if unclear:
+            said.append("no clear change on " + ", ".join(unclear))
+        line = f"{variant}: {'; '.join(said) or 'drafting: not judged'} — decode {_series(decode)}, e2e {_series(e2e)}"
         if len(set(workloads)) > 1 and [b.workload for b in mine] != workloads:
             line += f" ({_series([b.workload for b in mine])})"
         if acc:
@@ -449,7 +462,7 @@ def targets_section(verdicts: Sequence[Any], advice: dict[str, list[str]] | None
 
 
 def notes_section(analysis: Any) -> Section:
-    section = Section("notes", "Notes")
+    section = Section("notes", "How the trials ran")
     if any(s.timing_scope == "client" for s in analysis.summaries):
         section.add(
             Text(
@@ -538,7 +551,7 @@ def side_by_side_report(
     table = Section("table", f"Per variant × workload (vs {baseline})")
     table.add(main_table(summaries))
     table.add(Text(LEGEND, note=True))
-    notes = Section("notes", "Notes")
+    notes = Section("notes", "How the trials ran")
     notes.add(
         Text(
             "Variants of different runs cannot be paired round by round: their speed-ups are ratios of "

@@ -22,7 +22,7 @@ Table = tuple[list[str], list[list[Any]]]
 TARGETS_NOTE = (
     "Each target holds when its percentile of the requests (inverted CDF: at least that share of them) "
     "meets it: measured value [bootstrap 95 % CI], + headroom / − over the limit. Goodput: the share of "
-    "requests (failed ones included) that met every target. Targets: the workload's own in the spec, "
+    "requests (failed ones included) that met every target (n/N req: n of N requests). Targets: the workload's own in the spec, "
     "else the built-in defaults (docs/targets.md)."
 )
 
@@ -78,7 +78,7 @@ def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> Table:
                 v.targets.describe() if first else "",
                 v.variant,
                 v.status,
-                "–" if gp is None else f"{gp:.0%} ({v.good}/{v.requests})",
+                "–" if gp is None else f"{gp:.0%} ({v.good}/{v.requests} req)",
                 *[check_cell(checks.get(m), ci=ci) for m in metrics],
             ]
         )

@@ -13,9 +13,21 @@ __all__ = [
     "db_rows",
     "load_session",
     "request_for",
+    "text_section",
     "tiny_prompt",
     "trial_plan",
 ]
+
+
+def text_section(text: str, title: str) -> str:
+    """The block of a printed report (``workbench show``/``run``) that starts with the line beginning
+    with ``title``, up to the next blank line ("" when there is none)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(title):
+            end = next((j for j in range(i + 1, len(lines)) if not lines[j].strip()), len(lines))
+            return "\n".join(lines[i:end])
+    return ""
 
 
 def db_rows(db, sql: str, params=()) -> list[dict]:
