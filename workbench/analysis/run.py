@@ -152,7 +152,12 @@ class RunAnalysis:
     def to_dict(self) -> dict[str, Any]:
         """The run's analysis as JSON-ready data: the one serialiser (``workbench show --json``,
         export's ``summary.json``). ``run`` is the runs row with its environment parsed."""
+        from workbench.analysis.verdict import trust, workload_verdicts
+
         return {
+            # the answer first: per workload the fastest variant end to end and its costs; the trust
+            "verdict": [v.to_dict() for v in workload_verdicts(self.summaries, self.baseline)],
+            "trust": trust(self.summaries, self.baseline, self.design).to_dict(),
             "run": {**self.run, "environment": self.environment},
             "environment": self.environment,
             "variants": self.variants,

@@ -82,7 +82,7 @@ def share_text(share: float, label: str) -> str:
     from workbench.analysis.phases import classify
 
     text = f"{share:.0%}"
-    if classify(round(share, 2)) != label:
+    if classify(float(text.rstrip("%")) / 100) != label:
         text = f"{share:.1%}"
     return text
 
@@ -471,8 +471,13 @@ def notes_section(analysis: Any) -> Section:
                 "same requests, so their difference is the time in front of the engine."
             )
         )
-    if analysis.design is not None:
-        section.add(Bullets(analysis.design.lines()))
+    if analysis.design is not None:  # what changes the reading by default; the rest with --detail
+        lines = analysis.design.lines()
+        routine = [
+            x for x in lines if x.startswith("Workers: fresh") or (x.startswith("Drift:") and "(steady)" in x)
+        ]
+        section.add(Bullets([x for x in lines if x not in routine]))
+        section.add(Bullets(routine, detail=True))
     return section
 
 

@@ -1,0 +1,143 @@
+"""The verdict: per workload the fastest variant end to end, its costs, how far to trust it — the same
+in `show`, `show --json`, the exported report and the GUI (the report model behind all of them)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from click.testing import CliRunner
+
+from workbench.analysis.paired import PairedEstimate
+from workbench.analysis.summary import GroupSummary
+from workbench.analysis.verdict import trust, workload_verdicts
+from workbench.cli import cli
+from workbench.report.model import (
+    Bullets,
+    Report,
+    Section,
+    Table,
+    Text,
+    render_html,
+    render_markdown,
+    render_text,
+)
+from workbench.report.run_report import longer_text, share_text, verdict_section
+from workbench.testing.helpers import text_section
+
+
+def _summary(variant, e2e=None, ttft=None, match=1.0, workload="chat", quality=None):
+    s = GroupSummary(variant, workload, 4, 0, metrics={})
+    s.speedup_e2e = e2e
+    s.speedup_ttft = ttft
+    s.matches_baseline = match if e2e is not None else None
+    s.quality = quality
+    return s
+
+
+def _est(value, lo=None, hi=None, mde=None):
+    return PairedEstimate(value, lo, hi, 4, mde=mde)
+
+
+def test_the_fastest_variant_wins_with_its_costs_and_the_close_ones():
+    rows = [
+        _summary("baseline"),
+        _summary(
+            "int4",
+            _est(1.62, 1.50, 1.75),
+            _est(0.68, 0.6, 0.7),
+            match=0.0,
+            quality={"status": "scored", "kld_mean": 0.41, "same_top": 0.69},
+        ),
+        _summary("spec", _est(1.65, 1.55, 1.80), _est(1.06, 1.0, 1.1)),
+        _summary("lookup", _est(1.20, 1.1, 1.3)),
+    ]
+    (v,) = workload_verdicts(rows, "baseline")
+    assert v.best.variant == "spec" and v.beats is True and v.interval
+    assert [s.variant for s in v.close] == ["int4"]  # 1.62 lies inside spec's CI: the data cannot order them
+    assert v.costs == {}  # same output, TTFT not slower
+    line = text_section(
+        render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False), "Verdict"
+    )
+    assert "chat:  spec 1.65x [1.55–1.80]* e2e — same output; as fast: int4 1.62x*" in line
+    # the lossy one, when it wins: its slower first token and what it costs in quality
+    rows[2].speedup_e2e = _est(1.1, 1.0, 1.2)
+    (v,) = workload_verdicts(rows, "baseline")
+    assert v.best.variant == "int4" and set(v.costs) == {"ttft", "output", "quality"}
+    text = render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False)
+    assert (
+        "int4 1.62x [1.50–1.75]* e2e — first token 47% longer (TTFT 0.68x), output differs, KLD 0.41" in text
+    )
+
+
+def test_one_repetition_says_there_is_no_interval_and_how_to_get_one():
+    rows = [_summary("baseline"), _summary("fast", _est(1.8))]
+    text = render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False)
+    assert "fast 1.80x e2e" in text
+    assert 'One repetition: no interval — run with `repetitions = 3` (or "auto")' in text
+    t = trust(rows, "baseline")
+    assert t.intervals is False and t.mde is None
+
+
+def test_no_variant_beats_the_baseline_and_no_detectable_difference():
+    rows = [_summary("baseline"), _summary("slow", _est(0.8, 0.7, 0.9))]
+    (v,) = workload_verdicts(rows, "baseline")
+    assert v.beats is False
+    text = render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False)
+    assert "baseline stays fastest: the best variant, slow, is 0.80x [0.70–0.90]* e2e" in text
+    rows = [_summary("baseline"), _summary("same", _est(1.02, 0.95, 1.09, mde=0.06))]
+    (v,) = workload_verdicts(rows, "baseline")
+    assert v.beats is None
+    text = render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False)
+    assert "same 1.02x [0.95–1.09] e2e (no detectable difference)" in text
+    assert "smallest e2e change it can detect (MDE) ±6%" in text
+
+
+def test_time_ratios_are_written_as_times_and_shares_agree_with_their_label():
+    assert longer_text(0.68) == "47% longer" and longer_text(0.3) == "3.3 times as long"
+    assert share_text(0.405, "balanced") == "40.5%"  # the rule: decode-heavy at 40 % or less
+    assert share_text(0.39, "decode-heavy") == "39%"
+
+
+def test_the_model_renders_the_same_blocks_everywhere_detail_and_wide_only_on_request():
+    report = Report(
+        "Run 1",
+        ["Machine: m"],
+        [
+            Section("verdict", "Verdict", [Bullets(["chat: fast 2.00x e2e"], strong=True)]),
+            Section(
+                "table",
+                "Table",
+                [Table(["variant", "e2e x", "MDE"], [["fast", "2.00x", "±5.0%"]], wide=frozenset({"MDE"}))],
+            ),
+            Section("more", "More", [Text("a detail", detail=True)]),
+        ],
+    )
+    text = render_text(report)
+    assert text.splitlines()[:2] == ["Run 1", "Machine: m"]
+    assert (
+        "chat: fast 2.00x e2e" in text and "MDE" not in text and "a detail" not in text and "More" not in text
+    )
+    assert "MDE" in render_text(report, wide=True) and "a detail" in render_text(report, detail=True)
+    md = render_markdown(report)
+    assert "- **chat: fast 2.00x e2e**" in md and "| fast | 2.00x | ±5.0% |" in md and "a detail" in md
+    html = render_html(report)
+    assert html.index("Verdict") < html.index("Table") and "<td>±5.0%</td>" in html
+
+
+def test_show_puts_the_verdict_first_and_fits_a_terminal(fake_run_db):
+    shown = CliRunner().invoke(cli, ["show", "--db", str(fake_run_db)])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    verdict_at = next(i for i, line in enumerate(lines) if line.startswith("Verdict"))
+    assert verdict_at < 8 and len(lines) <= 60 and max(len(line) for line in lines) <= 120
+    assert shown.stderr == ""  # footnotes on stdout: `show > file` keeps them
+    assert "How the trials ran" in shown.stdout and "Order:" in shown.stdout
+    # the JSON says the same: the fastest variant per workload and its speed-up
+    data = json.loads(CliRunner().invoke(cli, ["show", "--db", str(fake_run_db), "--json"]).stdout)
+    for v in data["verdict"]:
+        m = re.search(rf"{v['workload']}:\s+(\S+) ([\d.]+)x", "\n".join(lines[verdict_at:]))
+        assert m and m.group(1) == v["best"] and float(m.group(2)) == round(v["speedup_e2e"]["value"], 2)
+    # no paragraph printed twice
+    paragraphs = [line.strip() for line in lines if len(line.strip()) > 60]
+    assert len(paragraphs) == len(set(paragraphs))
