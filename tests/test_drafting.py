@@ -291,7 +291,9 @@ def test_show_prints_the_break_even_table_and_advice(drafting_db):
     assert result.exit_code == 0, result.output
     # by default: per variant whether drafting paid, decode and e2e, acceptance against the break-even
     section = text_section(result.output, "Does drafting pay? (decode and end to end)")
-    assert re.search(r"good: drafting paid on code — decode [\d.]+x\*?, e2e [\d.]+x\*?; accepts \d+%", section)
+    assert re.search(
+        r"good: drafting paid on code — decode [\d.]+x\*?, e2e [\d.]+x\*?; accepts \d+%", section
+    )
     assert "bad: drafting did not pay on code" in section
     result = CliRunner().invoke(cli, ["show", "--db", str(drafting_db), "--detail"])  # the tables too
     out = result.output

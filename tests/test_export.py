@@ -147,7 +147,7 @@ def test_advice_matches_the_measured_shares(exported):
         share = float(phase["prefill_share"])
         assert share == pytest.approx(float(bar["prefill_share"]))
         assert phase["label"] == classify(share)
-        line = next(x for x in markdown.splitlines() if x.startswith(f"- {phase['workload']} "))
+        line = next(x for x in markdown.splitlines() if x.startswith(f"- {phase['workload']}: "))
         assert f"{phase['label']}: prefill {share_text(share, phase['label'])} of e2e" in line
         advice = json.loads(phase["advice"])
         if phase["label"] == "prefill-heavy":

@@ -227,7 +227,9 @@ class LeverResult:
         est = self.speedup_e2e
         if est is None or est.value is None:
             return f"{self.variant} ({self.lever}): no comparable trials"
-        ci = f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else " (no CI: one trial per prompt)"
+        ci = (
+            f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else ""
+        )  # the verdict says "no interval" once
         parts = []
         for name, e in (("TTFT", self.speedup_ttft), ("decode", self.speedup_decode)):
             if e is not None and e.value is not None:  # a speed-up below 1 is a phase that got slower
@@ -373,7 +375,7 @@ def advise(phase: WorkloadPhase, measured: CostModel | None = None) -> list[str]
         else ""
     )
     per_token = (
-        f"; {_num(phase.decode_ms_per_token)} ms per output token ({_num(1000 / phase.decode_ms_per_token)} tok/s)"
+        f"; {_num(phase.decode_ms_per_token)} ms per output token (median TPOT, {_num(1000 / phase.decode_ms_per_token)} tok/s)"
         if phase.decode_ms_per_token
         else ""
     )

@@ -98,7 +98,7 @@ body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222
 padding:0 1em;line-height:1.45}
 h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 h3{margin-bottom:.3em}.meta{color:#555}
-table{border-collapse:collapse;margin:.8em 0;font-size:.88em}
+table{border-collapse:collapse;margin:.8em 0;font-size:.88em;display:block;overflow-x:auto;max-width:100%}
 th,td{border:1px solid #ddd;padding:.3em .55em;text-align:right;white-space:nowrap}
 th{background:#f4f4f4}td:first-child,td:nth-child(2),th:first-child,th:nth-child(2){text-align:left}
 .swatch{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.35em;vertical-align:-.05em}

@@ -260,7 +260,7 @@ def phases_section(analysis: Any) -> Section:
     lines, marked = [], set()
     for p in phases:
         line = (
-            f"{p.workload:<{width}}  {p.label}: prefill {share_text(p.prefill_share, p.label)} of e2e "
+            f"{p.workload + ':':<{width + 1}}  {p.label}: prefill {share_text(p.prefill_share, p.label)} of e2e "
             f"({_tokens(p.input_tokens)} in, {_tokens(p.output_tokens)} out tokens)"
         )
         if p.prediction is not None:
