@@ -14,6 +14,7 @@ only lays them out, so every view says the same thing in the same order.
 from __future__ import annotations
 
 import html
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -208,6 +209,8 @@ def render_markdown(report: Report, image: Callable[[str], str | None] | None = 
 
 # -- HTML ---------------------------------------------------------------------------------------
 
+_CODE = re.compile(r"`([^`]+)`")
+
 
 def html_table(
     headers: Sequence[str],
@@ -241,7 +244,9 @@ def render_html(
     """The sections as an HTML fragment (no ``<html>``: the exported page and the GUI's panel wrap
     it). ``figure(name)``: a figure's HTML, or None to leave it out; ``heading``: the level of the
     section titles; ``sections``: only these keys; ``detail``: False leaves the detail blocks out."""
-    esc = html.escape
+    def esc(text: str) -> str:  # `code` in the words becomes <code>
+        return _CODE.sub(r"<code>\1</code>", html.escape(text))
+
     parts: list[str] = []
     for section in report.sections:
         if not section or (sections is not None and section.key not in sections):
