@@ -38,7 +38,11 @@ CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
     ("Headline", ("headline",), "No finished trials yet."),
     ("Timeline", ("timeline",), "No token timelines: no trial finished with steps recorded."),
     ("Sweeps", ("sweep",), "No sweep data: add the sweep-input or sweep-output workloads."),
-    ("Speed-up", ("speedup",), "No speed-ups: the run needs a baseline variant and another variant."),
+    (
+        "Speed-up",
+        ("speedup", "before-after"),
+        "No speed-ups: the run needs a baseline variant and another variant.",
+    ),
     (
         "Quality",
         ("quality",),

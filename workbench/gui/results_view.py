@@ -143,12 +143,28 @@ def _report(data: Any) -> Any:
     return report
 
 
+def _comparison_report(data: Any) -> Any:
+    """Two runs: the report `workbench compare A B` prints (workbench.report.comparison), built once
+    per loaded result; None for one run."""
+    two = getattr(data, "two_runs", None)
+    if two is None:
+        return None
+    report = getattr(data, "_comparison_report", None)
+    if report is None:
+        from workbench.report.comparison import build_comparison_report
+
+        report = build_comparison_report(two)
+        data._comparison_report = report
+    return report
+
+
 def verdict_html(data: Any) -> str:
     """Above the table: the verdict (per workload the fastest variant end to end, what it costs, how
-    far to trust it), as every other view words it; empty for two runs."""
+    far to trust it; two runs: per variant × workload the second run faster, slower or no detectable
+    change), as every other view words it."""
     from workbench.report.model import render_html
 
-    report = _report(data)
+    report = _report(data) or _comparison_report(data)
     return render_html(report, heading=4, sections=["verdict"]) if report is not None else ""
 
 
@@ -165,23 +181,15 @@ def drafting_html(data: Any) -> str:
 
 
 def advice_html(data: Any) -> str:
-    """The side panel: per workload its measured phase and the advice (one run), or RUN_B against RUN_A
-    with variants matched by name (two runs)."""
+    """The side panel: per workload its measured phase and the advice (one run), or how RUN_B and
+    RUN_A differ, their disturbed trials and why two runs are not paired (two runs; the verdict per
+    variant is above the table)."""
     out = []
-    if data.comparisons or data.unmatched:
-        a, b = data.runs[0]["id"], data.runs[1]["id"]
-        out.append(
-            f"<h3>Run {b} against run {a}</h3><p>Variants matched by name; &gt; 1 is faster in run {b}.</p>"
-        )
-        for r in data.comparisons:
-            est = r.speedup_e2e
-            ratio = "–" if est is None or est.value is None else f"{est.value:.2f}x"
-            if est is not None and est.lo is not None:
-                ratio += f" [{est.lo:.2f}–{est.hi:.2f}]" + (" *" if r.significant else "")
-            out.append(f"<p><b>{escape(r.variant)}</b> on {escape(r.workload)}: e2e {ratio}</p>")
-        if data.unmatched:
-            out.append(f"<p><i>Not matched: {escape(', '.join(data.unmatched))}</i></p>")
-        return "".join(out)
+    compared = _comparison_report(data)
+    if compared is not None:  # the notes of `workbench compare A B`: how the runs differ, disturbed trials
+        from workbench.report.model import render_html
+
+        return render_html(compared, heading=3, sections=["notes"])
     report = _report(data)
     if report is not None:  # what show and the exported report say, in the same order and words
         from workbench.report.model import render_html
