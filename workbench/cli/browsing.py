@@ -19,7 +19,8 @@ from workbench.report.text import text_table
 @db_option
 @json_option
 def runs(db: Path | None, as_json: bool) -> None:
-    """List the runs in the results database."""
+    """List the runs in the results database, then its path (--db, else $WORKBENCH_DB, else
+    results.db in the user-data folder)."""
     store = _open_store(db, create=False)
     store.reap_stale_runs()
     rows = store.runs()
@@ -47,6 +48,7 @@ def runs(db: Path | None, as_json: bool) -> None:
             ],
         )
     )
+    click.echo(f"Database: {store.path}")
 
 
 @click.command()

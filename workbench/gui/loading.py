@@ -106,7 +106,13 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
         # the same computation, and the same disturbed-trial rule, as `workbench compare A B`
         data.two_runs = compare_two_runs(store, a, b)
         data.comparisons, data.unmatched = data.two_runs.comparisons, data.two_runs.unmatched
-        view = _Compared(data.summaries, merged.baseline, [v["name"] for v in merged.variants], data.verdicts)
+        view = _Compared(
+            data.summaries,
+            merged.baseline,
+            [v["name"] for v in merged.variants],
+            data.verdicts,
+            merged.variants,
+        )
         data.charts = [
             c
             for c in (
@@ -114,6 +120,7 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
                 # each variant's before → after change, not every variant against the first run's baseline
                 chartdata.before_after_chart(data.comparisons, a["id"], b["id"]),
                 chartdata.targets_chart(view),
+                chartdata.memory_chart(view),  # both runs' variants side by side, a colour per name
             )
             if c is not None and (not isinstance(c, chartdata.HeadlineChart) or c.groups)
         ]
@@ -130,6 +137,7 @@ class _Compared:
     baseline: str | None
     variant_names: list[str]
     verdicts: list[Any] = field(default_factory=list)
+    variants: list[dict[str, Any]] = field(default_factory=list)  # variants rows, names tagged
 
 
 def _verdicts(

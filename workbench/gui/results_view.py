@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from workbench.gui.widgets import escape
 
-__all__ = ["CHART_INTERVAL_S", "ResultsView", "advice_html", "drafting_html", "verdict_html"]
+__all__ = ["CHART_INTERVAL_S", "ResultsView", "advice_html", "drafting_html", "empty_texts", "verdict_html"]
 
 #: during a run the charts are redrawn at most this often (s); the table follows every trial
 CHART_INTERVAL_S = 2.0
@@ -102,6 +102,7 @@ class ResultsView(QObject):
         w.advice.setHtml(advice_html(data))
         if w.charts is not None:
             w.charts.set_note("Acceptance", drafting_html(data))
+            w.charts.set_empty_texts(empty_texts(data))
         self.update_charts()
         if data.failures:
             items = "".join(f"<li>{escape(f)}</li>" for f in data.failures[:5])
@@ -156,6 +157,30 @@ def _comparison_report(data: Any) -> Any:
         report = build_comparison_report(two)
         data._comparison_report = report
     return report
+
+
+def empty_texts(data: Any) -> dict[str, str]:
+    """Two runs compared: what the chart tabs drawn for one run at a time say (their defaults, such as
+    "no speculative variants in this run", would be false); ``{}`` for one run."""
+    two = getattr(data, "two_runs", None)
+    if two is None:
+        return {}
+    a, b = two.ids
+    open_one = f"open run {a} or run {b} on its own (History tab) to see them."
+    speculative = list(dict.fromkeys(s.variant for s in data.summaries if s.acceptance_rate is not None))
+    drafting = f" Speculative variants here: {', '.join(speculative)}." if speculative else ""
+    return {
+        title: f"Comparing runs {a} and {b}: {what} are drawn for one run at a time — {open_one}{more}"
+        for title, what, more in (
+            ("Timeline", "the token timelines", ""),
+            ("Sweeps", "the sweep charts (TTFT vs input, decode vs output length)", ""),
+            ("Quality", "the quality figures (KLD, same top vs the run's own baseline)", ""),
+            ("Acceptance", "drafting's acceptance and break-even", drafting),
+        )
+    } | {
+        "Speed-up": f"Comparing runs {a} and {b}: no variant ran the same workload in both runs with finished "
+        "trials (variants are matched by name; the verdict above the table says why)."
+    }
 
 
 def verdict_html(data: Any) -> str:
