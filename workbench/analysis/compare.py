@@ -326,6 +326,9 @@ class TwoRuns:
     differences: list[RunDifference] = field(default_factory=list)
     #: what could not be compared and why: (variant, workload or None for the whole variant, reason)
     not_compared: list[tuple[str, str | None, str]] = field(default_factory=list)
+    #: every variant name of both runs in run order (RUN_A's spec order, then RUN_B's new ones): what
+    #: fixes each variant's colour, the same as the runs' side by side
+    variant_names: list[str] = field(default_factory=list)
 
     @property
     def ids(self) -> tuple[int, int]:
@@ -387,5 +390,11 @@ def compare_two_runs(
                 else "every finished trial was left out as disturbed"
             )
         not_compared.append((variant, workload, why))
-    differences = run_differences(run_a, run_b, store.variants(run_a["id"]), store.variants(run_b["id"]))
-    return TwoRuns(run_a, run_b, comparisons, unmatched, rules, differences, not_compared)
+    rows_a, rows_b = store.variants(run_a["id"]), store.variants(run_b["id"])
+    order = list(dict.fromkeys([*(v["name"] for v in rows_a), *(v["name"] for v in rows_b)]))
+    order += [n for n in sorted(names[0] | names[1]) if n not in order]
+    workloads = list(dict.fromkeys(t.workload for t in [*trials_a, *trials_b]))
+    # in the runs' order (variants as in the spec, workloads as they ran), not in the trials' order
+    comparisons.sort(key=lambda c: (order.index(c.variant), workloads.index(c.workload)))
+    differences = run_differences(run_a, run_b, rows_a, rows_b)
+    return TwoRuns(run_a, run_b, comparisons, unmatched, rules, differences, not_compared, order)

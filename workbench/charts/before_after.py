@@ -39,9 +39,12 @@ class BeforeAfterChart(SpeedupChart):
         ]
 
 
-def before_after_chart(comparisons: Sequence[Any], run_a: int, run_b: int) -> BeforeAfterChart | None:
-    """From :func:`workbench.analysis.compare.compare_two_runs`'s comparisons (``RunComparison``):
-    None when no variant × workload was compared."""
+def before_after_chart(
+    comparisons: Sequence[Any], run_a: int, run_b: int, variant_names: Sequence[str] = ()
+) -> BeforeAfterChart | None:
+    """From :func:`workbench.analysis.compare.compare_two_runs`'s comparisons (``RunComparison``);
+    ``variant_names``: every variant of both runs in run order (``TwoRuns.variant_names``), which
+    gives each variant the colour it has in the runs side by side. None when nothing was compared."""
     points = []
     for c in comparisons:
         for metric, est in (("e2e", c.speedup_e2e), ("ttft", c.speedup_ttft), ("decode", c.speedup_decode)):
@@ -51,7 +54,7 @@ def before_after_chart(comparisons: Sequence[Any], run_a: int, run_b: int) -> Be
         return None
     return BeforeAfterChart(
         title=f"Run {run_b} against run {run_a}, per variant (matched by name)",
-        variants=tuple(dict.fromkeys(c.variant for c in comparisons)),
+        variants=tuple(dict.fromkeys([*variant_names, *(c.variant for c in comparisons)])),
         baseline=f"run {run_a}",
         points=tuple(points),
         x_axis=Axis(f"e2e speed-up of run {run_b} over run {run_a} (> 1: run {run_b} is faster)"),

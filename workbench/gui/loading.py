@@ -118,7 +118,7 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
             for c in (
                 chartdata.headline_chart(data.summaries),
                 # each variant's before → after change, not every variant against the first run's baseline
-                chartdata.before_after_chart(data.comparisons, a["id"], b["id"]),
+                chartdata.before_after_chart(data.comparisons, a["id"], b["id"], data.two_runs.variant_names),
                 chartdata.targets_chart(view),
                 chartdata.memory_chart(view),  # both runs' variants side by side, a colour per name
             )

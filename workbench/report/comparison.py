@@ -200,7 +200,7 @@ def build_comparison_report(two: TwoRuns) -> Report:
 
 def comparison_charts(two: TwoRuns) -> list[Chart]:
     """The charts of two runs compared: the before → after chart (when anything was compared)."""
-    chart = before_after_chart(two.comparisons, *two.ids)
+    chart = before_after_chart(two.comparisons, *two.ids, two.variant_names)
     return [chart] if chart is not None else []
 
 
@@ -224,7 +224,7 @@ def comparison_html(two: TwoRuns, pngs: dict[str, bytes] | None = None) -> str:
     from workbench.report.documents import html_page
 
     charts = comparison_charts(two)
-    names = [c.variant for c in two.comparisons]
+    names = two.variant_names or [c.variant for c in two.comparisons]
     return html_page(
         build_comparison_report(two), pngs or {}, {c.name: c for c in charts}, variant_colours(names)
     )
