@@ -225,10 +225,16 @@ def _print_run_comparison(
 @click.command()
 @click.argument("run_ref", metavar="RUN", default="latest")
 @click.option(
-    "--input", "input_tokens", type=click.IntRange(min=1), required=True, help="Input length (tokens)."
+    "--input",
+    "input_tokens",
+    type=click.IntRange(min=1),
+    help="Input length (tokens; default: the longest inside every variant's measured range).",
 )
 @click.option(
-    "--output", "output_tokens", type=click.IntRange(min=1), required=True, help="Output length (tokens)."
+    "--output",
+    "output_tokens",
+    type=click.IntRange(min=1),
+    help="Output length (tokens; default: the longest inside every variant's measured range).",
 )
 @click.option(
     "--variant", "variants", multiple=True, help="Only this variant (repeatable; default: every variant)."
@@ -237,18 +243,21 @@ def _print_run_comparison(
 @json_option
 def project(
     run_ref: str,
-    input_tokens: int,
-    output_tokens: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
     variants: tuple[str, ...],
     db: Path | None,
     as_json: bool,
 ) -> None:
     """What if: TTFT and e2e per variant at an input and output length, projected from the run's
     fitted lines (TTFT against input tokens, the time after the first token against output tokens)
-    with their 95 % confidence intervals. A prediction, not a measurement: run the sweep-input and
-    sweep-output workloads for lines that span the lengths. RUN is an id, a name or 'latest'."""
+    with their 95 % confidence intervals (on a log scale: never below 0). A prediction, not a
+    measurement: run the sweep-input and sweep-output workloads for lines that span the lengths.
+    Without --input/--output: the longest lengths inside every variant's measured range. RUN is an
+    id, a name or 'latest'."""
+    from workbench.analysis.projection import default_lengths
     from workbench.analysis.projection import project as project_one
-    from workbench.report.targets import projection_table
+    from workbench.report.targets import projection_notes, projection_table
 
     store = _open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
@@ -261,6 +270,11 @@ def project(
         raise WorkbenchError(
             f"variant {unknown[0]!r} not in run {run_row['id']}; variants: {', '.join(names)}"
         )
+    defaults = default_lengths([t for t in trials if not variants or t.variant in variants])
+    assert defaults is not None  # there are finished trials
+    given = input_tokens is not None and output_tokens is not None  # else: say where they came from
+    input_tokens = input_tokens or defaults[0]
+    output_tokens = output_tokens or defaults[1]
     projections = [project_one(trials, v, input_tokens, output_tokens) for v in (variants or names)]
     if all(p.ttft is None and p.decode is None for p in projections):
         raise WorkbenchError(
@@ -275,13 +289,15 @@ def project(
         f"{input_tokens:,} input and {output_tokens:,} output tokens:"
     )
     click.echo(text_table(*projection_table(projections)))
-    for p in projections:
-        for note in p.notes:
-            click.echo(f"{p.variant}: {note}", err=True)
+    for note in projection_notes(projections):
+        click.echo(f"Note: {note}")
+    if not given:
+        click.echo(
+            "A length not given (--input, --output): the longest inside every variant's measured range."
+        )
     click.echo(
-        "[lo–hi]: 95 % confidence interval of the fitted lines (where a typical request of that shape "
-        "lands; single requests scatter around it).",
-        err=True,
+        "[lo–hi]: 95 % CI of the fitted lines, on a log scale (never below 0): where a typical request of "
+        "that shape lands; single requests scatter around it."
     )
 
 
