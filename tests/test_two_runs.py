@@ -225,3 +225,17 @@ def test_before_after_chart_rows(two_runs):
     fast = next(r for r in rows if r["variant"] == "fast" and r["metric"] == "e2e")
     assert fast["significant"] is True and fast["speedup"] < 1
     assert cd.before_after_chart([], 1, 2) is None
+
+
+def test_runs_names_the_database_and_export_names_report_html(two_runs, tmp_path):
+    listed = invoke("runs", "--db", two_runs)
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout.splitlines()[-1] == f"Database: {two_runs}"
+    out = tmp_path / "export"
+    exported = invoke("export", "2", "--db", two_runs, "--out", out)
+    assert exported.exit_code == 0, exported.output
+    last = exported.stderr.strip().splitlines()[-1]
+    assert last.startswith("wrote ") and last.endswith(f"— open {out / 'report.html'}")
+    assert (out / "report.html").is_file()
+    data_only = invoke("export", "2", "--db", two_runs, "--out", tmp_path / "md", "--format", "md")
+    assert data_only.stderr.strip().splitlines()[-1].endswith(f"— read {tmp_path / 'md' / 'summary.md'}")
