@@ -86,10 +86,12 @@ class ResultsView(QObject):
         w.results = data
         w.results_title.setText(data.title)
         w.results_env.setText(
-            " · ".join(
-                line
-                for line in (machine_line(host_environment(r.get("environment"))) for r in data.runs)
-                if line
+            " · ".join(  # two runs on one machine: said once
+                dict.fromkeys(
+                    line
+                    for line in (machine_line(host_environment(r.get("environment"))) for r in data.runs)
+                    if line
+                )
             )
             or ""
         )
