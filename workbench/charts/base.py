@@ -48,8 +48,9 @@ def variant_colours(variants: Iterable[str]) -> dict[str, str]:
     every chart of a run (and in the report's tables). Keyed on the name without its ``RUN:`` tag, so
     with two runs side by side ``1:int8``, ``2:int8`` and ``int8`` (the before → after chart) share
     one colour. Past eight variants the palette repeats."""
-    order = list(dict.fromkeys(untagged(v) for v in variants))
-    return {name: OKABE_ITO[order.index(untagged(name)) % len(OKABE_ITO)] for name in dict.fromkeys(variants)}
+    names = list(dict.fromkeys(variants))  # an iterator is read once
+    order = list(dict.fromkeys(untagged(v) for v in names))
+    return {name: OKABE_ITO[order.index(untagged(name)) % len(OKABE_ITO)] for name in names}
 
 
 def lighten(colour: str, amount: float = 0.55) -> str:
