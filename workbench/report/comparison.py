@@ -69,7 +69,7 @@ def verdict_section(two: TwoRuns) -> Section:
     if two.comparisons and not compared:
         section.add(Text("No interval anywhere: one trial per prompt in a run. Run with `repetitions = 3`."))
     disturbed = [
-        f"run {run['id']} {rule.disturbed} of {rule.measured} {'left out' if rule.excluded else 'kept'}"
+        f"run {run['id']}: {rule.disturbed} of {rule.measured} {'left out' if rule.excluded else 'kept'}"
         for run, rule in zip((two.run_a, two.run_b), two.disturbed, strict=True)
         if rule.disturbed
     ]
