@@ -1,21 +1,39 @@
 """Two runs compared: variants matched by name (before and after a driver or library upgrade), RUN_B's
 speed-ups over RUN_A with bootstrap CIs.
+
+:func:`compare_two_runs` is the one entry for two runs: ``workbench compare A B`` (text, ``--json``,
+``--out``) and the GUI's compare view all call it, so they show the same numbers. Disturbed trials
+follow one rule: each run's own (:func:`workbench.analysis.paired.disturbance`, the default of
+``--exclude-disturbed/--include-disturbed``: left out when few). Two runs cannot be paired round by
+round (the machine may have changed between them), so a speed-up across runs is a ratio of medians
+with a bootstrap CI stratified by prompt, not the paired estimate of one run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.analysis.paired import Disturbance, disturbance, usable
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
 from workbench.analysis.summary import _prompts
 from workbench.core.errors import WorkbenchError
 from workbench.store import TrialRecord
 
-__all__ = ["MergedRuns", "RunComparison", "compare_runs", "merge_runs"]
+__all__ = [
+    "MergedRuns",
+    "RunComparison",
+    "RunDifference",
+    "TwoRuns",
+    "compare_runs",
+    "compare_two_runs",
+    "merge_runs",
+    "run_differences",
+]
 
 
 @dataclass
@@ -39,6 +57,18 @@ class RunComparison:
             return None
         return not (est.lo <= 1.0 <= est.hi)
 
+    @property
+    def change(self) -> str | None:
+        """The e2e verdict: ``faster`` / ``slower`` (RUN_B's CI excludes 1 on that side), ``unchanged``
+        (the CI includes 1: no detectable change) or None (no interval: too few trials)."""
+        significant = self.significant
+        if significant is None:
+            return None
+        if not significant:
+            return "unchanged"
+        assert self.speedup_e2e is not None and self.speedup_e2e.value is not None
+        return "faster" if self.speedup_e2e.value > 1 else "slower"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "variant": self.variant,
@@ -51,6 +81,7 @@ class RunComparison:
             "speedup_ttft": self.speedup_ttft.to_dict() if self.speedup_ttft else None,
             "speedup_decode": self.speedup_decode.to_dict() if self.speedup_decode else None,
             "significant": self.significant,
+            "change": self.change,
         }
 
 
@@ -154,3 +185,216 @@ def merge_runs(
         baseline = None
     merged.baseline = baseline
     return merged
+
+
+@dataclass(frozen=True)
+class RunDifference:
+    """One way two runs differ: ``kind`` machine | libraries | spec | variant, ``name`` what
+    (``cpu``, ``torch``, ``repetitions``, ``slow: params``), and its value in each run (None: absent)."""
+
+    kind: str
+    name: str
+    a: Any
+    b: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+#: the machine's fields compared between two runs (the ``host`` part of ``runs.environment``)
+_HOST_FIELDS = (
+    "host",
+    "cpu",
+    "cpu_count",
+    "memory_gb",
+    "gpu",
+    "gpu_memory_gb",
+    "cuda_driver",
+    "device",
+    "os",
+    "python",
+    "torch_threads",
+)
+#: a variant's recorded settings compared between two runs (``variants`` columns)
+_VARIANT_FIELDS = (
+    "strategy",
+    "model",
+    "dtype",
+    "device",
+    "params",
+    "python",
+    "threads",
+    "batch_size",
+    "concurrency",
+)
+
+
+def _host(run: dict[str, Any]) -> dict[str, Any]:
+    host = _json_dict(run.get("environment")).get("host")
+    return host if isinstance(host, dict) else {}
+
+
+def _json_dict(text: Any) -> dict[str, Any]:
+    import json
+
+    try:
+        found = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _spec_tables(text: str | None) -> dict[str, Any]:
+    """A recorded spec's top-level keys and its workloads' keys by name (``{}`` when it does not
+    parse: an old run, or none recorded). Variants are compared on their recorded rows instead."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError:
+        return {}
+    out: dict[str, Any] = {k: v for k, v in data.items() if k not in ("variants", "workloads", "name")}
+    for table in data.get("workloads") or []:
+        if isinstance(table, dict) and isinstance(table.get("name"), str):
+            out[f"workload {table['name']}"] = "in the spec"
+            for key, value in table.items():
+                if key != "name":
+                    out[f"workload {table['name']}: {key}"] = value
+    return out
+
+
+def run_differences(
+    run_a: dict[str, Any],
+    run_b: dict[str, Any],
+    variants_a: Sequence[dict[str, Any]] = (),
+    variants_b: Sequence[dict[str, Any]] = (),
+) -> list[RunDifference]:
+    """How two runs differ (runs rows, and their variants rows): the machine, the libraries (the
+    workbench's and each matched variant's worker's), the spec (its top-level keys and workloads) and
+    each same-named variant's recorded settings (strategy, model, dtype, device, each parameter…).
+    Facts only; the report words them."""
+    out: list[RunDifference] = []
+    ha, hb = _host(run_a), _host(run_b)
+    if ha and hb:
+        for key in _HOST_FIELDS:
+            if ha.get(key) != hb.get(key):
+                out.append(RunDifference("machine", key, ha.get(key), hb.get(key)))
+        pa, pb = ha.get("packages") or {}, hb.get("packages") or {}
+        for name in dict.fromkeys([*pa, *pb]):
+            if pa.get(name) != pb.get(name):
+                out.append(RunDifference("libraries", name, pa.get(name), pb.get(name)))
+    by_name = {v["name"]: v for v in variants_b}
+    host_a, host_b = ha.get("packages") or {}, hb.get("packages") or {}
+    for va in variants_a:
+        vb = by_name.get(va["name"])
+        if vb is None:
+            continue
+        name = va["name"]
+        for key in _VARIANT_FIELDS:
+            if key == "params":  # the strategy's parameters one by one
+                xa, xb = _json_dict(va.get(key)), _json_dict(vb.get(key))
+                for param in dict.fromkeys([*xa, *xb]):
+                    if xa.get(param) != xb.get(param):
+                        out.append(RunDifference("variant", f"{name}: {param}", xa.get(param), xb.get(param)))
+            elif va.get(key) != vb.get(key):
+                out.append(RunDifference("variant", f"{name}: {key}", va.get(key), vb.get(key)))
+        ka, kb = _json_dict(va.get("packages")), _json_dict(vb.get("packages"))
+        for lib in dict.fromkeys([*ka, *kb]) if ka and kb else ():
+            # a worker in the workbench's own environment: the difference is the host's, listed above
+            same_as_host = (ka.get(lib), kb.get(lib)) == (host_a.get(lib), host_b.get(lib))
+            if ka.get(lib) != kb.get(lib) and not same_as_host:
+                out.append(RunDifference("libraries", f"{name}: {lib}", ka.get(lib), kb.get(lib)))
+    sa, sb = _spec_tables(run_a.get("spec")), _spec_tables(run_b.get("spec"))
+    if sa or sb:
+        for key in dict.fromkeys([*sa, *sb]):
+            if sa.get(key) != sb.get(key):
+                out.append(RunDifference("spec", key, sa.get(key), sb.get(key)))
+    return out
+
+
+@dataclass
+class TwoRuns:
+    """Two runs compared (:func:`compare_two_runs`): RUN_B against RUN_A, variants matched by name."""
+
+    run_a: dict[str, Any]
+    run_b: dict[str, Any]
+    comparisons: list[RunComparison]
+    unmatched: list[str]  # variants only one of the runs has
+    disturbed: tuple[Disturbance, Disturbance]  # each run's own rule: (RUN_A's, RUN_B's)
+    differences: list[RunDifference] = field(default_factory=list)
+    #: what could not be compared and why: (variant, workload or None for the whole variant, reason)
+    not_compared: list[tuple[str, str | None, str]] = field(default_factory=list)
+    #: every variant name of both runs in run order (RUN_A's spec order, then RUN_B's new ones): what
+    #: fixes each variant's colour, the same as the runs' side by side
+    variant_names: list[str] = field(default_factory=list)
+
+    @property
+    def ids(self) -> tuple[int, int]:
+        return self.run_a["id"], self.run_b["id"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_a": self.run_a["id"],
+            "run_b": self.run_b["id"],
+            "comparisons": [c.to_dict() for c in self.comparisons],
+            "unmatched": self.unmatched,
+            "disturbed": {"run_a": self.disturbed[0].to_dict(), "run_b": self.disturbed[1].to_dict()},
+            "differences": [d.to_dict() for d in self.differences],
+            "not_compared": [{"variant": v, "workload": w, "reason": why} for v, w, why in self.not_compared],
+        }
+
+
+def compare_two_runs(
+    store: Any, run_a: dict[str, Any], run_b: dict[str, Any], *, exclude_disturbed: bool | None = None
+) -> TwoRuns:
+    """RUN_B against RUN_A (runs rows), variants matched by name: the one computation behind ``compare
+    A B`` (text, ``--json``, ``--out``) and the GUI's compare view. ``exclude_disturbed``: None is the
+    default rule, applied to each run on its own (few disturbed trials: left out)."""
+    trials_a, trials_b = store.trials(run_a["id"]), store.trials(run_b["id"])
+    rules = (disturbance(trials_a, exclude_disturbed), disturbance(trials_b, exclude_disturbed))
+    comparisons, unmatched = compare_runs(
+        usable(trials_a, exclude_disturbed),
+        usable(trials_b, exclude_disturbed),
+        run_a["id"],
+        run_b["id"],
+    )
+    # names only one run has at all (usable() may drop a variant whose every trial failed)
+    ids = run_a["id"], run_b["id"]
+    names = {t.variant for t in trials_a}, {t.variant for t in trials_b}
+    unmatched = [f"{n} (only in run {ids[0]})" for n in sorted(names[0] - names[1])]
+    unmatched += [f"{n} (only in run {ids[1]})" for n in sorted(names[1] - names[0])]
+    not_compared: list[tuple[str, str | None, str]] = [
+        (n, None, f"only in run {ids[side]}")
+        for side in (0, 1)
+        for n in sorted(names[side] - names[1 - side])
+    ]
+    keys = [dict.fromkeys((t.variant, t.workload) for t in trials) for trials in (trials_a, trials_b)]
+    done = {(c.variant, c.workload) for c in comparisons}
+    for key in dict.fromkeys([*keys[0], *keys[1]]):
+        variant, workload = key
+        if key in done or variant not in names[0] & names[1]:
+            continue
+        if key not in keys[1] or key not in keys[0]:
+            why = f"the workload ran only in run {ids[0] if key in keys[0] else ids[1]}"
+        else:
+            empty = [
+                str(i)
+                for i, trials in zip(ids, (trials_a, trials_b), strict=True)
+                if not any(t.status == "ok" and (t.variant, t.workload) == key for t in trials)
+            ]
+            why = (
+                f"no finished trials in run {' or '.join(empty)}"
+                if empty
+                else "every finished trial was left out as disturbed"
+            )
+        not_compared.append((variant, workload, why))
+    rows_a, rows_b = store.variants(run_a["id"]), store.variants(run_b["id"])
+    order = list(dict.fromkeys([*(v["name"] for v in rows_a), *(v["name"] for v in rows_b)]))
+    order += [n for n in sorted(names[0] | names[1]) if n not in order]
+    workloads = list(dict.fromkeys(t.workload for t in [*trials_a, *trials_b]))
+    # in the runs' order (variants as in the spec, workloads as they ran), not in the trials' order
+    comparisons.sort(key=lambda c: (order.index(c.variant), workloads.index(c.workload)))
+    differences = run_differences(run_a, run_b, rows_a, rows_b)
+    return TwoRuns(run_a, run_b, comparisons, unmatched, rules, differences, not_compared, order)

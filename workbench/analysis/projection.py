@@ -9,6 +9,11 @@ straight lines fitted to its measured trials, with the fits' uncertainty.
   point (Student's t on the residuals; the two fits' variances added), i.e. where the *typical*
   request of that shape lands; single requests scatter around it. A length beyond the measured range
   is an extrapolation and is flagged as one.
+- The interval is taken **on a log scale** (the delta method: the standard error of log y is
+  ``se / y``), ``y × exp(±t × se / y)``: a time is positive, and so is every bound. Where the line is
+  well determined (``se`` small against ``y``) this is ``y ± t × se`` to within a fraction of the
+  width; where it is not, the interval is wide and lopsided upwards instead of reaching below 0
+  ms. A line that itself reaches 0 ms or below at the length asked gives no projection.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 from workbench.analysis.stats import Estimate
 from workbench.store import TrialRecord
 
-__all__ = ["LinearFit", "Projection", "decode_fit", "fit", "project", "ttft_fit"]
+__all__ = ["LinearFit", "Projection", "decode_fit", "default_lengths", "fit", "project", "ttft_fit"]
 
 #: Student's t, two-sided 95 %, by degrees of freedom (normal beyond 30)
 _T975 = (
@@ -35,6 +40,13 @@ _T975 = (
 
 def t975(df: int) -> float:
     return _T975[df - 1] if 1 <= df <= len(_T975) else 1.96
+
+
+def positive_interval(value: float, se: float, df: int) -> Estimate:
+    """``value``'s 95 % interval from its standard error, on a log scale: ``value × exp(±t × se /
+    value)`` (the delta method), positive like the time it bounds."""
+    k = t975(df) * se / value
+    return Estimate(value, value * math.exp(-k), value * math.exp(k), df + 2)
 
 
 @dataclass(frozen=True)
@@ -60,12 +72,14 @@ class LinearFit:
         return self.residual_sd * math.sqrt(1 / self.n + (x - self.x_mean) ** 2 / self.sxx)
 
     def at(self, x: float) -> Estimate:
-        """The line at ``x`` with its 95 % confidence interval."""
+        """The line at ``x`` with its 95 % confidence interval, on a log scale (never below 0; see the
+        module docstring); no value where the line is at or below 0."""
         y, se = self.value(x), self.stderr(x)
+        if y <= 0:
+            return Estimate(None, n=self.n)
         if se is None:
             return Estimate(y, n=self.n)
-        half = t975(self.n - 2) * se
-        return Estimate(y, y - half, y + half, self.n)
+        return positive_interval(y, se, self.n - 2)
 
     def solve(self, y: float) -> float | None:
         """The x at which the line reaches ``y`` (None for a flat or falling line)."""
@@ -137,6 +151,10 @@ class Projection:
     ttft_line: LinearFit | None
     decode_line: LinearFit | None
     notes: list[str] = field(default_factory=list)  # extrapolations, missing fits
+    #: the same as facts, for one warning per cause over every variant: (cause, the measured range),
+    #: cause one of input-extrapolated, output-extrapolated, no-ttft-fit, no-decode-fit,
+    #: ttft-not-positive, decode-not-positive
+    causes: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         def est(e: Estimate | None) -> dict[str, Any] | None:
@@ -162,24 +180,43 @@ def project(
     """TTFT, the time after the first token and e2e of ``variant`` at these lengths, from its trials."""
     t_line, d_line = ttft_fit(trials, variant), decode_fit(trials, variant)
     p = Projection(variant, input_tokens, output_tokens, None, None, None, t_line, d_line)
+
+    def cause(kind: str, note: str, measured: str = "") -> None:
+        p.causes.append((kind, measured))
+        p.notes.append(note)
+
     if t_line is None:
-        p.notes.append("TTFT: the inputs did not vary in length (run sweep-input)")
+        cause("no-ttft-fit", "TTFT: the inputs did not vary in length (run sweep-input)")
     else:
         p.ttft = t_line.at(input_tokens)
+        measured = f"{t_line.x_min:,.0f}–{t_line.x_max:,.0f}"
         if t_line.extrapolated(input_tokens):
-            p.notes.append(
-                f"input {input_tokens:,.0f} tokens is outside the measured {t_line.x_min:,.0f}–"
-                f"{t_line.x_max:,.0f}: extrapolated"
+            cause(
+                "input-extrapolated",
+                f"input {input_tokens:,.0f} tokens is outside the measured {measured}: extrapolated",
+                measured,
+            )
+        if p.ttft.value is None:
+            cause(
+                "ttft-not-positive",
+                f"TTFT: the fitted line is at or below 0 ms at {input_tokens:,.0f} tokens",
             )
     steps = max(output_tokens - 1, 0.0)
     if d_line is None:
-        p.notes.append("decode: the outputs did not vary in length (run sweep-output)")
+        cause("no-decode-fit", "decode: the outputs did not vary in length (run sweep-output)")
     else:
         p.decode = d_line.at(steps)
+        measured = f"{d_line.x_min + 1:,.0f}–{d_line.x_max + 1:,.0f}"
         if d_line.extrapolated(steps):
-            p.notes.append(
-                f"output {output_tokens:,.0f} tokens is outside the measured {d_line.x_min + 1:,.0f}–"
-                f"{d_line.x_max + 1:,.0f}: extrapolated"
+            cause(
+                "output-extrapolated",
+                f"output {output_tokens:,.0f} tokens is outside the measured {measured}: extrapolated",
+                measured,
+            )
+        if p.decode.value is None:
+            cause(
+                "decode-not-positive",
+                f"decode: the fitted line is at or below 0 ms at {output_tokens:,.0f} output tokens",
             )
     if (
         p.ttft is not None
@@ -187,14 +224,30 @@ def project(
         and p.ttft.value is not None
         and p.decode.value is not None
     ):
+        assert t_line is not None and d_line is not None
         value = p.ttft.value + p.decode.value
-        if p.ttft.lo is None or p.decode.lo is None:
+        se_t, se_d = t_line.stderr(input_tokens), d_line.stderr(steps)
+        if se_t is None or se_d is None:
             p.e2e = Estimate(value, n=min(p.ttft.n, p.decode.n))
         else:
-            # the two half-widths as standard errors (each over its own t), added in quadrature
-            assert t_line is not None and d_line is not None
-            se_t = (p.ttft.hi - p.ttft.value) / t975(t_line.n - 2)  # type: ignore[operator]
-            se_d = (p.decode.hi - p.decode.value) / t975(d_line.n - 2)  # type: ignore[operator]
-            half = t975(min(t_line.n, d_line.n) - 2) * math.hypot(se_t, se_d)
-            p.e2e = Estimate(value, value - half, value + half, min(t_line.n, d_line.n))
+            # the two fits' variances added, on the log scale of the sum (never below 0)
+            p.e2e = positive_interval(value, math.hypot(se_t, se_d), min(t_line.n, d_line.n) - 2)
     return p
+
+
+def default_lengths(trials: Sequence[TrialRecord]) -> tuple[int, int] | None:
+    """The input and output length a what-if starts at: the largest inside every variant's measured
+    range (the smallest of the variants' longest), so that no projection is an extrapolation until
+    one is asked for; where a length did not vary, the longest measured. None without finished trials."""
+    rows = _ok(trials, None)
+    if not rows:
+        return None
+    variants = list(dict.fromkeys(t.variant for t in rows))
+    inputs = [line.x_max for v in variants if (line := ttft_fit(rows, v)) is not None]
+    outputs = [line.x_max + 1 for v in variants if (line := decode_fit(rows, v)) is not None]
+    longest_in = max((t.input_tokens or 0 for t in rows), default=0)
+    longest_out = max((t.output_tokens or 0 for t in rows), default=0)
+    return (
+        max(1, round(min(inputs) if inputs else longest_in)),
+        max(1, round(min(outputs) if outputs else longest_out)),
+    )

@@ -15,6 +15,7 @@ from workbench.charts.acceptance import (
     draft_position_chart,
 )
 from workbench.charts.base import OKABE_ITO, Axis, Chart, lighten, variant_colours
+from workbench.charts.before_after import BeforeAfterChart, before_after_chart
 from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart
 from workbench.charts.memory import MemoryBar, MemoryChart, memory_chart
 from workbench.charts.quality import QualityChart, QualityPoint, quality_chart
@@ -34,6 +35,7 @@ __all__ = [
     "OKABE_ITO",
     "AcceptanceChart",
     "Axis",
+    "BeforeAfterChart",
     "Chart",
     "DraftPositionChart",
     "HeadlineBar",
@@ -54,6 +56,7 @@ __all__ = [
     "TargetsChart",
     "TimelineChart",
     "acceptance_chart",
+    "before_after_chart",
     "draft_position_chart",
     "headline_chart",
     "lighten",

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["OKABE_ITO", "Axis", "Chart", "lighten", "variant_colours"]
+__all__ = ["OKABE_ITO", "Axis", "Chart", "lighten", "untagged", "variant_colours"]
 
 #: Okabe & Ito's colour-blind-safe palette, ordered for white backgrounds: blue first (the baseline
 #: usually runs first), yellow late (weak on white), black last.
@@ -34,10 +34,23 @@ OKABE_ITO: tuple[str, ...] = (
 )
 
 
+#: the run tag two runs side by side put before a variant's name (``"3:baseline"``)
+_RUN_TAG = re.compile(r"^\d+:")
+
+
+def untagged(name: str) -> str:
+    """A variant's name without the ``RUN:`` tag of two runs side by side: ``"3:int8"`` → ``"int8"``."""
+    return _RUN_TAG.sub("", name, count=1)
+
+
 def variant_colours(variants: Iterable[str]) -> dict[str, str]:
     """One colour per variant, by position in run order: the same variant gets the same colour in
-    every chart of a run (and in the report's tables). Past eight variants the palette repeats."""
-    return {name: OKABE_ITO[i % len(OKABE_ITO)] for i, name in enumerate(dict.fromkeys(variants))}
+    every chart of a run (and in the report's tables). Keyed on the name without its ``RUN:`` tag, so
+    with two runs side by side ``1:int8``, ``2:int8`` and ``int8`` (the before → after chart) share
+    one colour. Past eight variants the palette repeats."""
+    names = list(dict.fromkeys(variants))  # an iterator is read once
+    order = list(dict.fromkeys(untagged(v) for v in names))
+    return {name: OKABE_ITO[order.index(untagged(name)) % len(OKABE_ITO)] for name in names}
 
 
 def lighten(colour: str, amount: float = 0.55) -> str:

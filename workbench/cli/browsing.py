@@ -9,17 +9,18 @@ from typing import Any
 import click
 
 from workbench.cli.common import _open_store, db_option, detail_options, disturbed_option, json_option
-from workbench.cli.output import _export, _print_comparison
+from workbench.cli.output import _export, _print_comparison, wrote_line
 from workbench.core.errors import WorkbenchError
 from workbench.report.formatting import json_text
-from workbench.report.text import run_comparison_table, text_table
+from workbench.report.text import text_table
 
 
 @click.command()
 @db_option
 @json_option
 def runs(db: Path | None, as_json: bool) -> None:
-    """List the runs in the results database."""
+    """List the runs in the results database, then its path (--db, else $WORKBENCH_DB, else
+    results.db in the user-data folder)."""
     store = _open_store(db, create=False)
     store.reap_stale_runs()
     rows = store.runs()
@@ -47,6 +48,7 @@ def runs(db: Path | None, as_json: bool) -> None:
             ],
         )
     )
+    click.echo(f"Database: {store.path}")
 
 
 @click.command()
@@ -101,6 +103,19 @@ def show(
 @disturbed_option
 @detail_options
 @json_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="With RUN2: also write the comparison into this folder (report.html, summary.md, "
+    "comparison.csv and .json, the before → after chart as PNG, SVG and CSV).",
+)
+@click.option(
+    "--format",
+    "formats",
+    metavar="LIST",
+    help="With --out, comma-separated: png, svg, csv, md, html (default: all; png, svg and html need "
+    "the gui extra).",
+)
 def compare(
     run_ref: str,
     run2_ref: str | None,
@@ -110,22 +125,41 @@ def compare(
     detail: bool,
     wide: bool,
     as_json: bool,
+    out: Path | None,
+    formats: str | None,
 ) -> None:
     """Median TTFT, TPOT, decode tok/s and e2e per variant × workload, with speed-ups vs a baseline
     variant (paired by prompt and round, bootstrap 95 % CI), and the phase of each workload with advice;
     then the experience targets: which variants meet each workload's targets, the goodput, and what
     would it take (docs/targets.md).
 
-    With RUN2 (e.g. before and after a driver or library upgrade): variants matched by name, RUN2's
-    speed-ups over RUN with CIs. With RUN2 and --baseline: both runs' variants side by side against
-    that one variant."""
+    With RUN2 (e.g. before and after a driver or library upgrade): variants matched by name, the verdict
+    per variant × workload (RUN2 faster, slower or no detectable change), RUN2's speed-ups over RUN
+    with CIs (ratios of medians: two runs are not paired), how the runs differ; --out DIR writes it
+    as report.html, summary.md and CSV. A code change is best A/B-tested inside one run instead
+    (a variant per side, `python =` per variant: interleaved and paired). With RUN2 and --baseline:
+    both runs' variants side by side against that one variant."""
+    from workbench.report.export import parse_formats
+
+    wanted = parse_formats(formats)
+    if (out is not None or formats is not None) and (run2_ref is None or baseline is not None):
+        raise WorkbenchError(
+            "--out and --format write the comparison of two runs (compare RUN RUN2, without --baseline); "
+            "for one run: workbench export RUN --out DIR"
+        )
     store = _open_store(db, create=False)
     run_rows = [store.resolve_run(run_ref)]
     if run2_ref is not None:
         run_rows.append(store.resolve_run(run2_ref))
         if baseline is None:
             _print_run_comparison(
-                store, run_rows[0], run_rows[1], as_json=as_json, exclude_disturbed=exclude_disturbed
+                store,
+                run_rows[0],
+                run_rows[1],
+                as_json=as_json,
+                exclude_disturbed=exclude_disturbed,
+                out=out,
+                formats=wanted,
             )
             return
     _print_comparison(
@@ -140,38 +174,49 @@ def compare(
 
 
 def _print_run_comparison(
-    store: Any, a: dict[str, Any], b: dict[str, Any], *, as_json: bool, exclude_disturbed: bool | None
+    store: Any,
+    a: dict[str, Any],
+    b: dict[str, Any],
+    *,
+    as_json: bool,
+    exclude_disturbed: bool | None,
+    out: Path | None = None,
+    formats: tuple[str, ...] | None = None,
 ) -> None:
-    from workbench.analysis.compare import compare_runs
-    from workbench.analysis.paired import disturbance, usable
+    """RUN_B against RUN_A (:func:`~workbench.analysis.compare.compare_two_runs`, the GUI's compare
+    view's numbers too): the report on stdout, or the comparisons as JSON; ``out``: also written there."""
+    from workbench.analysis.compare import compare_two_runs
+    from workbench.report.comparison import build_comparison_report
+    from workbench.report.model import render_text
 
-    trials = [store.trials(a["id"]), store.trials(b["id"])]
-    rules = [disturbance(t, exclude_disturbed) for t in trials]
-    results, unmatched = compare_runs(
-        usable(trials[0], exclude_disturbed), usable(trials[1], exclude_disturbed), a["id"], b["id"]
-    )
-    if as_json:
-        click.echo(json_text([r.to_dict() for r in results]))
-        return
-    if not results:
+    two = compare_two_runs(store, a, b, exclude_disturbed=exclude_disturbed)
+    renderer, why_not = None, "not needed"
+    if out is not None:  # bad output options fail before anything is printed or written
+        from workbench.gui import chart_renderer
+        from workbench.report.export import NEEDS_RENDERER, prepare_out_dir
+
+        if formats is None or any(f in NEEDS_RENDERER for f in formats):
+            renderer, why_not = chart_renderer()
+        if renderer is None and formats is not None and any(f in NEEDS_RENDERER for f in formats):
+            wanted = ", ".join(f for f in formats if f in NEEDS_RENDERER)
+            raise WorkbenchError(f"cannot export {wanted}: {why_not}; csv and md work without it")
+        prepare_out_dir(out)
+    if as_json:  # a list of comparisons, as before; each says the disturbed-trial rule of both runs
+        rules = {"run_a": two.disturbed[0].to_dict(), "run_b": two.disturbed[1].to_dict()}
+        click.echo(json_text([{**c.to_dict(), "disturbed": rules} for c in two.comparisons]))
+    elif not two.comparisons and not two.not_compared:
         raise WorkbenchError(
             f"runs {a['id']} and {b['id']} have no variant × workload in common (variants are matched by name)"
         )
-    click.echo(text_table(*run_comparison_table(results)))
-    if unmatched:
-        click.echo(
-            f"Not compared (no variant of that name in the other run): {', '.join(unmatched)}", err=True
-        )
-    click.echo(
-        f"Run {b['id']} against run {a['id']}, variants matched by name: medians, and speed-ups as ratios of "
-        "medians with a bootstrap 95 % CI (> 1: the second run is faster), * when the CI excludes 1. "
-        "Two runs cannot be paired round by round: the machine may have changed between them.",
-        err=True,
-    )
-    for run, rule in zip((a, b), rules, strict=True):
-        line = rule.line()
-        if line:
-            click.echo(f"Run {run['id']}: {line}.", err=True)
+    else:
+        click.echo(render_text(build_comparison_report(two)))
+    if out is not None:
+        from workbench.report.comparison import export_comparison
+
+        written, notes = export_comparison(two, out, formats, renderer=renderer, no_renderer=why_not)
+        for note in notes:
+            click.echo(note, err=True)
+        click.echo(wrote_line(written, out), err=True)
 
 
 # -- what if ------------------------------------------------------------------------------------
@@ -180,10 +225,16 @@ def _print_run_comparison(
 @click.command()
 @click.argument("run_ref", metavar="RUN", default="latest")
 @click.option(
-    "--input", "input_tokens", type=click.IntRange(min=1), required=True, help="Input length (tokens)."
+    "--input",
+    "input_tokens",
+    type=click.IntRange(min=1),
+    help="Input length (tokens; default: the longest inside every variant's measured range).",
 )
 @click.option(
-    "--output", "output_tokens", type=click.IntRange(min=1), required=True, help="Output length (tokens)."
+    "--output",
+    "output_tokens",
+    type=click.IntRange(min=1),
+    help="Output length (tokens; default: the longest inside every variant's measured range).",
 )
 @click.option(
     "--variant", "variants", multiple=True, help="Only this variant (repeatable; default: every variant)."
@@ -192,18 +243,21 @@ def _print_run_comparison(
 @json_option
 def project(
     run_ref: str,
-    input_tokens: int,
-    output_tokens: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
     variants: tuple[str, ...],
     db: Path | None,
     as_json: bool,
 ) -> None:
     """What if: TTFT and e2e per variant at an input and output length, projected from the run's
     fitted lines (TTFT against input tokens, the time after the first token against output tokens)
-    with their 95 % confidence intervals. A prediction, not a measurement: run the sweep-input and
-    sweep-output workloads for lines that span the lengths. RUN is an id, a name or 'latest'."""
+    with their 95 % confidence intervals (on a log scale: never below 0). A prediction, not a
+    measurement: run the sweep-input and sweep-output workloads for lines that span the lengths.
+    Without --input/--output: the longest lengths inside every variant's measured range. RUN is an
+    id, a name or 'latest'."""
+    from workbench.analysis.projection import default_lengths
     from workbench.analysis.projection import project as project_one
-    from workbench.report.targets import projection_table
+    from workbench.report.targets import projection_notes, projection_table
 
     store = _open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
@@ -216,6 +270,11 @@ def project(
         raise WorkbenchError(
             f"variant {unknown[0]!r} not in run {run_row['id']}; variants: {', '.join(names)}"
         )
+    defaults = default_lengths([t for t in trials if not variants or t.variant in variants])
+    assert defaults is not None  # there are finished trials
+    given = input_tokens is not None and output_tokens is not None  # else: say where they came from
+    input_tokens = input_tokens or defaults[0]
+    output_tokens = output_tokens or defaults[1]
     projections = [project_one(trials, v, input_tokens, output_tokens) for v in (variants or names)]
     if all(p.ttft is None and p.decode is None for p in projections):
         raise WorkbenchError(
@@ -230,13 +289,15 @@ def project(
         f"{input_tokens:,} input and {output_tokens:,} output tokens:"
     )
     click.echo(text_table(*projection_table(projections)))
-    for p in projections:
-        for note in p.notes:
-            click.echo(f"{p.variant}: {note}", err=True)
+    for note in projection_notes(projections):
+        click.echo(f"Note: {note}")
+    if not given:
+        click.echo(
+            "A length not given (--input, --output): the longest inside every variant's measured range."
+        )
     click.echo(
-        "[lo–hi]: 95 % confidence interval of the fitted lines (where a typical request of that shape "
-        "lands; single requests scatter around it).",
-        err=True,
+        "[lo–hi]: 95 % CI of the fitted lines, on a log scale (never below 0): where a typical request of "
+        "that shape lands; single requests scatter around it."
     )
 
 

@@ -126,5 +126,16 @@ def _export(store: Any, run_id: int, out: Path, formats: Any, baseline: str | No
     )
     for note in notes:
         click.echo(note, err=True)
+    click.echo(wrote_line(written, out), err=True)
+
+
+def wrote_line(written: Sequence[Path], out: Path) -> str:
+    """The last line of an export: how many files of which kinds, where, and the page to open."""
     kinds = sorted({p.suffix.lstrip(".") for p in written})
-    click.echo(f"wrote {len(written)} files ({', '.join(kinds)}) to {out}", err=True)
+    line = f"wrote {len(written)} files ({', '.join(kinds)}) to {out}"
+    report = next((p for p in written if p.name == "report.html"), None)
+    if report is not None:
+        line += f" — open {report}"
+    elif any(p.name == "summary.md" for p in written):
+        line += f" — read {out / 'summary.md'}"
+    return line

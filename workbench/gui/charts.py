@@ -691,6 +691,7 @@ _BUILDERS: dict[type, Callable[[pg.GraphicsLayoutWidget, Any], None]] = {
     cd.SweepChart: _sweep,
     cd.ParameterSweepChart: _sweep,
     cd.SpeedupChart: _speedup,
+    cd.BeforeAfterChart: _speedup,  # RUN_B over RUN_A per variant: the same rows and whiskers
     cd.AcceptanceChart: _acceptance,
     cd.DraftPositionChart: _draft_positions,
     cd.MemoryChart: _memory,

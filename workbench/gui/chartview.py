@@ -38,7 +38,11 @@ CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
     ("Headline", ("headline",), "No finished trials yet."),
     ("Timeline", ("timeline",), "No token timelines: no trial finished with steps recorded."),
     ("Sweeps", ("sweep",), "No sweep data: add the sweep-input or sweep-output workloads."),
-    ("Speed-up", ("speedup",), "No speed-ups: the run needs a baseline variant and another variant."),
+    (
+        "Speed-up",
+        ("speedup", "before-after"),
+        "No speed-ups: the run needs a baseline variant and another variant.",
+    ),
     (
         "Quality",
         ("quality",),
@@ -112,6 +116,15 @@ class ChartPanel(QTabWidget):
             self.addTab(scroll, title)
             self._pages.append(layout)
             self._empty.append(empty)
+        self._empty_default = [text for _, _, text in CHART_TABS]
+
+    def set_empty_texts(self, texts: dict[str, str]) -> None:
+        """What a tab without charts says, by tab title, instead of its default (two runs compared: a
+        tab drawn for one run at a time says so, instead of "no speculative variants"); ``{}`` restores
+        the defaults."""
+        for i, (title, _, _) in enumerate(CHART_TABS):
+            self._empty[i].setText(texts.get(title, self._empty_default[i]))
+            self._empty[i].setWordWrap(True)
 
     def set_charts(self, chart_list: Sequence[cd.Chart]) -> None:
         """Show these charts (new data for the same chart redraws its widget in place)."""

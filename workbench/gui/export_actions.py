@@ -77,11 +77,15 @@ class ExportActions:
         return True
 
     def export_report(self, *_: Any, path: Path | None = None) -> Path | None:
-        """The HTML report of the run on screen (what `workbench export --format html` writes)."""
+        """The HTML report of the run on screen (what `workbench export --format html` writes); of two
+        runs compared, their comparison (what `workbench compare A B --out DIR` writes as report.html)."""
         from workbench.gui import charts as qt_charts
         from workbench.report.documents import html_report
 
         w = self.window
+        two = getattr(w.results, "two_runs", None)
+        if two is not None:
+            return self._export_comparison_report(two, path)
         analysis = self._single_analysis("Export report")
         if analysis is None:
             return None
@@ -102,13 +106,67 @@ class ExportActions:
         self._wrote(path, f"Wrote {path}", f"exported the report of run {analysis.run['id']} to {path}")
         return path
 
+    def _export_comparison_report(self, two: Any, path: Path | None) -> Path | None:
+        from workbench.gui import charts as qt_charts
+        from workbench.report.comparison import comparison_html
+
+        w = self.window
+        a, b = two.ids
+        if path is None:
+            start = str(Path(w.last_dir()) / f"report-run{b}-vs-run{a}.html")
+            chosen, _filter = QFileDialog.getSaveFileName(w, "Export report", start, "HTML page (*.html)")
+            if not chosen:
+                return None
+            path = Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")
+        try:
+            with busy():  # the comparison the Results tab holds: nothing is analysed again here
+                charts = [c for c in w.results.charts if c.key == "before-after"]
+                pngs = {c.name: qt_charts.png_bytes(c) for c in charts}
+                path.write_text(comparison_html(two, pngs), encoding="utf-8")
+        except OSError as exc:
+            w.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
+            return None
+        self._wrote(path, f"Wrote {path}", f"exported the comparison of run {b} against run {a} to {path}")
+        return path
+
+    def _export_comparison(self, two: Any, out_dir: Path | None, formats: Any = None) -> list[Path]:
+        """What `workbench compare A B --out DIR` writes (``formats``: ("csv",) for the data only)."""
+        from workbench.core.errors import WorkbenchError
+        from workbench.gui import charts as qt_charts
+        from workbench.report.comparison import export_comparison
+
+        w = self.window
+        a, b = two.ids
+        if out_dir is None:
+            chosen = QFileDialog.getExistingDirectory(w, f"Export run {b} against run {a} into", w.last_dir())
+            if not chosen:
+                return []
+            out_dir = Path(chosen)
+        try:
+            with busy():
+                written, _notes = export_comparison(two, out_dir, formats, renderer=qt_charts)
+        except WorkbenchError as exc:
+            w.show_error("Export", str(exc))
+            return []
+        report = out_dir / "report.html"
+        self._wrote(
+            out_dir / "x",
+            f"Wrote {len(written)} files to {out_dir}" + (" — open report.html" if report in written else ""),
+            f"exported the comparison of run {b} against run {a} to {out_dir}: {len(written)} files",
+        )
+        return written
+
     def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
-        """Everything `workbench export RUN --out DIR` writes (charts, data, Markdown, HTML)."""
+        """Everything `workbench export RUN --out DIR` writes (charts, data, Markdown, HTML); of two runs
+        compared, what `workbench compare A B --out DIR` writes."""
         from workbench.core.errors import WorkbenchError
         from workbench.gui import charts as qt_charts
         from workbench.report.export import export_run
 
         w = self.window
+        two = getattr(w.results, "two_runs", None)
+        if two is not None:
+            return self._export_comparison(two, out_dir)
         analysis = self._single_analysis("Export")
         if analysis is None or w.store is None:
             return []
@@ -131,9 +189,10 @@ class ExportActions:
         except WorkbenchError as exc:
             w.show_error("Export", str(exc))
             return []
+        report = out_dir / "report.html"
         self._wrote(
             out_dir / "x",
-            f"Wrote {len(written)} files to {out_dir}",
+            f"Wrote {len(written)} files to {out_dir}" + (" — open report.html" if report in written else ""),
             f"exported run {analysis.run['id']} to {out_dir}: {len(written)} files",
         )
         return written
@@ -144,6 +203,9 @@ class ExportActions:
         from workbench.report.export import export_data
 
         w = self.window
+        two = getattr(w.results, "two_runs", None)
+        if two is not None:
+            return self._export_comparison(two, out_dir, ("csv",))
         if w.results is None or len(w.results.run_ids) != 1 or w.store is None:
             w.show_error("Export", "Open a run first (History tab).")
             return []
@@ -166,9 +228,7 @@ class ExportActions:
     def _single_analysis(self, title: str) -> Any:
         results = self.window.results
         if results is None or results.analysis is None:
-            self.window.show_error(
-                title, "Open one run first (History tab); a comparison of two runs is not a report."
-            )
+            self.window.show_error(title, "Open a run first (History tab), or two to compare them.")
             return None
         return results.analysis
 

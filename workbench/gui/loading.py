@@ -47,6 +47,7 @@ class ResultsData:
     charts: list[Any] = field(default_factory=list)  # chartdata.Chart, headline first
     comparisons: list[Any] = field(default_factory=list)  # analysis.RunComparison (two runs, by name)
     unmatched: list[str] = field(default_factory=list)  # variants only one of the two runs has
+    two_runs: Any = None  # analysis.compare.TwoRuns: what `workbench compare A B` reports (two runs)
     verdicts: list[Any] = field(default_factory=list)  # analysis.targets.Verdict per variant × workload
 
     @property
@@ -73,7 +74,7 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
     """Read the runs and analyse them (medians, bootstrap CIs, speed-ups, phases, the charts' data);
     two runs: their variants side by side and matched by name. Safe in any thread."""
     from workbench import charts as chartdata
-    from workbench.analysis.compare import compare_runs, merge_runs
+    from workbench.analysis.compare import compare_two_runs, merge_runs
     from workbench.analysis.quality import attach_quality, run_quality
     from workbench.analysis.run import analyze_run
     from workbench.analysis.summary import summarize
@@ -101,20 +102,28 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
             )
         quality = {(s.variant, s.workload): s.quality for s in data.summaries}
         data.verdicts = _verdicts(runs, merged.trials, quality)
-        view = _Compared(data.summaries, merged.baseline, [v["name"] for v in merged.variants], data.verdicts)
+        a, b = runs
+        # the same computation, and the same disturbed-trial rule, as `workbench compare A B`
+        data.two_runs = compare_two_runs(store, a, b)
+        data.comparisons, data.unmatched = data.two_runs.comparisons, data.two_runs.unmatched
+        view = _Compared(
+            data.summaries,
+            merged.baseline,
+            [v["name"] for v in merged.variants],
+            data.verdicts,
+            merged.variants,
+        )
         data.charts = [
             c
             for c in (
                 chartdata.headline_chart(data.summaries),
-                chartdata.speedup_chart(view),
+                # each variant's before → after change, not every variant against the first run's baseline
+                chartdata.before_after_chart(data.comparisons, a["id"], b["id"], data.two_runs.variant_names),
                 chartdata.targets_chart(view),
+                chartdata.memory_chart(view),  # both runs' variants side by side, a colour per name
             )
             if c is not None and (not isinstance(c, chartdata.HeadlineChart) or c.groups)
         ]
-        a, b = runs
-        data.comparisons, data.unmatched = compare_runs(
-            store.trials(a["id"]), store.trials(b["id"]), a["id"], b["id"]
-        )
         return data
     finally:
         store.close()
@@ -128,6 +137,7 @@ class _Compared:
     baseline: str | None
     variant_names: list[str]
     verdicts: list[Any] = field(default_factory=list)
+    variants: list[dict[str, Any]] = field(default_factory=list)  # variants rows, names tagged
 
 
 def _verdicts(

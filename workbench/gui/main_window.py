@@ -459,9 +459,10 @@ class MainWindow(QMainWindow):
         self.demo_action.setEnabled(self.is_ready and not running and not self.viewer)
         self.cancel_action.setEnabled(running)
         has_run = self.results is not None and len(self.results.run_ids) == 1
+        compared = self.results is not None and getattr(self.results, "two_runs", None) is not None
         has_chart = self.results is not None and bool(self.results.charts)
         for a in (self.export_data_action, self.export_report_action, self.export_all_action):
-            a.setEnabled(has_run)
+            a.setEnabled(has_run or compared)  # two runs: their comparison (compare A B --out)
         self.export_action.setEnabled(has_chart)
         self.copy_chart_action.setEnabled(has_chart)
         self.project_action.setEnabled(has_run)

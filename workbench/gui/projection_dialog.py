@@ -38,12 +38,16 @@ class ProjectionDialog(QDialog):
             dict.fromkeys(t.variant for t in self.trials if t.status == "ok" and not t.warmup)
         )
         self.projections: list[Any] = []
+        from workbench.analysis.projection import default_lengths
+
+        # the longest lengths inside every variant's measured range: no row starts extrapolated
+        n_in, n_out = default_lengths(self.trials) or (512, 128)
         self.input_tokens = spin(1, 1_000_000, "Input length (tokens)")
         self.input_tokens.setObjectName("projectInput")
-        self.input_tokens.setValue(4000)
+        self.input_tokens.setValue(n_in)
         self.output_tokens = spin(1, 1_000_000, "Output length (tokens)")
         self.output_tokens.setObjectName("projectOutput")
-        self.output_tokens.setValue(300)
+        self.output_tokens.setValue(n_out)
         form = QFormLayout()
         lengths = QHBoxLayout()
         lengths.addWidget(QLabel("input"))
@@ -66,8 +70,9 @@ class ProjectionDialog(QDialog):
         intro = QLabel(
             "<b>A prediction, not a measurement</b>: straight lines fitted to each variant's trials "
             "(TTFT against input tokens, the time after the first token against output tokens); "
-            "[lo–hi] is their 95 % confidence interval. Runs with the sweep-input and sweep-output "
-            "workloads give the lines their range."
+            "[lo–hi] is their 95 % confidence interval (on a log scale: never below 0). It opens at the "
+            "longest lengths inside every variant's measured range; runs with the sweep-input and "
+            "sweep-output workloads give the lines their range."
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
@@ -82,7 +87,7 @@ class ProjectionDialog(QDialog):
 
     def update_projection(self, *_: Any) -> None:
         from workbench.analysis.projection import project
-        from workbench.report.targets import projection_table
+        from workbench.report.targets import projection_notes, projection_table
 
         n_in, n_out = self.input_tokens.value(), self.output_tokens.value()
         self.projections = [project(self.trials, v, n_in, n_out) for v in self.variants]
@@ -93,5 +98,5 @@ class ProjectionDialog(QDialog):
             for c, text in enumerate(cells):
                 self.table.setItem(r, c, QTableWidgetItem(str(text)))
         self.table.resizeColumnsToContents()
-        notes = [f"{p.variant}: {note}" for p in self.projections for note in p.notes]
-        self.notes.setText("<br>".join(escape(n) for n in notes))
+        # one warning per cause, naming the variants it concerns (not one per row)
+        self.notes.setText("<br>".join(escape(n) for n in projection_notes(self.projections)))

@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from workbench.gui.widgets import escape
 
-__all__ = ["CHART_INTERVAL_S", "ResultsView", "advice_html", "drafting_html", "verdict_html"]
+__all__ = ["CHART_INTERVAL_S", "ResultsView", "advice_html", "drafting_html", "empty_texts", "verdict_html"]
 
 #: during a run the charts are redrawn at most this often (s); the table follows every trial
 CHART_INTERVAL_S = 2.0
@@ -86,10 +86,12 @@ class ResultsView(QObject):
         w.results = data
         w.results_title.setText(data.title)
         w.results_env.setText(
-            " · ".join(
-                line
-                for line in (machine_line(host_environment(r.get("environment"))) for r in data.runs)
-                if line
+            " · ".join(  # two runs on one machine: said once
+                dict.fromkeys(
+                    line
+                    for line in (machine_line(host_environment(r.get("environment"))) for r in data.runs)
+                    if line
+                )
             )
             or ""
         )
@@ -102,6 +104,7 @@ class ResultsView(QObject):
         w.advice.setHtml(advice_html(data))
         if w.charts is not None:
             w.charts.set_note("Acceptance", drafting_html(data))
+            w.charts.set_empty_texts(empty_texts(data))
         self.update_charts()
         if data.failures:
             items = "".join(f"<li>{escape(f)}</li>" for f in data.failures[:5])
@@ -143,12 +146,52 @@ def _report(data: Any) -> Any:
     return report
 
 
+def _comparison_report(data: Any) -> Any:
+    """Two runs: the report `workbench compare A B` prints (workbench.report.comparison), built once
+    per loaded result; None for one run."""
+    two = getattr(data, "two_runs", None)
+    if two is None:
+        return None
+    report = getattr(data, "_comparison_report", None)
+    if report is None:
+        from workbench.report.comparison import build_comparison_report
+
+        report = build_comparison_report(two)
+        data._comparison_report = report
+    return report
+
+
+def empty_texts(data: Any) -> dict[str, str]:
+    """Two runs compared: what the chart tabs drawn for one run at a time say (their defaults, such as
+    "no speculative variants in this run", would be false); ``{}`` for one run."""
+    two = getattr(data, "two_runs", None)
+    if two is None:
+        return {}
+    a, b = two.ids
+    open_one = f"open run {a} or run {b} on its own (History tab) to see them."
+    speculative = list(dict.fromkeys(s.variant for s in data.summaries if s.acceptance_rate is not None))
+    drafting = f" Speculative variants here: {', '.join(speculative)}." if speculative else ""
+    return {
+        title: f"Comparing runs {a} and {b}: {what} are drawn for one run at a time — {open_one}{more}"
+        for title, what, more in (
+            ("Timeline", "the token timelines", ""),
+            ("Sweeps", "the sweep charts (TTFT vs input, decode vs output length)", ""),
+            ("Quality", "the quality figures (KLD, same top vs the run's own baseline)", ""),
+            ("Acceptance", "drafting's acceptance and break-even", drafting),
+        )
+    } | {
+        "Speed-up": f"Comparing runs {a} and {b}: no variant ran the same workload in both runs with finished "
+        "trials (variants are matched by name; the verdict above the table says why)."
+    }
+
+
 def verdict_html(data: Any) -> str:
     """Above the table: the verdict (per workload the fastest variant end to end, what it costs, how
-    far to trust it), as every other view words it; empty for two runs."""
+    far to trust it; two runs: per variant × workload the second run faster, slower or no detectable
+    change), as every other view words it."""
     from workbench.report.model import render_html
 
-    report = _report(data)
+    report = _report(data) or _comparison_report(data)
     return render_html(report, heading=4, sections=["verdict"]) if report is not None else ""
 
 
@@ -169,23 +212,15 @@ def _qt_tables(html: str) -> str:
 
 
 def advice_html(data: Any) -> str:
-    """The side panel: per workload its measured phase and the advice (one run), or RUN_B against RUN_A
-    with variants matched by name (two runs)."""
+    """The side panel: per workload its measured phase and the advice (one run), or how RUN_B and
+    RUN_A differ, their disturbed trials and why two runs are not paired (two runs; the verdict per
+    variant is above the table)."""
     out = []
-    if data.comparisons or data.unmatched:
-        a, b = data.runs[0]["id"], data.runs[1]["id"]
-        out.append(
-            f"<h3>Run {b} against run {a}</h3><p>Variants matched by name; &gt; 1 is faster in run {b}.</p>"
-        )
-        for r in data.comparisons:
-            est = r.speedup_e2e
-            ratio = "–" if est is None or est.value is None else f"{est.value:.2f}x"
-            if est is not None and est.lo is not None:
-                ratio += f" [{est.lo:.2f}–{est.hi:.2f}]" + (" *" if r.significant else "")
-            out.append(f"<p><b>{escape(r.variant)}</b> on {escape(r.workload)}: e2e {ratio}</p>")
-        if data.unmatched:
-            out.append(f"<p><i>Not matched: {escape(', '.join(data.unmatched))}</i></p>")
-        return "".join(out)
+    compared = _comparison_report(data)
+    if compared is not None:  # the notes of `workbench compare A B`: how the runs differ, disturbed trials
+        from workbench.report.model import render_html
+
+        return render_html(compared, heading=3, sections=["notes"])
     report = _report(data)
     if report is not None:  # what show and the exported report say, in the same order and words
         from workbench.report.model import render_html

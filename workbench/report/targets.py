@@ -12,6 +12,7 @@ from workbench.spec.targets import TARGET_METRICS
 __all__ = [
     "TARGETS_NOTE",
     "check_cell",
+    "projection_notes",
     "projection_table",
     "targets_table",
     "verdict_cell",
@@ -119,3 +120,37 @@ def projection_table(projections: Sequence[Any]) -> Table:
         for p in projections
     ]
     return headers, rows
+
+
+#: a what-if's causes in words (``analysis.projection.Projection.causes``); ``{n}``: the length asked
+_CAUSES = {
+    "input-extrapolated": "input {n:,.0f} tokens is outside the measured {ranges} input tokens: extrapolated",
+    "output-extrapolated": "output {n:,.0f} tokens is outside the measured {ranges} output tokens: extrapolated",
+    "no-ttft-fit": "TTFT not projected: the inputs did not vary in length (run sweep-input)",
+    "no-decode-fit": "decode not projected: the outputs did not vary in length (run sweep-output)",
+    "ttft-not-positive": "TTFT not projected: the fitted line is at or below 0 ms at {n:,.0f} input tokens",
+    "decode-not-positive": "decode not projected: the fitted line is at or below 0 ms at {n:,.0f} output tokens",
+}
+
+
+def projection_notes(projections: Sequence[Any]) -> list[str]:
+    """The what-if's warnings, one per cause over every variant (not one per row): which variants it
+    concerns, and their measured ranges (one range when they share it)."""
+    by_cause: dict[str, list[tuple[str, str]]] = {}
+    for p in projections:
+        for kind, measured in p.causes:
+            by_cause.setdefault(kind, []).append((p.variant, measured))
+    lines = []
+    everyone = len(projections)
+    for kind, found in by_cause.items():
+        n = (
+            projections[0].input_tokens
+            if kind.startswith(("input", "ttft", "no-ttft"))
+            else projections[0].output_tokens
+        )
+        shared = len({r for _, r in found}) == 1
+        ranges = found[0][1] if shared else "; ".join(f"{v} {r}" for v, r in found)
+        text = _CAUSES.get(kind, kind).format(n=n, ranges=ranges)
+        who = "every variant" if len(found) == everyone and everyone > 1 else ", ".join(v for v, _ in found)
+        lines.append(f"{text} ({who})" if everyone > 1 or len(found) > 1 else text)
+    return lines

@@ -1,0 +1,309 @@
+"""Two runs compared, as a report: the verdict first (per variant × workload: RUN_B faster, slower or
+no detectable change, with the CI, or why it was not compared), then the table of medians A → B with
+RUN_B's speed-ups, then notes (how the runs differ: machine, libraries, spec; disturbed trials; that
+two runs are not paired). Built once from :func:`workbench.analysis.compare.compare_two_runs` and
+rendered by :mod:`workbench.report.model`: ``workbench compare A B`` prints it, ``compare A B --out``
+and the GUI's compare view export it (report.html, summary.md, CSV, the before → after chart).
+
+Notation: ``x`` is always a speed-up, here RUN_B's over RUN_A (> 1: RUN_B is faster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from workbench.analysis.compare import RunComparison, TwoRuns
+from workbench.charts import BeforeAfterChart, before_after_chart, variant_colours
+from workbench.charts.base import Chart
+from workbench.report.formatting import fmt, host_environment, machine_line, ratio
+from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
+
+__all__ = [
+    "NOT_PAIRED",
+    "ONE_RUN_ADVICE",
+    "build_comparison_report",
+    "comparison_charts",
+    "comparison_html",
+    "comparison_markdown",
+    "export_comparison",
+]
+
+#: why two runs' speed-ups are weaker evidence than one run's
+NOT_PAIRED = (
+    "Two runs cannot be paired round by round: whatever the machine did during one run (another "
+    "program, a clock, a thermal state) lands on that run's numbers only, so a speed-up across runs "
+    "is a ratio of medians and includes it."
+)
+#: how to A/B-test a change instead (docs/analysis.md, Comparing two runs)
+ONE_RUN_ADVICE = (
+    "To A/B-test a code or library change, measure both sides inside ONE run: a variant per side, "
+    "each with its own `python =` (two checkouts' venvs) — interleaved and paired, with the MDE."
+)
+
+
+def _change_text(c: RunComparison, run_b: int) -> str:
+    est = c.speedup_e2e
+    speed = f"e2e {ratio(est)}" if est is not None and est.value is not None else "e2e –"
+    change = c.change
+    if change == "faster":
+        return f"run {run_b} faster — {speed}"
+    if change == "slower":
+        return f"run {run_b} slower — {speed}"
+    if change == "unchanged":
+        return f"no detectable change — {speed}"
+    return f"{speed} — one trial per prompt: no interval, so no verdict (run with `repetitions = 3`)"
+
+
+def verdict_section(two: TwoRuns) -> Section:
+    a, b = two.ids
+    section = Section("verdict", f"Verdict (run {b} against run {a}, end to end)")
+    lines = [f"{c.variant} on {c.workload}: {_change_text(c, b)}" for c in two.comparisons]
+    for variant, workload, why in two.not_compared:
+        lines.append(f"{variant}{f' on {workload}' if workload else ''}: not compared — {why}")
+    if not lines:
+        return section.add(Text("No variant × workload to compare (variants are matched by name)."))
+    section.add(Bullets(lines, strong=True))
+    compared = [c for c in two.comparisons if c.change is not None]
+    if two.comparisons and not compared:
+        section.add(Text("No interval anywhere: one trial per prompt in a run. Run with `repetitions = 3`."))
+    disturbed = [
+        f"run {run['id']}: {rule.disturbed} of {rule.measured} {'left out' if rule.excluded else 'kept'}"
+        for run, rule in zip((two.run_a, two.run_b), two.disturbed, strict=True)
+        if rule.disturbed
+    ]
+    section.add(
+        Text(
+            "Trust: ratios of medians of two runs, not paired — what changed on the machine between them "
+            "is in these numbers (see the notes)"
+            + (f"; disturbed trials: {', '.join(disturbed)}." if disturbed else ".")
+        )
+    )
+    return section
+
+
+def comparison_table(two: TwoRuns) -> Table:
+    """Per variant × workload: medians in RUN_A → RUN_B, RUN_B's speed-ups over RUN_A."""
+    headers = ["variant", "workload", "n", "TTFT ms", "tok/s", "e2e ms", "e2e x", "TTFT x", "decode x"]
+    rows = [
+        [
+            c.variant,
+            c.workload,
+            f"{c.a['e2e_ms'].n}/{c.b['e2e_ms'].n}",
+            f"{fmt(c.a['ttft_ms'].value, 1)} → {fmt(c.b['ttft_ms'].value, 1)}",
+            f"{fmt(c.a['decode_tokens_per_s'].value, 1)} → {fmt(c.b['decode_tokens_per_s'].value, 1)}",
+            f"{fmt(c.a['e2e_ms'].value, 0)} → {fmt(c.b['e2e_ms'].value, 0)}",
+            ratio(c.speedup_e2e),
+            ratio(c.speedup_ttft),
+            ratio(c.speedup_decode),
+        ]
+        for c in two.comparisons
+    ]
+    return Table(headers, rows)
+
+
+def _value(value: Any) -> str:
+    text = "(none)" if value is None else str(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+_KINDS = (
+    ("machine", "Machine"),
+    ("libraries", "Libraries"),
+    ("spec", "Spec"),
+    ("variant", "Variants"),
+)
+
+
+def difference_lines(two: TwoRuns) -> list[str]:
+    """How the runs differ, a line per kind (machine, libraries, spec, variants)."""
+    lines = []
+    for kind, label in _KINDS:
+        found = [d for d in two.differences if d.kind == kind]
+        if found:
+            lines.append(f"{label}: " + "; ".join(f"{d.name} {_value(d.a)} → {_value(d.b)}" for d in found))
+    return lines
+
+
+def notes_section(two: TwoRuns) -> Section:
+    a, b = two.ids
+    section = Section("notes", "Notes")
+    differences = difference_lines(two)
+    if differences:
+        section.add(Text(f"How run {b} differs from run {a} (as recorded):"))
+        section.add(Bullets(differences))
+    else:
+        section.add(
+            Text(
+                f"Runs {a} and {b} recorded the same machine, libraries and spec: they differ in when they ran "
+                "(what the machine did meanwhile) and in whatever was not recorded (your code, unless it "
+                "ran from another venv)."
+            )
+        )
+    for run, rule in zip((two.run_a, two.run_b), two.disturbed, strict=True):
+        line = rule.line()
+        section.add(
+            Text(f"Run {run['id']}: {line}." if line else f"Run {run['id']}: no trial disturbed.", note=True)
+        )
+    if two.unmatched:
+        section.add(
+            Text(f"Not matched (no variant of that name in the other run): {', '.join(two.unmatched)}.")
+        )
+    section.add(Text(f"{NOT_PAIRED} {ONE_RUN_ADVICE}"))
+    return section
+
+
+def _title(two: TwoRuns) -> str:
+    a, b = two.run_a, two.run_b
+    return f"Run {b['id']} '{b.get('name') or ''}' against run {a['id']} '{a.get('name') or ''}'"
+
+
+def _meta(two: TwoRuns) -> list[str]:
+    lines = []
+    for run in (two.run_a, two.run_b):
+        started = (run.get("started_at") or "")[:16].replace("T", " ")
+        lines.append(f"Run {run['id']}: {run.get('status')}, started {started} UTC")
+    machines = [machine_line(host_environment(r.get("environment"))) for r in (two.run_a, two.run_b)]
+    if machines[0] and machines[0] == machines[1]:
+        lines.append(f"Machine (both): {machines[0]}")
+    else:
+        lines += [
+            f"Machine of run {r['id']}: {m}"
+            for r, m in zip((two.run_a, two.run_b), machines, strict=True)
+            if m
+        ]
+    return lines
+
+
+def build_comparison_report(two: TwoRuns) -> Report:
+    """The report of two runs compared (:class:`~workbench.analysis.compare.TwoRuns`): sections
+    ``verdict``, ``table``, ``notes``."""
+    a, b = two.ids
+    table = Section("table", f"Per variant × workload (run {a} → run {b}, variants matched by name)")
+    table.add(comparison_table(two))
+    table.add(
+        Text(
+            f"Medians in run {a} → run {b}; n = measured trials used (run {a}/run {b}). x = run {b}'s speed-up "
+            f"over run {a} (> 1: run {b} is faster): the ratio of the medians [bootstrap 95 % CI], * when "
+            "the CI excludes 1.",
+            note=True,
+        )
+    )
+    table.add(Figure(BeforeAfterChart.key))
+    sections = [verdict_section(two), table, notes_section(two)]
+    return Report(_title(two), _meta(two), [s for s in sections if s])
+
+
+# -- documents ----------------------------------------------------------------------------------
+
+
+def comparison_charts(two: TwoRuns) -> list[Chart]:
+    """The charts of two runs compared: the before → after chart (when anything was compared)."""
+    chart = before_after_chart(two.comparisons, *two.ids, two.variant_names)
+    return [chart] if chart is not None else []
+
+
+def comparison_markdown(two: TwoRuns, images: dict[str, str] | None = None) -> str:
+    """The comparison as Markdown; ``images``: chart name → relative file to link."""
+    from workbench.report.model import render_markdown
+
+    images = images or {}
+    by_name = {c.name: c for c in comparison_charts(two)}
+
+    def image(name: str) -> str | None:
+        if name in images and name in by_name:
+            return f"![{by_name[name].title}]({images[name]})"
+        return None
+
+    return render_markdown(build_comparison_report(two), image)
+
+
+def comparison_html(two: TwoRuns, pngs: dict[str, bytes] | None = None) -> str:
+    """The comparison as one self-contained HTML page, the verdict first; ``pngs``: chart name → PNG."""
+    from workbench.report.documents import html_page
+
+    charts = comparison_charts(two)
+    names = two.variant_names or [c.variant for c in two.comparisons]
+    return html_page(
+        build_comparison_report(two), pngs or {}, {c.name: c for c in charts}, variant_colours(names)
+    )
+
+
+def comparison_rows(two: TwoRuns) -> list[dict[str, Any]]:
+    """One flat row per variant × workload (comparison.csv)."""
+    rows = []
+    for c in two.comparisons:
+        row: dict[str, Any] = {
+            "variant": c.variant,
+            "workload": c.workload,
+            "run_a": c.run_a,
+            "run_b": c.run_b,
+        }
+        for side, values in (("a", c.a), ("b", c.b)):
+            for metric, est in values.items():
+                row[f"{side}.{metric}"] = est.value
+                row[f"{side}.{metric}.n"] = est.n
+        for name, speed in (("e2e", c.speedup_e2e), ("ttft", c.speedup_ttft), ("decode", c.speedup_decode)):
+            row[f"speedup_{name}"] = speed.value if speed is not None else None
+            row[f"speedup_{name}.lo"] = speed.lo if speed is not None else None
+            row[f"speedup_{name}.hi"] = speed.hi if speed is not None else None
+        row["change"] = c.change
+        rows.append(row)
+    return rows
+
+
+def export_comparison(
+    two: TwoRuns,
+    out_dir: Path,
+    formats: Sequence[str] | None = None,
+    *,
+    renderer: Any = None,
+    no_renderer: str = "no chart renderer was given",
+    on_file: Callable[[Path], None] | None = None,
+) -> tuple[list[Path], list[str]]:
+    """Write the comparison into ``out_dir``: ``csv`` comparison.csv, comparison.json and the chart's
+    data; ``md`` summary.md; ``png``/``svg`` the before → after chart; ``html`` report.html (one
+    self-contained page). ``formats`` None: every format this install can write (PNG, SVG and HTML
+    need ``renderer``, the GUI's chart module). Returns the files written and notes."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.report.export import DEFAULT_FORMATS, NEEDS_RENDERER, _csv, _write, prepare_out_dir
+    from workbench.report.formatting import json_text
+
+    notes: list[str] = []
+    if formats is None:
+        formats = [f for f in DEFAULT_FORMATS if f not in NEEDS_RENDERER or renderer is not None]
+        if renderer is None:
+            notes.append(f"PNG, SVG and HTML skipped: {no_renderer}")
+    elif renderer is None and any(f in NEEDS_RENDERER for f in formats):
+        wanted = ", ".join(f for f in formats if f in NEEDS_RENDERER)
+        raise WorkbenchError(f"cannot export {wanted}: {no_renderer}; csv and md work without it")
+    prepare_out_dir(out_dir)
+    written: list[Path] = []
+
+    def wrote(path: Path) -> None:
+        written.append(path)
+        if on_file is not None:
+            on_file(path)
+
+    charts = comparison_charts(two)
+    if "csv" in formats:
+        wrote(_csv(out_dir / "comparison.csv", comparison_rows(two)))
+        wrote(_write(out_dir / "comparison.json", json_text(two.to_dict()).encode("utf-8")))
+        for chart in charts:
+            wrote(_csv(out_dir / f"{chart.name}.csv", chart.rows()))
+    pngs: dict[str, bytes] = {}
+    if renderer is not None:
+        for chart in charts:
+            if "png" in formats or "html" in formats:
+                pngs[chart.name] = renderer.png_bytes(chart)
+            if "png" in formats:
+                wrote(_write(out_dir / f"{chart.name}.png", pngs[chart.name]))
+            if "svg" in formats:
+                wrote(_write(out_dir / f"{chart.name}.svg", renderer.svg_bytes(chart)))
+    if "md" in formats:
+        images = {c.name: f"{c.name}.png" for c in charts} if "png" in formats else {}
+        wrote(_write(out_dir / "summary.md", comparison_markdown(two, images).encode("utf-8")))
+    if "html" in formats:
+        wrote(_write(out_dir / "report.html", comparison_html(two, pngs).encode("utf-8")))
+    return written, notes
