@@ -90,7 +90,8 @@ def test_run_exits_0_and_prints_the_table(recorded):
     # the answer first: the verdict, then the main table, then where the time goes
     assert out.splitlines()[0].startswith("Run 1 'two-fakes' — ok")
     verdict = text_section(out, "Verdict")
-    assert re.search(r"code:\s+fast [\d.]+x \[[\d.]+–[\d.]+\]\* e2e", verdict), verdict
+    # (whether the CI excludes 1 depends on the machine's load: the fakes differ by ~2x)
+    assert re.search(r"code:\s+fast [\d.]+x \[[\d.]+–[\d.]+\]\*? e2e", verdict), verdict
     table = text_section(out, "Per variant × workload").splitlines()[1:]
     assert table[0].split()[:2] == ["variant", "workload"]
     body = [line.split() for line in table[2:4]]
@@ -382,7 +383,7 @@ def test_disturbed_trials_are_counted_and_left_out_when_asked(recorded, tmp_path
     assert (n_ok, pairs, rule["excluded"]) == (4, 4, False)
     text = invoke("show", "1", "--db", db).output
     assert "1 of 8 trials disturbed (12%), left out of the speed-ups" in text
-    assert "Note: 1 trial disturbed (left out)." in text  # in the verdict's trust line
+    assert "Note: 1 trial disturbed (left out)" in text  # in the verdict's trust line
     assert "(1 disturbed, out)" in invoke("show", "1", "--db", db, "--wide").output  # the n column
     text = invoke("show", "1", "--db", db, "--include-disturbed", "--wide").output
     assert "kept in the speed-ups (asked for)" in text and "(1 disturbed)" in text
