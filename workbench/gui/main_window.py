@@ -44,7 +44,7 @@ from workbench.gui.history_actions import HistoryActions
 from workbench.gui.results_view import ResultsView
 from workbench.gui.run_control import RunControl
 from workbench.gui.settings import GuiSettings
-from workbench.gui.widgets import LOG_PLACEHOLDER, Banner, WelcomePage, escape, window_title
+from workbench.gui.widgets import LOG_PLACEHOLDER, Banner, WelcomePage, escape, glossary_dialog, window_title
 
 __all__ = ["MainWindow", "viewer_reason"]
 
@@ -460,11 +460,9 @@ class MainWindow(QMainWindow):
         if line:
             self.log.appendPlainText(line)
 
-    def show_glossary(self) -> None:
-        text = "".join(f"<p><b>{term}</b> — {escape(sentence)}</p>" for term, sentence in TERMS.items())
-        box = QMessageBox(QMessageBox.Icon.NoIcon, "Glossary", text, QMessageBox.StandardButton.Ok, self)
-        box.setTextFormat(Qt.TextFormat.RichText)
-        box.open()
+    def show_glossary(self) -> Any:
+        """Help → Glossary, scrolling (returned for tests)."""
+        return glossary_dialog(self, TERMS)
 
     def show_about(self) -> None:
         from workbench import __version__

@@ -8,9 +8,20 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
-__all__ = ["LOG_PLACEHOLDER", "Banner", "WelcomePage", "escape", "window_title"]
+__all__ = ["LOG_PLACEHOLDER", "Banner", "WelcomePage", "escape", "glossary_dialog", "window_title"]
 
 #: what the Log tab says while it is empty
 LOG_PLACEHOLDER = (
@@ -145,6 +156,26 @@ class WelcomePage(QWidget):
         )
         self.note.setText(text)
         self.note.setVisible(bool(reason))
+
+
+def glossary_dialog(parent: QWidget | None, terms: dict[str, str]) -> QDialog:
+    """Help → Glossary: one sentence per term, in a scrolling text (the whole list is taller than
+    most screens), shown modeless and deleted when closed."""
+    dialog = QDialog(parent)
+    dialog.setObjectName("glossary")
+    dialog.setWindowTitle("Glossary")
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    text = QTextBrowser()
+    text.setObjectName("glossaryText")
+    text.setHtml("".join(f"<p><b>{escape(term)}</b> — {escape(s)}</p>" for term, s in terms.items()))
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+    buttons.rejected.connect(dialog.close)
+    layout = QVBoxLayout(dialog)
+    layout.addWidget(text, 1)
+    layout.addWidget(buttons)
+    dialog.resize(640, 560)
+    dialog.show()
+    return dialog
 
 
 def escape(text: str) -> str:
