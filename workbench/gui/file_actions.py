@@ -96,7 +96,7 @@ class FileActions:
         from workbench.gui.draft import SpecDraft
 
         w = self.window
-        if not isinstance(run_id, int):
+        if not isinstance(run_id, int) or isinstance(run_id, bool):  # a menu's "checked" is no run
             run_id = w.shown_ids[0] if len(w.shown_ids) == 1 else None
         if run_id is None or w.store is None or w.builder is None:
             w.show_error("Edit the run's spec", "Open a run first (History, or the Results tab).")
