@@ -373,3 +373,33 @@ def test_the_glossary_scrolls(qtbot, runs_db):
     assert dialog.height() <= 600
     text = dialog.findChild(type(window.advice), "glossaryText")
     assert text.verticalScrollBar().maximum() > 0 and "TTFT" in text.toPlainText()
+
+
+def test_the_x_equals_1_line_is_broken_where_a_label_or_header_sits_on_it(qtbot):
+    import pyqtgraph as pg
+
+    from workbench import charts as cd
+    from workbench.gui import charts
+
+    chart = cd.SpeedupChart(
+        title="s",
+        variants=("baseline", "slow", "fast"),
+        baseline="baseline",
+        points=(
+            cd.SpeedupPoint("code", "slow", "e2e", 0.8, None, None),  # its label runs right, over x = 1
+            cd.SpeedupPoint("code", "fast", "e2e", 1.3, None, None),
+        ),
+    )
+    with charts.render(chart) as widget:
+        plot = charts.plot_items(widget)[0]
+        segments = []
+        for item in plot.items:
+            if isinstance(item, pg.PlotDataItem):
+                x, y = item.getData()
+                if len(x) == 2 and list(x) == [1.0, 1.0]:
+                    segments.append(sorted(y))
+    assert segments  # the line is there
+    covered = lambda y: any(a <= y <= b for a, b in segments)  # noqa: E731
+    assert not covered(0.0)  # the workload's header row
+    assert not covered(1.0)  # slow: 0.80x, its label starts left of 1
+    assert covered(2.0)  # fast: 1.30x, its label right of its point, clear of the line

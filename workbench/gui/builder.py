@@ -58,7 +58,7 @@ DESCRIPTION_CHARS = 46
 #: under the variant's Python field: how to A/B-test a code change (docs/spec.md, docs/analysis.md)
 PYTHON_NOTE = (
     "A/B-testing a code change? Best inside one run: two variants, each with <code>python</code> set to "
-    "a checkout's own venv<br>(<code>../before/.venv/bin/python</code>, "
+    "a checkout's own venv (<code>../before/.venv/bin/python</code>, "
     "<code>../after/.venv/bin/python</code>): their trials are interleaved and paired, so the machine's "
     "drift touches both alike."
 )
@@ -171,18 +171,17 @@ class ExperimentBuilder(QWidget):
         self.v_python_browse.clicked.connect(self._browse_python)
         self.python_note = QLabel(PYTHON_NOTE)
         self.python_note.setObjectName("pythonNote")
-        self.python_note.setWordWrap(False)
+        self.python_note.setWordWrap(True)
         self.python_note.setTextFormat(Qt.TextFormat.RichText)
         self.python_note.setEnabled(False)  # greyed: a hint, not a field
         self.v_trust = QCheckBox("trust remote code")
         self.v_trust.setToolTip("Run code shipped with a hub model (off unless you trust its authors)")
         self.params_box = QGroupBox("Parameters")
         self.params_layout = QVBoxLayout(self.params_box)
-        editor = QWidget()
-        editor_layout = QVBoxLayout(editor)
+        # the selected variant: what every variant has on the left, its strategy's parameters beside
+        # it with the whole height (each side scrolls on its own when it must)
         common = QWidget()
         form = QFormLayout(common)
-        form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Name", self.v_name)
         form.addRow("Model", self.v_model)
         strategy_box = QWidget()
@@ -200,16 +199,21 @@ class ExperimentBuilder(QWidget):
         python_row.addWidget(self.v_python, 1)
         python_row.addWidget(self.v_python_browse)
         form.addRow("Python", python_row)
-        form.addRow("", self.python_note)
-        editor_layout.addWidget(common)
-        editor_layout.addWidget(self.params_box)
-        editor_layout.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(editor)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(common)
+        left_layout.addWidget(self.python_note)
+        left_layout.addStretch(1)
+        self.params_layout.addStretch(1)  # the form (inserted above it) keeps its rows' heights
         self.variant_editor = QGroupBox("Selected variant")
-        el = QVBoxLayout(self.variant_editor)
-        el.addWidget(scroll)
+        el = QHBoxLayout(self.variant_editor)
+        for widget, stretch in ((left, 1), (self.params_box, 1)):
+            scroll = QScrollArea()
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+            scroll.setWidget(widget)
+            el.addWidget(scroll, stretch)
 
         # workloads
         self.builtin_boxes: dict[str, QCheckBox] = {}
@@ -567,7 +571,7 @@ class ExperimentBuilder(QWidget):
         self._param_form.set_values(params)
         self._param_form.changed.connect(self._editor_changed)
         self._param_strategy = strategy
-        self.params_layout.addWidget(self._param_form)
+        self.params_layout.insertWidget(0, self._param_form)
 
     def _strategy_changed(self) -> None:
         if self._loading:

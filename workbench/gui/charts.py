@@ -195,8 +195,7 @@ def _text(
 ) -> pg.TextItem | None:
     if not text:
         return None
-    fill = kw.get("fill")  # a background: lines under the label (x = 1, grid) do not cross its text
-    item = pg.TextItem(text=text, color=colour, anchor=anchor, fill=pg.mkBrush(fill) if fill else None)
+    item = pg.TextItem(text=text, color=colour, anchor=anchor)
     item.setFont(_font(kw.get("px", FONT_PX), kw.get("bold", False)))
     item.setPos(x, y)
     item.setZValue(10)  # above bars
@@ -215,7 +214,7 @@ def _grouped_rows(
     y = 0.0
     for header, labels in groups:
         if header:
-            _text(plot, x, y, header, FOREGROUND, (0, 0.5), bold=True, fill=BACKGROUND)  # at the left edge
+            _text(plot, x, y, header, FOREGROUND, (0, 0.5), bold=True)  # at the left edge of the x range
         else:
             y -= 1  # no header row
         ys = []
@@ -409,12 +408,11 @@ def _speedup(widget: pg.GraphicsLayoutWidget, chart: cd.SpeedupChart) -> None:
     left, right = min(lows, default=0.5), max(highs, default=2.0)
     span = max(right - left, 0.2)
     x_min, x_max = max(0.0, left - 0.08 * span), right + 0.55 * span
-    one = pg.InfiniteLine(
-        pos=1.0, angle=90, pen=pg.mkPen("#555555", width=1.2, style=QtCore.Qt.PenStyle.DashLine)
-    )
-    one.setZValue(-5)  # under the labels, which have a background: the line never crosses their text
-    plot.addItem(one)
-    for (workload, _), ys in zip(groups, _grouped_rows(plot, groups, x=x_min), strict=True):
+    rows = _grouped_rows(plot, groups, x=x_min)
+    # rows the x = 1 line must not cross: the workloads' headers (at the left edge) and the points
+    # whose label starts left of 1 (a point below 1, its label to its right)
+    blocked = [ys[0] - 1 for ys in rows if ys]
+    for (workload, _), ys in zip(groups, rows, strict=True):
         points = [p for p in e2e if p.workload == workload]
         for p, y in zip(points, ys, strict=True):
             colour = colours.get(p.variant, cd.OKABE_ITO[-1])
@@ -445,8 +443,27 @@ def _speedup(widget: pg.GraphicsLayoutWidget, chart: cd.SpeedupChart) -> None:
             else:  # one trial per prompt: no interval, so nothing is known to be faster or slower
                 label = f"{p.value:.2f}x · no interval"
             end = max(p.hi if p.hi is not None else p.value, p.value)
-            _text(plot, end + 0.02 * span, y, label, FOREGROUND, (0, 0.5), fill=BACKGROUND)
+            _text(plot, end + 0.02 * span, y, label, FOREGROUND, (0, 0.5))
+            if end + 0.02 * span < 1.0:
+                blocked.append(y)
+    # x = 1, dashed, broken where a label or a header sits on it
+    dash = pg.mkPen("#555555", width=1.2, style=QtCore.Qt.PenStyle.DashLine)
+    top, bottom = -0.7, (rows[-1][-1] if rows and rows[-1] else 0.0) + 0.7
+    for a, b in _gaps(top, bottom, sorted(blocked), half=0.5):
+        _line(plot, [1.0, 1.0], [a, b], pen=dash)
     plot.setXRange(x_min, x_max, padding=0)
+
+
+def _gaps(top: float, bottom: float, blocked: list[float], half: float) -> list[tuple[float, float]]:
+    """The stretches of [top, bottom] outside ``blocked[i] ± half`` (``blocked`` sorted)."""
+    out, y = [], top
+    for b in blocked:
+        if b - half > y:
+            out.append((y, b - half))
+        y = max(y, b + half)
+    if bottom > y:
+        out.append((y, bottom))
+    return out
 
 
 def _acceptance(widget: pg.GraphicsLayoutWidget, chart: cd.AcceptanceChart) -> None:

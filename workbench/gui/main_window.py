@@ -381,7 +381,7 @@ class MainWindow(QMainWindow):
         self.results_split.setStretchFactor(0, 3)
         self.results_split.setStretchFactor(1, 2)
         self.results_split.setSizes([500, 300])
-        self.bottom_split.setSizes([800, 450])
+        self.bottom_split.setSizes([950, 400])  # the table's first-read columns fit beside the advice
         if self.settings is not None:
             for name, splitter in (("results", self.results_split), ("bottom", self.bottom_split)):
                 state = self.settings.splitter(name)

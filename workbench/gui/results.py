@@ -225,8 +225,8 @@ class SummaryTableModel(QAbstractTableModel):
         if orientation != Qt.Orientation.Horizontal:
             return None
         header, term, _ = COLUMNS[section]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return header
+        if role == Qt.ItemDataRole.DisplayRole:  # two short lines ("e2e / speed-up"): narrow columns
+            return header.replace(" ", "\n", 1) if len(header) > 8 else header
         if role == Qt.ItemDataRole.ToolTipRole:
             return (explain(term) + "\n\n" if term else "") + "Right-click a header to choose the columns."
         return None
