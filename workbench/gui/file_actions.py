@@ -73,10 +73,10 @@ class FileActions:
         ``workbench demo``) from a copy in the user-data folder, made afresh when the shipped one is newer."""
         import shutil
 
-        from workbench.gui.smoke import sample_db
+        from workbench.core.resources import resource_path
 
         w = self.window
-        source, copy = sample_db(), sample_copy_path()
+        source, copy = resource_path("sample", "demo.db"), sample_copy_path()  # as gui.smoke.sample_db
         if not source.is_file():
             w.show_error("Open the sample run", f"the sample database is missing ({source})")
             return False
