@@ -48,10 +48,10 @@ __all__ = ["ExperimentBuilder"]
 
 _COMMON_KEYS = ("name", "model", "strategy", "dtype", "device", "trust_remote_code", "python")
 _DEVICES = ("auto", "cpu", "cuda", "cuda:1", "mps")
-#: why Run is disabled with a single variant (the start of a sentence after "The experiment has a mistake:")
+#: why Run is disabled with a single variant (a valid spec, which can still be saved)
 ONE_VARIANT = (
-    "it has one variant: add a second variant to compare against (Add, or Duplicate and change one "
-    "setting); speed-ups are measured against the baseline"
+    "Add a second variant to compare against (Add, or Duplicate and change one setting): speed-ups "
+    "are measured against the baseline."
 )
 #: a workload's description in the picker is cut to this many characters (the whole one is its tooltip)
 DESCRIPTION_CHARS = 46
@@ -81,6 +81,8 @@ class ExperimentBuilder(QWidget):
         self._viewer_reason: str | None = None
         self._running = False
         self.one_variant = False  # the draft is valid but has a single variant: nothing to compare
+        #: why Run is refused now (the spec's mistake, a single variant), or None
+        self.refusal: str | None = None
         self._loading = False
         self._param_form: ParamForm | None = None
         self._param_strategy: str | None = None
@@ -406,14 +408,13 @@ class ExperimentBuilder(QWidget):
         self.variant_hint.setText("Add a second variant to compare against: Run needs two." if one else "")
         self.variant_hint.setVisible(one)
         self.one_variant = one
+        self.refusal = (
+            ONE_VARIANT if one else None if self.spec else f"The experiment has a mistake: {self.error}"
+        )
         if one:
             assert self.spec is not None
             self._show_predictions(self.spec)
-            self.spec, self.error = None, ONE_VARIANT
-            self.status.setText(
-                "⚠ Add a second variant to compare against (Add, or Duplicate and change one setting): "
-                "speed-ups are measured against the baseline."
-            )
+            self.status.setText(f"⚠ {ONE_VARIANT}")
             self.status.setStyleSheet("color: #b26a00;")
         elif self.spec is not None:
             from workbench.run.plan import plan_run
@@ -799,7 +800,7 @@ class ExperimentBuilder(QWidget):
         self._validate_timer.start()
 
     def _update_run_button(self) -> None:
-        ok = self.spec is not None and not self._running and not self._viewer_reason
+        ok = self.spec is not None and not self.one_variant and not self._running and not self._viewer_reason
         self.run_btn.setEnabled(ok)
         if self._viewer_reason:
             self.run_btn.setToolTip(self._viewer_reason)
