@@ -144,6 +144,8 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
     b.max_new_tokens.setValue(5)
     b.limit.setValue(2)
     b.builtin_boxes["chat"].setChecked(False)  # code stays ticked
+    b.variant_list.setCurrentRow(1)  # it starts with two variants: this test makes its own second one
+    b.remove_variant()
     # the first variant: fake strategy, its parameter form generated from FakeConfig
     b.v_strategy.setCurrentText("fake")
     assert not b.v_model.isEnabled()  # the fake strategy loads no model

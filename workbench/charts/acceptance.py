@@ -26,7 +26,7 @@ class AcceptanceChart(Chart):
 
     key: ClassVar[str] = "accepted-length"
     counts: dict[str, dict[int, int]] = field(default_factory=dict)  # variant → {tokens per step: steps}
-    x_axis: Axis = Axis("tokens per verify step", "tokens")
+    x_axis: Axis = Axis("tokens per verify step")
     y_axis: Axis = Axis("share of verify steps", "%")
 
     def shares(self, variant: str) -> dict[int, float]:
@@ -56,12 +56,13 @@ def acceptance_chart(analysis: Any) -> AcceptanceChart | None:
     }
     order = [v for v in analysis.variant_names if v in counts]
     return AcceptanceChart(
-        title="Accepted length per verify step (speculative variants)",
+        title="Accepted length per verify step (speculative variants, all workloads pooled)",
         variants=tuple(analysis.variant_names),
         counts={v: counts[v] for v in order},
         notes=[
             "Tokens per verify step = accepted draft tokens + the target's own token; the legend's mean is "
-            "the mean accepted length."
+            "the mean accepted length. Each variant's steps on every workload pooled: the acceptance per "
+            "workload is in the next chart and the table above."
         ],
     )
 
@@ -81,6 +82,10 @@ class PositionSeries:
     reached: tuple[int, ...]  # those steps
     acceptance: float | None  # accepted / proposed, %
     needed: float | None  # break-even acceptance for its mix of lengths, %
+    #: the variant's measured speed-ups on the workload (decode, end to end): drafting can pay on decode
+    #: and still lose end to end (a draft's prefill lengthens the TTFT)
+    speedup_decode: float | None = None
+    speedup_e2e: float | None = None
 
 
 @dataclass
@@ -91,7 +96,7 @@ class DraftPositionChart(Chart):
     key: ClassVar[str] = "draft-positions"
     series: tuple[PositionSeries, ...] = ()
     workloads: tuple[str, ...] = ()
-    x_axis: Axis = Axis("draft position", "token")
+    x_axis: Axis = Axis("draft position")
     y_axis: Axis = Axis("accepted at that position", "%")
 
     def rows(self) -> list[dict[str, Any]]:
@@ -104,6 +109,8 @@ class DraftPositionChart(Chart):
                 "steps_reaching": n,
                 "acceptance_pct": s.acceptance,
                 "needed_pct": s.needed,
+                "speedup_decode": s.speedup_decode,
+                "speedup_e2e": s.speedup_e2e,
             }
             for s in self.series
             for p, r, n in zip(s.positions, s.rates, s.reached, strict=True)
@@ -118,6 +125,12 @@ def draft_position_chart(analysis: Any) -> DraftPositionChart | None:
     def share(value: float | None) -> float | None:
         return None if value is None else 100 * value
 
+    summaries = {(s.variant, s.workload): s for s in getattr(analysis, "summaries", ())}
+
+    def speedup(b: Any, attr: str) -> float | None:
+        est = getattr(summaries.get((b.variant, b.workload)), attr, None)
+        return None if est is None else est.value
+
     return DraftPositionChart(
         title="Acceptance by draft position (speculative variants)",
         variants=tuple(analysis.variant_names),
@@ -131,13 +144,16 @@ def draft_position_chart(analysis: Any) -> DraftPositionChart | None:
                 tuple(p.reached for p in b.positions),
                 share(b.acceptance),
                 share(b.needed),
+                speedup(b, "speedup_decode"),
+                speedup(b, "speedup_e2e"),
             )
             for b in results
         ),
         notes=[
             "Of the steps that drafted at least i tokens, the share that accepted the first i (a line per "
-            "variant, a dash pattern per workload). Drafting pays when the acceptance over the drafted "
+            "variant, a dash pattern and a marker per workload). Drafting pays when the acceptance over the drafted "
             "tokens beats the 'needed' of the legend: the break-even of the variant's measured draft and "
-            "verify costs."
+            "verify costs. That is decode only: the legend's e2e speed-up says whether the variant "
+            "is faster for the whole request (a draft's own prefill lengthens the TTFT)."
         ],
     )

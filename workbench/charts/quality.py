@@ -120,6 +120,7 @@ def quality_chart(analysis: Any) -> QualityChart | None:
                 )
             front = pareto_front(here)
             points += [QualityPoint(**{**p.__dict__, "pareto": i in front}) for i, p in enumerate(here)]
+    speed_ci = "bootstrap 95 % CI" if any(p.lo is not None for p in points) else "one repetition: no interval"
     return QualityChart(
         title=f"Speed vs quality (vs {analysis.baseline})",
         variants=tuple(analysis.variant_names),
@@ -127,7 +128,7 @@ def quality_chart(analysis: Any) -> QualityChart | None:
         points=tuple(points),
         notes=[
             "Each point: one variant on one workload. Up is faster (paired geometric mean of the speed-ups, "
-            "bootstrap 95 % CI); left is closer to the baseline's predictions (mean KLD per token, CI over "
+            f"{speed_ci}); left is closer to the baseline's predictions (mean KLD per token, CI over "
             "prompts); the baseline and lossless variants sit on the left edge (KLD 0). Filled and joined: "
             "the Pareto front of each workload (no other variant is both faster and closer)."
         ],

@@ -34,7 +34,7 @@ class SpeedupChart(Chart):
     key: ClassVar[str] = "speedup"
     baseline: str = ""
     points: tuple[SpeedupPoint, ...] = ()
-    x_axis: Axis = Axis("e2e speed-up vs the baseline (> 1 is faster)", "×")
+    x_axis: Axis = Axis("e2e speed-up vs the baseline (×, > 1 is faster)")
 
     def rows(self) -> list[dict[str, Any]]:
         return [
@@ -55,6 +55,11 @@ class SpeedupChart(Chart):
     def workloads(self) -> list[str]:
         return list(dict.fromkeys(p.workload for p in self.points))
 
+    @property
+    def has_intervals(self) -> bool:
+        """Whether any e2e point has a CI (none with one trial per prompt: one repetition)."""
+        return any(p.lo is not None and p.hi is not None for p in self.points if p.metric == "e2e")
+
 
 def speedup_chart(analysis: Any) -> SpeedupChart | None:
     points = []
@@ -64,12 +69,24 @@ def speedup_chart(analysis: Any) -> SpeedupChart | None:
                 points.append(SpeedupPoint(s.workload, s.variant, metric, est.value, est.lo, est.hi))
     if not any(p.metric == "e2e" for p in points):
         return None
-    return SpeedupChart(
+    chart = SpeedupChart(
         title=f"Speed-up vs {analysis.baseline}",
         variants=tuple(analysis.variant_names),
         baseline=analysis.baseline or "",
         points=tuple(points),
-        notes=[
-            "Ratio of medians. Whiskers: bootstrap 95 % CI. Filled: the CI excludes 1 (significant); hollow: not."
-        ],
     )
+    what = (
+        "Each point: the geometric mean of the e2e time ratios of paired trials (the same prompt, the "
+        "same round, baseline over variant)."
+    )
+    if chart.has_intervals:
+        chart.notes = [
+            f"{what} Whiskers: bootstrap 95 % CI. Filled: the CI excludes 1 (faster or slower for sure); "
+            "hollow: not significant. Dashed: 1 (as fast as the baseline)."
+        ]
+    else:
+        chart.notes = [
+            f"{what} One repetition: no interval, so no point is known to be faster or slower — run "
+            'with repetitions = 3 (or "auto") to know. Dashed: 1 (as fast as the baseline).'
+        ]
+    return chart

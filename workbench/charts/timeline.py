@@ -23,7 +23,7 @@ class TimelineChart(Chart):
     prompt_id: str = ""
     series: tuple[Any, ...] = ()  # workbench.analysis.run.Timeline, one per variant
     x_axis: Axis = Axis("time since the request", "ms")
-    y_axis: Axis = Axis("tokens generated", "tokens")
+    y_axis: Axis = Axis("tokens generated")
 
     @property
     def name(self) -> str:

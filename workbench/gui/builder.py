@@ -38,16 +38,30 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.errors import WorkbenchError
-from workbench.gui.draft import SpecDraft, unique_name
+from workbench.gui.draft import SpecDraft, is_suggested_name, suggested_name, unique_name
 from workbench.gui.forms import ModelSourceEdit, ParamForm, spin
 from workbench.gui.glossary import explain
 from workbench.gui.prompts import PromptsDialog
-from workbench.spec.parse import DTYPES, Spec
+from workbench.spec.parse import DTYPES, WORKERS, Spec
 
 __all__ = ["ExperimentBuilder"]
 
-_COMMON_KEYS = ("name", "model", "strategy", "dtype", "device", "trust_remote_code")
+_COMMON_KEYS = ("name", "model", "strategy", "dtype", "device", "trust_remote_code", "python")
 _DEVICES = ("auto", "cpu", "cuda", "cuda:1", "mps")
+#: why Run is disabled with a single variant (a valid spec, which can still be saved)
+ONE_VARIANT = (
+    "Add a second variant to compare against (Add, or Duplicate and change one setting): speed-ups "
+    "are measured against the baseline."
+)
+#: a workload's description in the picker is cut to this many characters (the whole one is its tooltip)
+DESCRIPTION_CHARS = 46
+#: under the variant's Python field: how to A/B-test a code change (docs/spec.md, docs/analysis.md)
+PYTHON_NOTE = (
+    "A/B-testing a code change? Best inside one run: two variants, each with <code>python</code> set to "
+    "a checkout's own venv (<code>../before/.venv/bin/python</code>, "
+    "<code>../after/.venv/bin/python</code>): their trials are interleaved and paired, so the machine's "
+    "drift touches both alike."
+)
 
 
 class ExperimentBuilder(QWidget):
@@ -66,6 +80,9 @@ class ExperimentBuilder(QWidget):
         self._fields_cache: dict[str, list[Any]] = {}
         self._viewer_reason: str | None = None
         self._running = False
+        self.one_variant = False  # the draft is valid but has a single variant: nothing to compare
+        #: why Run is refused now (the spec's mistake, a single variant), or None
+        self.refusal: str | None = None
         self._loading = False
         self._param_form: ParamForm | None = None
         self._param_strategy: str | None = None
@@ -89,6 +106,14 @@ class ExperimentBuilder(QWidget):
         self.order.setToolTip(explain("order"))
         self.max_new_tokens = spin(0, 1_000_000, explain("max new tokens"), special="per workload")
         self.limit = spin(0, 1_000_000, explain("limit"), special="all")
+        self.workers = QComboBox()
+        self.workers.setObjectName("workersCombo")
+        self.workers.addItems(list(WORKERS))
+        self.workers.setToolTip(
+            "Worker processes (interleaved runs): per-repetition starts every variant's workers afresh "
+            "for each repetition, so a slow process cannot pass for a slow variant and the intervals "
+            "count process pairs; one: one process per variant for the whole run (faster to start)"
+        )
         top = QHBoxLayout()
         top.addWidget(QLabel("Experiment"))
         top.addWidget(self.name_edit, 2)
@@ -96,6 +121,7 @@ class ExperimentBuilder(QWidget):
             ("Repetitions", self.repetitions),
             ("Warm-up", self.warmup),
             ("Order", self.order),
+            ("Workers", self.workers),
             ("Max new tokens", self.max_new_tokens),
             ("Prompts per workload", self.limit),
         ):
@@ -136,12 +162,28 @@ class ExperimentBuilder(QWidget):
         self.v_device.setEditable(True)
         self.v_device.addItems(list(_DEVICES))
         self.v_device.setToolTip("auto: CUDA, then MPS, then CPU")
+        self.v_python = QLineEdit()
+        self.v_python.setObjectName("variantPython")
+        self.v_python.setPlaceholderText("this workbench's own (leave empty), or another venv's bin/python")
+        self.v_python.setToolTip(
+            "python: the interpreter this variant's worker runs with — another virtual environment with "
+            "its own library versions or code (it must have this workbench installed); relative to the spec"
+        )
+        self.v_python_browse = QPushButton("Browse…")
+        self.v_python_browse.clicked.connect(self._browse_python)
+        self.python_note = QLabel(PYTHON_NOTE)
+        self.python_note.setObjectName("pythonNote")
+        self.python_note.setWordWrap(True)
+        self.python_note.setTextFormat(Qt.TextFormat.RichText)
+        self.python_note.setEnabled(False)  # greyed: a hint, not a field
         self.v_trust = QCheckBox("trust remote code")
         self.v_trust.setToolTip("Run code shipped with a hub model (off unless you trust its authors)")
         self.params_box = QGroupBox("Parameters")
         self.params_layout = QVBoxLayout(self.params_box)
-        editor = QWidget()
-        form = QFormLayout(editor)
+        # the selected variant: what every variant has on the left, its strategy's parameters beside
+        # it with the whole height (each side scrolls on its own when it must)
+        common = QWidget()
+        form = QFormLayout(common)
         form.addRow("Name", self.v_name)
         form.addRow("Model", self.v_model)
         strategy_box = QWidget()
@@ -154,13 +196,26 @@ class ExperimentBuilder(QWidget):
         form.addRow("dtype", self.v_dtype)
         form.addRow("Device", self.v_device)
         form.addRow("", self.v_trust)
-        form.addRow(self.params_box)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(editor)
+        python_row = QHBoxLayout()
+        python_row.setContentsMargins(0, 0, 0, 0)
+        python_row.addWidget(self.v_python, 1)
+        python_row.addWidget(self.v_python_browse)
+        form.addRow("Python", python_row)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(common)
+        left_layout.addWidget(self.python_note)
+        left_layout.addStretch(1)
+        self.params_layout.addStretch(1)  # the form (inserted above it) keeps its rows' heights
         self.variant_editor = QGroupBox("Selected variant")
-        el = QVBoxLayout(self.variant_editor)
-        el.addWidget(scroll)
+        el = QHBoxLayout(self.variant_editor)
+        for widget, stretch in ((left, 1), (self.params_box, 1)):
+            scroll = QScrollArea()
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+            scroll.setWidget(widget)
+            el.addWidget(scroll, stretch)
 
         # workloads
         self.builtin_boxes: dict[str, QCheckBox] = {}
@@ -192,11 +247,11 @@ class ExperimentBuilder(QWidget):
         wbuttons.addStretch(1)
         workloads_box = QGroupBox("Workloads")
         wl = QHBoxLayout(workloads_box)
-        wl.addLayout(self.builtin_grid, 3)
+        wl.addLayout(self.builtin_grid, 4)
         custom = QVBoxLayout()
         custom.addWidget(QLabel("Your prompts"))
         custom.addWidget(self.custom_list)
-        wl.addLayout(custom, 2)
+        wl.addLayout(custom, 1)
         wl.addLayout(wbuttons)
 
         # status + actions
@@ -216,17 +271,32 @@ class ExperimentBuilder(QWidget):
         actions.addWidget(self.save_btn)
         actions.addWidget(self.run_btn)
 
+        self.variant_hint = QLabel()
+        self.variant_hint.setObjectName("variantHint")
+        self.variant_hint.setWordWrap(True)
+        self.variant_hint.setStyleSheet("color: #b26a00;")
+        self.variant_hint.hide()
+        vl.addWidget(self.variant_hint)
+
+        # the selected variant's form (its strategy parameters above all) gets the room: wider than the
+        # variants list, taller than the workloads
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(variants_box)
         self.splitter.addWidget(self.variant_editor)
         self.splitter.setStretchFactor(0, 1)
-        self.splitter.setStretchFactor(1, 2)
-        self.splitter.setSizes([300, 600])
+        self.splitter.setStretchFactor(1, 4)
+        self.splitter.setSizes([260, 1040])
+        self.vsplit = QSplitter(Qt.Orientation.Vertical)
+        self.vsplit.addWidget(self.splitter)
+        self.vsplit.addWidget(workloads_box)
+        self.vsplit.setStretchFactor(0, 3)
+        self.vsplit.setStretchFactor(1, 1)
+        self.vsplit.setChildrenCollapsible(False)
+        self.vsplit.setSizes([430, 270])
 
         layout = QVBoxLayout(self)
         layout.addLayout(top)
-        layout.addWidget(self.splitter, 1)
-        layout.addWidget(workloads_box)
+        layout.addWidget(self.vsplit, 1)
         layout.addWidget(self.viewer_note)
         layout.addLayout(actions)
 
@@ -235,6 +305,7 @@ class ExperimentBuilder(QWidget):
         self.repetitions.valueChanged.connect(self._top_changed)
         self.warmup.valueChanged.connect(self._top_changed)
         self.order.currentTextChanged.connect(self._top_changed)
+        self.workers.currentTextChanged.connect(self._top_changed)
         self.max_new_tokens.valueChanged.connect(self._common_changed)
         self.limit.valueChanged.connect(self._common_changed)
         self.variant_list.currentRowChanged.connect(self._show_variant)
@@ -247,6 +318,7 @@ class ExperimentBuilder(QWidget):
         self.v_dtype.currentIndexChanged.connect(self._editor_changed)
         self.v_device.currentTextChanged.connect(self._editor_changed)
         self.v_trust.toggled.connect(self._editor_changed)
+        self.v_python.editingFinished.connect(self._editor_changed)
         self.add_jsonl_btn.clicked.connect(self._add_jsonl)
         self.add_prompts_btn.clicked.connect(self._add_prompts)
         self.remove_workload_btn.clicked.connect(self._remove_custom)
@@ -266,8 +338,8 @@ class ExperimentBuilder(QWidget):
             box.setObjectName(f"workload_{name}")
             box.setToolTip(description)
             box.toggled.connect(lambda on, n=name: self._builtin_toggled(n, on))
-            label = QLabel(description)
-            label.setWordWrap(True)
+            label = QLabel(html.escape(_short(description)))
+            label.setWordWrap(False)  # one line per fact: the description cut short, its phase, its targets
             label.setToolTip(description)
             label.setTextFormat(Qt.TextFormat.RichText)
             self.builtin_boxes[name] = box
@@ -300,6 +372,10 @@ class ExperimentBuilder(QWidget):
             self.warmup.setValue(
                 int(draft.top.get("warmup", 1)) if _is_int(draft.top.get("warmup", 1)) else 1
             )
+            workers = draft.top.get("workers", WORKERS[0])
+            if self.workers.findText(str(workers)) < 0:
+                self.workers.addItem(str(workers))  # not a valid value: shown, the check names it
+            self.workers.setCurrentText(str(workers))
             mnt = draft.common_workload_value("max_new_tokens")
             self.max_new_tokens.setValue(mnt if _is_int(mnt) else 0)
             limit = draft.common_workload_value("limit")
@@ -328,7 +404,19 @@ class ExperimentBuilder(QWidget):
             self.spec, self.error = self.draft.build(), None
         except WorkbenchError as exc:
             self.spec, self.error = None, str(exc)
-        if self.spec is not None:
+        one = self.spec is not None and len(self.spec.variants) < 2
+        self.variant_hint.setText("Add a second variant to compare against: Run needs two." if one else "")
+        self.variant_hint.setVisible(one)
+        self.one_variant = one
+        self.refusal = (
+            ONE_VARIANT if one else None if self.spec else f"The experiment has a mistake: {self.error}"
+        )
+        if one:
+            assert self.spec is not None
+            self._show_predictions(self.spec)
+            self.status.setText(f"⚠ {ONE_VARIANT}")
+            self.status.setStyleSheet("color: #b26a00;")
+        elif self.spec is not None:
             from workbench.run.plan import plan_run
 
             plans = plan_run(self.spec)
@@ -358,12 +446,12 @@ class ExperimentBuilder(QWidget):
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
         for name, (label, description) in self.builtin_labels.items():
             p = self.predictions.get(name) if self.builtin_boxes[name].isChecked() else None
-            text = f"<span style='color:{muted}'>{html.escape(description)}</span>"
+            text = f"<span style='color:{muted}'>{html.escape(_short(description))}</span>"
             if p is not None:
                 text += f"<br>predicted <b>{p.label}</b>, prefill ~{p.prefill_share:.0%}"
             text += f"<br>{html.escape(self._targets_line(name, spec))}"
             label.setText(text)
-            label.setToolTip(p.describe() if p else description)
+            label.setToolTip(description + (f"\n\n{p.describe()}" if p else ""))
         for i in range(self.custom_list.count()):
             item = self.custom_list.item(i)
             table = item.data(Qt.ItemDataRole.UserRole)
@@ -401,7 +489,9 @@ class ExperimentBuilder(QWidget):
         self.variant_list.blockSignals(True)
         self.variant_list.clear()
         for v in self.draft.variants:
-            self.variant_list.addItem(QListWidgetItem(_variant_label(v)))
+            item = QListWidgetItem(_variant_label(v))
+            item.setToolTip(_variant_tip(v))
+            self.variant_list.addItem(item)
         self.variant_list.setCurrentRow(select if self.draft.variants else -1)
         self.variant_list.blockSignals(False)
         self._show_variant(self.variant_list.currentRow())
@@ -423,6 +513,7 @@ class ExperimentBuilder(QWidget):
             self.v_dtype.setCurrentText(str(v.get("dtype", "auto")))
             self.v_device.setCurrentText(str(v.get("device", "auto")))
             self.v_trust.setChecked(bool(v.get("trust_remote_code", False)))
+            self.v_python.setText(str(v.get("python", "")))
             self._rebuild_params(strategy, {k: val for k, val in v.items() if k not in _COMMON_KEYS})
         finally:
             self._loading = was_loading
@@ -481,7 +572,7 @@ class ExperimentBuilder(QWidget):
         self._param_form.set_values(params)
         self._param_form.changed.connect(self._editor_changed)
         self._param_strategy = strategy
-        self.params_layout.addWidget(self._param_form)
+        self.params_layout.insertWidget(0, self._param_form)
 
     def _strategy_changed(self) -> None:
         if self._loading:
@@ -513,7 +604,8 @@ class ExperimentBuilder(QWidget):
         old = self.draft.variants[row]
         strategy = self.v_strategy.currentText()
         info = self._strategies.get(strategy)
-        new: dict[str, Any] = {"name": self.v_name.text().strip() or old.get("name", "")}
+        name = self.v_name.text().strip() or str(old.get("name", ""))
+        new: dict[str, Any] = {"name": name}
         if info is None or getattr(info.cls, "requires_model", True):
             new["model"] = self.v_model.value()
         new["strategy"] = strategy
@@ -523,13 +615,28 @@ class ExperimentBuilder(QWidget):
             new["device"] = self.v_device.currentText().strip()
         if self.v_trust.isChecked():
             new["trust_remote_code"] = True
+        if self.v_python.text().strip():
+            new["python"] = self.v_python.text().strip()
         field_names = {f.name for f in self._param_form.fields}
         # unknown keys stay (the check names them); the form's parameters replace their old values
         new.update({k: val for k, val in old.items() if k not in _COMMON_KEYS and k not in field_names})
         new.update(self._param_form.values())
+        # a name the builder gave follows what the variant is (its strategy, its precision)
+        if name != "baseline" and is_suggested_name(name, old) and not is_suggested_name(name, new):
+            others = [n for i, n in enumerate(self.draft.variant_names()) if i != row]
+            new["name"] = unique_name(suggested_name(new), others)
+            self.v_name.setText(new["name"])
         self.draft.variants[row] = new
         self.variant_list.item(row).setText(_variant_label(new))
+        self.variant_list.item(row).setToolTip(_variant_tip(new))
         self._changed()
+
+    def _browse_python(self) -> None:
+        start = self.v_python.text().strip() or str(self.draft.base_dir)
+        chosen, _ = QFileDialog.getOpenFileName(self, "The variant's Python interpreter", start)
+        if chosen:
+            self.v_python.setText(chosen)
+            self._editor_changed()
 
     # -- workloads -------------------------------------------------------------------------------
 
@@ -671,6 +778,8 @@ class ExperimentBuilder(QWidget):
         self.draft.top["warmup"] = self.warmup.value()
         if self.order.currentText() != "interleaved" or "order" in self.draft.top:
             self.draft.top["order"] = self.order.currentText()
+        if self.workers.currentText() != WORKERS[0] or "workers" in self.draft.top:
+            self.draft.top["workers"] = self.workers.currentText()
         self._changed()
 
     def _common_changed(self, *_: Any) -> None:
@@ -691,16 +800,27 @@ class ExperimentBuilder(QWidget):
         self._validate_timer.start()
 
     def _update_run_button(self) -> None:
-        ok = self.spec is not None and not self._running and not self._viewer_reason
+        ok = self.spec is not None and not self.one_variant and not self._running and not self._viewer_reason
         self.run_btn.setEnabled(ok)
         if self._viewer_reason:
             self.run_btn.setToolTip(self._viewer_reason)
         elif self._running:
             self.run_btn.setToolTip("A run is in progress")
+        elif self.one_variant:
+            self.run_btn.setToolTip("Add a second variant to compare against")
         elif self.error:
             self.run_btn.setToolTip(self.error)
         else:
             self.run_btn.setToolTip("Run the experiment (Ctrl+R)")
+
+
+def _short(description: str) -> str:
+    """A workload's description for the picker: its first sentence, cut at a word near
+    :data:`DESCRIPTION_CHARS` (the whole one is the tooltip)."""
+    first = description.split(". ")[0].rstrip(".")
+    if len(first) <= DESCRIPTION_CHARS:
+        return first
+    return first[:DESCRIPTION_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + "…"
 
 
 def _is_int(value: Any) -> bool:
@@ -708,8 +828,15 @@ def _is_int(value: Any) -> bool:
 
 
 def _variant_label(v: dict[str, Any]) -> str:
-    strategy = v.get("strategy", "baseline")
-    model = str(v.get("model", ""))
-    if len(model) > 32:
-        model = "…" + model[-31:]
-    return f"{v.get('name', '?')}  —  {strategy}" + (f" · {model}" if model else "")
+    """``name (strategy)`` (just the name when it is the strategy's); the model is the tooltip."""
+    name, strategy = str(v.get("name", "?")), str(v.get("strategy", "baseline"))
+    return name if name == strategy else f"{name}  ({strategy})"
+
+
+def _variant_tip(v: dict[str, Any]) -> str:
+    parts = [f"strategy {v.get('strategy', 'baseline')}"]
+    if v.get("model"):
+        parts.append(f"model {v['model']}")
+    if v.get("python"):
+        parts.append(f"python {v['python']}")
+    return f"{v.get('name', '?')}: " + ", ".join(parts)

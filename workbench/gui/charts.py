@@ -10,18 +10,22 @@ API (the data comes from :mod:`workbench.charts`, which needs no Qt)::
     data = run_charts(analysis)[0]     # every chart the run has data for; [0] is the headline
     # (or one at a time: workbench.charts.headline.headline_chart(summaries, labels), speedup_chart(analysis),
     #  timeline_charts(analysis), sweep_charts, acceptance_chart, memory_chart, roofline_chart)
-    widget = charts.build(data)        # a pg.GraphicsLayoutWidget, ready to put in a layout
+    widget = charts.build(data)        # a pg.GraphicsLayoutWidget, ready to put in a layout (with its notes)
     widget.setMinimumSize(*charts.preferred_size(data))     # the size that fits its labels
     charts.fill(widget, other_data)    # redraw the same widget with new data (same or another chart)
-    charts.save_png(data, "headline.png", scale=2)          # offscreen, 2x pixels
+    charts.save_png(data, "headline.png", scale=2)          # offscreen, 2x pixels, no caption
     charts.save_svg(data, "headline.svg")
-    png_bytes = charts.png_bytes(data)                      # for embedding (HTML report)
+    png_bytes = charts.png_bytes(data)                      # for embedding (HTML report: its figcaption)
+    charts.png_bytes(data, notes=True)                      # with the caption drawn under the chart
     charts.qcolour("#0072B2"); charts.variant_qcolours(data.variants)
     charts.plot_items(widget)          # its pg.PlotItem panels (to link axes, add a crosshair...)
 
 ``build`` and ``fill`` only draw; they never show a window. ``chart.name`` is a stable id (the export
 file stem: ``headline``, ``speedup``, ``timeline-<workload>``, ``ttft-vs-input``...), ``chart.rows()``
-its data (what the CSV export holds), ``chart.title`` and ``chart.notes`` its caption. Colours come from
+its data (what the CSV export holds), ``chart.title`` and ``chart.notes`` its caption. The window draws
+the caption under the chart; the exported files (``png_bytes``, ``svg_bytes``, ``save_png``,
+``save_svg``) leave it to the document that shows them (the report's figcaption) unless ``notes=True``
+(the GUI's copy and export of one chart, which no document captions). Colours come from
 :func:`workbench.charts.base.variant_colours` (Okabe–Ito, by run order), so a variant has the same colour
 in every chart and in the report's tables. Every axis carries its unit; bars carry their values.
 
@@ -42,7 +46,7 @@ import html
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,16 +119,18 @@ def _fmt_ms(value: float) -> str:
 # -- widgets -------------------------------------------------------------------------------------------
 
 
-def build(chart: cd.Chart, parent: QtWidgets.QWidget | None = None) -> pg.GraphicsLayoutWidget:
-    """A new widget showing ``chart``."""
+def build(
+    chart: cd.Chart, parent: QtWidgets.QWidget | None = None, *, notes: bool = True
+) -> pg.GraphicsLayoutWidget:
+    """A new widget showing ``chart`` (``notes``: its caption under it)."""
     widget = pg.GraphicsLayoutWidget(parent=parent)
     widget.setBackground(BACKGROUND)
-    fill(widget, chart)
+    fill(widget, chart, notes=notes)
     return widget
 
 
-def fill(widget: pg.GraphicsLayoutWidget, chart: cd.Chart) -> None:
-    """Clear ``widget`` and draw ``chart`` into it."""
+def fill(widget: pg.GraphicsLayoutWidget, chart: cd.Chart, *, notes: bool = True) -> None:
+    """Clear ``widget`` and draw ``chart`` into it (``notes``: its caption under it)."""
     builder = _BUILDERS.get(type(chart))
     if builder is None:
         raise TypeError(f"no chart builder for {type(chart).__name__}")
@@ -134,7 +140,7 @@ def fill(widget: pg.GraphicsLayoutWidget, chart: cd.Chart) -> None:
         widget.addLabel(chart.title, row=0, col=0, colspan=2, size=f"{TITLE_PX}px", color=FOREGROUND)
         widget.nextRow()
     builder(widget, chart)
-    if chart.notes:
+    if notes and chart.notes:
         lines = [html.escape(line) for note in chart.notes for line in textwrap.wrap(note, 125)]
         widget.nextRow()
         widget.addLabel("<br>".join(lines), colspan=2, size=f"{FONT_PX}px", color="#555555")
@@ -267,14 +273,38 @@ def _line(plot: pg.PlotItem, *args: Any, **kwargs: Any) -> pg.PlotDataItem:
     return plot.plot(*args, antialias=True, **kwargs)
 
 
-def _legend(widget: pg.GraphicsLayoutWidget, entries: list[tuple[str, str]], per_line: int = 4) -> None:
-    """A legend row under the plot: a colour square and a text per entry. Outside the plot it never
-    hides data, and it scales with the export (pyqtgraph's in-plot legend stays 1x in a 2x PNG)."""
+#: the legend's glyph of each pyqtgraph marker (a legend shows the marker the chart draws)
+_GLYPHS = {
+    "o": "&#9679;",
+    "s": "&#9632;",
+    "t": "&#9660;",
+    "d": "&#9670;",
+    "+": "&#10010;",
+    "star": "&#9733;",
+    "p": "&#11039;",
+    "h": "&#11042;",
+    "bar": "&#9632;",
+    "line": "&#9473;&#9473;",
+}
+
+
+def _legend(
+    widget: pg.GraphicsLayoutWidget,
+    entries: Sequence[tuple[str, str] | tuple[str, str, str]],
+    per_line: int = 4,
+    marker: str = "bar",
+) -> None:
+    """A legend row under the plot: a swatch in the variant's colour — the chart's own marker (``marker``,
+    or per entry a third item: a pyqtgraph symbol, ``bar`` or ``line``) — and a text per entry. Outside
+    the plot it never hides data, and it scales with the export (pyqtgraph's in-plot legend stays 1x
+    in a 2x PNG)."""
     if not entries:
         return
-    items = [
-        f'<span style="color:{colour}">&#9632;</span>&nbsp;{html.escape(text)}' for colour, text in entries
-    ]
+    items = []
+    for entry in entries:
+        colour, text = entry[0], entry[1]
+        glyph = _GLYPHS[entry[2] if len(entry) == 3 else marker]
+        items.append(f'<span style="color:{colour}">{glyph}</span>&nbsp;{html.escape(text)}')
     lines = ["&nbsp;&nbsp;&nbsp;&nbsp;".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
     widget.nextRow()
     widget.addLabel("<br>".join(lines), colspan=2, size=f"{FONT_PX + 1}px", color=FOREGROUND)
@@ -315,7 +345,7 @@ def _timeline(widget: pg.GraphicsLayoutWidget, chart: cd.TimelineChart) -> None:
                 )
             )
     plot.setLimits(xMin=0, yMin=0)
-    _legend(widget, entries, per_line=2)
+    _legend(widget, entries, per_line=2, marker="o")
 
 
 def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
@@ -359,7 +389,7 @@ def _sweep(widget: pg.GraphicsLayoutWidget, chart: cd.SweepChart) -> None:
         entries.append((colour, f"{s.variant}{slope}"))
     plot.setLimits(xMin=0)
     plot.setYRange(0, top * 1.08 or 1, padding=0)
-    _legend(widget, entries, per_line=2)
+    _legend(widget, entries, per_line=2, marker="o")
 
 
 def _speedup(widget: pg.GraphicsLayoutWidget, chart: cd.SpeedupChart) -> None:
@@ -378,12 +408,11 @@ def _speedup(widget: pg.GraphicsLayoutWidget, chart: cd.SpeedupChart) -> None:
     left, right = min(lows, default=0.5), max(highs, default=2.0)
     span = max(right - left, 0.2)
     x_min, x_max = max(0.0, left - 0.08 * span), right + 0.55 * span
-    plot.addItem(
-        pg.InfiniteLine(
-            pos=1.0, angle=90, pen=pg.mkPen("#555555", width=1.2, style=QtCore.Qt.PenStyle.DashLine)
-        )
-    )
-    for (workload, _), ys in zip(groups, _grouped_rows(plot, groups, x=x_min), strict=True):
+    rows = _grouped_rows(plot, groups, x=x_min)
+    # rows the x = 1 line must not cross: the workloads' headers (at the left edge) and the points
+    # whose label starts left of 1 (a point below 1, its label to its right)
+    blocked = [ys[0] - 1 for ys in rows if ys]
+    for (workload, _), ys in zip(groups, rows, strict=True):
         points = [p for p in e2e if p.workload == workload]
         for p, y in zip(points, ys, strict=True):
             colour = colours.get(p.variant, cd.OKABE_ITO[-1])
@@ -408,12 +437,33 @@ def _speedup(widget: pg.GraphicsLayoutWidget, chart: cd.SpeedupChart) -> None:
                 symbolPen=pg.mkPen(colour, width=2),
                 symbolBrush=colour if p.significant else BACKGROUND,
             )
-            ci = f" [{p.lo:.2f}–{p.hi:.2f}]" if p.lo is not None and p.hi is not None else ""
-            verdict = "faster" if p.value > 1 else "slower"
-            verdict = verdict if p.significant else "not significant" if ci else verdict
+            if p.lo is not None and p.hi is not None:
+                verdict = ("faster" if p.value > 1 else "slower") if p.significant else "not significant"
+                label = f"{p.value:.2f}x [{p.lo:.2f}–{p.hi:.2f}] · {verdict}"
+            else:  # one trial per prompt: no interval, so nothing is known to be faster or slower
+                label = f"{p.value:.2f}x · no interval"
             end = max(p.hi if p.hi is not None else p.value, p.value)
-            _text(plot, end + 0.02 * span, y, f"{p.value:.2f}x{ci} · {verdict}", FOREGROUND, (0, 0.5))
+            _text(plot, end + 0.02 * span, y, label, FOREGROUND, (0, 0.5))
+            if end + 0.02 * span < 1.0:
+                blocked.append(y)
+    # x = 1, dashed, broken where a label or a header sits on it
+    dash = pg.mkPen("#555555", width=1.2, style=QtCore.Qt.PenStyle.DashLine)
+    top, bottom = -0.7, (rows[-1][-1] if rows and rows[-1] else 0.0) + 0.7
+    for a, b in _gaps(top, bottom, sorted(blocked), half=0.5):
+        _line(plot, [1.0, 1.0], [a, b], pen=dash)
     plot.setXRange(x_min, x_max, padding=0)
+
+
+def _gaps(top: float, bottom: float, blocked: list[float], half: float) -> list[tuple[float, float]]:
+    """The stretches of [top, bottom] outside ``blocked[i] ± half`` (``blocked`` sorted)."""
+    out, y = [], top
+    for b in blocked:
+        if b - half > y:
+            out.append((y, b - half))
+        y = max(y, b + half)
+    if bottom > y:
+        out.append((y, bottom))
+    return out
 
 
 def _acceptance(widget: pg.GraphicsLayoutWidget, chart: cd.AcceptanceChart) -> None:
@@ -487,15 +537,22 @@ def _draft_positions(widget: pg.GraphicsLayoutWidget, chart: cd.DraftPositionCha
             figures.append(f"accepted {s.acceptance:.0f} %")
         if s.needed is not None:
             figures.append(f"needed {s.needed:.0f} %" if s.needed <= 100 else "needed > 100 %")
+        # decode and end to end: drafting can pay on decode and lose the whole request (its prefill)
+        speedups = [
+            f"{label} {value:.2f}x"
+            for label, value in (("decode", s.speedup_decode), ("e2e", s.speedup_e2e))
+            if value is not None
+        ]
+        if speedups:
+            figures.append(" · ".join(speedups))
         dash = ("—", "– –", "···", "–·", "–··")[i]
-        entries.append(
-            (colour, f"{s.variant} · {s.workload} ({dash})" + (f": {', '.join(figures)}" if figures else ""))
-        )
+        text = f"{s.variant} · {s.workload} ({dash})" + (f": {', '.join(figures)}" if figures else "")
+        entries.append((colour, text, _SYMBOLS[i]))
     longest = max((p for s in chart.series for p in s.positions), default=1)
     plot.getAxis("bottom").setTicks([[(k, str(k)) for k in range(1, longest + 1)], []])
     plot.setXRange(0.6, longest + 0.4, padding=0)
     plot.setYRange(0, 105, padding=0)
-    _legend(widget, entries, per_line=2)
+    _legend(widget, entries, per_line=2)  # each entry with its workload's marker
 
 
 def _memory(widget: pg.GraphicsLayoutWidget, chart: cd.MemoryChart) -> None:
@@ -553,7 +610,10 @@ def _roofline(widget: pg.GraphicsLayoutWidget, chart: cd.RooflineChart) -> None:
                 )
             )
             end = max(r.limit_tokens_per_s, r.decode_tokens_per_s)
-            label = f"{_fmt_ms(r.decode_tokens_per_s)} tok/s · {r.fraction:.0%} of {_fmt_ms(r.limit_tokens_per_s)}"
+            label = (
+                f"{_fmt_ms(r.decode_tokens_per_s)} tok/s · {r.fraction:.0%} of the "
+                f"{_fmt_ms(r.limit_tokens_per_s)} tok/s limit"
+            )
             _text(plot, end + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
     plot.setXRange(0, longest * 1.5, padding=0)
 
@@ -670,8 +730,8 @@ def _quality(widget: pg.GraphicsLayoutWidget, chart: cd.QualityChart) -> None:
         "p": "&#11039;",
         "h": "&#11042;",
     }
-    variants = [
-        f'<span style="color:{colours.get(v, cd.OKABE_ITO[-1])}">&#9632;</span>&nbsp;{html.escape(v)}'
+    variants = [  # a colour bar, not a marker: the marker's shape is the workload
+        f'<span style="color:{colours.get(v, cd.OKABE_ITO[-1])}">{_GLYPHS["line"]}</span>&nbsp;{html.escape(v)}'
         for v in dict.fromkeys(p.variant for p in chart.points)
     ]
     workloads = [f"{shapes[symbols[w]]}&nbsp;{html.escape(w)}" for w in chart.workloads]
@@ -718,12 +778,14 @@ def ensure_app() -> QtWidgets.QApplication:
 
 
 @contextlib.contextmanager
-def render(chart: cd.Chart, size: tuple[int, int] | None = None) -> Iterator[pg.GraphicsLayoutWidget]:
+def render(
+    chart: cd.Chart, size: tuple[int, int] | None = None, *, notes: bool = False
+) -> Iterator[pg.GraphicsLayoutWidget]:
     """``with render(chart) as widget:`` — ``chart`` in a laid-out widget that is never shown on
-    screen (for export). The widget is destroyed on leaving the block: pyqtgraph items left to the
-    interpreter's final garbage collection crash PySide6 at exit."""
+    screen (for export; ``notes``: with its caption drawn under it). The widget is destroyed on leaving
+    the block: pyqtgraph items left to the interpreter's final garbage collection crash PySide6 at exit."""
     app = ensure_app()
-    widget = build(chart)
+    widget = build(chart, notes=notes)
     try:
         widget.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen)
         widget.resize(*(size or preferred_size(chart)))
@@ -748,8 +810,10 @@ def _png_image(widget: pg.GraphicsLayoutWidget, scale: float) -> QtGui.QImage:
     return image
 
 
-def png_bytes(chart: cd.Chart, *, scale: float = 2.0, size: tuple[int, int] | None = None) -> bytes:
-    with render(chart, size) as widget:
+def png_bytes(
+    chart: cd.Chart, *, scale: float = 2.0, size: tuple[int, int] | None = None, notes: bool = False
+) -> bytes:
+    with render(chart, size, notes=notes) as widget:
         image = _png_image(widget, scale)
     buffer = QtCore.QBuffer()
     buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
@@ -758,15 +822,20 @@ def png_bytes(chart: cd.Chart, *, scale: float = 2.0, size: tuple[int, int] | No
 
 
 def save_png(
-    chart: cd.Chart, path: str | os.PathLike[str], *, scale: float = 2.0, size: tuple[int, int] | None = None
+    chart: cd.Chart,
+    path: str | os.PathLike[str],
+    *,
+    scale: float = 2.0,
+    size: tuple[int, int] | None = None,
+    notes: bool = False,
 ) -> Path:
     path = Path(path)
-    path.write_bytes(png_bytes(chart, scale=scale, size=size))
+    path.write_bytes(png_bytes(chart, scale=scale, size=size, notes=notes))
     return path
 
 
-def svg_bytes(chart: cd.Chart, *, size: tuple[int, int] | None = None) -> bytes:
-    with render(chart, size) as widget:
+def svg_bytes(chart: cd.Chart, *, size: tuple[int, int] | None = None, notes: bool = False) -> bytes:
+    with render(chart, size, notes=notes) as widget:
         scene = widget.scene()
         source = widget.viewRect()  # what the widget shows (the scene may extend beyond it)
         buffer = QtCore.QBuffer()
@@ -788,7 +857,9 @@ def svg_bytes(chart: cd.Chart, *, size: tuple[int, int] | None = None) -> bytes:
     return bytes(buffer.data().data())
 
 
-def save_svg(chart: cd.Chart, path: str | os.PathLike[str], *, size: tuple[int, int] | None = None) -> Path:
+def save_svg(
+    chart: cd.Chart, path: str | os.PathLike[str], *, size: tuple[int, int] | None = None, notes: bool = False
+) -> Path:
     path = Path(path)
-    path.write_bytes(svg_bytes(chart, size=size))
+    path.write_bytes(svg_bytes(chart, size=size, notes=notes))
     return path

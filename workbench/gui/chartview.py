@@ -236,16 +236,17 @@ class ChartPanel(QTabWidget):
 
 def copy_chart(chart: cd.Chart) -> QImage:
     """The chart as the exported PNG (2x), on the clipboard."""
-    image = QImage.fromData(charts.png_bytes(chart))
+    image = QImage.fromData(charts.png_bytes(chart, notes=True))  # one image, no document to caption it
     QApplication.clipboard().setImage(image)
     return image
 
 
 def export_chart(chart: cd.Chart, path: Path) -> Path:
-    """PNG (2x) or SVG by the suffix of ``path``: exactly what ``workbench export`` writes."""
+    """PNG (2x) or SVG by the suffix of ``path``: what ``workbench export`` writes, with the chart's
+    caption under it (a single file has no document to caption it)."""
     if path.suffix.lower() == ".svg":
-        return charts.save_svg(chart, path)
-    return charts.save_png(chart, path)
+        return charts.save_svg(chart, path, notes=True)
+    return charts.save_png(chart, path, notes=True)
 
 
 # -- hover ------------------------------------------------------------------------------------------

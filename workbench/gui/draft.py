@@ -22,7 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["DEMO_MODEL", "SpecDraft", "unique_name"]
+__all__ = ["DEMO_MODEL", "SpecDraft", "is_suggested_name", "suggested_name", "unique_name"]
 
 DEMO_MODEL = "demo:smollm2-135m"
 
@@ -36,6 +36,29 @@ def unique_name(base: str, taken: list[str] | set[str]) -> str:
     while f"{stem}-{n}" in taken:
         n += 1
     return f"{stem}-{n}"
+
+
+def suggested_name(variant: dict[str, Any]) -> str:
+    """A variant's name from what it is: its strategy, or for a quantization its precision
+    (``int8-ort``, ``int4-weight-only``, ``q4_k_m-llama``), never a bare "variant"."""
+    strategy = str(variant.get("strategy") or "baseline")
+    if strategy == "onnxruntime-genai":
+        return f"{variant.get('precision', 'int4')}-ort"
+    if strategy == "quantized":
+        method = str(variant.get("method", "auto"))
+        return "quantized" if method == "auto" else method
+    if strategy == "llama-cpp":
+        gguf_type = str(variant.get("gguf_type", "as-is"))
+        return "llama-cpp" if gguf_type == "as-is" else f"{gguf_type.lower()}-llama"
+    return strategy.rsplit(":", 1)[-1].rsplit(".", 1)[-1] or "baseline"  # an import path: its last part
+
+
+def is_suggested_name(name: str, variant: dict[str, Any]) -> bool:
+    """Whether ``name`` is :func:`suggested_name` of ``variant`` (with or without a ``-2`` suffix): a
+    name the builder chose, which follows the variant when its strategy changes."""
+    base = suggested_name(variant)
+    stem, _, n = name.rpartition("-")
+    return name == base or (stem == base and n.isdigit())
 
 
 @dataclass
@@ -55,10 +78,14 @@ class SpecDraft:
 
     @classmethod
     def new(cls) -> SpecDraft:
-        """A sensible first experiment: the demo model's baseline on two small workloads."""
+        """A sensible first experiment, a comparison from the start: the demo model's baseline against
+        prompt lookup on the same model (no second model to fetch), on two small workloads."""
         return cls(
             top={"name": "my experiment", "repetitions": 3, "warmup": 1},
-            variants=[{"name": "baseline", "model": DEMO_MODEL, "strategy": "baseline"}],
+            variants=[
+                {"name": "baseline", "model": DEMO_MODEL, "strategy": "baseline"},
+                {"name": "prompt-lookup", "model": DEMO_MODEL, "strategy": "prompt-lookup"},
+            ],
             workloads=[{"name": "chat"}, {"name": "code"}],
         )
 
@@ -155,8 +182,14 @@ class SpecDraft:
         return [str(w.get("name", "")) for w in self.workloads]
 
     def add_variant(self, variant: dict[str, Any] | None = None) -> dict[str, Any]:
-        base = dict(variant) if variant else {"name": "variant", "model": DEMO_MODEL, "strategy": "baseline"}
-        base["name"] = unique_name(str(base.get("name") or "variant"), self.variant_names())
+        """Append ``variant`` (default: the baseline strategy on the last variant's model, else the demo
+        model) under a name not taken yet: its own, else one from its strategy."""
+        if variant:
+            base = dict(variant)
+        else:
+            model = next((v["model"] for v in reversed(self.variants) if v.get("model")), DEMO_MODEL)
+            base = {"model": model, "strategy": "baseline"}
+        base["name"] = unique_name(str(base.get("name") or suggested_name(base)), self.variant_names())
         self.variants.append(base)
         return base
 

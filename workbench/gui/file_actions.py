@@ -1,5 +1,6 @@
-"""File → Open…, Open database…, Save spec (as…), and files dropped onto the window: a ``.toml`` is a
-spec for the builder, anything else a results database.
+"""File → Open…, Open database…, Save spec (as…), the sample run, a run's spec back into the builder,
+and files dropped onto the window: a ``.toml`` is a spec for the builder, anything else a results
+database.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog
 
-__all__ = ["DB_SUFFIXES", "FileActions", "dropped_path"]
+__all__ = ["DB_SUFFIXES", "FileActions", "dropped_path", "sample_copy_path"]
 
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -67,6 +68,57 @@ class FileActions:
         w.log_line(f"opened {path}")
         return True
 
+    def open_sample(self, *_: Any) -> bool:
+        """Open the sample run that ships with the app (``resources/sample/demo.db``, one run of
+        ``workbench demo``) from a copy in the user-data folder, made afresh when the shipped one is newer."""
+        import shutil
+
+        from workbench.core.resources import resource_path
+
+        w = self.window
+        source, copy = resource_path("sample", "demo.db"), sample_copy_path()  # as gui.smoke.sample_db
+        if not source.is_file():
+            w.show_error("Open the sample run", f"the sample database is missing ({source})")
+            return False
+        try:
+            if not copy.is_file() or copy.stat().st_mtime < source.stat().st_mtime:
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, copy)
+        except OSError as exc:
+            w.show_error("Open the sample run", f"cannot copy the sample to {copy}: {exc.strerror or exc}")
+            return False
+        return self.open_database(copy)
+
+    def edit_run_spec(self, run_id: Any = None) -> bool:
+        """The spec a run was made from (``runs.spec``, as written) into the builder, to change and run
+        again. ``run_id``: the run (default: the one on screen)."""
+        from workbench.core.errors import WorkbenchError
+        from workbench.gui.draft import SpecDraft
+
+        w = self.window
+        if not isinstance(run_id, int) or isinstance(run_id, bool):  # a menu's "checked" is no run
+            run_id = w.shown_ids[0] if len(w.shown_ids) == 1 else None
+        if run_id is None or w.store is None or w.builder is None:
+            w.show_error("Edit the run's spec", "Open a run first (History, or the Results tab).")
+            return False
+        try:
+            run = w.store.resolve_run(run_id)
+            text = run.get("spec") or ""
+            if not text.strip():
+                raise WorkbenchError(f"run {run_id} has no stored spec")
+            draft = SpecDraft.from_text(text, base_dir=Path.cwd())
+        except WorkbenchError as exc:
+            w.show_error("Edit the run's spec", str(exc))
+            return False
+        draft.path = None  # not a file of the user's: Save asks where
+        w.builder.set_draft(draft)
+        w.show_tab("experiment")
+        w.log_line(
+            f"the spec of run {run_id} ({run.get('name')}) is in the builder; relative paths in it are "
+            f"taken from {Path.cwd()}"
+        )
+        return True
+
     def open_spec(self, path: Path) -> bool:
         from workbench.core.errors import WorkbenchError
         from workbench.gui.draft import SpecDraft
@@ -116,6 +168,14 @@ class FileActions:
         w.statusBar().showMessage(f"Saved {path}", 5000)
         w.log_line(f"saved spec {path}")
         return True
+
+
+def sample_copy_path() -> Path:
+    """Where the sample run is copied to be opened: beside the default results database (the shipped
+    one may sit in a read-only folder, and SQLite writes beside a database it opens)."""
+    from workbench.store.paths import default_db_path
+
+    return default_db_path().parent / "sample-demo.db"
 
 
 def dropped_path(event: Any) -> Path | None:

@@ -41,8 +41,10 @@ TERMS: dict[str, str] = {
     "same top": "Share of those tokens where this variant ranks the same token first as the baseline.",
     "prefill share": "Share of the end-to-end time spent before the first token: high means the input "
     "dominates (prefill-heavy), low means the output does (decode-heavy).",
-    "phase": "Which phase dominates the baseline's time on this workload: prefill-heavy when reading the "
-    "prompt takes most of it, decode-heavy when writing the answer does, balanced in between.",
+    "phase": "Which phase dominates the time: prefill-heavy when reading the prompt takes at least 60 % "
+    "of it, decode-heavy when writing the answer leaves it at most 40 %, balanced in between. In the "
+    "results table: the row's own, from its prefill share; a workload's phase (the advice, the "
+    "headline chart) is the baseline's.",
     "targets": "The workload's experience targets (TTFT, TPOT, ITL, e2e, decode tok/s at a percentile): "
     "which ones this variant met at that percentile, and its goodput — the share of its requests that "
     "met every target.",

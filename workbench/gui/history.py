@@ -1,4 +1,5 @@
-"""The runs in the database: open one, rename, delete (with confirmation), compare two side by side."""
+"""The runs in the database: open one, rename, delete (with confirmation), compare two side by side,
+edit a run's spec in the builder (to change it and run again)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class HistoryPanel(QWidget):
     renameRequested = Signal(int)
     deleteRequested = Signal(int)
     compareRequested = Signal(int, int)
+    editSpecRequested = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -51,13 +53,19 @@ class HistoryPanel(QWidget):
         self.delete_btn = QPushButton("Delete…")
         self.compare_btn = QPushButton("Compare")
         self.compare_btn.setToolTip("Select two runs (Ctrl+click) to see their variants side by side")
+        self.edit_spec_btn = QPushButton("Edit spec…")
+        self.edit_spec_btn.setObjectName("editSpecButton")
+        self.edit_spec_btn.setToolTip(
+            "The spec this run was made from, in the builder: change it and run again"
+        )
         self.open_btn.clicked.connect(self._open)
         self.rename_btn.clicked.connect(lambda: self._one(self.renameRequested))
         self.delete_btn.clicked.connect(lambda: self._one(self.deleteRequested))
         self.compare_btn.clicked.connect(self._compare)
+        self.edit_spec_btn.clicked.connect(lambda: self._one(self.editSpecRequested))
         buttons = QHBoxLayout()
         buttons.addWidget(self.db_label, 1)
-        for b in (self.open_btn, self.rename_btn, self.delete_btn, self.compare_btn):
+        for b in (self.open_btn, self.rename_btn, self.delete_btn, self.compare_btn, self.edit_spec_btn):
             buttons.addWidget(b)
         layout = QVBoxLayout(self)
         layout.addWidget(self.view, 1)
@@ -115,6 +123,7 @@ class HistoryPanel(QWidget):
         self.rename_btn.setEnabled(n == 1)
         self.delete_btn.setEnabled(n == 1)
         self.compare_btn.setEnabled(n == 2)
+        self.edit_spec_btn.setEnabled(n == 1)
 
     def _open(self) -> None:
         ids = self.selected_ids()

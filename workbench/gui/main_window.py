@@ -44,7 +44,7 @@ from workbench.gui.history_actions import HistoryActions
 from workbench.gui.results_view import ResultsView
 from workbench.gui.run_control import RunControl
 from workbench.gui.settings import GuiSettings
-from workbench.gui.widgets import Banner, WelcomePage, escape
+from workbench.gui.widgets import LOG_PLACEHOLDER, Banner, WelcomePage, escape, glossary_dialog, window_title
 
 __all__ = ["MainWindow", "viewer_reason"]
 
@@ -119,7 +119,7 @@ class MainWindow(QMainWindow):
         self.export_actions = ExportActions(self)
         self.history_actions = HistoryActions(self)
         self.file_actions = FileActions(self)
-        self.setWindowTitle("Workbench")
+        self.setWindowTitle(window_title(db_path))
         self.setAcceptDrops(True)
         self._build_ui()
         self._build_actions()
@@ -148,6 +148,7 @@ class MainWindow(QMainWindow):
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(20_000)
         self.log.setFont(QFont("monospace"))
+        self.log.setPlaceholderText(LOG_PLACEHOLDER)  # never blank: what it will show, and how
         self.tabs.addTab(self.experiment_page, "Experiment")
         self.tabs.addTab(self.results_stack, "Results")
         self.tabs.addTab(self.history, "History")
@@ -175,12 +176,15 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.cancel_btn)
 
         self.welcome.demo_btn.clicked.connect(self.run_control.run_demo)
+        self.welcome.sample_btn.clicked.connect(self.file_actions.open_sample)
         self.welcome.build_btn.clicked.connect(lambda: self.show_tab("experiment"))
         self.welcome.open_btn.clicked.connect(self.file_actions.open_database_dialog)
         self.history.openRequested.connect(lambda run_id: self.show_runs((run_id,)))
         self.history.compareRequested.connect(lambda a, b: self.show_runs((a, b)))
         self.history.renameRequested.connect(self.history_actions.rename_run)
         self.history.deleteRequested.connect(self.history_actions.delete_run)
+        self.history.editSpecRequested.connect(self.file_actions.edit_run_spec)
+        self.resultsShown.connect(lambda _data: self.update_title())
 
     def _build_results_page(self) -> QWidget:
         from workbench.gui.results import SummaryTableModel, make_table_view
@@ -204,7 +208,7 @@ class MainWindow(QMainWindow):
         self.verdict.hide()
         self.charts: Any = None  # the ChartPanel, built after the first paint (pyqtgraph is slow to import)
         self.table_model = SummaryTableModel(self)
-        self.table = make_table_view(self.table_model)
+        self.table = make_table_view(self.table_model, settings=self.settings)
         self.table.setObjectName("resultsTable")
         self.advice = QTextBrowser()
         self.advice.setObjectName("advice")
@@ -281,6 +285,16 @@ class MainWindow(QMainWindow):
         )
         self.cancel_action.setEnabled(False)
         self.demo_action = action("Run the &demo comparison", self.run_control.run_demo)
+        self.sample_action = action(
+            "Open the &sample run",
+            self.file_actions.open_sample,
+            tip="The demo's run that ships with Workbench",
+        )
+        self.edit_spec_action = action(
+            "&Edit this run's spec",
+            self.file_actions.edit_run_spec,
+            tip="The spec the run on screen was made from, in the builder: change it and run again",
+        )
         self.project_action = action(
             "&What if… (project lengths)",
             self.show_projection,
@@ -308,7 +322,16 @@ class MainWindow(QMainWindow):
         ):
             file_menu.addSeparator() if a is None else file_menu.addAction(a)
         run_menu = menu.addMenu("&Run")
-        for a in (self.run_action, self.cancel_action, None, self.demo_action, None, self.project_action):
+        for a in (
+            self.run_action,
+            self.cancel_action,
+            None,
+            self.edit_spec_action,
+            self.demo_action,
+            self.sample_action,
+            None,
+            self.project_action,
+        ):
             run_menu.addSeparator() if a is None else run_menu.addAction(a)
         view_menu = menu.addMenu("&View")
         for i, name in enumerate(TOP_TABS):
@@ -358,7 +381,7 @@ class MainWindow(QMainWindow):
         self.results_split.setStretchFactor(0, 3)
         self.results_split.setStretchFactor(1, 2)
         self.results_split.setSizes([500, 300])
-        self.bottom_split.setSizes([800, 450])
+        self.bottom_split.setSizes([950, 400])  # the table's first-read columns fit beside the advice
         if self.settings is not None:
             for name, splitter in (("results", self.results_split), ("bottom", self.bottom_split)):
                 state = self.settings.splitter(name)
@@ -389,6 +412,7 @@ class MainWindow(QMainWindow):
 
         if not path.exists() and not create:
             self.db_path, self.store = path, None  # created by the first run
+            self.setWindowTitle(window_title(path))
             return True
         try:
             store = Store(path, create=create)
@@ -402,6 +426,7 @@ class MainWindow(QMainWindow):
         if self.store is not None:
             self.store.close()
         self.db_path, self.store = path, store
+        self.setWindowTitle(window_title(path))  # the run's name follows once it is on screen
         if self.settings is not None:
             self.settings.last_db = path.resolve()
         return True
@@ -435,11 +460,9 @@ class MainWindow(QMainWindow):
         if line:
             self.log.appendPlainText(line)
 
-    def show_glossary(self) -> None:
-        text = "".join(f"<p><b>{term}</b> — {escape(sentence)}</p>" for term, sentence in TERMS.items())
-        box = QMessageBox(QMessageBox.Icon.NoIcon, "Glossary", text, QMessageBox.StandardButton.Ok, self)
-        box.setTextFormat(Qt.TextFormat.RichText)
-        box.open()
+    def show_glossary(self) -> Any:
+        """Help → Glossary, scrolling (returned for tests)."""
+        return glossary_dialog(self, TERMS)
 
     def show_about(self) -> None:
         from workbench import __version__
@@ -466,6 +489,12 @@ class MainWindow(QMainWindow):
         self.export_action.setEnabled(has_chart)
         self.copy_chart_action.setEnabled(has_chart)
         self.project_action.setEnabled(has_run)
+        self.edit_spec_action.setEnabled(has_run and self.builder is not None)
+
+    def update_title(self) -> None:
+        """The window title names the run(s) on screen and the database file."""
+        runs = self.results.runs if self.results is not None and self.shown_ids else ()
+        self.setWindowTitle(window_title(self.db_path, runs))
 
     def show_projection(self, *_: Any) -> Any:
         """The what-if dialog on the run on screen (returned for tests; shown modeless)."""

@@ -1,5 +1,9 @@
 """The results table: metrics per variant × workload with speed-ups, acceptance, match, prefill share
 and phase, sortable, with one-sentence tooltips. Its data comes from :mod:`workbench.gui.loading`.
+
+By default it shows the columns a person reads first (:data:`DEFAULT_COLUMNS`, the CLI main table's);
+the rest are behind the header's context menu (a check box per column, "Show all"), and the choice is
+kept in the settings.
 """
 
 from __future__ import annotations
@@ -8,11 +12,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableView, QWidget
 
 from workbench.gui.glossary import explain
 
-__all__ = ["COLUMNS", "SummaryTableModel", "make_table_view"]
+__all__ = [
+    "COLUMNS",
+    "DEFAULT_COLUMNS",
+    "ColumnChooser",
+    "SummaryTableModel",
+    "make_table_view",
+    "targets_text",
+]
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -114,7 +126,7 @@ COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]] | None]] = [
     ("e2e ms", "e2e", _metric("e2e_ms", 0)),
     ("peak MB", "peak memory", _metric("peak_memory_mb", 0)),
     ("prefill share", "prefill share", _prefill_share),
-    ("phase", "phase", None),  # filled from the run's measured phases (per workload)
+    ("phase", "phase", None),  # the row's own, from its prefill share (the workload's: the tooltip)
     ("e2e speed-up", "speed-up", _ratio("speedup_e2e")),
     ("MDE", "MDE", _mde),
     ("TTFT speed-up", "speed-up", _ratio("speedup_ttft")),
@@ -126,6 +138,19 @@ COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]] | None]] = [
     ("targets", "targets", None),  # filled from the experience targets' verdicts (per variant × workload)
 ]
 
+#: shown until a person chooses (≤ 10, ~1400 px): the columns of the CLI's main table without --wide
+DEFAULT_COLUMNS = (
+    "variant",
+    "workload",
+    "TTFT ms",
+    "decode tok/s",
+    "e2e ms",
+    "e2e speed-up",
+    "TTFT speed-up",
+    "decode speed-up",
+    "match",
+    "KLD",
+)
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 _TEXT_COLUMNS = {i for i, (header, _, _) in enumerate(COLUMNS) if header in ("variant", "workload", "phase")}
 
@@ -135,6 +160,7 @@ class SummaryTableModel(QAbstractTableModel):
         super().__init__(parent)
         self._rows: list[Any] = []
         self._cells: list[list[tuple[str, Any]]] = []
+        self._phases: dict[str, str] = {}
 
     def set_summaries(
         self,
@@ -150,9 +176,10 @@ class SummaryTableModel(QAbstractTableModel):
         def special(header: str, s: Any) -> tuple[str, Any]:
             if header == "targets":
                 v = by_group.get((s.variant, s.workload))
-                return (v.short(), v.goodput) if v is not None else ("", None)
-            return (phases.get(s.workload, ""), phases.get(s.workload, ""))
+                return (targets_text(v), v.goodput) if v is not None else ("", None)
+            return _phase(s)
 
+        self._phases = phases
         self.beginResetModel()
         self._rows = list(summaries)
         self._cells = [
@@ -185,7 +212,11 @@ class SummaryTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() not in _TEXT_COLUMNS:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole and text and COLUMNS[index.column()][1]:
-            return explain(COLUMNS[index.column()][1])
+            tip = explain(COLUMNS[index.column()][1])
+            workload = self._rows[index.row()].workload
+            if COLUMNS[index.column()][0] == "phase" and self._phases.get(workload):
+                tip = f"This row's own phase. The workload {workload}: {self._phases[workload]} (the baseline's).\n\n{tip}"
+            return tip
         return None
 
     def headerData(
@@ -194,14 +225,94 @@ class SummaryTableModel(QAbstractTableModel):
         if orientation != Qt.Orientation.Horizontal:
             return None
         header, term, _ = COLUMNS[section]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return header
+        if role == Qt.ItemDataRole.DisplayRole:  # two short lines ("e2e / speed-up"): narrow columns
+            return header.replace(" ", "\n", 1) if len(header) > 8 else header
         if role == Qt.ItemDataRole.ToolTipRole:
-            return explain(term) or None
+            return (explain(term) + "\n\n" if term else "") + "Right-click a header to choose the columns."
         return None
 
 
-def make_table_view(model: SummaryTableModel, parent: QWidget | None = None) -> QTableView:
+def _phase(s: Any) -> tuple[str, Any]:
+    """The row's own phase, from its own prefill share (the same thresholds as the workload's)."""
+    from workbench.analysis.phases import classify
+
+    share = _prefill_share(s)[1]
+    label = classify(share) if share is not None else ""
+    return (label, label)
+
+
+def targets_text(v: Any) -> str:
+    """A :class:`~workbench.analysis.targets.Verdict` in the table: ``met 2/2 targets · goodput 90 %
+    (9/10 requests)``, saying what each count counts."""
+    met, n = sum(c.status == "met" for c in v.checks), len(v.checks)
+    if v.status == "met":
+        head = f"met {met}/{n} targets"
+    elif v.status == "missed":
+        from workbench.spec.targets import TARGET_METRICS
+
+        head = "missed " + ", ".join(TARGET_METRICS[c.metric][0] for c in v.missed)
+    else:
+        head = f"met {met}/{n} targets, no data for the rest"
+    if v.goodput is None:
+        return head
+    return f"{head} · goodput {v.goodput:.0%} ({v.good}/{v.requests} requests)"
+
+
+class ColumnChooser:
+    """The header's context menu of a table view: a check box per column, "Show all", "First-read
+    columns"; the visible columns are kept in ``settings`` (a :class:`~workbench.gui.settings.GuiSettings`,
+    or None: not kept)."""
+
+    def __init__(self, view: QTableView, settings: Any = None) -> None:
+        self.view = view
+        self.settings = settings
+        header = view.horizontalHeader()
+        header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header.customContextMenuRequested.connect(lambda _pos: self.menu().exec(QCursor.pos()))
+        saved = settings.table_columns if settings is not None else None
+        known = [c for c in (saved or ()) if c in _HEADERS]
+        self.set_visible(known or DEFAULT_COLUMNS, remember=False)
+
+    def visible(self) -> list[str]:
+        return [h for i, h in enumerate(_HEADERS) if not self.view.isColumnHidden(i)]
+
+    def set_visible(self, names: Sequence[str], *, remember: bool = True) -> None:
+        wanted = set(names) or {_HEADERS[0]}  # never no column at all
+        for i, header in enumerate(_HEADERS):
+            self.view.setColumnHidden(i, header not in wanted)
+        if remember and self.settings is not None:
+            self.settings.table_columns = self.visible()
+
+    def toggle(self, name: str, on: bool) -> None:
+        names = [h for h in self.visible() if h != name] + ([name] if on else [])
+        self.set_visible(names)
+
+    def menu(self) -> QMenu:
+        menu = QMenu(self.view)
+        menu.setObjectName("columnChooser")
+        shown = set(self.visible())
+        for header, term, _ in COLUMNS:
+            action = menu.addAction(header)
+            action.setCheckable(True)
+            action.setChecked(header in shown)
+            action.setToolTip(explain(term))
+            action.setEnabled(not (header in shown and len(shown) == 1))  # the last one stays
+            action.toggled.connect(lambda on, h=header: self.toggle(h, on))
+        menu.setToolTipsVisible(True)
+        menu.addSeparator()
+        menu.addAction("Show all", lambda: self.set_visible(_HEADERS))
+        menu.addAction("First-read columns only", lambda: self.set_visible(DEFAULT_COLUMNS))
+        return menu
+
+
+_HEADERS = [header for header, _, _ in COLUMNS]
+
+
+def make_table_view(
+    model: SummaryTableModel, parent: QWidget | None = None, *, settings: Any = None
+) -> QTableView:
+    """A sortable view of ``model`` with its column chooser (``view.column_chooser``); ``settings``
+    keeps the chosen columns between starts."""
     proxy = QSortFilterProxyModel(parent)
     proxy.setSourceModel(model)
     proxy.setSortRole(SORT_ROLE)
@@ -214,4 +325,5 @@ def make_table_view(model: SummaryTableModel, parent: QWidget | None = None) -> 
     view.verticalHeader().setVisible(False)
     view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
     view.horizontalHeader().setStretchLastSection(True)
+    view.column_chooser = ColumnChooser(view, settings)  # type: ignore[attr-defined]
     return view

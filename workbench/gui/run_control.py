@@ -31,9 +31,9 @@ class RunControl(QObject):
             return False
         if spec is None:
             spec = w.builder.validate()
-            if spec is None:
+            if w.builder.refusal:  # a mistake in the spec, or a single variant (nothing to compare)
                 w.show_tab("experiment")
-                w.show_error("Run", f"The experiment has a mistake: {w.builder.error}")
+                w.show_error("Run", w.builder.refusal)
                 return False
         from workbench.gui.running import RunThread
 

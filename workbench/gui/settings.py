@@ -1,4 +1,5 @@
-"""What the app remembers between starts: window geometry, the last database, the last folder.
+"""What the app remembers between starts: window geometry, the last database, the last folder, the
+results table's columns.
 
 An INI file in the platform's user-config folder (``$WORKBENCH_GUI_SETTINGS`` overrides the path, which
 the tests use so that they never touch a developer's settings).
@@ -6,6 +7,7 @@ the tests use so that they never touch a developer's settings).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -69,6 +71,22 @@ class GuiSettings:
     @last_dir.setter
     def last_dir(self, value: str | Path) -> None:
         self._q.setValue("files/last_dir", str(value))
+
+    @property
+    def table_columns(self) -> list[str] | None:
+        """The results table's visible columns (None: never chosen, the first-read ones)."""
+        value = self._q.value("table/columns")
+        if not value:
+            return None
+        try:
+            names = json.loads(str(value))
+        except ValueError:
+            return None
+        return [str(n) for n in names] if isinstance(names, list) else None
+
+    @table_columns.setter
+    def table_columns(self, names: list[str]) -> None:
+        self._q.setValue("table/columns", json.dumps(list(names)))
 
     def sync(self) -> None:
         self._q.sync()

@@ -3,11 +3,49 @@ escaping of text put into their rich-text labels."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
-__all__ = ["Banner", "WelcomePage", "escape"]
+__all__ = ["LOG_PLACEHOLDER", "Banner", "WelcomePage", "escape", "glossary_dialog", "window_title"]
+
+#: what the Log tab says while it is empty
+LOG_PLACEHOLDER = (
+    "The log of this session: what the workers report during a run (loading each variant, every trial "
+    "with its TTFT and e2e, their warnings and errors) and what the app did (databases and specs opened, "
+    "files saved and exported).\n\n"
+    "Nothing yet. Start a run — Run in the Experiment tab (Ctrl+R), or Run → Run the demo comparison — "
+    "and it fills as the trials land. A past run's trials are in its database (History, Results); its "
+    "workers' messages are not kept."
+)
+
+
+def window_title(db_path: Path, runs: Any = ()) -> str:
+    """``Run 3 — demo: the levers… — results.db — Workbench``: the run(s) on screen and the database."""
+    parts = []
+    runs = list(runs or ())
+    if len(runs) == 1:
+        name = str(runs[0].get("name") or "")
+        name = name if len(name) <= 40 else name[:39].rstrip() + "…"
+        parts.append(f"Run {runs[0]['id']}" + (f" — {name}" if name else ""))
+    elif len(runs) == 2:
+        parts.append(f"Run {runs[1]['id']} against run {runs[0]['id']}")
+    parts += [db_path.name, "Workbench"]
+    return " — ".join(parts)
 
 
 class Banner(QFrame):
@@ -55,7 +93,7 @@ class WelcomePage(QWidget):
             "Workbench runs the same prompts through variants of a model — baseline, quantized, "
             "speculative decoding, prompt lookup… — on this machine, and shows for each one how long "
             "it reads the prompt (<b>prefill</b>, the time to the first token) and how fast it writes "
-            "(<b>decode</b>, tokens per second). The demo compares four variants of a small model on "
+            "(<b>decode</b>, tokens per second). The demo compares five variants of a small model on "
             "chat, summarising and code prompts in a few minutes on a laptop CPU."
         )
         text.setWordWrap(True)
@@ -64,16 +102,28 @@ class WelcomePage(QWidget):
         self.demo_btn.setObjectName("demoButton")
         self.demo_btn.setDefault(True)
         self.demo_btn.setMinimumHeight(36)
+        self.demo_btn.setToolTip("Five variants of a small model on chat, summarise and code: about 3 min")
+        self.sample_btn = QPushButton("Open the sample run")
+        self.sample_btn.setObjectName("sampleButton")
+        self.sample_btn.setMinimumHeight(36)
+        self.sample_btn.setToolTip(
+            "A finished run of the demo that ships with Workbench: every chart and table at once, "
+            "nothing to wait for (opened as a copy in your data folder)"
+        )
         self.build_btn = QPushButton("Build an experiment")
         self.open_btn = QPushButton("Open a results database…")
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.note.setMaximumWidth(720)
         self.note.hide()
-        buttons = QHBoxLayout()
-        for b in (self.demo_btn, self.build_btn, self.open_btn):
+        buttons = QHBoxLayout()  # see results: run the demo, or open the finished one that ships
+        for b in (self.demo_btn, self.sample_btn):
             buttons.addWidget(b)
         buttons.addStretch(1)
+        more = QHBoxLayout()  # your own: build an experiment, open a database
+        for b in (self.build_btn, self.open_btn):
+            more.addWidget(b)
+        more.addStretch(1)
         inner = QVBoxLayout()
         inner.addWidget(title)
         inner.addSpacing(8)
@@ -81,6 +131,8 @@ class WelcomePage(QWidget):
         inner.addSpacing(16)
         inner.addLayout(buttons)
         inner.addWidget(self.note)
+        inner.addSpacing(8)
+        inner.addLayout(more)
         layout = QVBoxLayout(self)
         layout.addStretch(1)
         row = QHBoxLayout()
@@ -91,9 +143,39 @@ class WelcomePage(QWidget):
         layout.addStretch(2)
 
     def set_viewer_reason(self, reason: str | None) -> None:
+        """Viewer mode: the demo cannot run here; the note under the buttons says why (and the
+        sample run is the way to see results)."""
         self.demo_btn.setEnabled(reason is None)
-        self.note.setText(reason or "")
+        self.demo_btn.setToolTip(
+            reason or "Five variants of a small model on chat, summarise and code: about 3 min"
+        )
+        text = (
+            f"<b>Run the demo</b> is off: {escape(reason)} <b>Open the sample run</b> shows one."
+            if reason
+            else ""
+        )
+        self.note.setText(text)
         self.note.setVisible(bool(reason))
+
+
+def glossary_dialog(parent: QWidget | None, terms: dict[str, str]) -> QDialog:
+    """Help → Glossary: one sentence per term, in a scrolling text (the whole list is taller than
+    most screens), shown modeless and deleted when closed."""
+    dialog = QDialog(parent)
+    dialog.setObjectName("glossary")
+    dialog.setWindowTitle("Glossary")
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    text = QTextBrowser()
+    text.setObjectName("glossaryText")
+    text.setHtml("".join(f"<p><b>{escape(term)}</b> — {escape(s)}</p>" for term, s in terms.items()))
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+    buttons.rejected.connect(dialog.close)
+    layout = QVBoxLayout(dialog)
+    layout.addWidget(text, 1)
+    layout.addWidget(buttons)
+    dialog.resize(640, 560)
+    dialog.show()
+    return dialog
 
 
 def escape(text: str) -> str:
