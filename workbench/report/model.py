@@ -244,6 +244,7 @@ def render_html(
     """The sections as an HTML fragment (no ``<html>``: the exported page and the GUI's panel wrap
     it). ``figure(name)``: a figure's HTML, or None to leave it out; ``heading``: the level of the
     section titles; ``sections``: only these keys; ``detail``: False leaves the detail blocks out."""
+
     def esc(text: str) -> str:  # `code` in the words becomes <code>
         return _CODE.sub(r"<code>\1</code>", html.escape(text))
 
