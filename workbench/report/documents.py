@@ -86,8 +86,10 @@ def markdown_report(
     by_name = {c.name: c for c in charts}
 
     def image(name: str) -> str | None:
-        if name in images and name in by_name:
-            return f"![{by_name[name].title}]({images[name]})"
+        if name in images and name in by_name:  # the PNG carries no caption: it goes under it
+            chart = by_name[name]
+            caption = " ".join(chart.notes)
+            return f"![{chart.title}]({images[name]})" + (f"\n\n*{caption}*" if caption else "")
         return None
 
     return render_markdown(document_report(analysis, charts), image)
