@@ -206,16 +206,10 @@ def comparison_charts(two: TwoRuns) -> list[Chart]:
 
 def comparison_markdown(two: TwoRuns, images: dict[str, str] | None = None) -> str:
     """The comparison as Markdown; ``images``: chart name → relative file to link."""
+    from workbench.report.documents import markdown_image
     from workbench.report.model import render_markdown
 
-    images = images or {}
-    by_name = {c.name: c for c in comparison_charts(two)}
-
-    def image(name: str) -> str | None:
-        if name in images and name in by_name:
-            return f"![{by_name[name].title}]({images[name]})"
-        return None
-
+    image = markdown_image(comparison_charts(two), images or {})
     return render_markdown(build_comparison_report(two), image)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from workbench.analysis.run import RunAnalysis
 from workbench.charts import run_charts
@@ -21,7 +21,7 @@ from workbench.report.formatting import fmt as _fmt
 from workbench.report.model import Bullets, Report, Section, Table, render_html, render_markdown
 from workbench.report.run_report import build_run_report, share_text
 
-__all__ = ["document_report", "html_report", "markdown_report"]
+__all__ = ["document_report", "html_page", "html_report", "markdown_image", "markdown_report"]
 
 
 def _phase_table(analysis: RunAnalysis) -> Table:
@@ -81,18 +81,23 @@ def markdown_report(
 ) -> str:
     """The run as Markdown. ``images``: chart name → relative file to link (e.g. ``headline.png``);
     ``charts``: the run's charts when the caller has them (else built here)."""
-    images = images or {}
     charts = run_charts(analysis) if charts is None else charts
+    return render_markdown(document_report(analysis, charts), markdown_image(charts, images or {}))
+
+
+def markdown_image(charts: Sequence[Chart], images: dict[str, str]) -> Callable[[str], str | None]:
+    """A figure in Markdown: the link to its image file and, under it, the caption (the PNG carries
+    none of its own); None for a chart without a file."""
     by_name = {c.name: c for c in charts}
 
     def image(name: str) -> str | None:
-        if name in images and name in by_name:  # the PNG carries no caption: it goes under it
-            chart = by_name[name]
-            caption = " ".join(chart.notes)
-            return f"![{chart.title}]({images[name]})" + (f"\n\n*{caption}*" if caption else "")
-        return None
+        if name not in images or name not in by_name:
+            return None
+        chart = by_name[name]
+        caption = " ".join(chart.notes)
+        return f"![{chart.title}]({images[name]})" + (f"\n\n*{caption}*" if caption else "")
 
-    return render_markdown(document_report(analysis, charts), image)
+    return image
 
 
 _CSS = """
