@@ -90,7 +90,8 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
     spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
     if full:
         spec = _available_variants(spec)
-    code = _execute(spec, db, out, as_json)
+    hint = "40-60 min on a 2-core CPU" if full else "2-3 min on a quiet 2-core CPU"
+    code = _execute(spec, db, out, as_json, expected=hint)
     if not no_gui and not as_json and code in (EXIT_OK, EXIT_SOME_FAILED) and gui_available():
         from workbench.gui.app import run_gui
         from workbench.store.paths import resolve_db_path
@@ -197,12 +198,12 @@ def gui_available() -> bool:
     return not missing_qt()
 
 
-def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
+def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool, expected: str | None = None) -> int:
     if out is not None:  # before the first trial: a folder that cannot be made is bad input
         from workbench.report.export import prepare_out_dir
 
         prepare_out_dir(out)
-    store, result = _run_with_progress(spec, db)
+    store, result = _run_with_progress(spec, db, expected)
     for error in result.errors[:10]:
         click.echo(f"failed: {error}", err=True)
     if len(result.errors) > 10:
@@ -224,20 +225,34 @@ def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int
     return run_exit_code(result)
 
 
-def _run_with_progress(spec: Any, db: Path | None) -> tuple[Any, Any]:
-    """Run ``spec`` into the results database with a progress bar; Ctrl-C cancels (twice: now)."""
-    from workbench.run.execute import RunExecutor, preflight_spec
+def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) -> tuple[Any, Any]:
+    """Run ``spec`` into the results database with a progress bar; Ctrl-C cancels (twice: now).
+    ``expected``: how long it takes, said before it starts when this database has no earlier run of
+    the spec to tell."""
+    from workbench.run.execute import RunExecutor, expected_duration, preflight_spec
     from workbench.run.process import cancel_grace_s
 
     preflight_spec(spec)  # before the database is touched
     store = _open_store(db, create=True)
     bar = _ProgressBar()
     executor = RunExecutor(spec, store, on_progress=bar.update)
+    auto = ""
+    if spec.auto_repetitions:
+        budget = f", budget {_duration_words(spec.budget_s)}" if spec.budget_s is not None else ""
+        auto = (
+            f" (repetitions: auto, until every speed-up CI is within ±{spec.ci_target:.0%}, at most "
+            f"{spec.repetitions}{budget})"
+        )
     click.echo(
-        f"Run '{spec.name}': {len(spec.variants)} variant(s), {executor.progress.total} trials, "
-        f"{spec.order}{' (repetitions: auto)' if spec.auto_repetitions else ''} → {store.path}",
+        f"Run '{spec.name}': {len(spec.variants)} variant(s), {executor.progress.total} trials"
+        f"{' at most' if spec.auto_repetitions else ''}, {spec.order}{auto} → {store.path}",
         err=True,
     )
+    estimate = expected_duration(store, spec, executor.progress.total)
+    if estimate is not None:
+        click.echo(f"Expected: about {_duration_words(estimate[0])} ({estimate[1]}).", err=True)
+    elif expected is not None:
+        click.echo(f"Expected: about {expected}.", err=True)
 
     def on_signal(signum: int, frame: Any) -> None:
         again = executor.cancelled
@@ -269,6 +284,10 @@ def _run_with_progress(spec: Any, db: Path | None) -> tuple[Any, Any]:
     return store, result
 
 
+def _duration_words(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 class _ProgressBar:
     """Trial counts and ETA on stderr: click's progress bar on a terminal, plain lines otherwise."""
 
@@ -292,6 +311,8 @@ class _ProgressBar:
             )
             self._bar.__enter__()
         self._bar.label = f"{progress.variant[:24]:<24}"
+        if self._bar.length != progress.total:  # repetitions = "auto" stopped, or a variant failed
+            self._bar.length = max(progress.total, self._done)
         if progress.done > self._done:
             self._bar.update(progress.done - self._done)
             self._done = progress.done
