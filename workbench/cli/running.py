@@ -175,12 +175,40 @@ def noise(
             "this machine more than the statistics can see. Rerun when it is quieter.",
             err=True,
         )
+    for line in process_spread_lines(others):
+        click.echo(textwrap.fill(line, 110, subsequent_indent="  "), err=True)
     for s in others:
         need = pairs_needed(s.speedup_e2e, 0.05) if s.speedup_e2e else None
         if need is not None:
             reps = max(2, -(-need // (prompts.get(s.workload) or 1)))
             click.echo(f"To detect a 5 % e2e speed-up on {s.workload}: about {reps} repetitions.", err=True)
     sys.exit(run_exit_code(result))
+
+
+def process_spread_lines(summaries: Any) -> list[str]:
+    """What limits an A/A run's e2e interval, per workload: the process-to-process spread (``τ``) or
+    the pairs' own noise, as shares of the CI's variance (``τ²/G`` against ``s_w²/n``)."""
+    import math
+
+    lines = []
+    for s in summaries:
+        est = s.speedup_e2e
+        if est is None or est.process_sd is None or est.pair_sd is None or not est.clusters:
+            continue
+        between = math.log1p(est.process_sd) ** 2 / est.clusters
+        within = math.log1p(est.pair_sd) ** 2 / est.n
+        share = between / (between + within) if between + within > 0 else 0.0
+        more = (
+            "more repetitions (fresh processes) narrow it, more prompts do not"
+            if share > 0.5
+            else ("more trials of any kind narrow it")
+        )
+        lines.append(
+            f"Processes on {s.workload} (e2e): two worker processes of one variant differ by "
+            f"±{est.process_sd:.1%} beyond their own trials (a pair varies ±{est.pair_sd:.1%}); over "
+            f"{est.clusters} process pairs that is {share:.0%} of the CI's variance: {more}."
+        )
+    return lines
 
 
 def gui_available() -> bool:
