@@ -189,11 +189,14 @@ class RunExecutor:
         self._report("next repetition: fresh worker processes")
         self._restarts_left -= 1
         self._close_all()
+        # every variant's fresh worker loads side by side (nothing is timed meanwhile; the fit in
+        # memory was checked at the first load): a restart costs the slowest load, not their sum
+        started = {id(s): self._start(s) for s in self._state if not s.dead and not self.cancelled}
         for state in self._state:
-            if self.cancelled:
-                return False
-            if not state.dead:
-                self._load(state)
+            if id(state) in started:
+                self._load(state, started=started[id(state)])
+        if self.cancelled:
+            return False
         # its warm-ups are counted in the progress total from the start (planned_trials)
         return all(self._dispatch(unit) for unit in warmups)
 
@@ -309,10 +312,8 @@ class RunExecutor:
 
     # -- one worker -------------------------------------------------------------------------------
 
-    def _load(self, state: _VariantState, *, record: bool = True) -> WorkerProcess | None:
-        """Start the variant's worker and wait for its model to load. None when it cannot (the
-        variant's trials are then failed with the reason; with ``record = False``, for the untimed
-        quality pass, only the worker is closed)."""
+    def _start(self, state: _VariantState) -> WorkerProcess:
+        """Start the variant's next worker process (it loads the model meanwhile)."""
         variant = state.plan.variant
         self.progress.variant = variant.name
         self._report(f"loading {variant.name}")
@@ -320,6 +321,16 @@ class RunExecutor:
         worker = self._pool.start(variant.name, variant.python, job, number=state.loads)
         state.worker = worker
         state.loads += 1
+        return worker
+
+    def _load(
+        self, state: _VariantState, *, record: bool = True, started: WorkerProcess | None = None
+    ) -> WorkerProcess | None:
+        """Start the variant's worker (or take ``started``, begun by :meth:`_start`) and wait for its
+        model to load. None when it cannot (the variant's trials are then failed with the reason;
+        with ``record = False``, for the untimed quality pass, only the worker is closed)."""
+        variant = state.plan.variant
+        worker = started if started is not None else self._start(state)
         self._active = worker
         try:
             event = worker.wait_loaded()
