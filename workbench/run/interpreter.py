@@ -26,15 +26,7 @@ from typing import Any
 
 from workbench.core.errors import SpecError, StrategyError
 
-__all__ = [
-    "OMP_WAIT_POLICY",
-    "PROBE_TIMEOUT_S",
-    "Interpreter",
-    "child_environment",
-    "command",
-    "main",
-    "probe",
-]
+__all__ = ["PROBE_TIMEOUT_S", "Interpreter", "child_environment", "command", "main", "probe"]
 
 #: seconds the interpreter gets to answer (it imports the workbench and the strategies' modules)
 PROBE_TIMEOUT_S = 180.0
@@ -63,25 +55,9 @@ def command(python: str | None, module: str) -> list[str]:
     return [python, "-I", "-u", "-m", module]
 
 
-#: how a worker's OpenMP threads wait at a barrier, unless ``OMP_WAIT_POLICY`` is set already:
-#: ``PASSIVE`` sleeps instead of spinning. A spinning thread holds its core while the other threads
-#: of its team catch up; on a machine whose cores other programs use too, that turns every preemption
-#: into CPU burnt and time waited: measured (docs/analysis.md "Processes"), the demo model's trial-to-
-#: trial spread at two threads on a shared 2-core machine went from ±31 % to ±11 % per token, its
-#: time per token from 97 to 84 ms.
-OMP_WAIT_POLICY = "PASSIVE"
-
-
 def child_environment() -> dict[str, str]:
-    """The environment of a worker process (or a probe): this one's, unbuffered, tokenizers without
-    their own thread pool, OpenMP threads that sleep at a barrier (:data:`OMP_WAIT_POLICY`, unless
-    set)."""
-    return {
-        "OMP_WAIT_POLICY": OMP_WAIT_POLICY,
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    """The environment of a worker process (or a probe)."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 _probed: dict[tuple[str, str], Interpreter] = {}
