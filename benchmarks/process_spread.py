@@ -28,9 +28,11 @@ What is measured
                  team started before the fork: checks that the children still run, and how fast).
     ``--env KEY=VALUE`` (repeatable) sets a variable for the processes (``spawn``: their
     environment; ``fork``: this script's, before torch is imported): e.g.
-    ``WORKBENCH_WEIGHTS=file`` (the weights left in the safetensors file's page cache, as before the
-    huge-page arena, ``strategies/_memory.py``), ``OMP_WAIT_POLICY=PASSIVE`` (OpenMP threads sleep
+    ``THP_MEM_ALLOC_ENABLE=1`` (torch's allocator asks for huge pages), ``OMP_WAIT_POLICY=PASSIVE`` (OpenMP threads sleep
     at a barrier instead of spinning), ``OMP_PROC_BIND=true`` (OpenMP threads pinned).
+    ``--env-b KEY=VALUE`` (repeatable, spawn): every other process gets it too, so two settings run
+    side by side in one run (the machine's drift lands on both); each group's split is printed, and
+    B's geometric mean over A's.
     ``--contend S``: a CPU-burning process on one core for S seconds after the first measured round
     (the "after contention" case).
 
@@ -49,7 +51,7 @@ Pass criterion
 
     python benchmarks/process_spread.py --start spawn --processes 10
     python benchmarks/process_spread.py --start fork --processes 10
-    python benchmarks/process_spread.py --start spawn --env WORKBENCH_WEIGHTS=file
+    python benchmarks/process_spread.py --env-b OMP_WAIT_POLICY=PASSIVE    # two settings side by side
     python benchmarks/process_spread.py --warmup-study --processes 6 --trials 4 --warmups 1
 """
 
@@ -128,8 +130,6 @@ def _serve(runner: Any, warm: Any, measured: Any, rfile: Any, wfile: Any) -> Non
         figures = watch.figures(mark)
         record = result.record
         tokens = record.output_tokens or 0
-        from workbench_strategies._memory import weights_backing
-
         backing = weights_backing()
         wfile.write(
             json.dumps(
@@ -149,6 +149,22 @@ def _serve(runner: Any, warm: Any, measured: Any, rfile: Any, wfile: Any) -> Non
             + "\n"
         )
         wfile.flush()
+
+
+def weights_backing() -> dict[str, int]:
+    """This process's memory as ``/proc/self/smaps`` counts it (kB): anonymous huge pages and file
+    pages mapped 2 MB at once (the safetensors weights are a file mapping: transformers leaves them in
+    the page cache when the stored dtype is the one asked for)."""
+    totals = {"AnonHugePages": 0, "FilePmdMapped": 0}
+    try:
+        with open("/proc/self/smaps", encoding="ascii", errors="replace") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in totals:
+                    totals[key] += int(rest.split()[0])
+    except (OSError, ValueError, IndexError):
+        return {}
+    return totals
 
 
 def child_main(config: dict[str, Any]) -> int:
@@ -191,16 +207,19 @@ class Proc:
             os.waitpid(self.pid, 0)
 
 
-def start_spawned(n: int, config: dict[str, Any], env: dict[str, str]) -> list[Proc]:
+def start_spawned(
+    n: int, config: dict[str, Any], env: dict[str, str], env_b: dict[str, str] | None = None
+) -> list[Proc]:
+    """``n`` spawned processes; with ``env_b``, every other one (1, 3, 5 …) gets it on top of ``env``."""
     procs = []
-    for _ in range(n):
+    for i in range(n):
         popen = subprocess.Popen(
             [sys.executable, __file__, "--child", json.dumps(config)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
-            env={**os.environ, **env},
+            env={**os.environ, **env, **(env_b or {} if i % 2 else {})},
         )
         procs.append(Proc(popen.stdout, popen.stdin, popen=popen))
     for p in procs:  # wait for every load (they load side by side)
@@ -325,6 +344,12 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the processes")
+    parser.add_argument(
+        "--env-b",
+        action="append",
+        default=[],
+        help="KEY=VALUE for every other process only (spawn): two settings side by side in one run",
+    )
     parser.add_argument("--contend", type=float, default=0.0, help="a CPU hog for S s after round 1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
@@ -342,8 +367,11 @@ def main() -> int:
         return warmup_study(args, config, env)
     load0 = os.getloadavg()
     t0 = time.time()
+    env_b = dict(item.split("=", 1) for item in args.env_b)
+    if env_b and args.start != "spawn":
+        parser.error("--env-b needs --start spawn")
     if args.start == "spawn":
-        procs = start_spawned(args.processes, config, env)
+        procs = start_spawned(args.processes, config, env, env_b)
     else:
         os.environ.update(env)
         procs = start_forked(args.processes, config, warm_first=args.start == "fork-warm")
@@ -389,6 +417,19 @@ def main() -> int:
             f"{s['max_over_min']:>9.3f}"
         )
         out["figures"][name] = {"median_ms": median, **s}
+    if env_b:  # the two settings side by side: each group's own split, and B's processes over A's
+        for name, fn in figures.items():
+            groups = [[fn(row) for row in rows] for rows in ok]
+            a, b = groups[0::2], groups[1::2]
+            sa, sb = split(a), split(b)
+            ga = statistics.geometric_mean([v for g in a for v in g])
+            gb = statistics.geometric_mean([v for g in b for v in g])
+            print(
+                f"{name:<14} A: {ga:.2f} ms sd {sa['sd_within']:.1%} tau {sa['tau']:.1%} | B {env_b}: {gb:.2f} ms "
+                f"sd {sb['sd_within']:.1%} tau {sb['tau']:.1%} | B/A {gb / ga:.3f}"
+            )
+            out["figures"][name]["a"], out["figures"][name]["b"] = sa, sb
+            out["figures"][name]["b_over_a"] = gb / ga
     per = []
     for i, rows in enumerate(ok):
         cpu = [r["cpu_ms"] / r["tokens"] for r in rows]
