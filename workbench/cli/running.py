@@ -268,7 +268,7 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
     if spec.auto_repetitions:
         budget = f", budget {_duration_words(spec.budget_s)}" if spec.budget_s is not None else ""
         auto = (
-            f" (repetitions: auto, until every speed-up CI is within ±{spec.ci_target:.0%}, at most "
+            f" (repetitions: auto, until every speed-up CI is within ±{spec.ci_target * 100:.4g}%, at most "
             f"{spec.repetitions}{budget})"
         )
     click.echo(

@@ -232,7 +232,7 @@ class RunExecutor:
             return False
         trials = self.store.trials(self.run_id, status="ok")  # type: ignore[arg-type]
         widest = widest_ci(trials, self.spec.baseline_variant)
-        target = f"target ±{self.spec.ci_target:.0%}"
+        target = f"target ±{_percent(self.spec.ci_target)}"
         budget = self.spec.budget_s
         elapsed = now - self._started
         self.progress.interval = widest
@@ -507,9 +507,9 @@ def planned_trials(spec: Spec, plans: Sequence[VariantPlan]) -> int:
 
 def expected_duration(store: Store, spec: Spec, planned: int) -> tuple[float, str] | None:
     """How long the run should take, before it starts: the last finished run of the same spec (its
-    text) in ``store``, its time per trial recorded (warm-ups included) times ``planned``. None when
-    there is no such run. With ``repetitions = "auto"`` and a ``budget``, at most the budget (plus the
-    repetition it finishes)."""
+    text) in ``store``, its time per trial recorded (warm-ups included) times ``planned``; with
+    ``repetitions = "auto"`` (``planned`` is then the cap's) that run's own time. None when there is no
+    such run."""
     rows = store.query(
         """
         select r.id, r.started_at, r.finished_at,
@@ -524,19 +524,24 @@ def expected_duration(store: Store, spec: Spec, planned: int) -> tuple[float, st
         return None
     row = rows[0]
     try:
-        seconds = (_iso(row["finished_at"]) - _iso(row["started_at"])) / row["recorded"] * planned
+        took = _iso(row["finished_at"]) - _iso(row["started_at"])
     except ValueError:
         return None
-    basis = f"run {row['id']} of this spec here took {_minutes(seconds / planned * row['recorded'])}"
-    if spec.budget_s is not None:
-        seconds = min(seconds, spec.budget_s)
-    return seconds, basis
+    basis = f"run {row['id']} of this spec here took {_minutes(took)}"
+    if spec.auto_repetitions:  # it stops where the last one did, near enough: on the target or the budget
+        return took, basis
+    return took / row["recorded"] * planned, basis
 
 
 def _iso(text: str) -> float:
     import datetime
 
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _percent(fraction: float) -> str:
+    """A target as a person wrote it: 3%, 2.5%, 0.01%."""
+    return f"{fraction * 100:.4g}%"
 
 
 def _minutes(seconds: float) -> str:
