@@ -22,15 +22,26 @@ What is measured
     decode tok/s interleaved over alone must be ≥ 0.98: an idle worker, blocked on its pipe, costs
     the active one nothing.
 
+    ``--auto``: one A/A run with ``repetitions = "auto"``, ``ci_target = --auto-target`` (0.03) and
+    ``budget = --budget`` ("5m"), fresh workers, no hog: does it reach the target within the budget?
+
+    ``--effect``: ``--effect-runs`` runs of A against A made ``--slowdown`` (5 %) slower
+    (``benchmarks/slowed.py``: the baseline spinning that share of every step's time in CPU), at
+    ``--repetitions`` (3), fresh workers, no hog: is a real 5 % difference found?
+
 Pass criterion (exit 0; exit 1 otherwise)
     no run of the default design (``fresh``) reports a significant A/A difference (the CI contains
-    1.00), and the overhead ratio ≥ ``--min-ratio`` (0.98). The other designs are the contrast, not a
-    criterion.
+    1.00), every such run's e2e CI is within ±``--max-half-width`` (0.06), and the overhead ratio ≥
+    ``--min-ratio`` (0.98); with ``--auto``, the auto run stops on its target (not on the budget or
+    the cap); with ``--effect``, each effect run's e2e CI excludes 1.00 and contains the truth
+    ``1 / (1 + slowdown)``. The other designs are the contrast, not a criterion.
 
-About 10-12 minutes on a 2-core CPU with the defaults.
+About 10-12 minutes on a 2-core CPU with the defaults; ``--auto`` adds up to the budget, ``--effect``
+about 2 minutes a run.
 
     python benchmarks/ab_noise.py
     python benchmarks/ab_noise.py --runs 4 --designs fresh --skip-overhead
+    python benchmarks/ab_noise.py --runs 6 --designs fresh --auto --effect   # the done-when checks
 """
 
 from __future__ import annotations
@@ -58,7 +69,11 @@ VARIANT = """
 name = "{name}"
 model = "demo:smollm2-135m"
 dtype = "float32"
+{extra}
 """
+
+#: the known difference of the ``effect`` check: the baseline spinning 5 % more CPU at every step
+SLOWED = 'strategy = "benchmarks.slowed:SlowedBaseline"\nslowdown = {slowdown}'
 
 SPEC = """
 name = "{title}"
@@ -67,6 +82,7 @@ warmup = 1
 warmup_max_new_tokens = 8
 order = "{order}"
 workers = "{workers}"
+{top}
 {variants}
 [[workloads]]
 name = "code"
@@ -86,14 +102,23 @@ DESIGNS = {
 }
 
 
-def spec_text(title: str, design: str, reps: int, names: tuple[str, ...]) -> str:
+def spec_text(
+    title: str,
+    design: str,
+    reps: int | str,
+    names: tuple[str, ...],
+    *,
+    top: str = "",
+    extra: dict[str, str] | None = None,
+) -> str:
     order, workers = DESIGNS[design]
     return SPEC.format(
         title=title,
         order=order,
         workers=workers,
         reps=reps,
-        variants="".join(VARIANT.format(name=n) for n in names),
+        top=top,
+        variants="".join(VARIANT.format(name=n, extra=(extra or {}).get(n, "")) for n in names),
     )
 
 
@@ -126,18 +151,20 @@ def run_one(db: Path, text: str, hog_s: float) -> dict[str, Any]:
         hog["proc"].wait()
     analysis = analyze_run(store, result.run_id)
     trials = store.trials(result.run_id)
+    note = store.resolve_run(result.run_id).get("trial_order_note") or ""
     store.close()
     return {
         "analysis": analysis,
         "trials": trials,
         "seconds": time.time() - started,
         "load": os.getloadavg()[0],
+        "note": note,
     }
 
 
-def aa_row(label: str, out: dict[str, Any]) -> dict[str, Any]:
+def aa_row(label: str, out: dict[str, Any], variant: str = "A2") -> dict[str, Any]:
     analysis, trials = out["analysis"], out["trials"]
-    (s,) = [s for s in analysis.summaries if s.variant == "A2"]
+    (s,) = [s for s in analysis.summaries if s.variant == variant]
     if analysis.design.order == "sequential":  # what the workbench reported before: medians, unpaired
         a = [t for t in trials if t.variant == "A" and t.status == "ok"]
         b = [t for t in trials if t.variant == "A2" and t.status == "ok"]
@@ -160,7 +187,11 @@ def aa_row(label: str, out: dict[str, Any]) -> dict[str, Any]:
         "MDE": mde,
         "disturbed": f"{s.n_disturbed}/{analysis.design.disturbance.measured}",
         "drift": analysis.design.drift,
+        "process ±": est.process_sd if est is not None and hasattr(est, "process_sd") else None,
         "s": out["seconds"],
+        "load": out["load"],
+        "_est": est,
+        "_note": out["note"],
     }
 
 
@@ -182,6 +213,28 @@ def main() -> int:
     parser.add_argument("--min-ratio", type=float, default=0.98)
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-aa", action="store_true")
+    parser.add_argument(
+        "--max-half-width",
+        type=float,
+        default=0.06,
+        help="criterion: every A/A run of the default design has an e2e CI within ± this (default 0.06)",
+    )
+    parser.add_argument(
+        "--auto",
+        action="store_true",
+        help='also run repetitions = "auto" (no hog) with --auto-target and --budget: it must stop on the '
+        "target, within the budget",
+    )
+    parser.add_argument("--auto-target", type=float, default=0.03)
+    parser.add_argument("--budget", default="5m")
+    parser.add_argument(
+        "--effect",
+        action="store_true",
+        help="also run A against A made --slowdown slower (benchmarks/slowed.py), --repetitions rounds, no "
+        "hog: the difference must be found (CI excluding 1, containing the truth)",
+    )
+    parser.add_argument("--slowdown", type=float, default=0.05)
+    parser.add_argument("--effect-runs", type=int, default=1)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="ab-noise-"))
     print(f"load average at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
@@ -200,6 +253,43 @@ def main() -> int:
                 )
                 rows.append({"design": design, **aa_row(f"{design} {i}", out)})
                 print(rows[-1], flush=True)
+    problems = []
+    extra_rows = []
+    if args.auto:
+        text = spec_text(
+            "auto",
+            "fresh",
+            '"auto"',
+            ("A", "A2"),
+            top=f'ci_target = {args.auto_target}\nbudget = "{args.budget}"\nmax_repetitions = 40',
+        )
+        out = run_one(folder / "auto.db", text, 0)
+        row = {"design": "auto", **aa_row("auto", out)}
+        extra_rows.append(row)
+        print(row, flush=True)
+        if "every speed-up CI within" not in out["note"]:
+            problems.append(f"repetitions = auto did not reach ±{args.auto_target:.0%}: {out['note']}")
+    if args.effect:
+        truth = 1 / (1 + args.slowdown)
+        for i in range(args.effect_runs):
+            text = spec_text(
+                f"effect {i}",
+                "fresh",
+                args.repetitions,
+                ("A", "A5"),
+                extra={"A5": SLOWED.format(slowdown=args.slowdown)},
+            )
+            out = run_one(folder / f"effect-{i}.db", text, 0)
+            row = {"design": "effect", **aa_row(f"effect {i}", out, variant="A5")}
+            extra_rows.append(row)
+            print(row, flush=True)
+            est = row["_est"]
+            if est is None or est.lo is None or not est.hi < 1.0:
+                problems.append(
+                    f"effect {i}: a real {args.slowdown:.0%} slowdown not found ({row['A2/A e2e']})"
+                )
+            elif not est.lo <= truth <= est.hi:
+                problems.append(f"effect {i}: the CI {row['A2/A e2e']} misses the truth {truth:.3f}")
     ratio = None
     if not args.skip_overhead:
         alone: list[float] = []
@@ -216,15 +306,30 @@ def main() -> int:
             )
         ratio = statistics.median(beside) / statistics.median(alone)
     print()
-    if rows:
-        headers = list(rows[0])
-        print("  ".join(f"{h:>24}" for h in headers))
-        for row in rows:
-            print("  ".join(f"{v:>24.3f}" if isinstance(v, float) else f"{v!s:>24}" for v in row.values()))
-    problems = []
+    shown = rows + extra_rows
+    if shown:
+        headers = [h for h in shown[0] if not h.startswith("_")]
+        print("  ".join(f"{h:>16}" for h in headers))
+        for row in shown:
+            print(
+                "  ".join(
+                    f"{row[h]:>16.3f}" if isinstance(row[h], float) else f"{row[h]!s:>16}" for h in headers
+                )
+            )
+        for row in extra_rows:
+            print(f"{row['run']}: {row['_note']}")
     false = [r["run"] for r in rows if r["design"] == "fresh" and r["significant"]]
     if false:
         problems.append(f"A/A runs of the default design with a 'significant' difference: {', '.join(false)}")
+    wide = [
+        r["run"]
+        for r in rows
+        if r["design"] == "fresh" and (r["±CI"] is None or r["±CI"] > args.max_half_width)
+    ]
+    if wide:
+        problems.append(
+            f"A/A runs of the default design wider than ±{args.max_half_width:.0%}: {', '.join(wide)}"
+        )
     if rows:
         counts = ", ".join(
             f"{d} {sum(r['significant'] for r in rows if r['design'] == d)} of "

@@ -72,6 +72,11 @@ class PairedEstimate(Estimate):
     clusters: int | None = None
     #: the t quantiles' degrees of freedom, for clustered pairs
     df: int | None = None
+    #: clustered pairs: how far one process pair's mean log-ratio strays beyond what its own pairs
+    #: explain (``τ``, as a fraction: 0.05 = two processes 5 % apart) — the process-to-process spread —
+    #: and how much a pair varies within its process pair (``s_w``)
+    process_sd: float | None = None
+    pair_sd: float | None = None
 
     @property
     def half_width(self) -> float | None:
@@ -203,8 +208,18 @@ def _clustered(
     tau2 = max(0.0, (between - s_w2) / (n / g)) if df_w > 0 else between / (n / g)
     v_w, v_b = s_w2 / n, tau2 / g
     var = v_w + v_b
+    process_sd, pair_sd = math.expm1(math.sqrt(tau2)), math.expm1(math.sqrt(s_w2))
     if var <= 0.0:
-        return PairedEstimate(math.exp(mean), math.exp(mean), math.exp(mean), n, 0.0, clusters=g)
+        return PairedEstimate(
+            math.exp(mean),
+            math.exp(mean),
+            math.exp(mean),
+            n,
+            0.0,
+            clusters=g,
+            process_sd=process_sd,
+            pair_sd=pair_sd,
+        )
     terms = (v_w**2 / df_w if df_w > 0 else 0.0) + (v_b**2 / (g - 1))
     df = max(1, int(var**2 / terms)) if terms > 0 else max(1, df_w)
     se = max(math.sqrt(var), iid_se)
@@ -217,6 +232,8 @@ def _clustered(
         math.exp((t95 + t80) * se) - 1,
         clusters=g,
         df=df,
+        process_sd=process_sd,
+        pair_sd=pair_sd,
     )
 
 

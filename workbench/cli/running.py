@@ -90,7 +90,8 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
     spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
     if full:
         spec = _available_variants(spec)
-    code = _execute(spec, db, out, as_json)
+    hint = "40-60 min on a 2-core CPU" if full else "2-3 min on a quiet 2-core CPU"
+    code = _execute(spec, db, out, as_json, expected=hint)
     if not no_gui and not as_json and code in (EXIT_OK, EXIT_SOME_FAILED) and gui_available():
         from workbench.gui.app import run_gui
         from workbench.store.paths import resolve_db_path
@@ -174,12 +175,40 @@ def noise(
             "this machine more than the statistics can see. Rerun when it is quieter.",
             err=True,
         )
+    for line in process_spread_lines(others):
+        click.echo(textwrap.fill(line, 110, subsequent_indent="  "), err=True)
     for s in others:
         need = pairs_needed(s.speedup_e2e, 0.05) if s.speedup_e2e else None
         if need is not None:
             reps = max(2, -(-need // (prompts.get(s.workload) or 1)))
             click.echo(f"To detect a 5 % e2e speed-up on {s.workload}: about {reps} repetitions.", err=True)
     sys.exit(run_exit_code(result))
+
+
+def process_spread_lines(summaries: Any) -> list[str]:
+    """What limits an A/A run's e2e interval, per workload: the process-to-process spread (``τ``) or
+    the pairs' own noise, as shares of the CI's variance (``τ²/G`` against ``s_w²/n``)."""
+    import math
+
+    lines = []
+    for s in summaries:
+        est = s.speedup_e2e
+        if est is None or est.process_sd is None or est.pair_sd is None or not est.clusters:
+            continue
+        between = math.log1p(est.process_sd) ** 2 / est.clusters
+        within = math.log1p(est.pair_sd) ** 2 / est.n
+        share = between / (between + within) if between + within > 0 else 0.0
+        more = (
+            "more repetitions (fresh processes) narrow it, more prompts do not"
+            if share > 0.5
+            else ("more trials of any kind narrow it")
+        )
+        lines.append(
+            f"Processes on {s.workload} (e2e): two worker processes of one variant differ by "
+            f"±{est.process_sd:.1%} beyond their own trials (a pair varies ±{est.pair_sd:.1%}); over "
+            f"{est.clusters} process pairs that is {share:.0%} of the CI's variance: {more}."
+        )
+    return lines
 
 
 def gui_available() -> bool:
@@ -197,12 +226,12 @@ def gui_available() -> bool:
     return not missing_qt()
 
 
-def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int:
+def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool, expected: str | None = None) -> int:
     if out is not None:  # before the first trial: a folder that cannot be made is bad input
         from workbench.report.export import prepare_out_dir
 
         prepare_out_dir(out)
-    store, result = _run_with_progress(spec, db)
+    store, result = _run_with_progress(spec, db, expected)
     for error in result.errors[:10]:
         click.echo(f"failed: {error}", err=True)
     if len(result.errors) > 10:
@@ -224,20 +253,34 @@ def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool) -> int
     return run_exit_code(result)
 
 
-def _run_with_progress(spec: Any, db: Path | None) -> tuple[Any, Any]:
-    """Run ``spec`` into the results database with a progress bar; Ctrl-C cancels (twice: now)."""
-    from workbench.run.execute import RunExecutor, preflight_spec
+def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) -> tuple[Any, Any]:
+    """Run ``spec`` into the results database with a progress bar; Ctrl-C cancels (twice: now).
+    ``expected``: how long it takes, said before it starts when this database has no earlier run of
+    the spec to tell."""
+    from workbench.run.execute import RunExecutor, expected_duration, preflight_spec
     from workbench.run.process import cancel_grace_s
 
     preflight_spec(spec)  # before the database is touched
     store = _open_store(db, create=True)
     bar = _ProgressBar()
     executor = RunExecutor(spec, store, on_progress=bar.update)
+    auto = ""
+    if spec.auto_repetitions:
+        budget = f", budget {_duration_words(spec.budget_s)}" if spec.budget_s is not None else ""
+        auto = (
+            f" (repetitions: auto, until every speed-up CI is within ±{spec.ci_target * 100:.4g}%, at most "
+            f"{spec.repetitions}{budget})"
+        )
     click.echo(
-        f"Run '{spec.name}': {len(spec.variants)} variant(s), {executor.progress.total} trials, "
-        f"{spec.order}{' (repetitions: auto)' if spec.auto_repetitions else ''} → {store.path}",
+        f"Run '{spec.name}': {len(spec.variants)} variant(s), {executor.progress.total} trials"
+        f"{' at most' if spec.auto_repetitions else ''}, {spec.order}{auto} → {store.path}",
         err=True,
     )
+    estimate = expected_duration(store, spec, executor.progress.total)
+    if estimate is not None:
+        click.echo(f"Expected: about {_duration_words(estimate[0])} ({estimate[1]}).", err=True)
+    elif expected is not None:
+        click.echo(f"Expected: about {expected}.", err=True)
 
     def on_signal(signum: int, frame: Any) -> None:
         again = executor.cancelled
@@ -269,6 +312,10 @@ def _run_with_progress(spec: Any, db: Path | None) -> tuple[Any, Any]:
     return store, result
 
 
+def _duration_words(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 class _ProgressBar:
     """Trial counts and ETA on stderr: click's progress bar on a terminal, plain lines otherwise."""
 
@@ -292,6 +339,8 @@ class _ProgressBar:
             )
             self._bar.__enter__()
         self._bar.label = f"{progress.variant[:24]:<24}"
+        if self._bar.length != progress.total:  # repetitions = "auto" stopped, or a variant failed
+            self._bar.length = max(progress.total, self._done)
         if progress.done > self._done:
             self._bar.update(progress.done - self._done)
             self._done = progress.done

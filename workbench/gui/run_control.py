@@ -118,6 +118,9 @@ class RunControl(QObject):
         eta = format_eta(info.eta_s)
         if eta:
             parts.append(f"ETA {eta}")
+        if info.ci_target is not None:  # repetitions = "auto": the interval narrowing, live
+            now = f"±{info.interval:.1%}" if info.interval is not None else "not yet known"
+            parts.append(f"widest CI {now} (target ±{info.ci_target:.0%})")
         if info.message:
             parts.append(info.message)
         w.progress_label.setText(" · ".join(parts))

@@ -35,6 +35,9 @@ class ProgressInfo:
     message: str
     elapsed_s: float
     trial_landed: bool  # a trial was recorded since the last snapshot
+    #: ``repetitions = "auto"``: the widest speed-up CI so far (±, a fraction) and the target
+    interval: float | None = None
+    ci_target: float | None = None
 
     @property
     def eta_s(self) -> float | None:
@@ -132,5 +135,9 @@ class RunThread(QThread):
                 message=progress.message,
                 elapsed_s=time.monotonic() - self._start,
                 trial_landed=landed,
+                interval=progress.interval,
+                ci_target=executor.spec.ci_target
+                if executor is not None and executor.spec.auto_repetitions
+                else None,
             )
         )

@@ -19,7 +19,9 @@ NOISE_REPETITIONS = (3, 5, 10, 20)
 def noise_table(summaries: Sequence[Any], prompts: dict[str, int]) -> Table:
     """An A/A run's noise floor (``analysis.summary.GroupSummary`` of the copy against the original):
     per workload and metric the A/A speed-up with its CI (± half-width), the minimum detectable
-    effect now and at :data:`NOISE_REPETITIONS`; ``prompts``: workload → prompts per repetition."""
+    effect now and at :data:`NOISE_REPETITIONS`, and what the CI is made of: the process-to-process
+    spread (``process ±``: how far a pair of worker processes strays beyond its own trials) and a
+    pair's own noise (``pair ±``); ``prompts``: workload → prompts per repetition."""
     from workbench.analysis.paired import mde_with
 
     rows = []
@@ -31,9 +33,11 @@ def noise_table(summaries: Sequence[Any], prompts: dict[str, int]) -> Table:
             per_rep = prompts.get(s.workload) or 1
             row = [s.workload, label, ratio(est), f"±{width:.1%}" if width is not None else "", mde_text(est)]
             row += [_pct(mde_with(est, n * per_rep)) for n in NOISE_REPETITIONS]
+            row += [_pct(est.process_sd), _pct(est.pair_sd)]
             rows.append(row)
     headers = ["workload", "metric", "A/A speed-up", "CI ±", "MDE now"]
-    return headers + [f"MDE at {n} reps" for n in NOISE_REPETITIONS], rows
+    headers += [f"MDE at {n} reps" for n in NOISE_REPETITIONS]
+    return [*headers, "process ±", "pair ±"], rows
 
 
 def _pct(value: float | None) -> str:

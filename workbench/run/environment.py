@@ -72,6 +72,9 @@ def snapshot(device: Device | None = None) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "memory_gb": _memory_gb(),
         "packages": package_versions(),
+        # how OpenMP threads wait at a barrier, when set (it moves CPU time and wall time: see
+        # docs/analysis.md "Processes")
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
     }
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -24,6 +24,7 @@ import dataclasses
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,7 +43,15 @@ from workbench.spec.parse import AUTO_MIN_REPETITIONS, Spec
 from workbench.store import Store
 
 # preflight_spec: the CLI and the GUI check a spec with it before they run it here
-__all__ = ["Progress", "RunExecutor", "RunResult", "preflight_spec", "run_spec"]
+__all__ = [
+    "Progress",
+    "RunExecutor",
+    "RunResult",
+    "expected_duration",
+    "planned_trials",
+    "preflight_spec",
+    "run_spec",
+]
 
 
 class RunExecutor:
@@ -58,7 +67,7 @@ class RunExecutor:
         self.spec = spec
         self.store = store
         self.plans = plan_run(spec)
-        self.progress = Progress(total=sum(len(p.trials) for p in self.plans))
+        self.progress = Progress(total=planned_trials(spec, self.plans))
         self._on_progress = on_progress or (lambda p: None)
         self._cancel = threading.Event()
         self._pool = WorkerPool(python=python, on_log=on_log or (lambda line: None))
@@ -67,6 +76,11 @@ class RunExecutor:
         self._recorder = RunRecorder(store, self.progress, self._report)
         self._positions: dict[int | None, int] = {}  # units dispatched per round so far
         self._checked = 0  # repetitions = "auto": the repetition count last looked at
+        self._started = time.monotonic()
+        #: repetitions = "auto": when each repetition was finished (monotonic seconds), the first entry
+        #: the run's start
+        self._finished_at: list[float] = []
+        self._restarts_left = 0  # workers = "per-repetition": fresh starts still planned
         self.run_id: int | None = None
 
     # -- control ---------------------------------------------------------------------------------
@@ -95,6 +109,8 @@ class RunExecutor:
         recorder = self._recorder
         self.run_id = recorder.start(self.spec, self.plans)
         result = recorder.result
+        self._started = time.monotonic()
+        self._finished_at = [self._started]
         self._state = [_VariantState(plan) for plan in self.plans]
         try:
             order = self.spec.order
@@ -103,6 +119,10 @@ class RunExecutor:
                 if note is not None:  # the variants do not all fit: counterbalanced blocks instead
                     order = "blocks"
                     recorder.note(note)
+                    blocks = block_schedule(self.plans, self.spec.seed)
+                    self.progress.total = self.progress.done + sum(
+                        len(u.trials) for b in blocks for u in b.units
+                    )
                     self._report(note)
             if order == "blocks":
                 self._run_blocks(block_schedule(self.plans, self.spec.seed))
@@ -150,6 +170,8 @@ class RunExecutor:
             if not self._dispatch(unit):
                 return None
         repetition = rounds[0].repetition if rounds else None
+        if self.spec.workers == "per-repetition":
+            self._restarts_left = len({u.repetition for u in rounds}) - 1
         for unit in rounds:
             fresh = unit.repetition != repetition and self.spec.workers == "per-repetition"
             if fresh and not self._restart(warmups):
@@ -165,17 +187,18 @@ class RunExecutor:
         no trial of the new repetition runs in a process that ran the last one. False once
         cancelled."""
         self._report("next repetition: fresh worker processes")
+        self._restarts_left -= 1
         self._close_all()
+        # every variant's fresh worker loads side by side (nothing is timed meanwhile; the fit in
+        # memory was checked at the first load): a restart costs the slowest load, not their sum
+        started = {id(s): self._start(s) for s in self._state if not s.dead and not self.cancelled}
         for state in self._state:
-            if self.cancelled:
-                return False
-            if not state.dead:
-                self._load(state)
-        for unit in warmups:
-            self.progress.total += len(unit.trials)
-            if not self._dispatch(unit):
-                return False
-        return True
+            if id(state) in started:
+                self._load(state, started=started[id(state)])
+        if self.cancelled:
+            return False
+        # its warm-ups are counted in the progress total from the start (planned_trials)
+        return all(self._dispatch(unit) for unit in warmups)
 
     def _run_blocks(self, blocks: list[Block]) -> None:
         """One variant loaded at a time: each block loads it, runs its units and closes it."""
@@ -195,37 +218,55 @@ class RunExecutor:
 
     def _enough(self) -> bool:
         """``repetitions = "auto"``: after each repetition that every variant finished, stop once every
-        paired speed-up's CI is within ±``ci_target`` (at least AUTO_MIN_REPETITIONS repetitions)."""
+        paired speed-up's CI is within ±``ci_target`` (at least AUTO_MIN_REPETITIONS repetitions), or
+        when one more repetition would end after the ``budget`` (as long as the last one took)."""
         if not self.spec.auto_repetitions or self.cancelled:
             return False
         done = self._repetitions_done()
-        if done == self._checked or done < AUTO_MIN_REPETITIONS:
+        if done == self._checked:
             return False
+        now = time.monotonic()
+        self._finished_at += [now] * (done - self._checked)
         self._checked = done
+        if done < AUTO_MIN_REPETITIONS:
+            return False
         trials = self.store.trials(self.run_id, status="ok")  # type: ignore[arg-type]
         widest = widest_ci(trials, self.spec.baseline_variant)
-        if widest is None:
-            return False
-        if widest <= self.spec.ci_target:
-            note = (
-                f'repetitions = "auto": stopped after {done} repetitions, every speed-up CI within '
-                f"±{widest:.1%} (target ±{self.spec.ci_target:.0%})"
+        target = f"target ±{_percent(self.spec.ci_target)}"
+        budget = self.spec.budget_s
+        elapsed = now - self._started
+        self.progress.interval = widest
+        if widest is not None and widest <= self.spec.ci_target:
+            return self._stop(
+                f'repetitions = "auto": stopped after {done} repetitions in {_minutes(elapsed)}, every '
+                f"speed-up CI within ±{widest:.1%} ({target})"
             )
-            self._recorder.note(note)
-            self._report(note)
-            skipped = sum(len(s.plan.trials) - len(s.received) for s in self._state if not s.dead)
-            self.progress.total -= skipped
-            for state in self._state:
-                state.stopped_early = True
-            return True
-        self._report(f"after {done} repetitions the widest speed-up CI is ±{widest:.1%}: adding a round")
+        width = f"±{widest:.1%}" if widest is not None else "not known yet"
+        if budget is not None and done < self.spec.repetitions:
+            last = self._finished_at[-1] - self._finished_at[-2]
+            if elapsed + last > budget:
+                return self._stop(
+                    f'repetitions = "auto": stopped after {done} repetitions in {_minutes(elapsed)}: the '
+                    f"budget of {_minutes(budget)} was spent (another repetition takes about "
+                    f"{_minutes(last)}) with the widest speed-up CI {width} ({target})"
+                )
+        self._report(f"after {done} repetitions the widest speed-up CI is {width} ({target}): adding a round")
         if done == self.spec.repetitions:
             note = (
-                f'repetitions = "auto": reached the cap of {done} repetitions with a speed-up CI of '
-                f"±{widest:.1%} (target ±{self.spec.ci_target:.0%}; raise max_repetitions)"
+                f'repetitions = "auto": reached the cap of {done} repetitions in {_minutes(elapsed)} with '
+                f"a speed-up CI of {width} ({target}; raise max_repetitions)"
             )
             self._recorder.note(note)
         return False
+
+    def _stop(self, note: str) -> bool:
+        """``repetitions = "auto"`` ends the run here: the record says why."""
+        self._recorder.note(note)
+        self._report(note)
+        self.progress.total = self.progress.done  # the rest is not run
+        for state in self._state:
+            state.stopped_early = True
+        return True
 
     def _repetitions_done(self) -> int:
         """Repetitions every live variant has finished (each of its measured trials received)."""
@@ -271,10 +312,8 @@ class RunExecutor:
 
     # -- one worker -------------------------------------------------------------------------------
 
-    def _load(self, state: _VariantState, *, record: bool = True) -> WorkerProcess | None:
-        """Start the variant's worker and wait for its model to load. None when it cannot (the
-        variant's trials are then failed with the reason; with ``record = False``, for the untimed
-        quality pass, only the worker is closed)."""
+    def _start(self, state: _VariantState) -> WorkerProcess:
+        """Start the variant's next worker process (it loads the model meanwhile)."""
         variant = state.plan.variant
         self.progress.variant = variant.name
         self._report(f"loading {variant.name}")
@@ -282,6 +321,16 @@ class RunExecutor:
         worker = self._pool.start(variant.name, variant.python, job, number=state.loads)
         state.worker = worker
         state.loads += 1
+        return worker
+
+    def _load(
+        self, state: _VariantState, *, record: bool = True, started: WorkerProcess | None = None
+    ) -> WorkerProcess | None:
+        """Start the variant's worker (or take ``started``, begun by :meth:`_start`) and wait for its
+        model to load. None when it cannot (the variant's trials are then failed with the reason;
+        with ``record = False``, for the untimed quality pass, only the worker is closed)."""
+        variant = state.plan.variant
+        worker = started if started is not None else self._start(state)
         self._active = worker
         try:
             event = worker.wait_loaded()
@@ -394,6 +443,8 @@ class RunExecutor:
         self._close(state)
         state.fail(reason)
         plan = state.plan
+        # its warm-ups in the fresh processes of the repetitions to come will not run
+        self.progress.total -= sum(t.warmup for t in plan.trials) * self._restarts_left
         rest = [i for i in range(len(plan.trials)) if i not in state.received]
         state.received.update(rest)
         self._recorder.never_ran(plan.variant, [plan.trials[i] for i in rest], reason)
@@ -438,6 +489,64 @@ class _VariantState:
         if cancelled and run_error is None:
             return {"status": "cancelled"}
         return {"status": "failed", "error": run_error}
+
+
+def planned_trials(spec: Spec, plans: Sequence[VariantPlan]) -> int:
+    """Every trial the run will record, counted before it starts: the plans' trials, and the warm-ups
+    every fresh worker runs again (``workers = "per-repetition"``: each repetition after the first;
+    in blocks: each block). ``repetitions = "auto"`` counts up to its cap, and lowers the total when
+    it stops."""
+    if spec.order == "blocks":
+        return sum(len(u.trials) for b in block_schedule(plans, spec.seed) for u in b.units)
+    total = sum(len(p.trials) for p in plans)
+    if spec.order == "interleaved" and len(plans) > 1 and spec.workers == "per-repetition":
+        reps = len({t.repetition for p in plans for t in p.trials if not t.warmup})
+        total += sum(t.warmup for p in plans for t in p.trials) * max(0, reps - 1)
+    return total
+
+
+def expected_duration(store: Store, spec: Spec, planned: int) -> tuple[float, str] | None:
+    """How long the run should take, before it starts: the last finished run of the same spec (its
+    text) in ``store``, its time per trial recorded (warm-ups included) times ``planned``; with
+    ``repetitions = "auto"`` (``planned`` is then the cap's) that run's own time. None when there is no
+    such run."""
+    rows = store.query(
+        """
+        select r.id, r.started_at, r.finished_at,
+          (select count(*) from trials t where t.run_id = r.id) as recorded
+        from runs r
+        where r.spec = ? and r.status in ('ok', 'partial') and r.finished_at is not null
+        order by r.id desc limit 1
+        """,
+        [spec.text],
+    )
+    if not rows or not rows[0]["recorded"]:
+        return None
+    row = rows[0]
+    try:
+        took = _iso(row["finished_at"]) - _iso(row["started_at"])
+    except ValueError:
+        return None
+    basis = f"run {row['id']} of this spec here took {_minutes(took)}"
+    if spec.auto_repetitions:  # it stops where the last one did, near enough: on the target or the budget
+        return took, basis
+    return took / row["recorded"] * planned, basis
+
+
+def _iso(text: str) -> float:
+    import datetime
+
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _percent(fraction: float) -> str:
+    """A target as a person wrote it: 3%, 2.5%, 0.01%."""
+    return f"{fraction * 100:.4g}%"
+
+
+def _minutes(seconds: float) -> str:
+    """A duration as a person reads it: "48 s", "4.2 min"."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def run_spec(spec: Spec, store: Store, **kwargs: Any) -> RunResult:

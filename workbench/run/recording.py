@@ -45,6 +45,9 @@ class Progress:
     variant: str = ""
     message: str = ""
     last_trial: TrialRecord | None = None  # as stored
+    #: ``repetitions = "auto"``: the widest speed-up CI's half-width (a fraction) after the last
+    #: repetition looked at; None before the first look or when no CI exists yet
+    interval: float | None = None
 
 
 @dataclass

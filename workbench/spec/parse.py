@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 import shutil
 import sys
 from collections.abc import Collection, Sequence
@@ -47,6 +48,7 @@ __all__ = [
     "ORDERS",
     "WORKERS",
     "Spec",
+    "duration_s",
     "load_spec",
     "parse_spec",
     "recorded_targets",
@@ -86,6 +88,7 @@ _TOP_KEYS = {
     "workers",
     "max_repetitions",
     "ci_target",
+    "budget",
     "baseline",
     "variants",
     "workloads",
@@ -138,6 +141,9 @@ class Spec:
     #: ``repetitions``) until every paired speed-up CI is within ±``ci_target``
     auto_repetitions: bool = False
     ci_target: float = 0.03
+    #: ``repetitions = "auto"``: the run's time budget in seconds (``budget = "5m"``): no repetition is
+    #: started that would end after it; None: no budget (``max_repetitions`` alone caps the run)
+    budget_s: float | None = None
     #: the quality pass after the timed trials (docs/metrics.md "Quality"): True, False, or None = on
     #: when the run has a baseline and a variant that is not lossless by construction
     quality: bool | None = None
@@ -211,6 +217,9 @@ def spec_from_dict(
     ci_target = _get(data, "ci_target", float, "spec", default=0.03)
     if not 0 < ci_target < 1:
         raise SpecError(f"spec: 'ci_target' is a fraction, e.g. 0.03 for ±3 %, got {ci_target!r}")
+    if "budget" in data and not auto_repetitions:
+        raise SpecError("spec: 'budget' applies to repetitions = \"auto\"")
+    budget_s = duration_s(data["budget"], "spec: 'budget'") if "budget" in data else None
     if warmup < 0:
         raise SpecError("spec: 'warmup' must be 0 or more")
     warmup_tokens = _get(data, "warmup_max_new_tokens", int, "spec", default=None)
@@ -260,6 +269,7 @@ def spec_from_dict(
         workers=workers,
         auto_repetitions=auto_repetitions,
         ci_target=ci_target,
+        budget_s=budget_s,
         quality=quality,
         quality_text=quality_text,
         quality_ctx=quality_ctx,
@@ -338,7 +348,17 @@ def self_comparison(spec: Spec, variant: str | None = None, repetitions: int | N
     data = {
         key: value
         for key, value in tomllib.loads(spec.text).items()
-        if key not in ("variants", "baseline", "order", "repetitions", "max_repetitions", "ci_target", "name")
+        if key
+        not in (
+            "variants",
+            "baseline",
+            "order",
+            "repetitions",
+            "max_repetitions",
+            "ci_target",
+            "budget",
+            "name",
+        )
     }
     data = {
         "name": f"noise: {name} against itself",
@@ -649,6 +669,27 @@ def _repetitions(data: dict[str, Any]) -> tuple[int, bool]:
     if value < 1:
         raise SpecError("spec: 'repetitions' must be at least 1")
     return value, False
+
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?:in)?)?\s*(?:(\d+(?:\.\d+)?)s)?")
+
+
+def duration_s(value: Any, where: str) -> float:
+    """A time span: a number of seconds, or a string of hours, minutes and seconds ("5m", "90s",
+    "1h30m", "2.5m"). At least one second."""
+    if isinstance(value, bool):
+        value = None
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.fullmatch("".join(value.split()).lower()) if isinstance(value, str) else None
+        if match is None or not any(match.groups()):
+            raise SpecError(f'{where} must be a time such as "5m", "90s" or "1h30m", got {value!r}')
+        hours, minutes, secs = (float(g) if g else 0.0 for g in match.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    if not 1 <= seconds < float("inf"):
+        raise SpecError(f"{where} must be at least one second, got {value!r}")
+    return seconds
 
 
 def _threads(data: dict[str, Any], where: str) -> int | None:
