@@ -341,9 +341,9 @@ def drafting_section(analysis: Any) -> Section:
                 line += f" (needs {_span(need)})"
         lines.append(line)
         for b, s in zip(mine, rows, strict=True):
-            lost = _lost_end_to_end(b, s)
-            if lost:
-                lines.append(lost)
+            lost_e2e = _lost_end_to_end(b, s)
+            if lost_e2e:
+                lines.append(lost_e2e)
             found = hint(b)
             if found:
                 hints.append(f"{variant} on {b.workload}: {found}")
