@@ -173,7 +173,9 @@ def verdict_section(summaries: Sequence[Any], baseline: str | None, design: Any 
 
 # -- the main table -----------------------------------------------------------------------------
 
-#: the main table's columns shown only with --wide (the documents and the GUI's chooser have them all)
+#: the main table's columns shown only with --wide (the documents and the GUI's chooser have them all);
+#: a served variant's client and server TTFT and parallel streams' columns stay: they appear only
+#: where they are the point
 WIDE = frozenset(
     {
         "n",
@@ -185,10 +187,6 @@ WIDE = frozenset(
         "same top",
         "peak MB",
         "draft/verify",
-        "TTFT mean ms",
-        "srv TTFT mean ms",
-        "conc",
-        "agg tok/s",
     }
 )
 
@@ -497,11 +495,14 @@ def variants_section(analysis: Any) -> Section:
         ]
         for v in analysis.variants
     ]
-    if any(v.get("python") for v in analysis.variants):
+    # variants in other Python environments (a code change A/B-tested in one run): which ran where is
+    # part of the answer, so the table is shown by default then
+    other = any(v.get("python") for v in analysis.variants)
+    if other:
         headers += ["python", "libraries"]
         for row, v in zip(rows, analysis.variants, strict=True):
-            row += [_short(v.get("python") or "(the workbench's)"), libraries(v.get("packages"))]
-    return Section("variants", "Variants").add(Table(headers, rows, detail=True))
+            row += [v.get("python") or "(the workbench's)", libraries(v.get("packages"))]  # the exact one
+    return Section("variants", "Variants").add(Table(headers, rows, detail=not other))
 
 
 def _short(text: str, width: int = 40) -> str:
