@@ -382,11 +382,16 @@ def test_disturbed_trials_are_counted_and_left_out_when_asked(recorded, tmp_path
     n_ok, pairs, rule = fast_n("--include-disturbed")
     assert (n_ok, pairs, rule["excluded"]) == (4, 4, False)
     text = invoke("show", "1", "--db", db).output
-    assert "1 of 8 trials disturbed (12%), left out of the speed-ups" in text
+    assert (
+        "1 of 8 trials disturbed (12%), left out of the speed-ups"
+        in invoke("show", "1", "--db", db, "--detail").output
+    )
     assert "Note: 1 trial disturbed (left out)" in text  # in the verdict's trust line
     assert "(1 disturbed, out)" in invoke("show", "1", "--db", db, "--wide").output  # the n column
     text = invoke("show", "1", "--db", db, "--include-disturbed", "--wide").output
-    assert "kept in the speed-ups (asked for)" in text and "(1 disturbed)" in text
+    assert "Note: 1 trial disturbed (kept)" in text and "(1 disturbed)" in text
+    text = invoke("show", "1", "--db", db, "--include-disturbed", "--detail").output
+    assert "kept in the speed-ups (asked for)" in text
 
 
 def test_noise_runs_a_variant_against_itself(tmp_path):

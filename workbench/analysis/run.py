@@ -64,10 +64,10 @@ class Design:
     def lines(self) -> list[str]:
         """What `show` and the report say about the design, one line each."""
         what = {
-            "interleaved": "interleaved: every variant loaded at once, trials round by round in a "
-            "balanced order; speed-ups from pairs of the same prompt in the same round",
-            "blocks": "counterbalanced blocks: one variant loaded at a time, A B B A over passes of "
-            "repetitions; speed-ups from pairs of the same prompt and repetition",
+            "interleaved": "interleaved (all variants loaded, trials round by round in a balanced order, "
+            "paired by prompt and round)",
+            "blocks": "counterbalanced blocks (one variant loaded at a time, A B B A over passes of "
+            "repetitions; speed-ups paired by prompt and repetition)",
             "sequential": "sequential: each variant's trials in one go, so the machine's drift lands on "
             'whichever variant ran then (interleaving is the default: order = "interleaved")',
         }[self.order]

@@ -156,11 +156,13 @@ def render_text(
 
 def _text_block(block: Block, width: int, wide: bool) -> list[str]:
     if isinstance(block, Text):
-        return textwrap.wrap(block.text, width, subsequent_indent="  ") or [""]
+        return textwrap.wrap(block.text, width, subsequent_indent="  ", break_on_hyphens=False) or [""]
     if isinstance(block, Bullets):
         lines = []
         for item in block.items:
-            lines += textwrap.wrap(item, width, initial_indent="  ", subsequent_indent="    ")
+            lines += textwrap.wrap(
+                item, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+            )
         return lines
     if isinstance(block, Table):
         headers, rows = block.columns(wide)

@@ -98,12 +98,12 @@ def _costs(v: WorkloadVerdict) -> list[str]:
     best = v.best
     out = []
     if "ttft" in v.costs:
-        out.append(f"first token {longer_text(v.costs['ttft'].value)} (TTFT {v.costs['ttft'].value:.2f}x)")
+        out.append(f"TTFT {longer_text(v.costs['ttft'].value)}")
     if "quality" in v.costs:
         q = v.costs["quality"]
         bound = "≥ " if q.get("method") == "top-k" else ""
-        what = "output differs" if "output" in v.costs else "same greedy output"
-        out.append(f"{what}, KLD {bound}{kld_text(q['kld_mean'])}, same top {q['same_top']:.0%}")
+        what = "output differs" if "output" in v.costs else "same output"
+        out.append(f"{what}, KLD {bound}{kld_text(q['kld_mean'])}")
     elif "output" in v.costs:
         out.append(f"output differs ({v.costs['output']:.0%} of outputs identical)")
     elif best.matches_baseline == 1:
@@ -115,21 +115,19 @@ def verdict_line(v: WorkloadVerdict, width: int) -> str:
     """``chat: speculative 1.65x e2e [1.50–1.80] — same output; then int4-ort 1.62x``."""
     name = f"{v.workload + ':':<{width + 1}}"
     if v.best is None:
-        return f"{name}  no variant to compare with {v.baseline or 'a baseline'}"
+        return f"{name} no variant to compare with {v.baseline or 'a baseline'}"
     est = v.best.speedup_e2e
     speed = speedup_text(est)
     if v.beats is False:
-        return f"{name}  {v.baseline} stays fastest: the best variant, {v.best.variant}, is {speed} e2e"
-    head = f"{name}  {v.best.variant} {speed} e2e"
+        return f"{name} {v.baseline} stays fastest: the best variant, {v.best.variant}, is {speed} e2e"
+    head = f"{name} {v.best.variant} {speed} e2e"
     if v.beats is None:
         head += " (no detectable difference)"
     costs = _costs(v)
     if costs:
         head += " — " + ", ".join(costs)
-    if v.close:
-        head += "; as fast: " + ", ".join(
-            f"{s.variant} {speedup_text(s.speedup_e2e, interval=False)}" for s in v.close[:2]
-        )
+    if v.close and v.beats is not None:  # inside the winner's interval: the data cannot order them
+        head += "; as fast: " + ", ".join(s.variant for s in v.close[:2]) + (" …" if len(v.close) > 2 else "")
     return head
 
 
@@ -439,10 +437,11 @@ def targets_section(verdicts: Sequence[Any], advice: dict[str, list[str]] | None
         missed = [v for v in group if v.status == "missed"]
         line = f"{workload} ({group[0].targets.describe()}): "
         line += ("met by " + ", ".join(met)) if met else "no variant meets them"
-        if missed:
-            line += "; missed by " + ", ".join(
-                f"{v.variant} ({', '.join(TARGET_METRICS[c.metric][0] for c in v.missed)})" for v in missed
-            )
+        why = {v.variant: ", ".join(TARGET_METRICS[c.metric][0] for c in v.missed) for v in missed}
+        if missed and len(missed) == len(group) and len(set(why.values())) == 1:
+            line += f" — every variant misses {next(iter(why.values()))}"
+        elif missed:
+            line += "; missed by " + ", ".join(f"{name} ({what})" for name, what in why.items())
         lines.append(line)
     section.add(Bullets(lines))
     section.add(Figure("targets"))
@@ -471,9 +470,10 @@ def notes_section(analysis: Any) -> Section:
         )
     if analysis.design is not None:  # what changes the reading by default; the rest with --detail
         lines = analysis.design.lines()
-        routine = [
-            x for x in lines if x.startswith("Workers: fresh") or (x.startswith("Drift:") and "(steady)" in x)
-        ]
+        # fresh workers are the default; the drift and the disturbed trials, when they matter, are in
+        # the verdict's trust line already
+        said = ("Workers: fresh", "Drift:", f"{analysis.design.disturbance.disturbed} of ")
+        routine = [x for x in lines if x.startswith(said)]
         section.add(Bullets([x for x in lines if x not in routine]))
         section.add(Bullets(routine, detail=True))
     return section
