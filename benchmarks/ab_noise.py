@@ -122,13 +122,13 @@ def spec_text(
     )
 
 
-def cpu_by_repetition(trials: list[dict[str, Any]]) -> str:
-    """A2's CPU time over A's, per repetition (geometric mean of the pairs' ratios)."""
+def cpu_by_repetition(trials: list[dict[str, Any]], variant: str = "A2") -> str:
+    """``variant``'s CPU time over A's, per repetition (geometric mean of the pairs' ratios)."""
     a = {(t.prompt_id, t.repetition): t for t in trials if t.variant == "A" and t.cpu_ms}
     logs: dict[int, list[float]] = {}
     for t in trials:
         other = a.get((t.prompt_id, t.repetition))
-        if t.variant == "A2" and t.cpu_ms and other is not None:
+        if t.variant == variant and t.cpu_ms and other is not None:
             logs.setdefault(t.repetition, []).append(math.log(t.cpu_ms / other.cpu_ms))
     return " ".join(f"{math.exp(statistics.fmean(v)):.3f}" for _, v in sorted(logs.items()))
 
@@ -181,7 +181,7 @@ def aa_row(label: str, out: dict[str, Any], variant: str = "A2") -> dict[str, An
     return {
         "run": label,
         "A2/A e2e": f"{est.value:.3f} [{est.lo:.3f}–{est.hi:.3f}]" if est and est.lo else "",
-        "cpu A2/A by rep": cpu_by_repetition(trials),
+        "cpu A2/A by rep": cpu_by_repetition(trials, variant),
         "significant": significant,
         "±CI": (max(est.hi / est.value - 1, 1 - est.lo / est.value)) if est and est.lo else None,
         "MDE": mde,
@@ -236,6 +236,11 @@ def main() -> int:
     parser.add_argument("--slowdown", type=float, default=0.05)
     parser.add_argument("--effect-runs", type=int, default=1)
     args = parser.parse_args()
+    # benchmarks.slowed (the --effect check's strategy) is found from the repository root, here and in
+    # the workers
+    root = str(Path(__file__).resolve().parent.parent)
+    sys.path.insert(0, root)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     folder = Path(tempfile.mkdtemp(prefix="ab-noise-"))
     print(f"load average at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     rows = []
