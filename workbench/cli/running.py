@@ -63,7 +63,7 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
     is_flag=True,
     help="Run the full comparison (resources/specs/demo-full.toml: more prompts, 3 repetitions, ten "
     "variants, among them three runtimes' quantization; 40-60 minutes on a 2-core CPU) instead of the "
-    "3-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
+    "4-5-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
     "with a line saying so.",
 )
 @click.option(
@@ -90,7 +90,7 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
     spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
     if full:
         spec = _available_variants(spec)
-    hint = "40-60 min on a 2-core CPU" if full else "2-3 min on a quiet 2-core CPU"
+    hint = "40-60 min on a 2-core CPU" if full else "4-5 min on a quiet 2-core CPU"
     code = _execute(spec, db, out, as_json, expected=hint)
     if not no_gui and not as_json and code in (EXIT_OK, EXIT_SOME_FAILED) and gui_available():
         from workbench.gui.app import run_gui
