@@ -139,3 +139,35 @@ def test_show_puts_the_verdict_first_and_fits_a_terminal(fake_run_db):
     # no paragraph printed twice
     paragraphs = [line.strip() for line in lines if len(line.strip()) > 60]
     assert len(paragraphs) == len(set(paragraphs))
+
+
+def test_drafting_that_pays_on_decode_but_loses_end_to_end_says_why_and_from_when():
+    from types import SimpleNamespace
+
+    from workbench.analysis.drafting import BreakEven
+    from workbench.report.run_report import drafting_section
+
+    b = BreakEven("spec", "chat", "baseline", 60.0, 60.0, 10, 2, 40, 36, 46)
+    b.needed, b.ttft_extra_ms, b.prefill_after_ms, b.wins_from, b.output_tokens = 0.3, 1400.0, 0.0, 40, 16
+    s = _summary("spec", _est(0.91, 0.85, 0.97), _est(0.45, 0.4, 0.5))
+    s.speedup_decode = b.measured_speedup = _est(2.07, 1.9, 2.2)
+    analysis = SimpleNamespace(break_even=[b], summaries=[_summary("baseline"), s])
+    text = render_text(Report("t", [], [drafting_section(analysis)]), header=False)
+    assert "spec: drafting paid on chat — decode 2.07x*, e2e 0.91x*" in text
+    assert (
+        "chat: drafting paid on decode (2.07x) but the variant loses end to end (0.91x): its draft's "
+        "prefill adds 1.40 s before the first token; it starts to pay from 40 output tokens (its outputs: 16)"
+    ) in " ".join(line.strip() for line in text.splitlines())
+
+
+def test_the_html_report_starts_with_the_verdict(fake_run_db):
+    from workbench.analysis.run import analyze_run
+    from workbench.report.documents import html_report
+    from workbench.store import Store
+
+    with Store(fake_run_db, create=False) as store:
+        page = html_report(analyze_run(store, 1))
+    body = page[page.index("<body>") :]
+    first = body.index("<h2>")
+    assert body[first:].startswith("<h2>Verdict (fastest end to end, vs baseline)</h2>")
+    assert body.index("Verdict") < body.index("Per variant × workload") < body.index("Where the time goes")
