@@ -23,7 +23,7 @@ Imports neither torch nor numpy (``tests/test_speculative_schedule.py`` runs wit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .schedule import Adaptive
 
@@ -58,9 +58,8 @@ class CatchUp:
 
     view: PromptView
     cached: list[int]
-
-    def _read(self, tokens: list[int]) -> object:
-        raise NotImplementedError
+    #: feeds ``tokens`` to the draft (each drafter defines it)
+    _read: Callable[[list[int]], object]
 
     def pending(self) -> int:
         """Prompt tokens the draft has still to read (catch-up); 0 once it can draft."""
