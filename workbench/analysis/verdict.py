@@ -47,9 +47,7 @@ class WorkloadVerdict:
             return est.value > 1
         if est.lo > 1:
             return True
-        if est.hi < 1 or est.value <= 1:
-            return False if est.hi < 1 else None
-        return None
+        return False if est.hi < 1 else None
 
     def to_dict(self) -> dict[str, Any]:
         est = self.best.speedup_e2e if self.best is not None else None

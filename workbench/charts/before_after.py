@@ -22,21 +22,8 @@ class BeforeAfterChart(SpeedupChart):
     run_a: int = 0
     run_b: int = 0
 
-    def rows(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "workload": p.workload,
-                "variant": p.variant,
-                "metric": p.metric,
-                "speedup": p.value,
-                "ci_lo": p.lo,
-                "ci_hi": p.hi,
-                "significant": p.significant,
-                "run_a": self.run_a,
-                "run_b": self.run_b,
-            }
-            for p in self.points
-        ]
+    def reference(self) -> dict[str, Any]:
+        return {"run_a": self.run_a, "run_b": self.run_b}
 
 
 def before_after_chart(

@@ -129,22 +129,20 @@ class ExportActions:
         self._wrote(path, f"Wrote {path}", f"exported the comparison of run {b} against run {a} to {path}")
         return path
 
-    def _export_comparison(self, two: Any, out_dir: Path | None, formats: Any = None) -> list[Path]:
-        """What `workbench compare A B --out DIR` writes (``formats``: ("csv",) for the data only)."""
+    def _export_into(self, out_dir: Path | None, title: str, export: Any, what: str) -> list[Path]:
+        """Ask for a folder unless ``out_dir`` is given, run ``export(out_dir)`` (→ the files written,
+        notes) busy, show an error in one line, say what was written (``what``: for the log)."""
         from workbench.core.errors import WorkbenchError
-        from workbench.gui import charts as qt_charts
-        from workbench.report.comparison import export_comparison
 
         w = self.window
-        a, b = two.ids
         if out_dir is None:
-            chosen = QFileDialog.getExistingDirectory(w, f"Export run {b} against run {a} into", w.last_dir())
+            chosen = QFileDialog.getExistingDirectory(w, title, w.last_dir())
             if not chosen:
                 return []
             out_dir = Path(chosen)
         try:
             with busy():
-                written, _notes = export_comparison(two, out_dir, formats, renderer=qt_charts)
+                written, _notes = export(out_dir)
         except WorkbenchError as exc:
             w.show_error("Export", str(exc))
             return []
@@ -152,14 +150,26 @@ class ExportActions:
         self._wrote(
             out_dir / "x",
             f"Wrote {len(written)} files to {out_dir}" + (" — open report.html" if report in written else ""),
-            f"exported the comparison of run {b} against run {a} to {out_dir}: {len(written)} files",
+            f"exported {what} to {out_dir}: {len(written)} files",
         )
-        return written
+        return list(written)
+
+    def _export_comparison(self, two: Any, out_dir: Path | None, formats: Any = None) -> list[Path]:
+        """What `workbench compare A B --out DIR` writes (``formats``: ("csv",) for the data only)."""
+        from workbench.gui import charts as qt_charts
+        from workbench.report.comparison import export_comparison
+
+        a, b = two.ids
+        return self._export_into(
+            out_dir,
+            f"Export run {b} against run {a} into",
+            lambda folder: export_comparison(two, folder, formats, renderer=qt_charts),
+            f"the comparison of run {b} against run {a}",
+        )
 
     def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
         """Everything `workbench export RUN --out DIR` writes (charts, data, Markdown, HTML); of two runs
         compared, what `workbench compare A B --out DIR` writes."""
-        from workbench.core.errors import WorkbenchError
         from workbench.gui import charts as qt_charts
         from workbench.report.export import export_run
 
@@ -170,32 +180,16 @@ class ExportActions:
         analysis = self._single_analysis("Export")
         if analysis is None or w.store is None:
             return []
-        if out_dir is None:
-            chosen = QFileDialog.getExistingDirectory(w, "Export the run into", w.last_dir())
-            if not chosen:
-                return []
-            out_dir = Path(chosen)
-        try:
-            with busy():
-                # the analysis and charts the Results tab holds: nothing is analysed again here
-                written, _notes = export_run(
-                    w.store,
-                    analysis.run["id"],
-                    out_dir,
-                    renderer=qt_charts,
-                    analysis=analysis,
-                    charts=w.results.charts,
-                )
-        except WorkbenchError as exc:
-            w.show_error("Export", str(exc))
-            return []
-        report = out_dir / "report.html"
-        self._wrote(
-            out_dir / "x",
-            f"Wrote {len(written)} files to {out_dir}" + (" — open report.html" if report in written else ""),
-            f"exported run {analysis.run['id']} to {out_dir}: {len(written)} files",
+        store, charts = w.store, w.results.charts
+        # the analysis and charts the Results tab holds: nothing is analysed again here
+        return self._export_into(
+            out_dir,
+            "Export the run into",
+            lambda folder: export_run(
+                store, analysis.run["id"], folder, renderer=qt_charts, analysis=analysis, charts=charts
+            ),
+            f"run {analysis.run['id']}",
         )
-        return written
 
     def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
         """The run's data files (CSV, summary.json, every chart's data), as `workbench export` writes them."""

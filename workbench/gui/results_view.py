@@ -132,33 +132,29 @@ class ResultsView(QObject):
         w.charts.set_charts(w.results.charts)
 
 
-def _report(data: Any) -> Any:
-    """The run's report (workbench.report.run_report), built once per loaded result; None for two runs."""
-    analysis = getattr(data, "analysis", None)
-    if analysis is None:
+def _cached_report(data: Any, source: str, build: Any) -> Any:
+    """``build(data.<source>)``, once per loaded result (kept on it); None without that source."""
+    found = getattr(data, source, None)
+    if found is None:
         return None
-    report = getattr(data, "_report", None)
-    if report is None:
-        from workbench.report.run_report import build_run_report
+    key = f"_{source}_report"
+    if getattr(data, key, None) is None:
+        setattr(data, key, build(found))
+    return getattr(data, key)
 
-        report = build_run_report(analysis)
-        data._report = report
-    return report
+
+def _report(data: Any) -> Any:
+    """The run's report (workbench.report.run_report); None for two runs."""
+    from workbench.report.run_report import build_run_report
+
+    return _cached_report(data, "analysis", build_run_report)
 
 
 def _comparison_report(data: Any) -> Any:
-    """Two runs: the report `workbench compare A B` prints (workbench.report.comparison), built once
-    per loaded result; None for one run."""
-    two = getattr(data, "two_runs", None)
-    if two is None:
-        return None
-    report = getattr(data, "_comparison_report", None)
-    if report is None:
-        from workbench.report.comparison import build_comparison_report
+    """Two runs: the report `workbench compare A B` prints (workbench.report.comparison); None for one run."""
+    from workbench.report.comparison import build_comparison_report
 
-        report = build_comparison_report(two)
-        data._comparison_report = report
-    return report
+    return _cached_report(data, "two_runs", build_comparison_report)
 
 
 def empty_texts(data: Any) -> dict[str, str]:

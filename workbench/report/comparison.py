@@ -260,18 +260,10 @@ def export_comparison(
     data; ``md`` summary.md; ``png``/``svg`` the before → after chart; ``html`` report.html (one
     self-contained page). ``formats`` None: every format this install can write (PNG, SVG and HTML
     need ``renderer``, the GUI's chart module). Returns the files written and notes."""
-    from workbench.core.errors import WorkbenchError
-    from workbench.report.export import DEFAULT_FORMATS, NEEDS_RENDERER, _csv, _write, prepare_out_dir
+    from workbench.report.export import _csv, _write, prepare_out_dir, resolve_formats, write_documents
     from workbench.report.formatting import json_text
 
-    notes: list[str] = []
-    if formats is None:
-        formats = [f for f in DEFAULT_FORMATS if f not in NEEDS_RENDERER or renderer is not None]
-        if renderer is None:
-            notes.append(f"PNG, SVG and HTML skipped: {no_renderer}")
-    elif renderer is None and any(f in NEEDS_RENDERER for f in formats):
-        wanted = ", ".join(f for f in formats if f in NEEDS_RENDERER)
-        raise WorkbenchError(f"cannot export {wanted}: {no_renderer}; csv and md work without it")
+    formats, notes = resolve_formats(formats, renderer, no_renderer)
     prepare_out_dir(out_dir)
     written: list[Path] = []
 
@@ -286,18 +278,13 @@ def export_comparison(
         wrote(_write(out_dir / "comparison.json", json_text(two.to_dict()).encode("utf-8")))
         for chart in charts:
             wrote(_csv(out_dir / f"{chart.name}.csv", chart.rows()))
-    pngs: dict[str, bytes] = {}
-    if renderer is not None:
-        for chart in charts:
-            if "png" in formats or "html" in formats:
-                pngs[chart.name] = renderer.png_bytes(chart)
-            if "png" in formats:
-                wrote(_write(out_dir / f"{chart.name}.png", pngs[chart.name]))
-            if "svg" in formats:
-                wrote(_write(out_dir / f"{chart.name}.svg", renderer.svg_bytes(chart)))
-    if "md" in formats:
-        images = {c.name: f"{c.name}.png" for c in charts} if "png" in formats else {}
-        wrote(_write(out_dir / "summary.md", comparison_markdown(two, images).encode("utf-8")))
-    if "html" in formats:
-        wrote(_write(out_dir / "report.html", comparison_html(two, pngs).encode("utf-8")))
+    write_documents(
+        out_dir,
+        charts,
+        formats,
+        renderer,
+        wrote,
+        markdown=lambda images: comparison_markdown(two, images),
+        html=lambda pngs: comparison_html(two, pngs),
+    )
     return written, notes

@@ -88,14 +88,7 @@ def export_run(
     written and notes (e.g. formats skipped for want of a renderer). ``renderer`` draws PNG and SVG;
     without it, ``no_renderer`` says why in the error or the note. A caller that already holds the
     run's ``analysis`` (and its ``charts``) passes them and nothing is analysed again."""
-    notes: list[str] = []
-    if formats is None:
-        formats = [f for f in DEFAULT_FORMATS if f not in NEEDS_RENDERER or renderer is not None]
-        if renderer is None:
-            notes.append(f"PNG, SVG and HTML skipped: {no_renderer}")
-    elif renderer is None and any(f in NEEDS_RENDERER for f in formats):
-        wanted = ", ".join(f for f in formats if f in NEEDS_RENDERER)
-        raise WorkbenchError(f"cannot export {wanted}: {no_renderer}; csv and md work without it")
+    formats, notes = resolve_formats(formats, renderer, no_renderer)
     if analysis is None:
         analysis = analyze_run(store, run_ref, baseline)
     if charts is None:
@@ -111,6 +104,50 @@ def export_run(
     if "csv" in formats:
         for path in export_data(store, analysis.run["id"], out_dir, analysis=analysis, charts=charts):
             wrote(path)
+    from workbench.report.documents import html_report, markdown_report
+
+    write_documents(
+        out_dir,
+        charts,
+        formats,
+        renderer,
+        wrote,
+        markdown=lambda images: markdown_report(analysis, images, charts),
+        html=lambda pngs: html_report(analysis, pngs, charts),
+    )
+    return written, notes
+
+
+def resolve_formats(
+    formats: Sequence[str] | None, renderer: Any, no_renderer: str
+) -> tuple[Sequence[str], list[str]]:
+    """The formats to write and the notes about them: ``None`` is every format this install can write
+    (PNG, SVG and HTML need ``renderer``; a note says why they were skipped); asking for one of those
+    without a renderer is an error saying ``no_renderer``."""
+    notes: list[str] = []
+    if formats is None:
+        formats = [f for f in DEFAULT_FORMATS if f not in NEEDS_RENDERER or renderer is not None]
+        if renderer is None:
+            notes.append(f"PNG, SVG and HTML skipped: {no_renderer}")
+    elif renderer is None and any(f in NEEDS_RENDERER for f in formats):
+        wanted = ", ".join(f for f in formats if f in NEEDS_RENDERER)
+        raise WorkbenchError(f"cannot export {wanted}: {no_renderer}; csv and md work without it")
+    return formats, notes
+
+
+def write_documents(
+    out_dir: Path,
+    charts: Sequence[Chart],
+    formats: Sequence[str],
+    renderer: Any,
+    wrote: Callable[[Path], None],
+    *,
+    markdown: Callable[[dict[str, str]], str],
+    html: Callable[[dict[str, bytes]], str],
+) -> None:
+    """The charts as PNG (2x) and SVG, summary.md linking the PNGs and report.html embedding them, as
+    ``formats`` ask; ``markdown(images)`` / ``html(pngs)`` write the documents (a run's, or two runs
+    compared)."""
     pngs: dict[str, bytes] = {}
     if renderer is not None and any(f in formats for f in NEEDS_RENDERER):
         for chart in charts:
@@ -120,14 +157,11 @@ def export_run(
                 wrote(_write(out_dir / f"{chart.name}.png", pngs[chart.name]))
             if "svg" in formats:
                 wrote(_write(out_dir / f"{chart.name}.svg", renderer.svg_bytes(chart)))
-    from workbench.report.documents import html_report, markdown_report
-
     if "md" in formats:
         images = {c.name: f"{c.name}.png" for c in charts} if "png" in formats else {}
-        wrote(_write(out_dir / "summary.md", markdown_report(analysis, images, charts).encode("utf-8")))
+        wrote(_write(out_dir / "summary.md", markdown(images).encode("utf-8")))
     if "html" in formats:
-        wrote(_write(out_dir / "report.html", html_report(analysis, pngs, charts).encode("utf-8")))
-    return written, notes
+        wrote(_write(out_dir / "report.html", html(pngs).encode("utf-8")))
 
 
 def export_data(
