@@ -85,11 +85,14 @@ class Loaded(Event):
     #: and what the device had left. The parent uses them to decide whether another variant fits.
     footprint_mb: float | None = None
     free_mb: float | None = None
+    #: a variant's first worker: the modules it imported (what the fork server imports once, so that
+    #: its later workers are forked without them: :mod:`workbench.run.forkserver`)
+    modules: list[str] | None = None
 
     def variant_fields(self) -> dict[str, Any]:
-        """What the ``variants`` table stores: every field but the machine's environment (the run's)
-        and the memory figures the parent's residency check uses."""
-        skip = {"environment", "footprint_mb", "free_mb"}
+        """What the ``variants`` table stores: every field but the machine's environment (the run's),
+        the memory figures the parent's residency check uses and the modules."""
+        skip = {"environment", "footprint_mb", "free_mb", "modules"}
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import subprocess
 import sys
 import threading
 import time
@@ -36,7 +35,7 @@ from workbench.run.design import Block, Unit, block_schedule, interleaved_schedu
 from workbench.run.disturbance import judge
 from workbench.run.plan import VariantPlan, plan_run
 from workbench.run.preflight import Residency, preflight_spec
-from workbench.run.process import WorkerPool, WorkerProcess
+from workbench.run.process import Proc, WorkerPool, WorkerProcess
 from workbench.run.quality import QualityPass, quality_wanted
 from workbench.run.recording import Progress, RunRecorder, RunResult
 from workbench.spec.parse import AUTO_MIN_REPETITIONS, Spec
@@ -93,7 +92,7 @@ class RunExecutor:
         self._pool.stop(kill=again)
 
     @property
-    def _proc(self) -> subprocess.Popen[str] | None:
+    def _proc(self) -> Proc | None:
         """The process of the worker loading or running a unit now (None between units)."""
         active = self._active
         return active.proc if active is not None else None
@@ -139,6 +138,7 @@ class RunExecutor:
             raise
         finally:
             self._close_all()
+            self._pool.shutdown()
             # a cancel that came after the last trial (while the workers closed) cancelled nothing
             cancelled = self.cancelled and not all(s.complete for s in self._state)
             recorder.finish(
@@ -312,13 +312,14 @@ class RunExecutor:
 
     # -- one worker -------------------------------------------------------------------------------
 
-    def _start(self, state: _VariantState) -> WorkerProcess:
-        """Start the variant's next worker process (it loads the model meanwhile)."""
+    def _start(self, state: _VariantState, *, spawn: bool = False) -> WorkerProcess:
+        """Start the variant's next worker process (it loads the model meanwhile): forked by the
+        pool's fork server when it can, unless ``spawn``."""
         variant = state.plan.variant
         self.progress.variant = variant.name
         self._report(f"loading {variant.name}")
         job = {"variant": variant.to_dict(), "trials": [t.to_dict() for t in state.plan.trials]}
-        worker = self._pool.start(variant.name, variant.python, job, number=state.loads)
+        worker = self._pool.start(variant.name, variant.python, job, number=state.loads, spawn=spawn)
         state.worker = worker
         state.loads += 1
         return worker
@@ -333,13 +334,20 @@ class RunExecutor:
         worker = started if started is not None else self._start(state)
         self._active = worker
         try:
-            event = worker.wait_loaded()
+            event = worker.wait_loaded(self._pool.load_timeout(worker))
+            if worker.forked and not isinstance(event, ev.Loaded) and not self.cancelled:
+                # a runtime that did not survive the fork: this variant's workers are spawned
+                why = event.error if isinstance(event, ev.LoadFailed) else worker.death()
+                self._pool.distrust(variant.name, why)
+                self._close(state)
+                worker = self._active = self._start(state, spawn=True)
+                event = worker.wait_loaded()
         finally:
             self._active = None
         if isinstance(event, ev.Loaded):
             if record:
                 self._recorder.loaded(variant, event)
-                self._report_loaded(variant, event)
+                self._report_loaded(variant, event, forked=worker.forked)
             return worker
         if not record:
             self._close(state)
@@ -393,7 +401,7 @@ class RunExecutor:
         plan = state.plan
         self._recorder.never_ran(plan.variant, [plan.trials[i] for i in rest], reason, status="cancelled")
 
-    def _report_loaded(self, variant: Variant, event: ev.Loaded) -> None:
+    def _report_loaded(self, variant: Variant, event: ev.Loaded, *, forked: bool = False) -> None:
         where = ""
         if variant.python is not None:
             packages = event.environment.get("packages", {})
@@ -401,6 +409,8 @@ class RunExecutor:
                 f"{name} {packages[name]}" for name in ("transformers", "torch") if name in packages
             )
             where = f" (python {variant.python}{': ' + libraries if libraries else ''})"
+        elif forked:
+            where = " (forked)"
         self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s{where}")
 
     def _on_event(self, state: _VariantState, event: ev.Event, position: int) -> None:

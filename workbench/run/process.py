@@ -20,9 +20,16 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from workbench.run import events as ev
+from workbench.run.forkserver import ForkedProcess, ForkServer, fork_supported
 from workbench.run.interpreter import child_environment, command
 
 __all__ = ["CANCEL_GRACE_S", "WorkerPool", "WorkerProcess", "cancel_grace_s", "describe_exit", "interrupt"]
+
+#: a worker's process: spawned, or forked by the fork server
+Proc = subprocess.Popen[str] | ForkedProcess
+#: a forked worker that has not loaded within this many seconds more than five times its variant's
+#: first load counts as hung (a runtime that did not survive the fork) and is spawned instead
+FORKED_LOAD_GRACE_S = 60.0
 
 #: seconds a worker gets to stop after a cancel before it is killed (``WORKBENCH_CANCEL_GRACE_S``
 #: sets another: a model whose load or step takes longer than this cannot stop at a step in time)
@@ -40,7 +47,11 @@ def cancel_grace_s() -> float:
 
 
 class WorkerPool:
-    """The run's live worker processes (several at once when interleaving)."""
+    """The run's live worker processes (several at once when interleaving).
+
+    A variant's first worker is spawned (a new interpreter); its later ones (fresh workers per
+    repetition) are forked from the fork server (:mod:`workbench.run.forkserver`) when the first one
+    ran on the CPU in this interpreter, and spawned otherwise."""
 
     def __init__(self, *, python: str, on_log: Callable[[str], None]) -> None:
         self._python = python  # the workbench's own interpreter
@@ -49,16 +60,34 @@ class WorkerPool:
         self._lock = threading.RLock()
         self._live: set[WorkerProcess] = set()
         self._stopping = False
+        #: variant → the modules its first worker imported (variants whose later workers may be forked)
+        self._forkable: dict[str, list[str]] = {}
+        self._first_load_s: dict[str, float] = {}
+        self._server: ForkServer | None = None
+        self._no_fork: str | None = fork_supported()  # why workers are not forked, once known
 
-    def start(self, name: str, python: str | None, job: dict[str, Any], number: int) -> WorkerProcess:
+    def start(
+        self, name: str, python: str | None, job: dict[str, Any], number: int, *, spawn: bool = False
+    ) -> WorkerProcess:
         """Start variant ``name``'s worker (``python``: another interpreter, None: this one) as the
-        variant's process ``number`` (0 = its first) and send it ``job``."""
+        variant's process ``number`` (0 = its first) and send it ``job``; forked when it may be
+        (see the class), unless ``spawn``."""
         argv = (
             command(python, "workbench.run.worker")
             if python
             else [self._python, "-m", "workbench.run.worker"]
         )
-        worker = WorkerProcess(name, argv, number, on_log=self._on_log, on_exit=self._forget)
+        proc = None if spawn or python or number == 0 else self._fork(name, number)
+        worker = WorkerProcess(
+            name,
+            argv,
+            number,
+            on_log=self._on_log,
+            on_exit=self._forget,
+            on_loaded=self._learn,
+            proc=proc,
+            python=python,
+        )
         with self._lock:
             self._live.add(worker)
             stopping = self._stopping
@@ -66,6 +95,60 @@ class WorkerPool:
             interrupt(worker.proc)
         worker.send(job)
         return worker
+
+    def _learn(self, worker: WorkerProcess, event: ev.Loaded) -> None:
+        """A worker loaded: a first one on the CPU in this interpreter makes its variant forkable."""
+        if worker.number == 0 and event.modules and event.device == "cpu" and not worker.python:
+            with self._lock:
+                self._forkable[worker.name] = list(event.modules)
+                self._first_load_s[worker.name] = event.load_ms / 1000
+
+    def load_timeout(self, worker: WorkerProcess) -> float | None:
+        """How long a forked worker may take to load before it counts as hung (a runtime that did
+        not survive the fork): :data:`FORKED_LOAD_GRACE_S` more than five times its variant's first
+        load."""
+        if not worker.forked:
+            return None
+        return FORKED_LOAD_GRACE_S + 5 * self._first_load_s.get(worker.name, 60.0)
+
+    def distrust(self, name: str, reason: str) -> None:
+        """Spawn ``name``'s workers from now on (its forked one failed: ``reason``)."""
+        with self._lock:
+            self._forkable.pop(name, None)
+        self._on_log(f"{name}: a forked worker failed ({reason}); its workers are spawned from now on")
+
+    def _fork(self, name: str, number: int) -> ForkedProcess | None:
+        """A forked worker for variant ``name``, or None (then it is spawned)."""
+        with self._lock:
+            if self._no_fork is not None or name not in self._forkable or self._stopping:
+                return None
+            env = {**child_environment(), "WORKBENCH_WORKER": str(number)}
+            try:
+                if self._server is None:
+                    modules = sorted(
+                        {m for ms in self._forkable.values() for m in ms} | {"workbench.run.worker"}
+                    )
+                    server = ForkServer(self._python, modules, child_environment())
+                    if server.refused:
+                        server.close()
+                        raise OSError(f"it will not fork: {server.refused}")
+                    self._server = server
+                    self._on_log(
+                        f"fork server ready: {server.imported} modules imported once; fresh workers are "
+                        "forked from it"
+                    )
+                return self._server.start(env)
+            except OSError as exc:
+                self._no_fork = str(exc)
+                self._on_log(f"workers are spawned, not forked: {exc}")
+                return None
+
+    def shutdown(self) -> None:
+        """End the fork server (at the end of a run, once its workers are closed)."""
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.close()
 
     def stop(self, *, kill: bool = False) -> None:
         """Interrupt every live worker (the running trial stops at its next step), or kill them; a
@@ -110,31 +193,43 @@ class WorkerProcess:
         *,
         on_log: Callable[[str], None],
         on_exit: Callable[[WorkerProcess], None],
+        on_loaded: Callable[[WorkerProcess, ev.Loaded], None] | None = None,
+        proc: ForkedProcess | None = None,
+        python: str | None = None,
     ) -> None:
         self.name = name
+        self.number = number
+        self.python = python  # another interpreter's path; None: this one
         self._on_log = on_log
         self._on_exit = on_exit
+        self._on_loaded = on_loaded
         self.loaded: ev.Loaded | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
         self.returncode: int | None = None
-        kwargs: dict[str, Any] = {}
-        if os.name == "nt":
-            kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+        #: forked by the fork server (else spawned)
+        self.forked = proc is not None
+        self.proc: Proc
+        if proc is not None:
+            self.proc = proc
         else:
-            kwargs["start_new_session"] = True  # the terminal's Ctrl-C reaches only us; we forward it
-        self.proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            bufsize=1,
-            # which of the variant's processes this is (0 = the first)
-            env={**child_environment(), "WORKBENCH_WORKER": str(number)},
-            **kwargs,
-        )
+            kwargs: dict[str, Any] = {}
+            if os.name == "nt":
+                kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+            else:
+                kwargs["start_new_session"] = True  # the terminal's Ctrl-C reaches only us; we forward it
+            self.proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                bufsize=1,
+                # which of the variant's processes this is (0 = the first)
+                env={**child_environment(), "WORKBENCH_WORKER": str(number)},
+                **kwargs,
+            )
         self._reader = threading.Thread(target=self._pump_stderr, daemon=True)
         self._reader.start()
 
@@ -156,15 +251,32 @@ class WorkerProcess:
             except (json.JSONDecodeError, ev.EventError):
                 self._on_log(line.rstrip())
 
-    def wait_loaded(self) -> ev.Event | None:
-        """Loaded, LoadFailed, or None when the process ended first."""
-        for event in self._events():
-            if isinstance(event, ev.Loaded):
-                self.loaded = event
-                return event
-            if isinstance(event, ev.LoadFailed):
-                return event
-        return None
+    def wait_loaded(self, timeout: float | None = None) -> ev.Event | None:
+        """Loaded, LoadFailed, or None when the process ended first (killed when it has not loaded
+        within ``timeout`` seconds)."""
+        timer = None
+        if timeout is not None:
+            timer = threading.Timer(timeout, self._kill_unloaded)
+            timer.daemon = True
+            timer.start()
+        try:
+            for event in self._events():
+                if isinstance(event, ev.Loaded):
+                    self.loaded = event
+                    if self._on_loaded is not None:
+                        self._on_loaded(self, event)
+                    return event
+                if isinstance(event, ev.LoadFailed):
+                    return event
+            return None
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _kill_unloaded(self) -> None:
+        if self.loaded is None and self.proc.poll() is None:
+            self._on_log(f"{self.name}: its worker did not load in time; killed")
+            self.proc.kill()
 
     def run(self, trials: Sequence[int], on_event: Callable[[ev.Event], None]) -> str:
         """Run the job's ``trials`` as one unit: ``"done"``, ``"cancelled"``, or ``"died"`` (the
@@ -230,7 +342,7 @@ class WorkerProcess:
             self._on_log(line.rstrip("\n"))
 
 
-def interrupt(proc: subprocess.Popen[str]) -> None:
+def interrupt(proc: Proc) -> None:
     """Ask a worker to cancel (SIGINT; CTRL_BREAK on Windows): it stops its trial at the next step."""
     try:
         if os.name == "nt":

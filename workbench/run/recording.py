@@ -122,6 +122,9 @@ class RunRecorder:
     def loaded(self, variant: Variant, event: ev.Loaded) -> None:
         """The variant is loaded: what it reported about itself, and the machine as its worker saw it."""
         loaded = event.variant_fields()
+        first = self.environment.get("variants", {}).get(variant.name)
+        if first is not None:  # a fresh worker: the variant's load time stays its first (cold) one's
+            loaded["load_ms"] = first["load_ms"]
         environment = event.environment
         # The machine: as a worker in the workbench's own interpreter saw it (one in another Python
         # environment has other libraries); the first variant's until one of those loads.

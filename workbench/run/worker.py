@@ -136,6 +136,8 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             environment=snapshot(device),
             footprint_mb=footprint,
             free_mb=free,
+            # the first worker's imports, for the fork server (the later workers are not asked)
+            modules=sorted(sys.modules) if os.environ.get("WORKBENCH_WORKER", "0") == "0" else None,
         )
     )
     trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]

@@ -1,0 +1,354 @@
+"""Fresh worker processes forked from one that has already imported what a worker imports.
+
+A fresh worker per repetition (``workers = "per-repetition"``) is what keeps a slow process from
+passing for a slow variant, and it used to cost a whole start each time: a new interpreter importing
+torch and transformers again (most of a small model's load: about 4 of its 5 s here), then the load,
+then the warm-ups. The **fork server** cuts the imports out: it is a process of the workbench's own
+interpreter that imports, once, the modules the variants' first workers imported (each first worker
+lists them when it has loaded: :attr:`workbench.run.events.Loaded.modules`), and then only waits.
+Each later worker is a ``fork()`` of it: a new process with its own pid, session and pipes that
+loads the model itself — its own weights in its own memory, its own thread pool, as a spawned worker
+— only without the imports.
+
+Forking is safe only before a runtime has started threads: an OpenMP team, ONNX Runtime's or
+llama.cpp's thread pools do not survive a fork (the children hang: ``benchmarks/fork_safety.py``).
+The server imports and never computes, so no runtime has started its threads when it forks; it counts
+its threads after the imports and refuses to fork (the workers are then spawned, as before) when the
+imports started more than the interpreter and numpy's BLAS pool had. The parent forks only workers
+of variants whose first worker ran on the CPU in this interpreter (a CUDA context must never be
+forked, another ``python`` is another interpreter), only on Linux, and never in a frozen
+(packaged) app; ``WORKBENCH_WORKER_START=spawn`` turns it off. A forked worker that fails to load
+is started again the usual way (:mod:`workbench.run.execute`).
+
+The protocol (a ``SOCK_SEQPACKET`` socket pair, one JSON message each way):
+the parent writes the module list on the server's stdin; the server answers ``{"ready": imported,
+"failed": n, "threads": t, "refused": reason-or-null}``; then per worker the parent sends
+``{"env": {...}}`` with the worker's stdin, stdout and stderr pipe ends attached (``SCM_RIGHTS``) and
+the server answers ``{"pid": pid}``; when a child ends the server sends ``{"exit": pid, "code": c}``
+(negative: the signal that killed it, as :attr:`subprocess.Popen.returncode`). The server ends when
+the parent closes the socket, after its children.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import queue
+import random
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["READY_TIMEOUT_S", "ForkServer", "ForkedProcess", "fork_supported", "main"]
+
+#: seconds the server may take to import the modules before the parent gives up on it
+READY_TIMEOUT_S = 300.0
+#: modules never imported in the server (this process's own entry points)
+_SKIP = ("__main__", "__mp_main__")
+
+
+def fork_supported() -> str | None:
+    """None when workers may be forked here, else why not."""
+    if not sys.platform.startswith("linux"):
+        return "workers are forked only on Linux"
+    if getattr(sys, "frozen", False):
+        return "a packaged app spawns its workers"
+    if os.environ.get("WORKBENCH_WORKER_START", "").strip().lower() == "spawn":
+        return "WORKBENCH_WORKER_START=spawn"
+    if not hasattr(socket, "send_fds"):
+        return "this Python cannot pass file descriptors"
+    return None
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+class ForkedProcess:
+    """A worker forked by the server, as much like :class:`subprocess.Popen` as the pool needs: its
+    pipes, ``pid``, ``poll``, ``wait``, ``send_signal``, ``kill``, ``returncode``."""
+
+    def __init__(self, pid: int, stdin: Any, stdout: Any, stderr: Any) -> None:
+        self.pid = pid
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: int | None = None
+        self._ended = threading.Event()
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class ForkServer:
+    """The parent's side: start the server with ``modules`` to import, then :meth:`start` workers.
+
+    Raises ``OSError`` when the server cannot start, import or answer; :attr:`refused` says why it
+    will not fork (then :meth:`start` must not be called)."""
+
+    def __init__(
+        self, python: str, modules: Sequence[str], env: Mapping[str, str], *, timeout: float = READY_TIMEOUT_S
+    ) -> None:
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-m", "workbench.run.forkserver", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=dict(env),
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._lock = threading.Lock()  # one request at a time; the children's table
+        self._children: dict[int, ForkedProcess] = {}
+        self._early: dict[int, int] = {}  # exits that came before the proxy was made
+        self.stderr_tail: list[str] = []
+        self._errors = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._errors.start()
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps([m for m in modules if m not in _SKIP]).encode())
+            self.proc.stdin.close()
+            self._sock.settimeout(timeout)
+            answer = json.loads(self._sock.recv(65536) or b"null")
+            self._sock.settimeout(None)
+        except (OSError, ValueError) as exc:
+            self.close()
+            tail = f": {self.stderr_tail[-1].strip()}" if self.stderr_tail else ""
+            raise OSError(f"the fork server did not start ({exc}){tail}") from None
+        if not isinstance(answer, dict) or "ready" not in answer:
+            self.close()
+            tail = f": {self.stderr_tail[-1].strip()}" if self.stderr_tail else ""
+            raise OSError(f"the fork server did not start{tail}")
+        self.imported = int(answer["ready"])
+        self.failed = int(answer.get("failed") or 0)
+        self.refused: str | None = answer.get("refused")
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _pump_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self.stderr_tail = [*self.stderr_tail[-19:], raw.decode("utf-8", "replace")]
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self._sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            message = json.loads(data)
+            if "exit" in message:
+                pid, code = int(message["exit"]), int(message["code"])
+                with self._lock:
+                    child = self._children.pop(pid, None)
+                    if child is None:
+                        self._early[pid] = code
+                if child is not None:
+                    child._exited(code)
+            else:
+                self._replies.put(message)
+        # the server is gone: its children were sent SIGTERM (they die with it); none will report
+        with self._lock:
+            orphans = list(self._children.values())
+            self._children.clear()
+        for child in orphans:
+            child._exited(-signal.SIGTERM)
+        self._replies.put({"error": "the fork server ended"})
+
+    def start(self, env: Mapping[str, str]) -> ForkedProcess:
+        """Fork one worker with environment ``env``; its pipes as text streams, as the pool's
+        spawned workers have them. Raises ``OSError`` when the server cannot fork."""
+        if self.refused:
+            raise OSError(f"the fork server does not fork: {self.refused}")
+        ends = [os.pipe() for _ in range(3)]  # (read, write) each: the child's stdin, stdout, stderr
+        theirs = [ends[0][0], ends[1][1], ends[2][1]]
+        ours = [ends[0][1], ends[1][0], ends[2][0]]
+        try:
+            with self._lock:
+                socket.send_fds(self._sock, [json.dumps({"env": dict(env)}).encode()], theirs)
+                reply = self._replies.get(timeout=60)
+                pid = reply.get("pid")
+                if not isinstance(pid, int):
+                    raise OSError(reply.get("error") or "the fork server did not fork")
+                text: dict[str, Any] = {"encoding": "utf-8", "errors": "replace"}
+                # the streams live as long as the worker: closed by the pool, not here
+                child = ForkedProcess(
+                    pid,
+                    open(ours[0], "w", buffering=1, **text),  # noqa: SIM115
+                    open(ours[1], **text),  # noqa: SIM115
+                    open(ours[2], **text),  # noqa: SIM115
+                )
+                ours = []
+                if pid in self._early:
+                    child._exited(self._early.pop(pid))
+                else:
+                    self._children[pid] = child
+            return child
+        except queue.Empty:
+            raise OSError("the fork server did not answer") from None
+        finally:
+            for fd in theirs + ours:
+                os.close(fd)
+
+    def close(self) -> None:
+        """End the server (its live children end with it)."""
+        with contextlib.suppress(OSError):  # shutdown, not only close: it wakes our reader's recv
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# -- the server ---------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from workbench.core.lifetime import die_with_parent
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    die_with_parent()  # the runner is gone: so are we, and (their death signal) our children
+    sock = socket.socket(fileno=int(args[0]))
+    modules = json.loads(sys.stdin.buffer.read() or b"[]")
+    base = _threads()
+    with contextlib.suppress(ImportError):
+        import numpy  # noqa: F401  (its BLAS pool, fork-safe: OpenBLAS re-forms it in a child)
+    allowed = max(base, _threads())
+    failed = 0
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException:  # a module that imports only where it was first imported
+            failed += 1
+    now = _threads()
+    refused = None
+    if now > allowed:
+        refused = f"its imports started {now - allowed} thread(s) (a runtime that cannot be forked)"
+    answer = {"ready": len(modules) - failed, "failed": failed, "threads": now, "refused": refused}
+    sock.sendall(json.dumps(answer).encode())
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd hears it
+    selector = selectors.DefaultSelector()
+    selector.register(sock, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    live: set[int] = set()
+    open_ = True
+    while open_ or live:
+        for key, _ in selector.select(timeout=1.0 if not open_ else None):
+            if key.fileobj is sock:
+                try:
+                    data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 3)
+                except OSError:
+                    data, fds = b"", []
+                if not data:
+                    open_ = False
+                    selector.unregister(sock)
+                    continue
+                request = json.loads(data)
+                pid = os.fork()
+                if pid == 0:
+                    _child(sock, (wake_r, wake_w), fds, request)  # never returns
+                for fd in fds:
+                    os.close(fd)
+                live.add(pid)
+                sock.sendall(json.dumps({"pid": pid}).encode())
+            else:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 4096)
+        while live:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                live.clear()
+                break
+            if pid == 0:
+                break
+            live.discard(pid)
+            if open_:
+                try:
+                    code = os.waitstatus_to_exitcode(status)
+                    sock.sendall(json.dumps({"exit": pid, "code": code}).encode())
+                except OSError:
+                    open_ = False
+    return 0
+
+
+def _child(sock: socket.socket, wake: tuple[int, int], fds: Sequence[int], request: dict[str, Any]) -> None:
+    """In the forked child: become a worker on the pipes that came with the request; never returns."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sock.close()
+        for fd in wake:
+            os.close(fd)
+        os.setsid()  # as a spawned worker: the terminal's Ctrl-C reaches only the runner
+        for target, fd in zip((0, 1, 2), fds, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        text: dict[str, Any] = {"encoding": "utf-8", "errors": "replace", "closefd": False}
+        sys.stdin = open(0, **text)  # noqa: SIM115 (the process's own streams)
+        sys.stdout = open(1, "w", buffering=1, **text)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, **text)  # noqa: SIM115
+        random.seed()  # not the server's sequence
+        from workbench.run import worker
+
+        code = worker.main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
