@@ -185,7 +185,7 @@ def aa_row(label: str, out: dict[str, Any], variant: str = "A2") -> dict[str, An
         "significant": significant,
         "±CI": (max(est.hi / est.value - 1, 1 - est.lo / est.value)) if est and est.lo else None,
         "MDE": mde,
-        "disturbed": f"{s.n_disturbed}/{analysis.design.disturbance.measured}",
+        "disturbed": f"{analysis.design.disturbance.disturbed}/{analysis.design.disturbance.measured}",
         "drift": analysis.design.drift,
         "process ±": est.process_sd if est is not None and hasattr(est, "process_sd") else None,
         "s": out["seconds"],

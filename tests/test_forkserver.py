@@ -123,7 +123,7 @@ def test_a_forked_worker_that_fails_or_hangs_is_spawned_instead(tmp_path, monkey
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(process, "FORKED_LOAD_GRACE_S", 3.0)
     started = time.monotonic()
-    store, result, logs, messages = run(spec(f"noforkmod:{strategy}"), tmp_path / "n.db")
+    store, result, logs, _ = run(spec(f"noforkmod:{strategy}"), tmp_path / "n.db")
     assert result.status == "ok", [v["error"] for v in store.variants(result.run_id)]
     assert all(t.status == "ok" for t in store.trials(result.run_id))
     assert {t.worker for t in store.trials(result.run_id)} >= {0}
@@ -170,3 +170,25 @@ def test_a_forked_child_reports_how_it_ended(tmp_path):
     finally:
         server.close()
     assert server.proc.returncode == 0
+
+
+def test_a_forked_worker_counts_its_memory_as_a_spawned_one(tmp_path, tiny_model_dir):
+    # A real torch model: the workers' RSS is mostly torch's and transformers' libraries. A forked
+    # worker maps the library pages its fork server had mapped, so its per-trial peak is a spawned
+    # worker's, not tens of MB lower (fork() does not copy those page-table entries).
+    variants = "".join(
+        f'[[variants]]\nname = "{name}"\nmodel = "{tiny_model_dir}"\nthreads = 1\n' for name in ("A", "B")
+    )
+    text = (
+        f'name = "mem"\nrepetitions = 3\nwarmup = 1\n{variants}'
+        '[[workloads]]\nname = "code"\nlimit = 1\nmax_new_tokens = 4\n'
+    )
+    store, result, logs, messages = run(text, tmp_path / "m.db")
+    assert result.status == "ok"
+    assert sum(bool(m) and m.endswith("(forked)") for m in messages) == 4
+    peaks: dict[int, list[float]] = {}
+    for t in store.trials(result.run_id):
+        peaks.setdefault(t.worker, []).append(t.peak_memory_mb)
+    spawned = min(peaks[0])
+    for worker in (1, 2):
+        assert abs(min(peaks[worker]) / spawned - 1) < 0.03, peaks

@@ -189,6 +189,8 @@ class RunExecutor:
         self._report("next repetition: fresh worker processes")
         self._restarts_left -= 1
         self._close_all()
+        # the fork servers the fresh workers come from, started side by side (the first restart only)
+        self._pool.prepare([s.plan.variant.name for s in self._state if not s.dead])
         # every variant's fresh worker loads side by side (nothing is timed meanwhile; the fit in
         # memory was checked at the first load): a restart costs the slowest load, not their sum
         started = {id(s): self._start(s) for s in self._state if not s.dead and not self.cancelled}

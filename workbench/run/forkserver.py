@@ -32,6 +32,7 @@ the parent closes the socket, after its children.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -110,14 +111,13 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """The parent's side: start the server with ``modules`` to import, then :meth:`start` workers.
+    """The parent's side: start the server with ``modules`` to import (it imports them meanwhile),
+    :meth:`wait_ready`, then :meth:`start` workers.
 
-    Raises ``OSError`` when the server cannot start, import or answer; :attr:`refused` says why it
-    will not fork (then :meth:`start` must not be called)."""
+    :meth:`wait_ready` raises ``OSError`` when the server cannot start, import or answer;
+    :attr:`refused` then says why it will not fork (and :meth:`start` must not be called)."""
 
-    def __init__(
-        self, python: str, modules: Sequence[str], env: Mapping[str, str], *, timeout: float = READY_TIMEOUT_S
-    ) -> None:
+    def __init__(self, python: str, modules: Sequence[str], env: Mapping[str, str]) -> None:
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
@@ -136,28 +136,43 @@ class ForkServer:
         self._children: dict[int, ForkedProcess] = {}
         self._early: dict[int, int] = {}  # exits that came before the proxy was made
         self.stderr_tail: list[str] = []
+        self.imported = self.failed = 0
+        self.refused: str | None = None
+        self._ready = False
         self._errors = threading.Thread(target=self._pump_stderr, daemon=True)
         self._errors.start()
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps([m for m in modules if m not in _SKIP]).encode())
             self.proc.stdin.close()
+        except OSError:
+            pass  # it ended at once: wait_ready says so
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> ForkServer:
+        """Wait until the server has imported its modules (at most ``timeout`` seconds)."""
+        if self._ready:
+            return self
+        try:
             self._sock.settimeout(timeout)
             answer = json.loads(self._sock.recv(65536) or b"null")
             self._sock.settimeout(None)
         except (OSError, ValueError) as exc:
             self.close()
-            tail = f": {self.stderr_tail[-1].strip()}" if self.stderr_tail else ""
-            raise OSError(f"the fork server did not start ({exc}){tail}") from None
+            raise OSError(f"the fork server did not start ({exc}){self._tail()}") from None
         if not isinstance(answer, dict) or "ready" not in answer:
             self.close()
-            tail = f": {self.stderr_tail[-1].strip()}" if self.stderr_tail else ""
-            raise OSError(f"the fork server did not start{tail}")
+            raise OSError(f"the fork server did not start{self._tail()}")
         self.imported = int(answer["ready"])
         self.failed = int(answer.get("failed") or 0)
-        self.refused: str | None = answer.get("refused")
+        self.refused = answer.get("refused")
+        self._ready = True
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        return self
+
+    def _tail(self) -> str:
+        self._errors.join(timeout=1)
+        return f": {self.stderr_tail[-1].strip()}" if self.stderr_tail else ""
 
     def _pump_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -194,6 +209,7 @@ class ForkServer:
     def start(self, env: Mapping[str, str]) -> ForkedProcess:
         """Fork one worker with environment ``env``; its pipes as text streams, as the pool's
         spawned workers have them. Raises ``OSError`` when the server cannot fork."""
+        self.wait_ready()
         if self.refused:
             raise OSError(f"the fork server does not fork: {self.refused}")
         ends = [os.pipe() for _ in range(3)]  # (read, write) each: the child's stdin, stdout, stderr
@@ -313,6 +329,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def map_inherited_pages(parent: int) -> int:
+    """Map into this (forked) process the pages of read-only file mappings — the libraries' code and
+    constants — that ``parent`` has mapped; returns how many.
+
+    ``fork()`` copies the page-table entries of anonymous memory but not of such file mappings: the
+    kernel fills those on first touch. A forked worker would so count in its RSS only the library
+    pages it touches itself, while a spawned worker counts every page its imports touched, and the
+    per-trial peak memory (the RSS high-water mark) of the two would differ by tens of MB for the
+    same model. Touching the parent's mapped pages once (a minor fault each: they are in the page
+    cache) makes a forked worker's RSS what a spawned worker with the same imports has."""
+    try:
+        import numpy as np
+    except ImportError:
+        return 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    touched = 0
+    try:
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+            lines = maps.read().splitlines()
+        with open(f"/proc/{parent}/pagemap", "rb") as pagemap:
+            for line in lines:
+                fields = line.split(maxsplit=5)
+                if len(fields) < 6 or fields[4] == "0" or not fields[5].startswith("/"):
+                    continue
+                perms, path = fields[1], fields[5]
+                if (
+                    not perms.startswith("r")
+                    or "w" in perms
+                    or perms.endswith("s")
+                    or path.startswith("/dev/")
+                ):
+                    continue
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                pagemap.seek(start // page * 8)
+                entries = np.frombuffer(pagemap.read((end - start) // page * 8), dtype=np.uint64)
+                present = np.flatnonzero(entries >> np.uint64(63))
+                if present.size:
+                    memory = np.ctypeslib.as_array((ctypes.c_ubyte * (end - start)).from_address(start))
+                    int(memory[present * page].sum())  # one read a page: mapped now
+                    touched += int(present.size)
+    except (OSError, ValueError):
+        pass  # no pagemap to read (another kernel, a container's /proc): the RSS is just lower
+    return touched
+
+
 def _child(sock: socket.socket, wake: tuple[int, int], fds: Sequence[int], request: dict[str, Any]) -> None:
     """In the forked child: become a worker on the pipes that came with the request; never returns."""
     code = 1
@@ -333,7 +394,10 @@ def _child(sock: socket.socket, wake: tuple[int, int], fds: Sequence[int], reque
         sys.stdout = open(1, "w", buffering=1, **text)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, **text)  # noqa: SIM115
         random.seed()  # not the server's sequence
+        map_inherited_pages(os.getppid())
         from workbench.run import worker
+
+        sys.argv = [worker.__file__]  # as a spawned worker's
 
         code = worker.main()
     except SystemExit as exc:

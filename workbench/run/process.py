@@ -63,8 +63,9 @@ class WorkerPool:
         #: variant → the modules its first worker imported (variants whose later workers may be forked)
         self._forkable: dict[str, list[str]] = {}
         self._first_load_s: dict[str, float] = {}
-        self._server: ForkServer | None = None
-        self._no_fork: str | None = fork_supported()  # why workers are not forked, once known
+        self._servers: dict[tuple[str, ...], ForkServer] = {}  # by the modules they imported
+        self._unforkable: set[tuple[str, ...]] = set()  # module sets whose server failed
+        self._no_fork: str | None = fork_supported()  # why no worker is forked here
 
     def start(
         self, name: str, python: str | None, job: dict[str, Any], number: int, *, spawn: bool = False
@@ -117,37 +118,69 @@ class WorkerPool:
             self._forkable.pop(name, None)
         self._on_log(f"{name}: a forked worker failed ({reason}); its workers are spawned from now on")
 
+    def prepare(self, names: Sequence[str]) -> None:
+        """Start the fork servers that variants ``names``' fresh workers will come from, all at once
+        (each imports its modules meanwhile), and wait until they are ready."""
+        with self._lock:
+            if self._no_fork is not None or self._stopping:
+                return
+            wanted = {self._key(n) for n in names if n in self._forkable}
+            new = {
+                key: ForkServer(self._python, key, child_environment())
+                for key in wanted
+                if key not in self._servers
+            }
+            self._servers.update(new)
+        for key, server in new.items():
+            try:
+                server.wait_ready()
+                if server.refused:
+                    raise OSError(f"it will not fork: {server.refused}")
+            except OSError as exc:
+                with self._lock:
+                    self._servers.pop(key, None)
+                    self._unforkable.add(key)
+                server.close()
+                self._on_log(f"workers are spawned, not forked: {exc}")
+                continue
+            self._on_log(
+                f"fork server ready: {server.imported} modules imported once; fresh workers are forked from it"
+            )
+
+    def _key(self, name: str) -> tuple[str, ...]:
+        """The fork server a variant's workers come from: one per set of imported modules, so that a
+        forked worker holds what a spawned one of its variant would (and its memory counts the same)."""
+        return tuple(sorted(set(self._forkable[name]) | {"workbench.run.worker"}))
+
     def _fork(self, name: str, number: int) -> ForkedProcess | None:
         """A forked worker for variant ``name``, or None (then it is spawned)."""
         with self._lock:
             if self._no_fork is not None or name not in self._forkable or self._stopping:
                 return None
-            env = {**child_environment(), "WORKBENCH_WORKER": str(number)}
-            try:
-                if self._server is None:
-                    modules = sorted(
-                        {m for ms in self._forkable.values() for m in ms} | {"workbench.run.worker"}
-                    )
-                    server = ForkServer(self._python, modules, child_environment())
-                    if server.refused:
-                        server.close()
-                        raise OSError(f"it will not fork: {server.refused}")
-                    self._server = server
-                    self._on_log(
-                        f"fork server ready: {server.imported} modules imported once; fresh workers are "
-                        "forked from it"
-                    )
-                return self._server.start(env)
-            except OSError as exc:
-                self._no_fork = str(exc)
-                self._on_log(f"workers are spawned, not forked: {exc}")
+            key = self._key(name)
+            if key in self._unforkable:
                 return None
+        if key not in self._servers:
+            self.prepare([name])
+        with self._lock:
+            server = self._servers.get(key)
+        if server is None:
+            return None
+        try:
+            return server.start({**child_environment(), "WORKBENCH_WORKER": str(number)})
+        except OSError as exc:
+            with self._lock:
+                self._servers.pop(key, None)
+                self._unforkable.add(key)
+            server.close()
+            self._on_log(f"{name}: workers are spawned, not forked: {exc}")
+            return None
 
     def shutdown(self) -> None:
-        """End the fork server (at the end of a run, once its workers are closed)."""
+        """End the fork servers (at the end of a run, once its workers are closed)."""
         with self._lock:
-            server, self._server = self._server, None
-        if server is not None:
+            servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
             server.close()
 
     def stop(self, *, kill: bool = False) -> None:
