@@ -143,7 +143,7 @@ def test_the_server_refuses_to_fork_when_its_imports_started_threads(tmp_path):
         encoding="utf-8",
     )
     env = {**child_environment(), "PYTHONPATH": str(tmp_path)}
-    server = ForkServer(sys.executable, ["json", "threadymod"], env)
+    server = ForkServer(sys.executable, ["json", "threadymod"], env).wait_ready()
     try:
         assert server.refused and "started 1 thread" in server.refused
         with pytest.raises(OSError, match="does not fork"):
@@ -154,7 +154,7 @@ def test_the_server_refuses_to_fork_when_its_imports_started_threads(tmp_path):
 
 def test_a_forked_child_reports_how_it_ended(tmp_path):
     env = child_environment()
-    server = ForkServer(sys.executable, ["json", "workbench.run.worker"], env)
+    server = ForkServer(sys.executable, ["json", "workbench.run.worker"], env).wait_ready()
     try:
         assert server.refused is None and server.imported >= 2
         bad = server.start({**env, "WORKBENCH_WORKER": "1"})
