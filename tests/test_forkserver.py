@@ -78,6 +78,8 @@ def test_later_workers_are_forked_and_run_the_same_trials(tmp_path, monkeypatch)
     assert {(t.variant, t.worker) for t in trials} == {(v, w) for v in "AB" for w in range(3)}
     measured = [t for t in trials if not t.warmup]
     assert all(t.worker == t.repetition for t in measured)
+    # what a fresh worker does not measure again stays its variant's first worker's
+    assert all(v["memory_bandwidth_gbs"] for v in store.variants(result.run_id))
     assert not any("workbench.run" in c for c in children_of_us())  # server and workers all ended
 
     # spawned only when asked: the same trials, token for token

@@ -188,9 +188,12 @@ class RunExecutor:
         cancelled."""
         self._report("next repetition: fresh worker processes")
         self._restarts_left -= 1
+        # the fork servers the fresh workers come from (the first restart only): they import while
+        # the old workers shut down, side by side
+        alive = [s.plan.variant.name for s in self._state if not s.dead]
+        self._pool.prepare(alive, wait=False)
         self._close_all()
-        # the fork servers the fresh workers come from, started side by side (the first restart only)
-        self._pool.prepare([s.plan.variant.name for s in self._state if not s.dead])
+        self._pool.prepare(alive)
         # every variant's fresh worker loads side by side (nothing is timed meanwhile; the fit in
         # memory was checked at the first load): a restart costs the slowest load, not their sum
         started = {id(s): self._start(s) for s in self._state if not s.dead and not self.cancelled}
@@ -440,6 +443,9 @@ class RunExecutor:
             state.worker = None
 
     def _close_all(self) -> None:
+        for state in self._state:  # all asked first: they shut down side by side
+            if state.worker is not None:
+                state.worker.request_close()
         for state in self._state:
             self._close(state)
 

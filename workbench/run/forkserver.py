@@ -148,6 +148,11 @@ class ForkServer:
         except OSError:
             pass  # it ended at once: wait_ready says so
 
+    @property
+    def ready(self) -> bool:
+        """Whether :meth:`wait_ready` has heard from the server."""
+        return self._ready
+
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> ForkServer:
         """Wait until the server has imported its modules (at most ``timeout`` seconds)."""
         if self._ready:

@@ -118,9 +118,10 @@ class WorkerPool:
             self._forkable.pop(name, None)
         self._on_log(f"{name}: a forked worker failed ({reason}); its workers are spawned from now on")
 
-    def prepare(self, names: Sequence[str]) -> None:
+    def prepare(self, names: Sequence[str], *, wait: bool = True) -> None:
         """Start the fork servers that variants ``names``' fresh workers will come from, all at once
-        (each imports its modules meanwhile), and wait until they are ready."""
+        (each imports its modules meanwhile), and wait until they are ready (``wait = False``: start
+        them and return; a later call waits)."""
         with self._lock:
             if self._no_fork is not None or self._stopping:
                 return
@@ -131,7 +132,10 @@ class WorkerPool:
                 if key not in self._servers
             }
             self._servers.update(new)
-        for key, server in new.items():
+            pending = {key: server for key, server in self._servers.items() if not server.ready}
+        if not wait:
+            return
+        for key, server in pending.items():
             try:
                 server.wait_ready()
                 if server.refused:
@@ -241,6 +245,7 @@ class WorkerProcess:
         self.returncode: int | None = None
         #: forked by the fork server (else spawned)
         self.forked = proc is not None
+        self._close_requested = False
         self.proc: Proc
         if proc is not None:
             self.proc = proc
@@ -331,16 +336,24 @@ class WorkerProcess:
             on_event(event)
         return "died"
 
+    def request_close(self) -> None:
+        """Tell the worker to close its session and end, without waiting (:meth:`close` waits): a
+        pool closes all its workers at once this way, so they shut down side by side."""
+        if self._close_requested or self.proc.poll() is not None:
+            return
+        self._close_requested = True
+        self.send({"close": True})
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
     def close(self) -> None:
         """Tell the worker to close its session and end; wait for it (killed after a grace time when
         cancelled, or when it does not end)."""
         if self.proc.poll() is None:
-            self.send({"close": True})
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
-            except OSError:
-                pass
+            self.request_close()
             for event in self._events():  # drain: Finished, or the rest of a cancelled unit
                 if isinstance(event, ev.Finished):
                     break

@@ -123,8 +123,10 @@ class RunRecorder:
         """The variant is loaded: what it reported about itself, and the machine as its worker saw it."""
         loaded = event.variant_fields()
         first = self.environment.get("variants", {}).get(variant.name)
-        if first is not None:  # a fresh worker: the variant's load time stays its first (cold) one's
+        if first is not None:  # a fresh worker: the load time stays the first (cold) one's, and what
+            # a fresh worker does not measure again (the memory bandwidth) the first one's
             loaded["load_ms"] = first["load_ms"]
+            loaded.update({k: v for k, v in first.items() if k in loaded and loaded[k] is None})
         environment = event.environment
         # The machine: as a worker in the workbench's own interpreter saw it (one in another Python
         # environment has other libraries); the first variant's until one of those loads.

@@ -110,7 +110,10 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         if variant.threads is not None:
             _set_threads(variant.threads)
         device = resolve_device(variant.device, needs_torch=strategy_cls.requires_model)
-        bandwidth = _bandwidth(str(device))  # before the model takes memory and caches
+        # before the model takes memory and caches; once per variant (its first worker): a fresh
+        # worker's would only repeat it
+        first = os.environ.get("WORKBENCH_WORKER", "0") == "0"
+        bandwidth = _bandwidth(str(device)) if first else None
         t0 = time.perf_counter()
         session = strategy.load(variant, device)
         load_ms = (time.perf_counter() - t0) * 1000
@@ -137,7 +140,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             footprint_mb=footprint,
             free_mb=free,
             # the first worker's imports, for the fork server (the later workers are not asked)
-            modules=sorted(sys.modules) if os.environ.get("WORKBENCH_WORKER", "0") == "0" else None,
+            modules=sorted(sys.modules) if first else None,
         )
     )
     trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
