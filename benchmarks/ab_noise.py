@@ -27,7 +27,8 @@ What is measured
 
     ``--effect``: ``--effect-runs`` runs of A against A made ``--slowdown`` (5 %) slower
     (``benchmarks/slowed.py``: the baseline spinning that share of every step's time in CPU), at
-    ``--repetitions`` (3), fresh workers, no hog: is a real 5 % difference found?
+    ``--repetitions`` (3), fresh workers, no hog: is a real 5 % difference found? ``--effect-auto``:
+    the same with ``repetitions = "auto"`` (``--auto-target``, ``--budget``): found within the budget?
 
 Pass criterion (exit 0; exit 1 otherwise)
     no run of the default design (``fresh``) reports a significant A/A difference (the CI contains
@@ -42,6 +43,7 @@ about 2 minutes a run.
     python benchmarks/ab_noise.py
     python benchmarks/ab_noise.py --runs 4 --designs fresh --skip-overhead
     python benchmarks/ab_noise.py --runs 6 --designs fresh --auto --effect   # the done-when checks
+    python benchmarks/ab_noise.py --skip-aa --skip-overhead --effect-auto     # 5 % found by "auto"?
 """
 
 from __future__ import annotations
@@ -235,6 +237,12 @@ def main() -> int:
     )
     parser.add_argument("--slowdown", type=float, default=0.05)
     parser.add_argument("--effect-runs", type=int, default=1)
+    parser.add_argument(
+        "--effect-auto",
+        action="store_true",
+        help='also run the --slowdown check with repetitions = "auto" (--auto-target, --budget): the '
+        "difference must be found within the budget",
+    )
     args = parser.parse_args()
     # benchmarks.slowed (the --effect check's strategy) is found from the repository root, here and in
     # the workers
@@ -295,6 +303,25 @@ def main() -> int:
                 )
             elif not est.lo <= truth <= est.hi:
                 problems.append(f"effect {i}: the CI {row['A2/A e2e']} misses the truth {truth:.3f}")
+    if args.effect_auto:
+        truth = 1 / (1 + args.slowdown)
+        text = spec_text(
+            "effect auto",
+            "fresh",
+            '"auto"',
+            ("A", "A5"),
+            top=f'ci_target = {args.auto_target}\nbudget = "{args.budget}"\nmax_repetitions = 40',
+            extra={"A5": SLOWED.format(slowdown=args.slowdown)},
+        )
+        out = run_one(folder / "effect-auto.db", text, 0)
+        row = {"design": "effect-auto", **aa_row("effect auto", out, variant="A5")}
+        extra_rows.append(row)
+        print(row, flush=True)
+        est = row["_est"]
+        if est is None or est.lo is None or not est.hi < 1.0:
+            problems.append(f"effect auto: a real {args.slowdown:.0%} slowdown not found ({row['A2/A e2e']})")
+        elif not est.lo <= truth <= est.hi:
+            problems.append(f"effect auto: the CI {row['A2/A e2e']} misses the truth {truth:.3f}")
     ratio = None
     if not args.skip_overhead:
         alone: list[float] = []

@@ -185,7 +185,7 @@ def test_a_forked_worker_counts_its_memory_as_a_spawned_one(tmp_path, tiny_model
         f'name = "mem"\nrepetitions = 3\nwarmup = 1\n{variants}'
         '[[workloads]]\nname = "code"\nlimit = 1\nmax_new_tokens = 4\n'
     )
-    store, result, logs, messages = run(text, tmp_path / "m.db")
+    store, result, _, messages = run(text, tmp_path / "m.db")
     assert result.status == "ok"
     assert sum(bool(m) and m.endswith("(forked)") for m in messages) == 4
     peaks: dict[int, list[float]] = {}

@@ -126,12 +126,12 @@ class WorkerPool:
             if self._no_fork is not None or self._stopping:
                 return
             wanted = {self._key(n) for n in names if n in self._forkable}
-            new = {
-                key: ForkServer(self._python, key, child_environment())
-                for key in wanted
-                if key not in self._servers
-            }
-            self._servers.update(new)
+            for key in wanted - set(self._servers) - self._unforkable:
+                try:
+                    self._servers[key] = ForkServer(self._python, key, child_environment())
+                except OSError as exc:  # no process to start (out of memory, no such interpreter)
+                    self._unforkable.add(key)
+                    self._on_log(f"workers are spawned, not forked: the fork server did not start ({exc})")
             pending = {key: server for key, server in self._servers.items() if not server.ready}
         if not wait:
             return
