@@ -282,46 +282,33 @@ def main() -> int:
         print(row, flush=True)
         if "every speed-up CI within" not in out["note"]:
             problems.append(f"repetitions = auto did not reach ±{args.auto_target:.0%}: {out['note']}")
-    if args.effect:
-        truth = 1 / (1 + args.slowdown)
-        for i in range(args.effect_runs):
-            text = spec_text(
-                f"effect {i}",
-                "fresh",
-                args.repetitions,
-                ("A", "A5"),
-                extra={"A5": SLOWED.format(slowdown=args.slowdown)},
-            )
-            out = run_one(folder / f"effect-{i}.db", text, 0)
-            row = {"design": "effect", **aa_row(f"effect {i}", out, variant="A5")}
-            extra_rows.append(row)
-            print(row, flush=True)
-            est = row["_est"]
-            if est is None or est.lo is None or not est.hi < 1.0:
-                problems.append(
-                    f"effect {i}: a real {args.slowdown:.0%} slowdown not found ({row['A2/A e2e']})"
-                )
-            elif not est.lo <= truth <= est.hi:
-                problems.append(f"effect {i}: the CI {row['A2/A e2e']} misses the truth {truth:.3f}")
-    if args.effect_auto:
+
+    def effect_run(design: str, label: str, reps: int | str, top: str = "") -> None:
+        """A against A made --slowdown slower: the difference must be found, the truth inside its CI."""
         truth = 1 / (1 + args.slowdown)
         text = spec_text(
-            "effect auto",
-            "fresh",
-            '"auto"',
-            ("A", "A5"),
-            top=f'ci_target = {args.auto_target}\nbudget = "{args.budget}"\nmax_repetitions = 40',
-            extra={"A5": SLOWED.format(slowdown=args.slowdown)},
+            label, "fresh", reps, ("A", "A5"), top=top, extra={"A5": SLOWED.format(slowdown=args.slowdown)}
         )
-        out = run_one(folder / "effect-auto.db", text, 0)
-        row = {"design": "effect-auto", **aa_row("effect auto", out, variant="A5")}
+        out = run_one(folder / f"{label.replace(' ', '-')}.db", text, 0)
+        row = {"design": design, **aa_row(label, out, variant="A5")}
         extra_rows.append(row)
         print(row, flush=True)
         est = row["_est"]
         if est is None or est.lo is None or not est.hi < 1.0:
-            problems.append(f"effect auto: a real {args.slowdown:.0%} slowdown not found ({row['A2/A e2e']})")
+            problems.append(f"{label}: a real {args.slowdown:.0%} slowdown not found ({row['A2/A e2e']})")
         elif not est.lo <= truth <= est.hi:
-            problems.append(f"effect auto: the CI {row['A2/A e2e']} misses the truth {truth:.3f}")
+            problems.append(f"{label}: the CI {row['A2/A e2e']} misses the truth {truth:.3f}")
+
+    if args.effect:
+        for i in range(args.effect_runs):
+            effect_run("effect", f"effect {i}", args.repetitions)
+    if args.effect_auto:
+        effect_run(
+            "effect-auto",
+            "effect auto",
+            '"auto"',
+            top=f'ci_target = {args.auto_target}\nbudget = "{args.budget}"\nmax_repetitions = 40',
+        )
     ratio = None
     if not args.skip_overhead:
         alone: list[float] = []

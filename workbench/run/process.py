@@ -141,11 +141,7 @@ class WorkerPool:
                 if server.refused:
                     raise OSError(f"it will not fork: {server.refused}")
             except OSError as exc:
-                with self._lock:
-                    self._servers.pop(key, None)
-                    self._unforkable.add(key)
-                server.close()
-                self._on_log(f"workers are spawned, not forked: {exc}")
+                self._drop(key, server, f"workers are spawned, not forked: {exc}")
                 continue
             self._on_log(
                 f"fork server ready: {server.imported} modules imported once; fresh workers are forked from it"
@@ -173,12 +169,16 @@ class WorkerPool:
         try:
             return server.start({**child_environment(), "WORKBENCH_WORKER": str(number)})
         except OSError as exc:
-            with self._lock:
-                self._servers.pop(key, None)
-                self._unforkable.add(key)
-            server.close()
-            self._on_log(f"{name}: workers are spawned, not forked: {exc}")
+            self._drop(key, server, f"{name}: workers are spawned, not forked: {exc}")
             return None
+
+    def _drop(self, key: tuple[str, ...], server: ForkServer, why: str) -> None:
+        """A fork server that failed: closed, and its variants' workers spawned from now on."""
+        with self._lock:
+            self._servers.pop(key, None)
+            self._unforkable.add(key)
+        server.close()
+        self._on_log(why)
 
     def shutdown(self) -> None:
         """End the fork servers (at the end of a run, once its workers are closed)."""
