@@ -68,11 +68,17 @@ def test_project_intervals_are_positive_and_the_defaults_are_measured(linear_db)
     with Store(linear_db, create=False) as store:
         trials = store.trials(1)
     assert default_lengths(trials) == (1024, 64)  # sweep-input's longest, sweep-output's
-    for n_in, n_out in ((1, 1), (1024, 64), (40_000, 4000)):
+    for n_in, n_out in ((1, 2), (1024, 64), (40_000, 4000)):
         for variant in ("baseline", "cache"):
             p = project(trials, variant, n_in, n_out)
             for est in (p.ttft, p.decode, p.e2e):
                 assert est.lo > 0 and est.lo <= est.value <= est.hi, (variant, n_in, n_out, est)
+    for variant in ("baseline", "cache"):
+        # one output token: no decode step, so nothing after the first token; e2e is TTFT, exactly
+        one = project(trials, variant, 1, 1)
+        assert (one.decode.value, one.decode.lo, one.decode.hi) == (0.0, 0.0, 0.0)
+        assert one.e2e == one.ttft and one.ttft.lo > 0
+        assert not any(kind.startswith(("output", "decode")) for kind, _ in one.causes)
     inside = [project(trials, v, *default_lengths(trials)) for v in ("baseline", "cache")]
     assert not any(p.causes for p in inside)  # no row starts extrapolated
 

@@ -202,7 +202,11 @@ def project(
                 f"TTFT: the fitted line is at or below 0 ms at {input_tokens:,.0f} tokens",
             )
     steps = max(output_tokens - 1, 0.0)
-    if d_line is None:
+    if steps == 0:
+        # one output token: no step after the first, so no time after it; nothing to fit or extrapolate
+        # (the fitted line's intercept is ~0 ± noise there, and could even fall below 0)
+        p.decode = Estimate(0.0, 0.0, 0.0, n=d_line.n if d_line is not None else 0)
+    elif d_line is None:
         cause("no-decode-fit", "decode: the outputs did not vary in length (run sweep-output)")
     else:
         p.decode = d_line.at(steps)
@@ -218,7 +222,9 @@ def project(
                 "decode-not-positive",
                 f"decode: the fitted line is at or below 0 ms at {output_tokens:,.0f} output tokens",
             )
-    if (
+    if steps == 0 and p.ttft is not None and p.ttft.value is not None:
+        p.e2e = p.ttft  # e2e is the first token's time
+    elif (
         p.ttft is not None
         and p.decode is not None
         and p.ttft.value is not None
