@@ -101,6 +101,9 @@ def test_project_verb_defaults_and_notes_on_stdout(linear_db):
     assert "for 1,024 input and 64 output tokens" in result.stdout
     assert "the longest inside every variant's measured range" in result.stdout
     assert "extrapolated" not in result.output
+    one = invoke("project", "1", "--db", linear_db, "--output", 1)
+    rows = [line.split() for line in one.stdout.splitlines() if line.startswith(("baseline", "cache"))]
+    assert len(rows) == 2 and all(row[5] == "0" and row[6:8] == row[3:5] for row in rows), one.stdout
     far = invoke("project", "1", "--db", linear_db, "--input", 4000, "--output", 300)
     assert far.stderr == ""  # the notes belong to the answer: stdout
     assert far.stdout.count("extrapolated") == 2 and "(every variant)" in far.stdout

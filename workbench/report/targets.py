@@ -93,7 +93,8 @@ def projection_table(projections: Sequence[Any]) -> Table:
     def est(e: Any) -> str:
         if e is None or e.value is None:
             return "–"
-        ci = f" [{_num(e.lo)}–{_num(e.hi)}]" if e.lo is not None and e.hi is not None else ""
+        exact = e.lo == e.hi == e.value  # known, not estimated (no decode step at one output token)
+        ci = f" [{_num(e.lo)}–{_num(e.hi)}]" if e.lo is not None and e.hi is not None and not exact else ""
         return _num(e.value) + ci
 
     headers = [
