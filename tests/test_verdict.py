@@ -77,6 +77,18 @@ def test_one_repetition_says_there_is_no_interval_and_how_to_get_one():
     assert t.intervals is False and t.mde is None
 
 
+def test_a_wide_interval_says_how_to_narrow_it_unless_the_run_already_repeated_until_narrow():
+    from workbench.analysis.verdict import Trust
+    from workbench.report.run_report import AUTO_HINT, trust_lines
+
+    def first(mde, auto=False):
+        return trust_lines(Trust(3, True, mde, 0, False, None, "interleaved", auto=auto))[0]
+
+    assert first((0.06, 0.48)).endswith(AUTO_HINT)  # can't see a 20 % change: say how to
+    assert AUTO_HINT not in first((0.03, 0.08))  # sees the changes most levers make
+    assert AUTO_HINT not in first((0.06, 0.48), auto=True)  # "auto" ran: its note says how it ended
+
+
 def test_no_variant_beats_the_baseline_and_no_detectable_difference():
     rows = [_summary("baseline"), _summary("slow", _est(0.8, 0.7, 0.9))]
     (v,) = workload_verdicts(rows, "baseline")

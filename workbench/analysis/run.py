@@ -4,6 +4,7 @@ store into one :class:`RunAnalysis` (statistics, phases, roofline, step-level se
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,11 @@ from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.quality import attach_quality, run_quality
 from workbench.analysis.summary import GroupSummary, summarize
 from workbench.store import TrialRecord
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 __all__ = ["Design", "RunAnalysis", "Timeline", "analyze_run", "target_keys"]
 
@@ -49,6 +55,7 @@ class Design:
     #: interleaved runs: "per-repetition" (fresh worker processes every repetition) or "one"
     workers: str | None = None
     processes: int | None = None  # worker processes the baseline's measured trials came from
+    auto: bool = False  # the spec asked for repetitions = "auto" (repeat until the CIs are narrow)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +66,7 @@ class Design:
             "disturbed": self.disturbance.to_dict(),
             "workers": self.workers,
             "processes": self.processes,
+            "auto": self.auto,
         }
 
     def lines(self) -> list[str]:
@@ -262,6 +270,7 @@ def analyze_run(
         disturbance=disturbance(trials, exclude_disturbed),
         workers=run.get("workers"),
         processes=len({t.worker for t in trials if t.variant == ref and t.worker is not None}) or None,
+        auto=_auto_repetitions(run.get("spec")),
     )
     ok_ref = [t for t in trials if t.variant == ref and t.status == "ok"]
     analysis.cost_model = CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}")
@@ -273,6 +282,14 @@ def analyze_run(
     if analysis.accepted_lengths:
         _break_even(analysis, store, reference)
     return analysis
+
+
+def _auto_repetitions(spec_text: str | None) -> bool:
+    """Whether the run's spec (its TOML as written) asked for ``repetitions = "auto"``."""
+    try:
+        return tomllib.loads(spec_text or "").get("repetitions") == "auto"
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return False
 
 
 def _break_even(analysis: RunAnalysis, store: Any, reference: str | None) -> None:

@@ -114,6 +114,7 @@ class Trust:
     drift: float | None
     order: str | None
     note: str | None = None  # how repetitions = "auto" ended, or why the order differs
+    auto: bool = False  # the run repeated until its CIs were narrow (repetitions = "auto")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +126,7 @@ class Trust:
             "drift": self.drift,
             "order": self.order,
             "note": self.note,
+            "auto": self.auto,
         }
 
 
@@ -141,4 +143,5 @@ def trust(summaries: Sequence[Any], baseline: str | None, design: Any = None) ->
         drift=design.drift if design is not None else None,
         order=design.order if design is not None else None,
         note=design.note if design is not None else None,
+        auto=bool(getattr(design, "auto", False)),
     )

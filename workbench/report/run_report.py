@@ -45,6 +45,13 @@ __all__ = [
 ]
 
 #: what the verdict says when the speed-ups have no interval
+#: a fixed-repetition run whose widest e2e MDE is above this cannot see the changes most levers make
+#: (5–30 %): the trust line says how to narrow it
+WIDE_MDE = 0.10
+AUTO_HINT = (
+    'Narrower: `repetitions = "auto"` (with `ci_target`, `budget`) repeats until every CI is within target.'
+)
+
 ONE_REPETITION = (
     'One repetition: no interval — run with `repetitions = 3` (or "auto") to know how sure these are.'
 )
@@ -144,6 +151,8 @@ def trust_lines(t: Trust) -> list[str]:
                 f" to ±{hi:.0%}" if hi - lo >= 0.005 else ""
             )
         first = f"Trust: {reps}, paired{mde}."
+        if t.mde and t.mde[1] > WIDE_MDE and not t.auto:
+            first += f" {AUTO_HINT}"
     more = []
     if t.disturbed:
         trials = "trial" if t.disturbed == 1 else "trials"
