@@ -44,7 +44,6 @@ __all__ = [
     "verdict_section",
 ]
 
-#: what the verdict says when the speed-ups have no interval
 #: a fixed-repetition run whose widest e2e MDE is above this cannot see the changes most levers make
 #: (5–30 %): the trust line says how to narrow it
 WIDE_MDE = 0.10
@@ -52,6 +51,7 @@ AUTO_HINT = (
     'Narrower: `repetitions = "auto"` (with `ci_target`, `budget`) repeats until every CI is within target.'
 )
 
+#: what the verdict says when the speed-ups have no interval
 ONE_REPETITION = (
     'One repetition: no interval — run with `repetitions = 3` (or "auto") to know how sure these are.'
 )
