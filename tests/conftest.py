@@ -39,6 +39,15 @@ def db_path(tmp_path):
     return tmp_path / "results.db"
 
 
+@pytest.fixture
+def gui_settings(tmp_path, monkeypatch):
+    """The desktop app's settings file, one per test (so no test reads another's geometry or
+    columns). The GUI test modules use it with ``pytestmark = pytest.mark.usefixtures("gui_settings")``."""
+    path = tmp_path / "gui.ini"
+    monkeypatch.setenv("WORKBENCH_GUI_SETTINGS", str(path))
+    return path
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """The tiny models are latency-bound: on a busy machine extra intra-op threads only spin (a

@@ -31,6 +31,8 @@ from workbench.run.execute import RunExecutor
 from workbench.spec.parse import parse_spec
 from workbench.store import Store
 
+pytestmark = pytest.mark.usefixtures("gui_settings")  # each test its own settings file
+
 FAKE_SPEC = """
 name = "{name}"
 repetitions = {reps}
@@ -56,13 +58,6 @@ max_new_tokens = 6
 
 def fake_spec(name="t", reps=1, decode=2.0, extra=""):
     return parse_spec(FAKE_SPEC.format(name=name, reps=reps, decode=decode, extra=extra))
-
-
-@pytest.fixture(autouse=True)
-def gui_settings(tmp_path, monkeypatch):
-    path = tmp_path / "gui.ini"
-    monkeypatch.setenv("WORKBENCH_GUI_SETTINGS", str(path))
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,7 @@ from workbench.run.execute import RunExecutor
 from workbench.spec.parse import parse_spec
 from workbench.store import Store
 
-
-@pytest.fixture(autouse=True)
-def gui_settings(tmp_path, monkeypatch):
-    path = tmp_path / "gui.ini"
-    monkeypatch.setenv("WORKBENCH_GUI_SETTINGS", str(path))
-    return path
+pytestmark = pytest.mark.usefixtures("gui_settings")  # each test its own settings file
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,8 @@ from workbench.run.execute import RunExecutor
 from workbench.spec.parse import parse_spec
 from workbench.store import Store
 
+pytestmark = pytest.mark.usefixtures("gui_settings")  # each test its own settings file
+
 FAKE_SPEC = """
 name = "{name}"
 repetitions = {reps}
@@ -44,13 +46,6 @@ limit = 2
 max_new_tokens = 6
 targets = {{ e2e_ms = 10000, percentile = 90 }}
 """
-
-
-@pytest.fixture(autouse=True)
-def gui_settings(tmp_path, monkeypatch):
-    path = tmp_path / "gui.ini"
-    monkeypatch.setenv("WORKBENCH_GUI_SETTINGS", str(path))
-    return path
 
 
 @pytest.fixture(scope="module")
