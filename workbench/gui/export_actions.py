@@ -90,11 +90,9 @@ class ExportActions:
         if analysis is None:
             return None
         if path is None:
-            start = str(Path(w.last_dir()) / f"report-run{analysis.run['id']}.html")
-            chosen, _filter = QFileDialog.getSaveFileName(w, "Export report", start, "HTML page (*.html)")
-            if not chosen:
+            path = self._ask_html_path(f"report-run{analysis.run['id']}.html")
+            if path is None:
                 return None
-            path = Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")
         try:
             with busy():
                 # the analysis and charts the Results tab holds: nothing is analysed again here
@@ -106,6 +104,15 @@ class ExportActions:
         self._wrote(path, f"Wrote {path}", f"exported the report of run {analysis.run['id']} to {path}")
         return path
 
+    def _ask_html_path(self, name: str) -> Path | None:
+        """The report's file, asked for in the last folder used (``.html`` added); None if cancelled."""
+        w = self.window
+        start = str(Path(w.last_dir()) / name)
+        chosen, _filter = QFileDialog.getSaveFileName(w, "Export report", start, "HTML page (*.html)")
+        if not chosen:
+            return None
+        return Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")
+
     def _export_comparison_report(self, two: Any, path: Path | None) -> Path | None:
         from workbench.gui import charts as qt_charts
         from workbench.report.comparison import comparison_html
@@ -113,11 +120,9 @@ class ExportActions:
         w = self.window
         a, b = two.ids
         if path is None:
-            start = str(Path(w.last_dir()) / f"report-run{b}-vs-run{a}.html")
-            chosen, _filter = QFileDialog.getSaveFileName(w, "Export report", start, "HTML page (*.html)")
-            if not chosen:
+            path = self._ask_html_path(f"report-run{b}-vs-run{a}.html")
+            if path is None:
                 return None
-            path = Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")
         try:
             with busy():  # the comparison the Results tab holds: nothing is analysed again here
                 charts = [c for c in w.results.charts if c.key == "before-after"]
