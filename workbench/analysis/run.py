@@ -4,7 +4,6 @@ store into one :class:`RunAnalysis` (statistics, phases, roofline, step-level se
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,11 +15,6 @@ from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.quality import attach_quality, run_quality
 from workbench.analysis.summary import GroupSummary, summarize
 from workbench.store import TrialRecord
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = ["Design", "RunAnalysis", "Timeline", "analyze_run", "target_keys"]
 
@@ -214,6 +208,7 @@ def analyze_run(
     from workbench.analysis.phases import CostModel, measure_phases
     from workbench.analysis.roofline import roofline_rows
     from workbench.core.errors import WorkbenchError
+    from workbench.spec.parse import recorded_auto_repetitions
 
     run = store.resolve_run(run_ref)
     run_id = run["id"]
@@ -270,7 +265,7 @@ def analyze_run(
         disturbance=disturbance(trials, exclude_disturbed),
         workers=run.get("workers"),
         processes=len({t.worker for t in trials if t.variant == ref and t.worker is not None}) or None,
-        auto=_auto_repetitions(run.get("spec")),
+        auto=recorded_auto_repetitions(run.get("spec") or ""),
     )
     ok_ref = [t for t in trials if t.variant == ref and t.status == "ok"]
     analysis.cost_model = CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}")
@@ -282,14 +277,6 @@ def analyze_run(
     if analysis.accepted_lengths:
         _break_even(analysis, store, reference)
     return analysis
-
-
-def _auto_repetitions(spec_text: str | None) -> bool:
-    """Whether the run's spec (its TOML as written) asked for ``repetitions = "auto"``."""
-    try:
-        return tomllib.loads(spec_text or "").get("repetitions") == "auto"
-    except (tomllib.TOMLDecodeError, AttributeError):
-        return False
 
 
 def _break_even(analysis: RunAnalysis, store: Any, reference: str | None) -> None:

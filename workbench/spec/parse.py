@@ -51,6 +51,7 @@ __all__ = [
     "duration_s",
     "load_spec",
     "parse_spec",
+    "recorded_auto_repetitions",
     "recorded_targets",
     "self_comparison",
     "spec_from_dict",
@@ -303,6 +304,15 @@ def _quality_text(data: dict[str, Any], base_dir: Path) -> tuple[Path | None, in
     if not text.strip():
         raise SpecError(f"spec: 'quality_text' {path} is empty")
     return path, ctx
+
+
+def recorded_auto_repetitions(text: str) -> bool:
+    """Whether a recorded spec (a run's ``spec`` text) asked for ``repetitions = "auto"``; False for
+    one that does not parse."""
+    try:
+        return tomllib.loads(text or "").get("repetitions") == "auto"
+    except tomllib.TOMLDecodeError:
+        return False
 
 
 def recorded_targets(text: str) -> dict[str, Targets]:
