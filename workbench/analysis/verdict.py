@@ -143,5 +143,5 @@ def trust(summaries: Sequence[Any], baseline: str | None, design: Any = None) ->
         drift=design.drift if design is not None else None,
         order=design.order if design is not None else None,
         note=design.note if design is not None else None,
-        auto=bool(getattr(design, "auto", False)),
+        auto=design.auto if design is not None else False,
     )
