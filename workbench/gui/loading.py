@@ -154,10 +154,22 @@ def _verdicts(
 
 
 def _ready() -> bool:
-    """Run in the child once at start: import what :func:`load_results` needs while the UI starts."""
+    """Import every module :func:`load_results` imports: in the child once at start (while the UI
+    starts), or in the UI thread before a loader thread exists (see :class:`ResultsLoader`;
+    ``tests/test_results_loader.py`` finds any that is missing)."""
+    import workbench.analysis.compare
+    import workbench.analysis.drafting
+    import workbench.analysis.phases
+    import workbench.analysis.quality
+    import workbench.analysis.roofline
     import workbench.analysis.run
+    import workbench.analysis.summary
+    import workbench.analysis.targets
+    import workbench.analysis.verdict
     import workbench.charts
-    import workbench.store  # noqa: F401
+    import workbench.core.errors
+    import workbench.spec.parse
+    import workbench.store.db  # noqa: F401
 
     return True
 
@@ -174,7 +186,16 @@ def _child_init(parent_pid: int) -> None:
 
 
 class ResultsLoader:
-    """One load at a time is what the window asks for; the pool holds one worker (process or thread)."""
+    """One load at a time is what the window asks for; the pool holds one worker (process or thread).
+
+    A loader *thread* never imports: the modules it needs are imported in the calling (UI) thread
+    first, by :meth:`warm_up` or the first :meth:`submit`. Two threads importing at once can deadlock
+    in CPython's per-module import locks: a thread importing ``pkg.sub`` holds ``pkg.sub``'s lock
+    while it imports ``pkg``, whose ``__init__`` imports a module the other thread is importing, which
+    in turn needs ``pkg.sub`` (the packaged viewer once died of it at start: "deadlock detected by
+    _ModuleLock('workbench.spec.targets')"). Under one GIL an import in a thread saves the UI thread
+    little anyway; the child process, where it does, imports in parallel as before.
+    """
 
     def __init__(self, *, processes: bool | None = None) -> None:
         if processes is None:
@@ -183,6 +204,7 @@ class ResultsLoader:
             )
         self.processes = processes
         self._executor: Executor | None = None
+        self._imported = False  # thread mode: _ready() has run in the calling thread
 
     def _pool(self) -> Executor:
         if self._executor is None:
@@ -202,12 +224,23 @@ class ResultsLoader:
         return self._executor
 
     def warm_up(self) -> None:
-        """Start the worker now, so that the first load does not wait for its imports."""
-        self._pool().submit(_ready)
+        """Start the child's imports now (a process), or import here (a thread), so that the first
+        load does not wait for them."""
+        if self.processes:
+            self._pool().submit(_ready)
+        else:
+            self._import_here()
+
+    def _import_here(self) -> None:
+        if not self._imported:
+            _ready()
+            self._imported = True
 
     def submit(self, db_path: Path, run_ids: Sequence[int], done: Callable[[Any], None]) -> None:
         """Load in the worker; ``done`` gets the :class:`ResultsData` or the exception (from a pool
         thread: hand it to the UI thread with a queued signal)."""
+        if not self.processes:
+            self._import_here()
         future = self._pool().submit(load_results, db_path, tuple(run_ids))
 
         def finished(f: Future[Any]) -> None:

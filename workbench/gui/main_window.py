@@ -363,7 +363,7 @@ class MainWindow(QMainWindow):
         from workbench.gui.loading import ResultsLoader
 
         self.loader = ResultsLoader()
-        self.loader.warm_up()  # its worker imports the analysis while the rest is built here
+        self.loader.warm_up()  # its child imports the analysis while the rest is built here (a thread: imported here)
         from workbench.gui.builder import ExperimentBuilder
 
         self.builder = ExperimentBuilder()

@@ -78,6 +78,10 @@ class RunThread(QThread):
         self._cancel_requested = False
         self._start = 0.0
         self._last_done = 0
+        # imported here, in the UI thread: two threads importing at once can deadlock (see
+        # loading.ResultsLoader); what the executor imports later, it imports in the thread
+        import workbench.run.execute
+        import workbench.store.db  # noqa: F401
 
     def cancel(self) -> None:
         """Stop at the next step of the current trial; asked twice, kill the worker at once."""
