@@ -204,7 +204,6 @@ class ResultsLoader:
             )
         self.processes = processes
         self._executor: Executor | None = None
-        self._imported = False  # thread mode: _ready() has run in the calling thread
 
     def _pool(self) -> Executor:
         if self._executor is None:
@@ -229,18 +228,13 @@ class ResultsLoader:
         if self.processes:
             self._pool().submit(_ready)
         else:
-            self._import_here()
-
-    def _import_here(self) -> None:
-        if not self._imported:
-            _ready()
-            self._imported = True
+            _ready()  # imported once; after that each import is a lookup in sys.modules
 
     def submit(self, db_path: Path, run_ids: Sequence[int], done: Callable[[Any], None]) -> None:
         """Load in the worker; ``done`` gets the :class:`ResultsData` or the exception (from a pool
         thread: hand it to the UI thread with a queued signal)."""
         if not self.processes:
-            self._import_here()
+            _ready()
         future = self._pool().submit(load_results, db_path, tuple(run_ids))
 
         def finished(f: Future[Any]) -> None:
