@@ -244,6 +244,17 @@ def test_trial_record_fields_are_the_trials_columns(db_path):
     assert list(TRIAL_COLUMNS) == _columns(db_path, "trials")
 
 
+def test_run_and_variant_records_are_their_tables_columns(db_path):
+    from workbench.store.records import RUN_COLUMNS, VARIANT_COLUMNS, RunRecord, VariantRecord
+
+    assert list(RUN_COLUMNS) == _columns(db_path, "runs")
+    assert list(VARIANT_COLUMNS) == _columns(db_path, "variants")
+    run = RunRecord(id=3, name="x", status="ok")
+    assert RunRecord.from_row(run.to_row()) == run
+    with pytest.raises(TypeError, match="not columns of variants: nope"):
+        VariantRecord.from_row({"name": "a", "nope": 1})
+
+
 def test_step_records_are_the_steps_columns(db_path):
     from workbench.run.metrics import StepRecord
 

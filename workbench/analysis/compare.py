@@ -12,27 +12,36 @@ with a bootstrap CI stratified by prompt, not the paired estimate of one run.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.analysis.paired import Disturbance, disturbance, usable
+from workbench.analysis.quality import attach_quality, run_quality
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
-from workbench.analysis.summary import _prompts
+from workbench.analysis.summary import GroupSummary, prompt_keys, summarize
+from workbench.analysis.targets import Verdict, evaluate
+from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
 from workbench.core.errors import WorkbenchError
-from workbench.store import TrialRecord
+from workbench.spec.parse import recorded_spec, recorded_targets
+from workbench.spec.targets import Targets
+from workbench.store import RunRecord, TrialRecord, VariantRecord
+
+if TYPE_CHECKING:
+    from workbench.store import Store
 
 __all__ = [
     "MergedRuns",
     "RunComparison",
     "RunDifference",
+    "SideBySide",
     "TwoRuns",
     "compare_runs",
     "compare_two_runs",
     "merge_runs",
     "run_differences",
+    "side_by_side",
 ]
 
 
@@ -108,7 +117,7 @@ def compare_runs(
         rows_b = gb.get(key)
         if not rows_b:
             continue
-        pa, pb = _prompts(rows_a), _prompts(rows_b)
+        pa, pb = prompt_keys(rows_a), prompt_keys(rows_b)
 
         def col(rows: list[TrialRecord], name: str) -> list[Any]:
             return [getattr(r, name) for r in rows]
@@ -149,7 +158,7 @@ class MergedRuns:
 
 
 def merge_runs(
-    store: Any, runs: Sequence[dict[str, Any]], baseline: str | None = None, *, strict: bool = False
+    store: Store, runs: Sequence[dict[str, Any]], baseline: str | None = None, *, strict: bool = False
 ) -> MergedRuns:
     """Read ``runs`` (runs rows) from ``store`` into one record set. ``baseline``: a variant name, as
     ``RUN:variant`` or just ``variant`` for the first run's; by default the first run's baseline.
@@ -185,6 +194,66 @@ def merge_runs(
         baseline = None
     merged.baseline = baseline
     return merged
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """Runs side by side against one baseline variant (``compare A B --baseline V``, the GUI's view of
+    two runs): every variant name carries its run (``"3:baseline"``); speed-ups are paired only within
+    a run (across runs: ratios of medians). Built once by :func:`side_by_side`."""
+
+    runs: tuple[RunRecord, ...]
+    variants: tuple[VariantRecord, ...]  # names tagged
+    trials: tuple[TrialRecord, ...]  # every trial, warm-ups included (flagged), names tagged
+    baseline: str | None
+    failures: tuple[str, ...]  # variants that crashed or failed to load, with the reason
+    summaries: tuple[GroupSummary, ...]  # quality attached (each run's pass, names tagged)
+    verdicts: tuple[Verdict, ...]  # experience targets (each run's spec; the first run's win)
+    workload_verdicts: tuple[WorkloadVerdict, ...]
+    trust: Trust
+
+    @property
+    def variant_names(self) -> list[str]:
+        return [v.name for v in self.variants]
+
+
+def side_by_side(
+    store: Store,
+    runs: Sequence[dict[str, Any]],
+    baseline: str | None = None,
+    *,
+    exclude_disturbed: bool | None = None,
+    strict: bool = False,
+) -> SideBySide:
+    """Runs (runs rows) side by side against ``baseline`` (see :func:`merge_runs`; ``strict``: a
+    baseline no trial has is an error)."""
+    merged = merge_runs(store, runs, baseline, strict=strict)
+    summaries = summarize(
+        merged.trials,
+        merged.baseline,
+        merged.windows,
+        [v["name"] for v in merged.variants],
+        exclude_disturbed=exclude_disturbed,
+    )
+    for run in runs:  # each run's quality pass, its variants tagged "RUN:variant"
+        attach_quality(summaries, run_quality(store, run["id"], lambda name, r=run["id"]: f"{r}:{name}"))
+    targets: dict[str, Targets] = {}
+    for run in reversed(runs):  # the first run's targets win
+        targets.update(recorded_targets(run.get("spec") or ""))
+    quality = {(s.variant, s.workload): s.quality for s in summaries}
+    return SideBySide(
+        runs=tuple(RunRecord.from_row(r) for r in runs),
+        variants=tuple(VariantRecord.from_row(v) for v in merged.variants),
+        trials=tuple(merged.trials),
+        baseline=merged.baseline,
+        failures=tuple(merged.failures),
+        summaries=tuple(summaries),
+        verdicts=tuple(
+            evaluate(merged.trials, targets, exclude_disturbed=exclude_disturbed, quality=quality)
+        ),
+        workload_verdicts=tuple(workload_verdicts(summaries, merged.baseline)),
+        trust=trust(summaries, merged.baseline),
+    )
 
 
 @dataclass(frozen=True)
@@ -247,14 +316,7 @@ def _json_dict(text: Any) -> dict[str, Any]:
 def _spec_tables(text: str | None) -> dict[str, Any]:
     """A recorded spec's top-level keys and its workloads' keys by name (``{}`` when it does not
     parse: an old run, or none recorded). Variants are compared on their recorded rows instead."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        data = tomllib.loads(text or "")
-    except tomllib.TOMLDecodeError:
-        return {}
+    data = recorded_spec(text)
     out: dict[str, Any] = {k: v for k, v in data.items() if k not in ("variants", "workloads", "name")}
     for table in data.get("workloads") or []:
         if isinstance(table, dict) and isinstance(table.get("name"), str):

@@ -285,15 +285,6 @@ class Disturbance:
         """Whether the statistics use ``trial`` (False for a disturbed one when they are left out)."""
         return not (self.excluded and trial.disturbed)
 
-    def line(self) -> str | None:
-        if not self.disturbed:
-            return None
-        share = self.disturbed / self.measured if self.measured else 0.0
-        what = (
-            "left out of the speed-ups" if self.excluded else f"kept in the speed-ups ({self.kept_because})"
-        )
-        return f"{self.disturbed} of {self.measured} trials disturbed ({share:.0%}), {what}"
-
 
 def disturbance(trials: Sequence[TrialRecord], exclude: bool | None = None) -> Disturbance:
     """Count the disturbed measured trials; ``exclude`` None = the default rule (few: excluded)."""

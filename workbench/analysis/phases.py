@@ -11,8 +11,8 @@ after it, and what to do about it.
   per output token). Defaults per device kind (:data:`DEFAULT_COST_MODELS`); a run refines them with
   measured slopes (:meth:`CostModel.from_trials`). After a run the measured label wins, and a
   disagreement with the prediction is reported with its cause.
-- **Advice** names the levers for the phase that dominates, cites the measured numbers, and says which
-  levers in the run actually helped, by how much.
+- **Levers**: how each other variant of the run did on the workload (faster, slower, no clear change);
+  the advice that names the levers for the dominating phase is worded by :mod:`workbench.report.phases`.
 
 Thresholds and defaults are documented in ``docs/analysis.md``.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workbench.analysis.stats import fit_line
@@ -64,12 +64,6 @@ LEVERS: dict[str, tuple[str, str]] = {
     "batching": ("batching", "decode"),  # a variant with batch_size > 1 (workbench.analysis.run)
     "endpoint": ("a served engine", "both"),
     "baseline": ("precision/settings", "both"),
-}
-
-_ADVICE = {
-    "prefill": "reuse the KV cache of shared prefixes (prefix caching), compress the prompt, trim the context",
-    "decode": "batch requests (more tokens per weight read), speculative decoding (several tokens per target "
-    "pass), weight quantization (fewer bytes read per token)",
 }
 
 
@@ -160,12 +154,6 @@ class Prediction:
     output_tokens: float
     model: CostModel
 
-    def describe(self) -> str:
-        return (
-            f"predicted {self.label} (prefill ~{self.prefill_share:.0%} of e2e) from ~{self.input_tokens:,.0f} "
-            f"input and ~{self.output_tokens:,.0f} output tokens"
-        )
-
 
 def estimate_tokens(text: str) -> int:
     """Tokens in ``text`` without a tokenizer (``CHARS_PER_TOKEN`` characters per token)."""
@@ -195,7 +183,7 @@ def predict_workload(workload: Workload, model: CostModel | None = None, device:
     return (model or CostModel.default(device)).predict(input_tokens, output_tokens)
 
 
-# -- measured phases and advice --------------------------------------------------------------------------
+# -- measured phases and levers ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -223,24 +211,11 @@ class LeverResult:
             return "slower"
         return "no clear change"
 
-    def describe(self) -> str:
-        est = self.speedup_e2e
-        if est is None or est.value is None:
-            return f"{self.variant} ({self.lever}): no comparable trials"
-        ci = (
-            f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else ""
-        )  # the verdict says "no interval" once
-        parts = []
-        for name, e in (("TTFT", self.speedup_ttft), ("decode", self.speedup_decode)):
-            if e is not None and e.value is not None:  # a speed-up below 1 is a phase that got slower
-                parts.append(f"{name} {e.value:.2f}x" + (" (slower)" if e.value < 0.95 else ""))
-        split = "".join(f", {part}" for part in parts)
-        return f"{self.variant} ({self.lever}): e2e {est.value:.2f}x{ci}{split}"
 
-
-@dataclass
+@dataclass(frozen=True)
 class WorkloadPhase:
-    """The measured phase of one workload, from the reference variant's trials, with its advice."""
+    """The measured phase of one workload, from the reference variant's trials, and how each lever of
+    the run did on it (the advice is :mod:`workbench.report.phases`'s)."""
 
     workload: str
     variant: str  # the reference variant whose trials were measured
@@ -254,13 +229,10 @@ class WorkloadPhase:
     ttft_ms_per_input_token: float | None  # fitted over the reference variant's trials of the whole run
     decode_ms_per_token: float | None  # median TPOT on this workload
     prediction: Prediction | None = None
-    levers: list[LeverResult] = field(default_factory=list)
-    advice: list[str] = field(default_factory=list)
-
-    @property
-    def headline(self) -> str:
-        """e.g. ``decode-heavy: prefill 12 % of e2e``."""
-        return f"{self.label}: prefill {self.prefill_share:.0%} of e2e"
+    levers: tuple[LeverResult, ...] = ()
+    #: the cost model fitted on the reference variant's trials of the whole run (None: too few), what
+    #: a disagreement with the prediction is explained by
+    measured: CostModel | None = None
 
     @property
     def disagrees(self) -> bool:
@@ -293,7 +265,6 @@ class WorkloadPhase:
                 }
                 for lever in self.levers
             ],
-            "advice": self.advice,
         }
 
 
@@ -324,30 +295,35 @@ def measure_phases(
         share = prefill / (prefill + decode)
         rows = [t for t in ref_trials if t.workload == s.workload]
         budget = [t.max_new_tokens for t in rows if t.max_new_tokens]
-        phase = WorkloadPhase(
-            workload=s.workload,
-            variant=reference,
-            prefill_ms=prefill,
-            decode_ms=decode,
-            prefill_share=share,
-            label=classify(share),
-            input_tokens=s.metrics["input_tokens"].value,
-            output_tokens=s.metrics["output_tokens"].value,
-            max_new_tokens=float(statistics.median(budget)) if budget else None,
-            ttft_ms_per_input_token=model.prefill_ms_per_token if model else None,
-            decode_ms_per_token=s.metrics["tpot_ms"].value,
-        )
-        if phase.input_tokens is not None:
-            phase.prediction = default.predict(
-                phase.input_tokens, phase.max_new_tokens or phase.output_tokens or 1
+        input_tokens = s.metrics["input_tokens"].value
+        output_tokens = s.metrics["output_tokens"].value
+        max_new_tokens = float(statistics.median(budget)) if budget else None
+        phases.append(
+            WorkloadPhase(
+                workload=s.workload,
+                variant=reference,
+                prefill_ms=prefill,
+                decode_ms=decode,
+                prefill_share=share,
+                label=classify(share),
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                max_new_tokens=max_new_tokens,
+                ttft_ms_per_input_token=model.prefill_ms_per_token if model else None,
+                decode_ms_per_token=s.metrics["tpot_ms"].value,
+                prediction=(
+                    default.predict(input_tokens, max_new_tokens or output_tokens or 1)
+                    if input_tokens is not None
+                    else None
+                ),
+                levers=tuple(
+                    _lever(o, (strategies or {}).get(o.variant, ""))
+                    for o in summaries
+                    if o.workload == s.workload and o.variant != reference
+                ),
+                measured=model,
             )
-        phase.levers = [
-            _lever(o, (strategies or {}).get(o.variant, ""))
-            for o in summaries
-            if o.workload == s.workload and o.variant != reference
-        ]
-        phase.advice = advise(phase, model)
-        phases.append(phase)
+        )
     return phases
 
 
@@ -361,97 +337,4 @@ def _lever(summary: GroupSummary, strategy: str) -> LeverResult:
         summary.speedup_e2e,
         summary.speedup_ttft,
         summary.speedup_decode,
-    )
-
-
-def advise(phase: WorkloadPhase, measured: CostModel | None = None) -> list[str]:
-    """Plain-words advice for one workload, citing the measured numbers."""
-    lines = []
-    tokens_in = f" at {phase.input_tokens:,.0f} input tokens" if phase.input_tokens else ""
-    tokens_out = f" at {phase.output_tokens:,.0f} output tokens" if phase.output_tokens else ""
-    slope = (
-        f"; TTFT grows {_num(phase.ttft_ms_per_input_token)} ms per input token"
-        if phase.ttft_ms_per_input_token
-        else ""
-    )
-    per_token = (
-        f"; {_num(phase.decode_ms_per_token)} ms per output token (median TPOT, {_num(1000 / phase.decode_ms_per_token)} tok/s)"
-        if phase.decode_ms_per_token
-        else ""
-    )
-    prefill_pct, decode_pct = f"{phase.prefill_share:.0%}", f"{1 - phase.prefill_share:.0%}"
-    if phase.label == "prefill-heavy":
-        lines.append(f"Prefill is {prefill_pct} of e2e{tokens_in}{slope}.")
-        lines.append(f"Levers for prefill: {_ADVICE['prefill']}.")
-    elif phase.label == "decode-heavy":
-        lines.append(f"Decode is {decode_pct} of e2e{tokens_out}{per_token}.")
-        lines.append(f"Levers for decode: {_ADVICE['decode']}.")
-    else:
-        larger = "decode" if phase.prefill_share < 0.5 else "prefill"
-        lines.append(
-            f"Balanced: prefill {prefill_pct}{tokens_in}, decode {decode_pct}{tokens_out}; both matter, "
-            f"{larger} a little more."
-        )
-        lines.append(
-            f"Start with {larger} levers: {_ADVICE[larger]}; then {_ADVICE['decode' if larger == 'prefill' else 'prefill']}."
-        )
-    helped = [lever for lever in phase.levers if lever.verdict == "faster"]
-    hurt = [lever for lever in phase.levers if lever.verdict == "slower"]
-    flat = [lever for lever in phase.levers if lever.verdict == "no clear change"]
-    if helped:
-        best = max(helped, key=lambda lever: lever.speedup_e2e.value or 0.0)  # type: ignore[union-attr]
-        lines.append(
-            "In this run, helped: " + "; ".join(lever.describe() for lever in _by_speedup(helped)) + "."
-        )
-        if best.targets not in (phase.label.split("-")[0], "both") and phase.label != "balanced":
-            lines.append(
-                f"{best.variant} targets {best.targets}, yet it helped this {phase.label} workload: "
-                "check which phase it sped up (TTFT vs decode speed-up above)."
-            )
-    if hurt:
-        lines.append("Slower here: " + "; ".join(lever.describe() for lever in _by_speedup(hurt)) + ".")
-    if flat:
-        lines.append("No significant change: " + "; ".join(lever.describe() for lever in flat) + ".")
-    if phase.disagrees and phase.prediction is not None:
-        lines.append(_disagreement(phase, phase.prediction, measured))
-    return lines
-
-
-def _num(value: float) -> str:
-    """A measured number at a readable precision: 1,290 · 77.5 · 0.0484."""
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3g}"
-
-
-def _by_speedup(levers: list[LeverResult]) -> list[LeverResult]:
-    return sorted(levers, key=lambda lever: -(lever.speedup_e2e.value or 0))  # type: ignore[union-attr]
-
-
-def _disagreement(phase: WorkloadPhase, prediction: Prediction, measured: CostModel | None) -> str:
-    """Why the measured label differs from the one predicted before the run: shorter outputs than the
-    budget, and/or a decode/prefill cost ratio unlike the default's."""
-    reasons = []
-    if phase.output_tokens and phase.max_new_tokens and phase.output_tokens < 0.67 * phase.max_new_tokens:
-        reasons.append(
-            f"outputs stopped at a median {phase.output_tokens:,.0f} of {phase.max_new_tokens:,.0f} allowed tokens"
-        )
-    cost = ""
-    if measured is not None:
-        expected, actual = prediction.model.decode_to_prefill, measured.decode_to_prefill
-        cost = f"a decode token costs as much as {_num(actual)} prompt tokens here (the default assumes {_num(expected)})"
-        if actual > 1.5 * expected or actual < expected / 1.5:
-            reasons.append(cost)
-    if not reasons:
-        reasons.append("the share is close to a threshold" + (f"; {cost}" if cost else ""))
-        if measured is not None and measured.prefill_fixed_ms > 0:
-            reasons.append(
-                f"TTFT has a fixed part of {_num(measured.prefill_fixed_ms)} ms that the default ignores"
-            )
-    why = "; ".join(reasons)
-    return (
-        f"Finding: {prediction.describe()}, but measured {phase.label} "
-        f"(prefill {phase.prefill_share:.0%}). Why: {why}."
     )

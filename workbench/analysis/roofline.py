@@ -18,8 +18,14 @@ measurement (a datasheet figure, or a test's known value).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from workbench.store import VariantRecord
+
+if TYPE_CHECKING:
+    from workbench.analysis.summary import GroupSummary
 
 __all__ = ["RooflineRow", "roofline_rows", "roofline_tokens_per_s"]
 
@@ -72,25 +78,23 @@ class RooflineRow:
         }
 
 
-def roofline_rows(summaries: Any, variants: list[dict[str, Any]]) -> list[RooflineRow]:
-    """Per variant × workload (``summaries`` from :func:`workbench.analysis.summary.summarize`; ``variants``:
-    rows of the ``variants`` table, with the bandwidth, weights and KV size recorded at load)."""
-    by_name = {v["name"]: v for v in variants}
+def roofline_rows(summaries: Sequence[GroupSummary], variants: Sequence[VariantRecord]) -> list[RooflineRow]:
+    """Per variant × workload (``summaries`` from :func:`workbench.analysis.summary.summarize`;
+    ``variants``: with the bandwidth, weights and KV size recorded at load)."""
+    by_name = {v.name: v for v in variants}
     rows = []
     for s in summaries:
-        v = by_name.get(s.variant, {})
+        v = by_name.get(s.variant, VariantRecord())
         context = (s.metrics["input_tokens"].value or 0.0) + (s.metrics["output_tokens"].value or 0.0) / 2
-        kv = v.get("kv_bytes_per_token")
+        kv = v.kv_bytes_per_token
         rows.append(
             RooflineRow(
                 variant=s.variant,
                 workload=s.workload,
                 decode_tokens_per_s=s.metrics["decode_tokens_per_s"].value,
-                limit_tokens_per_s=roofline_tokens_per_s(
-                    v.get("memory_bandwidth_gbs"), v.get("weights_mb"), kv, context
-                ),
-                bandwidth_gbs=v.get("memory_bandwidth_gbs"),
-                weights_mb=v.get("weights_mb"),
+                limit_tokens_per_s=roofline_tokens_per_s(v.memory_bandwidth_gbs, v.weights_mb, kv, context),
+                bandwidth_gbs=v.memory_bandwidth_gbs,
+                weights_mb=v.weights_mb,
                 kv_mb=kv * context / 2**20 if kv else None,
                 context_tokens=context,
             )

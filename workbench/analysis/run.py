@@ -4,19 +4,31 @@ store into one :class:`RunAnalysis` (statistics, phases, roofline, step-level se
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.analysis.drafting import BreakEven, break_even
 from workbench.analysis.paired import Disturbance, disturbance, drift
-from workbench.analysis.quality import attach_quality, run_quality
+from workbench.analysis.phases import CostModel, WorkloadPhase, measure_phases
+from workbench.analysis.quality import RunQuality, attach_quality, run_quality
+from workbench.analysis.roofline import RooflineRow, roofline_rows
 from workbench.analysis.summary import GroupSummary, summarize
-from workbench.store import TrialRecord
+from workbench.analysis.targets import Verdict, evaluate, what_it_takes
+from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
+from workbench.core.errors import WorkbenchError
+from workbench.spec.parse import recorded_auto_repetitions, recorded_targets
+from workbench.spec.targets import Targets
+from workbench.store import RunRecord, TrialRecord, VariantRecord
 
-__all__ = ["Design", "RunAnalysis", "Timeline", "analyze_run", "target_keys"]
+if TYPE_CHECKING:
+    from workbench.store import Store
+
+__all__ = ["Design", "RunAnalysis", "Timeline", "analyze_run"]
 
 
 # -- one run, analysed: what the CLI, the export and the GUI show ---------------------------------------
@@ -39,7 +51,7 @@ class Timeline:
 @dataclass(frozen=True)
 class Design:
     """How the run's trials were ordered in time and what disturbed them: the context every speed-up
-    needs (docs/analysis.md "How trials are ordered")."""
+    needs (docs/analysis.md "How trials are ordered"). Facts only; :mod:`workbench.report` words them."""
 
     order: str  # interleaved | blocks | sequential ("sequential" also for runs from before orders)
     note: str | None  # why it differs from the spec's order, or how repetitions = "auto" ended
@@ -63,139 +75,56 @@ class Design:
             "auto": self.auto,
         }
 
-    def lines(self) -> list[str]:
-        """What `show` and the report say about the design, one line each."""
-        what = {
-            "interleaved": "interleaved (all variants loaded, trials round by round in a balanced order, "
-            "paired by prompt and round)",
-            "blocks": "counterbalanced blocks (one variant loaded at a time, A B B A over passes of "
-            "repetitions; speed-ups paired by prompt and repetition)",
-            "sequential": "sequential: each variant's trials in one go, so the machine's drift lands on "
-            'whichever variant ran then (interleaving is the default: order = "interleaved")',
-        }[self.order]
-        out = [f"Order: {what}."]
-        if self.workers == "per-repetition" and (self.processes or 0) > 1:
-            out.append(
-                f"Workers: fresh processes every repetition ({self.processes} per variant); the CIs "
-                "count process pairs, not just trials, since two processes of one variant can differ "
-                "by a few per cent."
-            )
-        elif self.workers == "one":
-            out.append(
-                'Workers: one process per variant for the whole run (workers = "one"): a slow process '
-                "would look like a slow variant."
-            )
-        if self.note:
-            out.append(self.note[:1].upper() + self.note[1:] + ".")
-        if self.drift is not None:
-            out.append(
-                f"Drift: the baseline's last rounds took {self.drift:.2f} times as long as its first "
-                + (
-                    "(the machine's speed moved during the run)."
-                    if abs(self.drift - 1) > 0.05
-                    else "(steady)."
-                )
-            )
-        line = self.disturbance.line()
-        if line:
-            out.append(line[:1].upper() + line[1:] + ".")
-        return out
 
-
-@dataclass
+@dataclass(frozen=True)
 class RunAnalysis:
-    run: dict[str, Any]  # the runs row (spec text included)
-    variants: list[dict[str, Any]]  # the variants rows
-    environment: dict[str, Any]
-    baseline: str | None
-    trials: list[TrialRecord]  # measured trials (warm-ups excluded)
-    summaries: list[GroupSummary]
-    phases: list[Any]  # workbench.analysis.phases.WorkloadPhase, one per workload
-    cost_model: Any  # workbench.analysis.phases.CostModel measured on the reference variant (or None)
-    roofline: list[Any]  # workbench.analysis.roofline.RooflineRow per variant × workload
-    timelines: list[Timeline]  # per workload, one representative prompt, every variant
-    accepted_lengths: dict[str, dict[int, int]]  # variant → {accepted draft tokens: steps}
-    design: Design | None = None
+    """Everything the CLI, the report, the charts and the GUI show about one run, built once by
+    :func:`analyze_run` and never changed after: the readers only read it."""
 
-    # experience targets (workbench.analysis.targets): workload → spec.targets.Targets, a Verdict per
-    # variant × workload that has targets, and per workload the "what would it take" lines
-    targets: dict[str, Any] = field(default_factory=dict)
-    verdicts: list[Any] = field(default_factory=list)
-    target_advice: dict[str, list[str]] = field(default_factory=dict)
+    run: RunRecord  # the runs row (spec text included)
+    variants: tuple[VariantRecord, ...]  # in the spec's order
+    environment: Mapping[str, object]  # the run's environment JSON, parsed
+    baseline: str | None  # the reference variant (None: the run has none)
+    trials: tuple[TrialRecord, ...]  # measured trials (warm-ups excluded)
+    summaries: tuple[GroupSummary, ...]  # per variant × workload, quality attached
+    #: the answer first: per workload the fastest variant end to end; how far to trust the run
+    workload_verdicts: tuple[WorkloadVerdict, ...]
+    trust: Trust
+    design: Design
+    phases: tuple[WorkloadPhase, ...]  # one per workload, measured on the reference variant
+    cost_model: CostModel | None  # measured on the reference variant
+    roofline: tuple[RooflineRow, ...]  # per variant × workload
+    timelines: tuple[Timeline, ...]  # per workload, one representative prompt, every variant
+    accepted_lengths: Mapping[str, Mapping[int, int]]  # variant → {accepted draft tokens: steps}
+    #: experience targets: workload → its targets; a verdict per variant × workload that has targets;
+    #: per workload with targets, what would it take (facts)
+    targets: Mapping[str, Targets]
+    verdicts: tuple[Verdict, ...]
+    target_gaps: Mapping[str, Sequence[str]]  # TODO(merge): facts
+    #: does drafting pay? a BreakEven per speculative variant × workload
+    break_even: tuple[BreakEven, ...]
+    quality: RunQuality | None  # the run's quality pass, None without one
 
-    # does drafting pay? (workbench.analysis.drafting) a BreakEven per speculative variant × workload,
-    # and the advice lines drawn from them
-    break_even: list[Any] = field(default_factory=list)
-    drafting_advice: list[str] = field(default_factory=list)
-
-    # quality beside speed (workbench.analysis.quality): the run's quality pass, None without one
-    quality: Any = None
-
-    def verdict(self, variant: str, workload: str) -> Any:
+    def verdict(self, variant: str, workload: str) -> Verdict | None:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
         return next((v for v in self.verdicts if (v.variant, v.workload) == (variant, workload)), None)
 
     @property
-    def disturbance(self) -> Disturbance | None:
-        return self.design.disturbance if self.design else None
+    def disturbance(self) -> Disturbance:
+        return self.design.disturbance
 
     @property
     def variant_names(self) -> list[str]:
-        names = [v["name"] for v in self.variants]
+        names = [v.name for v in self.variants]
         return names + sorted({s.variant for s in self.summaries} - set(names))
 
     @property
     def device(self) -> str:
-        devices = [v.get("device") or "" for v in self.variants if v["name"] == self.baseline] or [
-            v.get("device") or "" for v in self.variants
-        ]
-        return devices[0] if devices and devices[0] else "cpu"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The run's analysis as JSON-ready data: the one serialiser (``workbench show --json``,
-        export's ``summary.json``). ``run`` is the runs row with its environment parsed."""
-        from workbench.analysis.verdict import trust, workload_verdicts
-
-        return {
-            # the answer first: per workload the fastest variant end to end and its costs; the trust
-            "verdict": [v.to_dict() for v in workload_verdicts(self.summaries, self.baseline)],
-            "trust": trust(self.summaries, self.baseline, self.design).to_dict(),
-            "run": {**self.run, "environment": self.environment},
-            "environment": self.environment,
-            "variants": self.variants,
-            "baseline": self.baseline,
-            "summary": [
-                {**s.to_dict(), **target_keys(self.verdict(s.variant, s.workload))} for s in self.summaries
-            ],
-            "phases": [p.to_dict() for p in self.phases],
-            "roofline": [r.to_dict() for r in self.roofline],
-            "accepted_lengths": self.accepted_lengths,
-            # per variant × workload with targets: the checks; per workload → variant: the goodput
-            "targets": [v.to_dict() for v in self.verdicts],
-            "goodput": {
-                w: {v.variant: v.goodput for v in self.verdicts if v.workload == w}
-                for w in dict.fromkeys(v.workload for v in self.verdicts)
-            },
-            "target_advice": self.target_advice,
-            "design": self.design.to_dict() if self.design else None,
-            # per speculative variant × workload: acceptance by position, costs, break-even (docs/analysis.md)
-            "break_even": [b.to_dict() for b in self.break_even],
-            "drafting_advice": self.drafting_advice,
-            # per variant: scored / lossless / not scored (why); the figures per variant × workload
-            "quality": self.quality.to_dict() if self.quality else None,
-        }
-
-
-def target_keys(verdict: Any) -> dict[str, Any]:
-    """The ``targets`` and ``goodput`` keys a summary row carries in JSON (None without targets)."""
-    return {
-        "targets": verdict.to_dict() if verdict is not None else None,
-        "goodput": verdict.goodput if verdict is not None else None,
-    }
+        return _device(self.variants, self.baseline)
 
 
 def analyze_run(
-    store: Any,
+    store: Store,
     run_ref: str | int | None,
     baseline: str | None = None,
     *,
@@ -203,19 +132,11 @@ def analyze_run(
 ) -> RunAnalysis:
     """Everything the reports show about one run. ``baseline`` overrides the run's reference variant;
     ``exclude_disturbed`` None = the default rule (disturbed trials left out when they are few)."""
-    import json
-
-    from workbench.analysis.phases import CostModel, measure_phases
-    from workbench.analysis.roofline import roofline_rows
-    from workbench.core.errors import WorkbenchError
-    from workbench.spec.parse import recorded_auto_repetitions
-
-    run = store.resolve_run(run_ref)
-    run_id = run["id"]
-    variants = store.variants(run_id)
-    totals = store.step_totals(run_id)
+    run = RunRecord.from_row(store.resolve_run(run_ref))
+    run_id = run.id
+    variants = tuple(VariantRecord.from_row(v) for v in store.variants(run_id))
     trials = store.trials(run_id)
-    reference = baseline or run.get("baseline")
+    reference = baseline or run.baseline
     names = {t.variant for t in trials}
     if baseline is not None and baseline not in names:
         raise WorkbenchError(
@@ -227,97 +148,104 @@ def analyze_run(
         trials,
         reference,
         store.server_metrics(run_id),
-        [v["name"] for v in variants],
+        [v.name for v in variants],
         exclude_disturbed=exclude_disturbed,
-        step_totals=totals,
+        step_totals=store.step_totals(run_id),
     )
+    quality = run_quality(store, run_id)
+    attach_quality(summaries, quality)
     # A batched local variant is the batching lever, whatever strategy decodes it.
-    strategies = {
-        v["name"]: "batching" if (v.get("batch_size") or 1) > 1 else v["strategy"] for v in variants
-    }
+    strategies = {v.name: "batching" if (v.batch_size or 1) > 1 else v.strategy or "" for v in variants}
     for t in trials:
         strategies.setdefault(t.variant, t.strategy or "")
     try:
-        environment = json.loads(run.get("environment") or "{}")
+        environment = json.loads(run.environment or "{}")
     except ValueError:
         environment = {}
-    analysis = RunAnalysis(
+    ref = reference or (summaries[0].variant if summaries else None)
+    design = Design(
+        order=run.trial_order or "sequential",
+        note=run.trial_order_note,
+        repetitions=run.repetitions,
+        drift=drift(trials, ref),
+        disturbance=disturbance(trials, exclude_disturbed),
+        workers=run.workers,
+        processes=len({t.worker for t in trials if t.variant == ref and t.worker is not None}) or None,
+        auto=recorded_auto_repetitions(run.spec or ""),
+    )
+    device = _device(variants, reference)
+    ok_ref = [t for t in trials if t.variant == ref and t.status == "ok"]
+    targets = recorded_targets(run.spec or "")
+    verdicts = _target_verdicts(trials, summaries, targets, exclude_disturbed)
+    accepted: dict[str, dict[int, int]] = {}
+    for row in store.accepted_lengths(run_id):
+        accepted.setdefault(row["variant"], {})[int(row["accepted"])] = int(row["steps"])
+    return RunAnalysis(
         run=run,
         variants=variants,
         environment=environment,
         baseline=reference,
-        trials=trials,
-        summaries=summaries,
-        phases=[],
-        cost_model=None,
-        roofline=roofline_rows(summaries, variants),
-        timelines=[],
-        accepted_lengths={},
+        trials=tuple(trials),
+        summaries=tuple(summaries),
+        workload_verdicts=tuple(workload_verdicts(summaries, reference)),
+        trust=trust(summaries, reference, design),
+        design=design,
+        phases=tuple(measure_phases(summaries, trials, ref, strategies=strategies, device=device)),
+        cost_model=CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}"),
+        roofline=tuple(roofline_rows(summaries, variants)),
+        timelines=tuple(_timelines(store, trials, ref, [v.name for v in variants])),
+        accepted_lengths=accepted,
+        targets=targets,
+        verdicts=verdicts,
+        target_gaps=what_it_takes(verdicts, trials, ref, strategies),
+        break_even=_break_even(store, run_id, trials, summaries, design, reference) if accepted else (),
+        quality=quality,
     )
-    analysis.quality = run_quality(store, run_id)
-    attach_quality(summaries, analysis.quality)
-    ref = reference or (summaries[0].variant if summaries else None)
-    analysis.design = Design(
-        order=run.get("trial_order") or "sequential",
-        note=run.get("trial_order_note"),
-        repetitions=run.get("repetitions"),
-        drift=drift(trials, ref),
-        disturbance=disturbance(trials, exclude_disturbed),
-        workers=run.get("workers"),
-        processes=len({t.worker for t in trials if t.variant == ref and t.worker is not None}) or None,
-        auto=recorded_auto_repetitions(run.get("spec") or ""),
-    )
-    ok_ref = [t for t in trials if t.variant == ref and t.status == "ok"]
-    analysis.cost_model = CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}")
-    analysis.phases = measure_phases(summaries, trials, ref, strategies=strategies, device=analysis.device)
-    analysis.timelines = _timelines(store, trials, ref, [v["name"] for v in variants])
-    _judge_targets(analysis, strategies, ref, exclude_disturbed)
-    for row in store.accepted_lengths(run_id):
-        analysis.accepted_lengths.setdefault(row["variant"], {})[int(row["accepted"])] = int(row["steps"])
-    if analysis.accepted_lengths:
-        _break_even(analysis, store, reference)
-    return analysis
 
 
-def _break_even(analysis: RunAnalysis, store: Any, reference: str | None) -> None:
+def _device(variants: Sequence[VariantRecord], baseline: str | None) -> str:
+    """The reference variant's device (else the first variant's); "cpu" when none was recorded."""
+    devices = [v.device or "" for v in variants if v.name == baseline] or [v.device or "" for v in variants]
+    return devices[0] if devices and devices[0] else "cpu"
+
+
+def _break_even(
+    store: Store,
+    run_id: int,
+    trials: Sequence[TrialRecord],
+    summaries: Sequence[GroupSummary],
+    design: Design,
+    reference: str | None,
+) -> tuple[BreakEven, ...]:
     """Does drafting pay: per speculative variant × workload, from its steps (the trials the
     statistics use: disturbed ones left out by the same rule)."""
-    from workbench.analysis.drafting import break_even, drafting_advice
+    rule = design.disturbance
+    used = [t for t in trials if t.status == "ok" and not t.warmup and rule.keeps(t)]
+    return tuple(break_even(used, store.draft_steps(run_id), summaries, reference))
 
-    rule = analysis.disturbance
-    used = [
-        t for t in analysis.trials if t.status == "ok" and not t.warmup and (rule is None or rule.keeps(t))
-    ]
-    analysis.break_even = break_even(
-        used, store.draft_steps(analysis.run["id"]), analysis.summaries, reference
+
+def _target_verdicts(
+    trials: Sequence[TrialRecord],
+    summaries: Sequence[GroupSummary],
+    targets: Mapping[str, Targets],
+    exclude_disturbed: bool | None,
+) -> tuple[Verdict, ...]:
+    """A verdict per variant × workload of the workloads the run's spec gives targets, in the
+    summaries' order (the spec's variants): an interleaved round may start with any of them."""
+    quality = {(s.variant, s.workload): s.quality for s in summaries}
+    verdicts = evaluate(trials, targets, exclude_disturbed=exclude_disturbed, quality=quality)
+    rank = {(s.workload, s.variant): i for i, s in enumerate(summaries)}
+    workloads = {w: i for i, w in enumerate(dict.fromkeys(s.workload for s in summaries))}
+    return tuple(
+        sorted(
+            verdicts,
+            key=lambda v: (workloads.get(v.workload, len(workloads)), rank.get((v.workload, v.variant), 0)),
+        )
     )
-    analysis.drafting_advice = drafting_advice(analysis.break_even)
-
-
-def _judge_targets(
-    analysis: RunAnalysis, strategies: dict[str, str], reference: str | None, exclude_disturbed: bool | None
-) -> None:
-    """Verdicts and "what would it take" for the workloads the run's spec gives targets."""
-    from workbench.analysis.targets import evaluate, what_it_takes
-    from workbench.spec.parse import recorded_targets
-
-    analysis.targets = recorded_targets(analysis.run.get("spec") or "")
-    quality = {(s.variant, s.workload): s.quality for s in analysis.summaries}
-    verdicts = evaluate(
-        analysis.trials, analysis.targets, exclude_disturbed=exclude_disturbed, quality=quality
-    )
-    # in the summaries' order (the spec's variants): an interleaved round may start with any of them
-    rank = {(s.workload, s.variant): i for i, s in enumerate(analysis.summaries)}
-    workloads = {w: i for i, w in enumerate(dict.fromkeys(s.workload for s in analysis.summaries))}
-    analysis.verdicts = sorted(
-        verdicts,
-        key=lambda v: (workloads.get(v.workload, len(workloads)), rank.get((v.workload, v.variant), 0)),
-    )
-    analysis.target_advice = what_it_takes(analysis.verdicts, analysis.trials, reference, strategies)
 
 
 def _timelines(
-    store: Any, trials: Sequence[TrialRecord], reference: str | None, order: Sequence[str] = ()
+    store: Store, trials: Sequence[TrialRecord], reference: str | None, order: Sequence[str] = ()
 ) -> list[Timeline]:
     """Per workload: the prompt whose reference e2e is the median of the workload's prompts, and for
     every variant its median-e2e repetition of that prompt."""
@@ -345,7 +273,7 @@ def _timelines(
             if not reps:
                 continue
             trial = reps[(len(reps) - 1) // 2]
-            steps = store.steps(trial.id)
+            steps = store.steps(trial.id) if trial.id is not None else []
             if not steps:
                 continue
             cumulative = np.cumsum([s["n_tokens"] for s in steps]).tolist()

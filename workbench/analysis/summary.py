@@ -134,7 +134,7 @@ def summarize(
             n_failed=sum(r.status == "failed" for r in rows),
             n_disturbed=sum(bool(r.disturbed) for r in rows if r.status == "ok"),
             disturbed_excluded=rule.excluded,
-            metrics={m: bootstrap_median([metric_value(r, m) for r in ok], _prompts(ok)) for m in METRICS},
+            metrics={m: bootstrap_median([metric_value(r, m) for r in ok], prompt_keys(ok)) for m in METRICS},
         )
         matches = [r.matches_baseline for r in ok if r.matches_baseline is not None]
         summary.matches_baseline = sum(matches) / len(matches) if matches else None
@@ -191,8 +191,8 @@ def speedup_of(
     est = speedup(
         [metric_value(r, metric) for r in num],
         [metric_value(r, metric) for r in den],
-        _prompts(num),
-        _prompts(den),
+        prompt_keys(num),
+        prompt_keys(den),
     )
     if est is None:
         return None
@@ -255,5 +255,5 @@ def server_summary(windows: Sequence[dict[str, Any]], ok: Sequence[TrialRecord])
     return out
 
 
-def _prompts(rows: Sequence[TrialRecord]) -> list[Any]:
+def prompt_keys(rows: Sequence[TrialRecord]) -> list[Any]:
     return [r.prompt_id for r in rows]

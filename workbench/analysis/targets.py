@@ -21,7 +21,7 @@ Definitions (``docs/targets.md``):
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,6 @@ import numpy as np
 
 from workbench.analysis.paired import disturbance, metric_value
 from workbench.analysis.phases import LEVERS
-from workbench.analysis.phases import _num as _phases_num
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
@@ -49,7 +48,9 @@ _SEED = 20261201
 
 def _num(value: float) -> str:
     """1,290 · 500 · 77.5 · 0.0484: whole numbers without decimals, else the phases' precision."""
-    return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else _phases_num(value)
+    if float(value).is_integer() or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
 #: the phase a target lives in (e2e: whichever dominates the workload)
@@ -271,7 +272,7 @@ def _meets(row: TrialRecord, metric: str, target: float) -> bool:
 
 def evaluate(
     trials: Sequence[TrialRecord],
-    targets: dict[str, Targets],
+    targets: Mapping[str, Targets],
     *,
     exclude_disturbed: bool | None = None,
     quality: dict[tuple[str, str], dict[str, Any] | None] | None = None,

@@ -16,7 +16,7 @@ from workbench.charts.acceptance import (
 )
 from workbench.charts.base import OKABE_ITO, Axis, Chart, lighten, variant_colours
 from workbench.charts.before_after import BeforeAfterChart, before_after_chart
-from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart
+from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart, phase_caption
 from workbench.charts.memory import MemoryBar, MemoryChart, memory_chart
 from workbench.charts.quality import QualityChart, QualityPoint, quality_chart
 from workbench.charts.roofline import RooflineChart, roofline_chart
@@ -62,6 +62,7 @@ __all__ = [
     "lighten",
     "memory_chart",
     "parameter_sweep_charts",
+    "phase_caption",
     "quality_chart",
     "roofline_chart",
     "run_charts",
@@ -75,7 +76,7 @@ __all__ = [
 
 def run_charts(analysis: Any) -> list[Chart]:
     """Every chart a run has data for, in report order."""
-    labels = {p.workload: p.headline for p in analysis.phases}
+    labels = {p.workload: phase_caption(p) for p in analysis.phases}
     charts: list[Chart | None] = [headline_chart(analysis.summaries, labels)]
     charts.append(speedup_chart(analysis))
     charts.append(quality_chart(analysis))

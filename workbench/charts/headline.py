@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
 
-__all__ = ["HeadlineBar", "HeadlineChart", "HeadlineGroup", "headline_chart"]
+if TYPE_CHECKING:
+    from workbench.analysis.phases import WorkloadPhase
+
+__all__ = ["HeadlineBar", "HeadlineChart", "HeadlineGroup", "headline_chart", "phase_caption"]
+
+
+def phase_caption(phase: WorkloadPhase) -> str:
+    """A workload's group label in the headline chart, e.g. ``decode-heavy: prefill 12% of e2e``."""
+    return f"{phase.label}: prefill {phase.prefill_share:.0%} of e2e"
 
 
 # -- (i) the headline: where the time goes, per variant × workload -----------------------------------

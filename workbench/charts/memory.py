@@ -46,7 +46,7 @@ _MEMORY_KIND = {
 
 
 def memory_chart(analysis: Any) -> MemoryChart | None:
-    variants = {v["name"]: v for v in analysis.variants}
+    variants = {v.name: v for v in analysis.variants}
     peaks: dict[str, float] = {}
     for s in analysis.summaries:
         peak = s.metrics["peak_memory_mb"].value
@@ -58,8 +58,8 @@ def memory_chart(analysis: Any) -> MemoryChart | None:
         MemoryBar(
             name,
             peaks[name],
-            variants.get(name, {}).get("weights_mb") or None,
-            variants.get(name, {}).get("memory_kind") or "",
+            variants[name].weights_mb or None if name in variants else None,
+            (variants[name].memory_kind or "") if name in variants else "",
         )
         for name in analysis.variant_names
         if name in peaks

@@ -172,17 +172,17 @@ def parameter_sweep_charts(analysis: Any) -> list[ParameterSweepChart]:
 
     groups: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)  # (base, param) -> variant -> value
     for v in analysis.variants:
-        param = v.get("sweep_param")
+        param = v.sweep_param
         if not param:
             continue
         try:
-            value = json.loads(v.get("sweep_value") or "null")
+            value = json.loads(v.sweep_value or "null")
         except ValueError:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue  # a dtype or model sweep has no axis: the other charts compare those variants
-        base = v["name"].removesuffix(f" {param}={v.get('sweep_value')}").strip()
-        groups[(base, param)][v["name"]] = float(value)
+        base = v.name.removesuffix(f" {param}={v.sweep_value}").strip()
+        groups[(base, param)][v.name] = float(value)
     charts = []
     for (base, param), values in groups.items():
         if len(values) < 2:

@@ -15,14 +15,14 @@ from __future__ import annotations
 import click
 
 from workbench.cli import browsing, gui, running, strategies
-from workbench.cli.common import _Group
+from workbench.cli.common import Group
 from workbench.cli.gui import viewer, viewer_main
 from workbench.cli.running import gui_available
 
 __all__ = ["cli", "gui_available", "main", "viewer", "viewer_main"]
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="llm-workbench", prog_name="workbench")  # looked up when asked
 def cli() -> None:
     """Compare LLM inference optimizations on your own hardware: where the time goes, prefill vs decode.

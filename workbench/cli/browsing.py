@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from workbench.cli.common import _open_store, db_option, detail_options, disturbed_option, json_option
-from workbench.cli.output import _export, _print_comparison, wrote_line
+from workbench.cli.common import db_option, detail_options, disturbed_option, json_option, open_store
+from workbench.cli.output import export_files, print_comparison, wrote_line
 from workbench.core.errors import WorkbenchError
 from workbench.report.formatting import json_text
 from workbench.report.text import text_table
@@ -21,7 +21,7 @@ from workbench.report.text import text_table
 def runs(db: Path | None, as_json: bool) -> None:
     """List the runs in the results database, then its path (--db, else $WORKBENCH_DB, else
     results.db in the user-data folder)."""
-    store = _open_store(db, create=False)
+    store = open_store(db, create=False)
     store.reap_stale_runs()
     rows = store.runs()
     if as_json:
@@ -72,15 +72,16 @@ def show(
     time goes, whether drafting paid (decode and end to end), quality, the experience targets and
     notes on the design. --detail adds every table (variants, break-even costs, quality, targets and
     what would it take); --wide every column. RUN is an id, a name or 'latest'."""
-    store = _open_store(db, create=False)
+    store = open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
     if as_json:
         from workbench.analysis.run import analyze_run
+        from workbench.report.data import run_data
 
         analysis = analyze_run(store, run_row["id"], baseline, exclude_disturbed=exclude_disturbed)
-        click.echo(json_text(analysis.to_dict()))
+        click.echo(json_text(run_data(analysis)))
         return
-    _print_comparison(
+    print_comparison(
         store,
         [run_row],
         baseline,
@@ -147,7 +148,7 @@ def compare(
             "--out and --format write the comparison of two runs (compare RUN RUN2, without --baseline); "
             "for one run: workbench export RUN --out DIR"
         )
-    store = _open_store(db, create=False)
+    store = open_store(db, create=False)
     run_rows = [store.resolve_run(run_ref)]
     if run2_ref is not None:
         run_rows.append(store.resolve_run(run2_ref))
@@ -162,7 +163,7 @@ def compare(
                 formats=wanted,
             )
             return
-    _print_comparison(
+    print_comparison(
         store,
         run_rows,
         baseline,
@@ -259,7 +260,7 @@ def project(
     from workbench.analysis.projection import project as project_one
     from workbench.report.targets import projection_notes, projection_table
 
-    store = _open_store(db, create=False)
+    store = open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
     trials = store.trials(run_row["id"])
     names = list(dict.fromkeys(t.variant for t in trials if t.status == "ok"))
@@ -324,6 +325,6 @@ def export(run_ref: str, out: Path, formats: str | None, baseline: str | None, d
     from workbench.report.export import parse_formats
 
     wanted = parse_formats(formats)
-    store = _open_store(db, create=False)
+    store = open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
-    _export(store, run_row["id"], out, wanted, baseline)
+    export_files(store, run_row["id"], out, wanted, baseline)

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from workbench.core.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,7 +44,7 @@ class _OneLineErrors:
             ctx.exit(EXIT_BAD_INPUT)
 
 
-class _Group(_OneLineErrors, click.Group):
+class Group(_OneLineErrors, click.Group):
     pass
 
 
@@ -90,7 +93,7 @@ def disturbed_option(f: F) -> F:
     )(f)
 
 
-def _open_store(db: Path | None, *, create: bool) -> Any:
+def open_store(db: Path | None, *, create: bool) -> Store:
     from workbench.store import Store, resolve_db_path
 
     return Store(resolve_db_path(db), create=create)

@@ -6,62 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from workbench.report.formatting import json_text
 
-
-def _summaries(
-    store: Any, run_rows: Sequence[dict[str, Any]], baseline: str | None, exclude_disturbed: bool | None
-) -> tuple[list[Any], str | None]:
-    from workbench.analysis.compare import merge_runs
-    from workbench.analysis.quality import attach_quality, run_quality
-    from workbench.analysis.summary import summarize
-
-    merged = merge_runs(store, run_rows, baseline, strict=True)
-    summaries = summarize(
-        merged.trials,
-        merged.baseline,
-        merged.windows,
-        [v["name"] for v in merged.variants],
-        exclude_disturbed=exclude_disturbed,
-    )
-    for row in run_rows:
-        tag = (lambda name, run=row["id"]: f"{run}:{name}") if len(run_rows) > 1 else None
-        attach_quality(summaries, run_quality(store, row["id"], tag))
-    return summaries, merged.baseline
+if TYPE_CHECKING:
+    from workbench.store import Store
 
 
-def _verdicts(
-    store: Any,
-    run_rows: Sequence[dict[str, Any]],
-    baseline: str | None,
-    exclude_disturbed: bool | None = None,
-) -> list[Any]:
-    """The experience targets' verdicts per variant × workload (targets from each run's spec)."""
-    from workbench.analysis.compare import merge_runs
-    from workbench.analysis.targets import evaluate
-    from workbench.spec.parse import recorded_targets
-
-    targets: dict[str, Any] = {}
-    for row in reversed(run_rows):  # the first run's targets win
-        targets.update(recorded_targets(row.get("spec") or ""))
-    from workbench.analysis.quality import group_quality, run_quality
-
-    trials = merge_runs(store, run_rows, baseline, strict=True).trials
-    quality: dict[tuple[str, str], Any] = {}
-    for row in run_rows:
-        tag = (lambda name, run=row["id"]: f"{run}:{name}") if len(run_rows) > 1 else None
-        found = run_quality(store, row["id"], tag)
-        for t in trials:
-            quality.setdefault((t.variant, t.workload), group_quality(found, t.variant, t.workload))
-    return evaluate(trials, targets, exclude_disturbed=exclude_disturbed, quality=quality)
-
-
-def _print_comparison(
-    store: Any,
+def print_comparison(
+    store: Store,
     run_rows: Sequence[dict[str, Any]],
     baseline: str | None,
     *,
@@ -73,37 +29,25 @@ def _print_comparison(
     """The report of one run (or runs side by side against one baseline) on stdout: the verdict
     first, the main table, then phases, drafting, quality, targets and notes; ``detail``: every table
     and note, ``wide``: every column (:mod:`workbench.report.run_report`)."""
+    from workbench.analysis.compare import side_by_side
+    from workbench.analysis.run import analyze_run
+    from workbench.report.data import summary_rows
     from workbench.report.model import render_text
+    from workbench.report.run_report import build_run_report, side_by_side_report
 
-    analysis = None
     if len(run_rows) == 1:  # one analysis serves the verdict, the table, the phases and the rest
-        from workbench.analysis.run import analyze_run
-
         analysis = analyze_run(store, run_rows[0]["id"], baseline, exclude_disturbed=exclude_disturbed)
-        summaries = analysis.summaries
+        summaries, verdicts = analysis.summaries, analysis.verdicts
     else:
-        summaries, baseline = _summaries(store, run_rows, baseline, exclude_disturbed)
+        runs = side_by_side(store, run_rows, baseline, exclude_disturbed=exclude_disturbed, strict=True)
+        summaries, verdicts = runs.summaries, runs.verdicts
     if as_json:
-        from workbench.analysis.run import target_keys
-
-        found = analysis.verdicts if analysis else _verdicts(store, run_rows, baseline, exclude_disturbed)
-        verdicts = {(v.variant, v.workload): v for v in found}
-        rows = [{**s.to_dict(), **target_keys(verdicts.get((s.variant, s.workload)))} for s in summaries]
-        click.echo(json_text(rows))
+        click.echo(json_text(summary_rows(summaries, verdicts)))
         return
     if not summaries:
         click.echo("No finished trials.")
         return
-    if analysis is not None:
-        from workbench.report.run_report import build_run_report
-
-        report = build_run_report(analysis)
-    else:
-        from workbench.report.run_report import side_by_side_report
-
-        report = side_by_side_report(
-            summaries, baseline, run_rows, _verdicts(store, run_rows, baseline, exclude_disturbed)
-        )
+    report = build_run_report(analysis) if len(run_rows) == 1 else side_by_side_report(runs)
     click.echo(render_text(report, detail=detail, wide=wide))
     if not detail:
         ref = run_rows[0]["id"] if len(run_rows) == 1 else " ".join(str(r["id"]) for r in run_rows)
@@ -113,7 +57,9 @@ def _print_comparison(
         )
 
 
-def _export(store: Any, run_id: int, out: Path, formats: Any, baseline: str | None) -> None:
+def export_files(
+    store: Store, run_id: int, out: Path, formats: Sequence[str] | None, baseline: str | None
+) -> None:
     from workbench.gui import chart_renderer
     from workbench.report.export import NEEDS_RENDERER, export_run
 

@@ -15,12 +15,12 @@ import click
 from workbench.cli.common import (
     EXIT_OK,
     EXIT_SOME_FAILED,
-    _open_store,
     db_option,
     json_option,
+    open_store,
     run_exit_code,
 )
-from workbench.cli.output import _export, _print_comparison
+from workbench.cli.output import export_files, print_comparison
 from workbench.core.errors import WorkbenchError
 from workbench.report.formatting import json_text
 from workbench.report.text import noise_table, text_table
@@ -150,7 +150,9 @@ def noise(
     analysis = analyze_run(store, result.run_id)
     others = [s for s in analysis.summaries if s.variant != analysis.baseline]
     if as_json:
-        click.echo(json_text({"run_id": result.run_id, **analysis.to_dict()}))
+        from workbench.report.data import run_data
+
+        click.echo(json_text({"run_id": result.run_id, **run_data(analysis)}))
         sys.exit(run_exit_code(result))
     if not others:
         raise WorkbenchError(f"run {result.run_id} has no finished trials to compare")
@@ -166,7 +168,9 @@ def noise(
         "speed-up a run with this many repetitions would find significant 4 times in 5 on this machine.",
         err=True,
     )
-    for line in analysis.design.lines() if analysis.design else []:
+    from workbench.report.design import design_lines
+
+    for line in design_lines(analysis.design):
         click.echo(textwrap.fill(line, 110, subsequent_indent="  "), err=True)
     false = [f"{s.workload}" for s in others if s.significant]
     if false:
@@ -239,9 +243,9 @@ def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool, expect
             f"… and {len(result.errors) - 10} more failures (see `workbench show {result.run_id}`)", err=True
         )
     run_row = store.resolve_run(result.run_id)
-    _print_comparison(store, [run_row], baseline=None, as_json=as_json)
+    print_comparison(store, [run_row], baseline=None, as_json=as_json)
     if out is not None:
-        _export(store, result.run_id, out, None, None)
+        export_files(store, result.run_id, out, None, None)
     click.echo(
         f"Run {result.run_id} {result.status}: {result.ok} ok, {result.failed} failed"
         + (f", {result.skipped} sweep points beyond the context skipped" if result.skipped else "")
@@ -261,7 +265,7 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
     from workbench.run.process import cancel_grace_s
 
     preflight_spec(spec)  # before the database is touched
-    store = _open_store(db, create=True)
+    store = open_store(db, create=True)
     bar = _ProgressBar()
     executor = RunExecutor(spec, store, on_progress=bar.update)
     auto = ""

@@ -253,7 +253,7 @@ def _screenshot(app: QApplication, window: Any, out: Path, tab: str | None) -> i
     if window.last_message:
         raise WorkbenchError(window.last_message)
     if window.shown_ids:
-        _wait_for(app, lambda: window.results is not None, timeout_s=60)
+        wait_for(app, lambda: window.results is not None, timeout_s=60)
     if tab is not None:
         window.show_tab(tab)
     save_screenshot(app, window, out)
@@ -269,7 +269,7 @@ def save_screenshot(app: QApplication, window: Any, out: Path) -> None:
         raise WorkbenchError(f"cannot write {out}")
 
 
-def _wait_for(app: QApplication, condition: Any, *, timeout_s: float) -> None:
+def wait_for(app: QApplication, condition: Any, *, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:

@@ -441,6 +441,7 @@ class ExperimentBuilder(QWidget):
         """Before any run: is each workload prefill- or decode-heavy? (from its typical input and output
         lengths; the run's measurement wins, and a disagreement is pointed out in the results)."""
         from workbench.analysis.phases import predict_workload
+        from workbench.report.phases import prediction_text
 
         self.predictions = {w.name: predict_workload(w) for w in spec.workloads}
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
@@ -451,7 +452,7 @@ class ExperimentBuilder(QWidget):
                 text += f"<br>predicted <b>{p.label}</b>, prefill ~{p.prefill_share:.0%}"
             text += f"<br>{html.escape(self._targets_line(name, spec))}"
             label.setText(text)
-            label.setToolTip(description + (f"\n\n{p.describe()}" if p else ""))
+            label.setToolTip(description + (f"\n\n{prediction_text(p)}" if p else ""))
         for i in range(self.custom_list.count()):
             item = self.custom_list.item(i)
             table = item.data(Qt.ItemDataRole.UserRole)
@@ -460,7 +461,7 @@ class ExperimentBuilder(QWidget):
             item.setText(base + (f" → predicted {p.label}, prefill ~{p.prefill_share:.0%}" if p else ""))
             workload = next((w for w in spec.workloads if w.name == table.get("name")), None)
             targets = workload.targets.describe() if workload is not None and workload.targets else "none"
-            item.setToolTip((p.describe() + "\n" if p else "") + f"targets: {targets}")
+            item.setToolTip((prediction_text(p) + "\n" if p else "") + f"targets: {targets}")
 
     # -- variants --------------------------------------------------------------------------------
 

@@ -90,7 +90,7 @@ class ExportActions:
         if analysis is None:
             return None
         if path is None:
-            path = self._ask_html_path(f"report-run{analysis.run['id']}.html")
+            path = self._ask_html_path(f"report-run{analysis.run.id}.html")
             if path is None:
                 return None
         try:
@@ -101,7 +101,7 @@ class ExportActions:
         except OSError as exc:
             w.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
             return None
-        self._wrote(path, f"Wrote {path}", f"exported the report of run {analysis.run['id']} to {path}")
+        self._wrote(path, f"Wrote {path}", f"exported the report of run {analysis.run.id} to {path}")
         return path
 
     def _ask_html_path(self, name: str) -> Path | None:
@@ -191,9 +191,9 @@ class ExportActions:
             out_dir,
             "Export the run into",
             lambda folder: export_run(
-                store, analysis.run["id"], folder, renderer=qt_charts, analysis=analysis, charts=charts
+                store, analysis.run.id, folder, renderer=qt_charts, analysis=analysis, charts=charts
             ),
-            f"run {analysis.run['id']}",
+            f"run {analysis.run.id}",
         )
 
     def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:

@@ -25,9 +25,17 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.store import TrialRecord
+
+if TYPE_CHECKING:  # imported by the loader (a child process, or the UI thread before it starts)
+    from workbench.analysis.compare import RunComparison, TwoRuns
+    from workbench.analysis.phases import WorkloadPhase
+    from workbench.analysis.run import RunAnalysis
+    from workbench.analysis.summary import GroupSummary
+    from workbench.analysis.targets import Verdict
+    from workbench.charts.base import Chart
 
 __all__ = ["ResultsData", "ResultsLoader", "load_results"]
 
@@ -37,26 +45,35 @@ class ResultsData:
     """What one view of the results shows; the variant names carry ``RUN:`` when two runs are compared."""
 
     run_ids: tuple[int, ...]
-    runs: list[dict[str, Any]]
-    variants: list[dict[str, Any]]
-    trials: list[TrialRecord]  # warm-ups included (flagged); every status
-    summaries: list[Any]  # analysis.GroupSummary
+    runs: list[dict[str, Any]]  # the runs rows
+    trials: Sequence[TrialRecord]  # warm-ups included (flagged); every status
+    summaries: Sequence[GroupSummary]
     baseline: str | None
-    failures: list[str] = field(default_factory=list)  # variants that crashed or failed to load
-    analysis: Any = None  # analysis.RunAnalysis (one run)
-    charts: list[Any] = field(default_factory=list)  # chartdata.Chart, headline first
-    comparisons: list[Any] = field(default_factory=list)  # analysis.RunComparison (two runs, by name)
-    unmatched: list[str] = field(default_factory=list)  # variants only one of the two runs has
-    two_runs: Any = None  # analysis.compare.TwoRuns: what `workbench compare A B` reports (two runs)
-    verdicts: list[Any] = field(default_factory=list)  # analysis.targets.Verdict per variant × workload
+    failures: Sequence[str] = ()  # variants that crashed or failed to load
+    analysis: RunAnalysis | None = None  # one run
+    charts: list[Chart] = field(default_factory=list)  # headline first
+    two_runs: TwoRuns | None = None  # what `workbench compare A B` reports (two runs)
+    verdicts: Sequence[Verdict] = ()  # the experience targets' verdict per variant × workload
+
+    @property
+    def comparisons(self) -> list[RunComparison]:
+        """Two runs: each variant × workload of RUN_B against RUN_A (matched by name)."""
+        return list(self.two_runs.comparisons) if self.two_runs is not None else []
+
+    @property
+    def unmatched(self) -> list[str]:
+        """Two runs: the variants only one of them has."""
+        return list(self.two_runs.unmatched) if self.two_runs is not None else []
 
     @property
     def target_advice(self) -> dict[str, list[str]]:
-        return dict(self.analysis.target_advice) if self.analysis is not None else {}
+        from workbench.report.data import target_advice
+
+        return target_advice(self.analysis) if self.analysis is not None else {}
 
     @property
-    def phases(self) -> list[Any]:
-        return list(self.analysis.phases) if self.analysis is not None else []
+    def phases(self) -> Sequence[WorkloadPhase]:
+        return self.analysis.phases if self.analysis is not None else ()
 
     @property
     def title(self) -> str:
@@ -74,83 +91,54 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
     """Read the runs and analyse them (medians, bootstrap CIs, speed-ups, phases, the charts' data);
     two runs: their variants side by side and matched by name. Safe in any thread."""
     from workbench import charts as chartdata
-    from workbench.analysis.compare import compare_two_runs, merge_runs
-    from workbench.analysis.quality import attach_quality, run_quality
+    from workbench.analysis.compare import compare_two_runs, side_by_side
     from workbench.analysis.run import analyze_run
-    from workbench.analysis.summary import summarize
     from workbench.store import Store
 
     store = Store(db_path, create=False)
     try:
         runs = [store.resolve_run(run_id) for run_id in run_ids]
-        merged = merge_runs(store, runs, baseline)
-        data = ResultsData(
-            tuple(run_ids), runs, merged.variants, merged.trials, [], merged.baseline, merged.failures
-        )
         if len(runs) == 1:
-            data.analysis = analyze_run(store, runs[0]["id"])
-            data.summaries = data.analysis.summaries
-            data.verdicts = data.analysis.verdicts
-            data.charts = chartdata.run_charts(data.analysis)
-            return data
-        data.summaries = summarize(
-            merged.trials, merged.baseline, merged.windows, [v["name"] for v in merged.variants]
-        )
-        for run in runs:  # quality figures of each run's variants (tagged "RUN:variant")
-            attach_quality(
-                data.summaries, run_quality(store, run["id"], lambda name, r=run["id"]: f"{r}:{name}")
+            analysis = analyze_run(store, runs[0]["id"], baseline)
+            return ResultsData(
+                tuple(run_ids),
+                runs,
+                store.trials(runs[0]["id"], include_warmup=True),
+                analysis.summaries,
+                analysis.baseline,
+                tuple(f"{v.name}: {v.error}" for v in analysis.variants if v.status == "failed" and v.error),
+                analysis=analysis,
+                charts=chartdata.run_charts(analysis),
+                verdicts=analysis.verdicts,
             )
-        quality = {(s.variant, s.workload): s.quality for s in data.summaries}
-        data.verdicts = _verdicts(runs, merged.trials, quality)
+        view = side_by_side(store, runs, baseline)
         a, b = runs
         # the same computation, and the same disturbed-trial rule, as `workbench compare A B`
-        data.two_runs = compare_two_runs(store, a, b)
-        data.comparisons, data.unmatched = data.two_runs.comparisons, data.two_runs.unmatched
-        view = _Compared(
-            data.summaries,
-            merged.baseline,
-            [v["name"] for v in merged.variants],
-            data.verdicts,
-            merged.variants,
-        )
-        data.charts = [
-            c
-            for c in (
-                chartdata.headline_chart(data.summaries),
-                # each variant's before → after change, not every variant against the first run's baseline
-                chartdata.before_after_chart(data.comparisons, a["id"], b["id"], data.two_runs.variant_names),
-                chartdata.targets_chart(view),
-                chartdata.memory_chart(view),  # both runs' variants side by side, a colour per name
-            )
-            if c is not None and (not isinstance(c, chartdata.HeadlineChart) or c.groups)
+        two_runs = compare_two_runs(store, a, b)
+        charts = [
+            chartdata.headline_chart(view.summaries),
+            # each variant's before → after change, not every variant against the first run's baseline
+            chartdata.before_after_chart(two_runs.comparisons, a["id"], b["id"], two_runs.variant_names),
+            chartdata.targets_chart(view),
+            chartdata.memory_chart(view),  # both runs' variants side by side, a colour per name
         ]
-        return data
+        return ResultsData(
+            tuple(run_ids),
+            runs,
+            view.trials,
+            view.summaries,
+            view.baseline,
+            view.failures,
+            charts=[
+                c
+                for c in charts
+                if c is not None and (not isinstance(c, chartdata.HeadlineChart) or c.groups)
+            ],
+            two_runs=two_runs,
+            verdicts=view.verdicts,
+        )
     finally:
         store.close()
-
-
-@dataclass
-class _Compared:
-    """What the chart data builders read of an analysis, for two runs side by side."""
-
-    summaries: list[Any]
-    baseline: str | None
-    variant_names: list[str]
-    verdicts: list[Any] = field(default_factory=list)
-    variants: list[dict[str, Any]] = field(default_factory=list)  # variants rows, names tagged
-
-
-def _verdicts(
-    runs: Sequence[dict[str, Any]], trials: Sequence[TrialRecord], quality: dict[Any, Any] | None = None
-) -> list[Any]:
-    """Experience targets judged on runs side by side (each run's spec; the first's win)."""
-    from workbench.analysis.targets import evaluate
-    from workbench.spec.parse import recorded_targets
-
-    targets: dict[str, Any] = {}
-    for run in reversed(runs):
-        targets.update(recorded_targets(run.get("spec") or ""))
-    return evaluate(trials, targets, quality=quality)
 
 
 def _ready() -> bool:

@@ -54,7 +54,7 @@ def _check(db: Path, png: Path, started: float) -> str:
     from PySide6.QtGui import QFontDatabase, QFontInfo, QGuiApplication, QImage
 
     from workbench import __version__
-    from workbench.gui.app import _wait_for, dispose, make_app
+    from workbench.gui.app import dispose, make_app, wait_for
     from workbench.gui.main_window import MainWindow, viewer_reason
     from workbench.store import Store
 
@@ -75,7 +75,7 @@ def _check(db: Path, png: Path, started: float) -> str:
             raise WorkbenchError(f"smoke test: {window.last_message}")
         if not window.shown_ids:
             raise WorkbenchError(f"smoke test: {db} holds no runs")
-        _wait_for(app, lambda: window.results is not None, timeout_s=120)
+        wait_for(app, lambda: window.results is not None, timeout_s=120)
         if window.last_message:
             raise WorkbenchError(f"smoke test: {window.last_message}")
         data = window.results

@@ -17,6 +17,7 @@ from typing import Any
 from workbench.analysis.compare import RunComparison, TwoRuns
 from workbench.charts import BeforeAfterChart, before_after_chart, variant_colours
 from workbench.charts.base import Chart
+from workbench.report.design import disturbance_line
 from workbench.report.formatting import fmt, host_environment, machine_line, ratio
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
 
@@ -142,7 +143,7 @@ def notes_section(two: TwoRuns) -> Section:
             )
         )
     for run, rule in zip((two.run_a, two.run_b), two.disturbed, strict=True):
-        line = rule.line()
+        line = disturbance_line(rule)
         section.add(
             Text(f"Run {run['id']}: {line}." if line else f"Run {run['id']}: no trial disturbed.", note=True)
         )
@@ -260,7 +261,13 @@ def export_comparison(
     data; ``md`` summary.md; ``png``/``svg`` the before → after chart; ``html`` report.html (one
     self-contained page). ``formats`` None: every format this install can write (PNG, SVG and HTML
     need ``renderer``, the GUI's chart module). Returns the files written and notes."""
-    from workbench.report.export import _csv, _write, prepare_out_dir, resolve_formats, write_documents
+    from workbench.report.export import (
+        prepare_out_dir,
+        resolve_formats,
+        write_csv,
+        write_documents,
+        write_file,
+    )
     from workbench.report.formatting import json_text
 
     formats, notes = resolve_formats(formats, renderer, no_renderer)
@@ -274,10 +281,10 @@ def export_comparison(
 
     charts = comparison_charts(two)
     if "csv" in formats:
-        wrote(_csv(out_dir / "comparison.csv", comparison_rows(two)))
-        wrote(_write(out_dir / "comparison.json", json_text(two.to_dict()).encode("utf-8")))
+        wrote(write_csv(out_dir / "comparison.csv", comparison_rows(two)))
+        wrote(write_file(out_dir / "comparison.json", json_text(two.to_dict()).encode("utf-8")))
         for chart in charts:
-            wrote(_csv(out_dir / f"{chart.name}.csv", chart.rows()))
+            wrote(write_csv(out_dir / f"{chart.name}.csv", chart.rows()))
     write_documents(
         out_dir,
         charts,

@@ -127,9 +127,7 @@ def html_report(
     charts = run_charts(analysis) if charts is None else charts
     by_name = {c.name: c for c in charts}
     report = document_report(analysis, charts)
-    return html_page(
-        report, pngs, by_name, variant_colours(analysis.variant_names), spec=analysis.run.get("spec")
-    )
+    return html_page(report, pngs, by_name, variant_colours(analysis.variant_names), spec=analysis.run.spec)
 
 
 def html_page(

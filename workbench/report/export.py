@@ -30,6 +30,7 @@ from workbench.analysis.run import RunAnalysis, analyze_run
 from workbench.charts import run_charts
 from workbench.charts.base import Chart
 from workbench.core.errors import WorkbenchError
+from workbench.report.data import phase_data, run_data
 from workbench.report.formatting import json_text
 from workbench.store import Store
 
@@ -42,6 +43,9 @@ __all__ = [
     "export_run",
     "parse_formats",
     "prepare_out_dir",
+    "write_csv",
+    "write_csv_rows",
+    "write_file",
 ]
 
 FORMATS = ("png", "svg", "csv", "md", "html")
@@ -102,7 +106,7 @@ def export_run(
             on_file(path)
 
     if "csv" in formats:
-        for path in export_data(store, analysis.run["id"], out_dir, analysis=analysis, charts=charts):
+        for path in export_data(store, analysis.run.id, out_dir, analysis=analysis, charts=charts):
             wrote(path)
     from workbench.report.documents import html_report, markdown_report
 
@@ -154,14 +158,14 @@ def write_documents(
             if "png" in formats or "html" in formats:
                 pngs[chart.name] = renderer.png_bytes(chart)
             if "png" in formats:
-                wrote(_write(out_dir / f"{chart.name}.png", pngs[chart.name]))
+                wrote(write_file(out_dir / f"{chart.name}.png", pngs[chart.name]))
             if "svg" in formats:
-                wrote(_write(out_dir / f"{chart.name}.svg", renderer.svg_bytes(chart)))
+                wrote(write_file(out_dir / f"{chart.name}.svg", renderer.svg_bytes(chart)))
     if "md" in formats:
         images = {c.name: f"{c.name}.png" for c in charts} if "png" in formats else {}
-        wrote(_write(out_dir / "summary.md", markdown(images).encode("utf-8")))
+        wrote(write_file(out_dir / "summary.md", markdown(images).encode("utf-8")))
     if "html" in formats:
-        wrote(_write(out_dir / "report.html", html(pngs).encode("utf-8")))
+        wrote(write_file(out_dir / "report.html", html(pngs).encode("utf-8")))
 
 
 def export_data(
@@ -181,26 +185,26 @@ def export_data(
         [run_id],
     )
     written = [
-        _csv(out_dir / "trials.csv", [t.to_row() for t in trials]),
-        _csv_rows(out_dir / "steps.csv", *steps),
+        write_csv(out_dir / "trials.csv", [t.to_row() for t in trials]),
+        write_csv_rows(out_dir / "steps.csv", *steps),
     ]
     windows = store.server_metrics(run_id, include_warmup=True)
     if windows:
-        written.append(_csv(out_dir / "server_metrics.csv", windows))
+        written.append(write_csv(out_dir / "server_metrics.csv", windows))
     if analysis.quality is not None:  # the quality pass: per variant × scored position, and the outcome
         positions = store.rows(
             "select variant, source, workload, prompt_id, position, token_id, nll_base, nll, kld, delta_p, "
             "same_top, top_id from quality_positions where run_id = ? order by id",
             [run_id],
         )
-        written.append(_csv_rows(out_dir / "quality_positions.csv", *positions))
-        written.append(_csv(out_dir / "quality_variants.csv", list(analysis.quality.variants.values())))
-    written.append(_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
-    written.append(_csv(out_dir / "phases.csv", [_flat(p.to_dict()) for p in analysis.phases]))
-    summary = json_text(analysis.to_dict())
-    written.append(_write(out_dir / "summary.json", summary.encode("utf-8")))
+        written.append(write_csv_rows(out_dir / "quality_positions.csv", *positions))
+        written.append(write_csv(out_dir / "quality_variants.csv", list(analysis.quality.variants.values())))
+    written.append(write_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
+    written.append(write_csv(out_dir / "phases.csv", [_flat(phase_data(p)) for p in analysis.phases]))
+    summary = json_text(run_data(analysis))
+    written.append(write_file(out_dir / "summary.json", summary.encode("utf-8")))
     for chart in run_charts(analysis) if charts is None else charts:
-        written.append(_csv(out_dir / f"{chart.name}.csv", chart.rows()))
+        written.append(write_csv(out_dir / f"{chart.name}.csv", chart.rows()))
     return written
 
 
@@ -232,7 +236,7 @@ def prepare_out_dir(out_dir: Path) -> None:
         raise WorkbenchError(f"{out_dir} is not a folder")
 
 
-def _write(path: Path, data: bytes) -> Path:
+def write_file(path: Path, data: bytes) -> Path:
     try:
         path.write_bytes(data)
     except OSError as exc:
@@ -240,7 +244,7 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def _csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+def write_csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
     """Rows as tuples, streamed (every step of a large run: millions of rows)."""
     try:
         with open(path, "w", newline="", encoding="utf-8") as f:
@@ -252,7 +256,7 @@ def _csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]])
     return path
 
 
-def _csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))

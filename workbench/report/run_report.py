@@ -10,10 +10,15 @@ times ("1.5 times as long") or as a percentage ("47 % longer").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
+from workbench.analysis.compare import SideBySide
+from workbench.analysis.run import RunAnalysis
+from workbench.analysis.targets import Verdict
+from workbench.analysis.verdict import Trust, WorkloadVerdict
+from workbench.report.data import target_advice
+from workbench.report.design import design_lines
 from workbench.report.formatting import (
     acceptance_text,
     fmt,
@@ -25,6 +30,7 @@ from workbench.report.formatting import (
     ratio,
 )
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
+from workbench.report.phases import LEVER_ADVICE, advice
 from workbench.report.quality import (
     QUALITY_NOTE,
     kld_text,
@@ -166,14 +172,15 @@ def trust_lines(t: Trust) -> list[str]:
     return [first] + ([("Note: " + "; ".join(more) + ".")] if more else [])
 
 
-def verdict_section(summaries: Sequence[Any], baseline: str | None, design: Any = None) -> Section:
+def verdict_section(verdicts: Sequence[WorkloadVerdict], trust: Trust, baseline: str | None) -> Section:
+    """The answer first: per workload the fastest variant end to end (``verdicts``), then how far to
+    trust it."""
     section = Section("verdict", f"Verdict (fastest end to end, vs {baseline or 'the baseline'})")
-    verdicts = workload_verdicts(summaries, baseline)
     if not verdicts:
         return section.add(Text("No finished trials to judge."))
     width = max(len(v.workload) for v in verdicts)
     section.add(Bullets([verdict_line(v, width) for v in verdicts], strong=True))
-    for line in trust_lines(trust(summaries, baseline, design)):
+    for line in trust_lines(trust):
         section.add(Text(line))
     return section
 
@@ -248,14 +255,8 @@ def main_table(summaries: Sequence[Any], *, title: str = "") -> Table:
 
 # -- phases -------------------------------------------------------------------------------------
 
-_LEVERS = {
-    "prefill": "reuse the KV cache of shared prefixes (prefix caching), compress the prompt, trim the context",
-    "decode": "batch requests (more tokens per weight read), speculative decoding (several tokens per "
-    "target pass), weight quantization (fewer bytes read per token)",
-}
 
-
-def phases_section(analysis: Any) -> Section:
+def phases_section(analysis: RunAnalysis) -> Section:
     section = Section("phases", "")
     phases = analysis.phases
     if not phases:
@@ -283,11 +284,11 @@ def phases_section(analysis: Any) -> Section:
             levers.append(f"Balanced ({which}): both phases matter — decode levers and prefill levers.")
         else:
             phase = label.split("-")[0]
-            levers.append(f"Levers for {phase} ({which}): {_LEVERS[phase]}.")
+            levers.append(f"Levers for {phase} ({which}): {LEVER_ADVICE[phase]}.")
     section.add(Bullets(levers))
     detail, i = [], 0
     for p in phases:
-        for line in p.advice:
+        for line in advice(p):
             if line.startswith(("Levers for", "Start with")):  # said once above
                 continue
             if line.startswith("Finding:"):
@@ -306,7 +307,7 @@ def _series(values: Sequence[str]) -> str:
     return " / ".join(values)
 
 
-def drafting_section(analysis: Any) -> Section:
+def drafting_section(analysis: RunAnalysis) -> Section:
     """Per speculative variant: decode AND e2e speed-ups per workload, acceptance against the
     break-even, and where the draft's prefill eats the gain, the output length from which it pays."""
     from workbench.analysis.drafting import MIN_BUCKET_STEPS, hint
@@ -402,7 +403,7 @@ def _lost_end_to_end(b: Any, s: Any) -> str | None:
 # -- quality ------------------------------------------------------------------------------------
 
 
-def quality_section(analysis: Any) -> Section:
+def quality_section(analysis: RunAnalysis) -> Section:
     section = Section("quality", "Quality vs the baseline (each variant scored the baseline's outputs)")
     quality = analysis.quality
     if quality is None:
@@ -431,7 +432,9 @@ def quality_section(analysis: Any) -> Section:
 # -- targets ------------------------------------------------------------------------------------
 
 
-def targets_section(verdicts: Sequence[Any], advice: dict[str, list[str]] | None = None) -> Section:
+def targets_section(
+    verdicts: Sequence[Verdict], advice: Mapping[str, Sequence[str]] | None = None
+) -> Section:
     from workbench.report.targets import TARGETS_NOTE, targets_table
     from workbench.spec.targets import TARGET_METRICS
 
@@ -467,7 +470,7 @@ def targets_section(verdicts: Sequence[Any], advice: dict[str, list[str]] | None
 # -- notes, variants, environment ---------------------------------------------------------------
 
 
-def notes_section(analysis: Any) -> Section:
+def notes_section(analysis: RunAnalysis) -> Section:
     section = Section("notes", "How the trials ran")
     if any(s.timing_scope == "client" for s in analysis.summaries):
         section.add(
@@ -477,40 +480,40 @@ def notes_section(analysis: Any) -> Section:
                 "same requests, so their difference is the time in front of the engine."
             )
         )
-    if analysis.design is not None:  # what changes the reading by default; the rest with --detail
-        lines = analysis.design.lines()
-        # fresh workers are the default; the drift and the disturbed trials, when they matter, are in
-        # the verdict's trust line already
-        said = ("Workers: fresh", "Drift:", f"{analysis.design.disturbance.disturbed} of ")
-        routine = [x for x in lines if x.startswith(said)]
-        section.add(Bullets([x for x in lines if x not in routine]))
-        section.add(Bullets(routine, detail=True))
+    # what changes the reading by default; the rest with --detail
+    lines = design_lines(analysis.design)
+    # fresh workers are the default; the drift and the disturbed trials, when they matter, are in
+    # the verdict's trust line already
+    said = ("Workers: fresh", "Drift:", f"{analysis.design.disturbance.disturbed} of ")
+    routine = [x for x in lines if x.startswith(said)]
+    section.add(Bullets([x for x in lines if x not in routine]))
+    section.add(Bullets(routine, detail=True))
     return section
 
 
-def variants_section(analysis: Any) -> Section:
+def variants_section(analysis: RunAnalysis) -> Section:
     headers = ["variant", "strategy", "model", "device", "dtype", "load s", "weights MB", "GB/s", "status"]
     rows = [
         [
-            v["name"],
-            v.get("strategy") or "",
-            _short(v.get("model") or ""),
-            v.get("device") or "",
-            v.get("dtype") or "",
-            fmt(v["load_ms"] / 1000 if v.get("load_ms") else None, 1),
-            fmt(v.get("weights_mb") or None, 0),
-            fmt(v.get("memory_bandwidth_gbs"), 1),
-            (v.get("status") or "") + (f": {v['error'][:60]}" if v.get("error") else ""),
+            v.name,
+            v.strategy or "",
+            _short(v.model or ""),
+            v.device or "",
+            v.dtype or "",
+            fmt(v.load_ms / 1000 if v.load_ms else None, 1),
+            fmt(v.weights_mb or None, 0),
+            fmt(v.memory_bandwidth_gbs, 1),
+            (v.status or "") + (f": {v.error[:60]}" if v.error else ""),
         ]
         for v in analysis.variants
     ]
     # variants in other Python environments (a code change A/B-tested in one run): which ran where is
     # part of the answer, so the table is shown by default then
-    other = any(v.get("python") for v in analysis.variants)
+    other = any(v.python for v in analysis.variants)
     if other:
         headers += ["python", "libraries"]
         for row, v in zip(rows, analysis.variants, strict=True):
-            row += [v.get("python") or "(the workbench's)", libraries(v.get("packages"))]  # the exact one
+            row += [v.python or "(the workbench's)", libraries(v.packages)]  # the exact one
     return Section("variants", "Variants").add(Table(headers, rows, detail=not other))
 
 
@@ -518,7 +521,7 @@ def _short(text: str, width: int = 40) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
-def roofline_section(analysis: Any) -> Section:
+def roofline_section(analysis: RunAnalysis) -> Section:
     headers = ["variant", "workload", "decode tok/s", "limit tok/s", "of limit", "weights MB", "KV MB/step"]
     rows = [
         [
@@ -540,29 +543,28 @@ def roofline_section(analysis: Any) -> Section:
 # -- the report ---------------------------------------------------------------------------------
 
 
-def title(analysis: Any) -> str:
+def title(analysis: RunAnalysis) -> str:
     run = analysis.run
-    started = (run.get("started_at") or "")[:16].replace("T", " ")
-    return f"Run {run['id']} '{run.get('name') or ''}' — {run.get('status')}, started {started} UTC"
+    started = (run.started_at or "")[:16].replace("T", " ")
+    return f"Run {run.id} '{run.name or ''}' — {run.status}, started {started} UTC"
 
 
-def meta(analysis: Any) -> list[str]:
+def meta(analysis: RunAnalysis) -> list[str]:
     run = analysis.run
     lines = []
-    if run.get("error"):
-        lines.append(f"Failed as a whole: {run['error']}")
+    if run.error:
+        lines.append(f"Failed as a whole: {run.error}")
     machine = machine_line(host_environment(analysis.environment))
     if machine:
         lines.append(f"Machine: {machine}")
     return lines
 
 
-def side_by_side_report(
-    summaries: Sequence[Any], baseline: str | None, runs: Sequence[dict[str, Any]], verdicts: Sequence[Any]
-) -> Report:
+def side_by_side_report(runs: SideBySide) -> Report:
     """Runs side by side against one baseline variant (``compare A B --baseline V``): the variants
     carry ``RUN:`` tags; their speed-ups are paired only within a run (across runs: ratios of medians)."""
-    ids = ", ".join(str(r["id"]) for r in runs)
+    summaries, baseline = runs.summaries, runs.baseline
+    ids = ", ".join(str(r.id) for r in runs.runs)
     table = Section("table", f"Per variant × workload (vs {baseline})")
     table.add(main_table(summaries))
     table.add(Text(LEGEND, note=True))
@@ -576,23 +578,28 @@ def side_by_side_report(
     disturbed = sum(s.n_disturbed for s in summaries)
     if disturbed:
         notes.add(Text(f"{disturbed} measured trials disturbed (see `workbench show` of each run)."))
-    sections = [verdict_section(summaries, baseline), table, targets_section(verdicts), notes]
+    sections = [
+        verdict_section(runs.workload_verdicts, runs.trust, baseline),
+        table,
+        targets_section(runs.verdicts),
+        notes,
+    ]
     return Report(f"Runs {ids} side by side", [], [s for s in sections if s])
 
 
-def build_run_report(analysis: Any) -> Report:
+def build_run_report(analysis: RunAnalysis) -> Report:
     """The report of one run (``analysis.run.RunAnalysis``)."""
     table = Section("table", f"Per variant × workload (vs {analysis.baseline or 'the first variant'})")
     table.add(main_table(analysis.summaries))
     table.add(Text(LEGEND, note=True))
     table.add(Figure("speedup"))
     sections = [
-        verdict_section(analysis.summaries, analysis.baseline, analysis.design),
+        verdict_section(analysis.workload_verdicts, analysis.trust, analysis.baseline),
         table,
         phases_section(analysis),
         drafting_section(analysis),
         quality_section(analysis),
-        targets_section(analysis.verdicts, analysis.target_advice),
+        targets_section(analysis.verdicts, target_advice(analysis)),
         notes_section(analysis),
         roofline_section(analysis),
         variants_section(analysis),

@@ -52,6 +52,7 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "recorded_auto_repetitions",
+    "recorded_spec",
     "recorded_targets",
     "self_comparison",
     "spec_from_dict",
@@ -306,23 +307,26 @@ def _quality_text(data: dict[str, Any], base_dir: Path) -> tuple[Path | None, in
     return path, ctx
 
 
+def recorded_spec(text: str | None) -> dict[str, Any]:
+    """A recorded spec (a run's ``spec`` text) as parsed TOML, not validated (its models and
+    strategies need not exist here); ``{}`` for one that does not parse (an old run, or none)."""
+    try:
+        return tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
 def recorded_auto_repetitions(text: str) -> bool:
     """Whether a recorded spec (a run's ``spec`` text) asked for ``repetitions = "auto"``; False for
     one that does not parse."""
-    try:
-        return tomllib.loads(text or "").get("repetitions") == "auto"
-    except tomllib.TOMLDecodeError:
-        return False
+    return recorded_spec(text).get("repetitions") == "auto"
 
 
 def recorded_targets(text: str) -> dict[str, Targets]:
     """The targets per workload of a recorded spec (a run's ``spec`` text), without validating the
     rest of it (its models and strategies need not exist here): a workload's own ``targets``, else a
     built-in's defaults. Workloads without targets, and a spec that does not parse, give none."""
-    try:
-        data = tomllib.loads(text or "")
-    except tomllib.TOMLDecodeError:
-        return {}
+    data = recorded_spec(text)
     out: dict[str, Targets] = {}
     workloads = data.get("workloads")
     for table in workloads if isinstance(workloads, list) else []:

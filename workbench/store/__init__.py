@@ -10,12 +10,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from workbench.store.records import TRIAL_COLUMNS, TrialRecord
+from workbench.store.records import TRIAL_COLUMNS, RunRecord, TrialRecord, VariantRecord
 
 if TYPE_CHECKING:
     from workbench.store.db import RUN_STATUSES, Store, default_db_path, resolve_db_path
 
-__all__ = ["RUN_STATUSES", "TRIAL_COLUMNS", "Store", "TrialRecord", "default_db_path", "resolve_db_path"]
+__all__ = [
+    "RUN_STATUSES",
+    "TRIAL_COLUMNS",
+    "RunRecord",
+    "Store",
+    "TrialRecord",
+    "VariantRecord",
+    "default_db_path",
+    "resolve_db_path",
+]
 
 _FROM_DB = frozenset({"RUN_STATUSES", "Store", "default_db_path", "resolve_db_path"})
 

@@ -1,4 +1,5 @@
-"""The records the store holds, typed once: :class:`TrialRecord` is one row of the ``trials`` table.
+"""The records the store holds, typed once: :class:`TrialRecord` is one row of the ``trials`` table;
+:class:`RunRecord` and :class:`VariantRecord` are rows of ``runs`` and ``variants`` as analysis reads them.
 
 A trial's row is built in three processes: the runner (inside the worker) measures it, the worker adds
 what the machine did meanwhile, the parent adds the variant, the design's position, the worker number
@@ -24,7 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TRIAL_COLUMNS", "TrialRecord"]
+__all__ = [
+    "RUN_COLUMNS",
+    "TRIAL_COLUMNS",
+    "VARIANT_COLUMNS",
+    "RunRecord",
+    "TrialRecord",
+    "VariantRecord",
+]
 
 
 @dataclass(frozen=True)
@@ -147,3 +155,88 @@ class TrialRecord:
 #: the ``trials`` table's columns, in the table's order
 TRIAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
 _COLUMN_SET = frozenset(TRIAL_COLUMNS)
+
+
+# -- a run and its variants, as analysis reads them back ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One ``runs`` row (the run's spec text and environment JSON included), as analysis reads it."""
+
+    id: int
+    name: str | None = None
+    started_at: str | None = None  # ISO 8601, UTC
+    finished_at: str | None = None
+    status: str | None = None  # running | ok | partial | failed | cancelled
+    spec: str | None = None  # the spec TOML as written
+    environment: str | None = None  # JSON: host, CPU, GPU, libraries
+    baseline: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    workbench_version: str | None = None
+    trial_order: str | None = None  # interleaved | blocks | sequential: what ran
+    trial_order_note: str | None = None
+    repetitions: int | None = None  # measured repetitions that ran
+    workers: str | None = None  # per-repetition | one
+    error: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
+        """A record from a ``runs`` row; a key that is no column is an error."""
+        return cls(**_known(row, RUN_COLUMNS, "runs"))
+
+    def to_row(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in RUN_COLUMNS}
+
+
+@dataclass(frozen=True)
+class VariantRecord:
+    """One ``variants`` row: what a variant was and how it loaded (``params``, ``model_shape``,
+    ``server`` and ``packages`` are JSON text)."""
+
+    id: int | None = None
+    run_id: int | None = None
+    name: str = ""
+    strategy: str | None = None
+    model: str | None = None
+    dtype: str | None = None  # as resolved ("auto" -> "float32" ...)
+    device: str | None = None  # as resolved ("auto" -> "cuda:0" ...)
+    params: str | None = None
+    status: str | None = None  # pending | loaded | ok | failed | cancelled
+    error: str | None = None
+    load_ms: float | None = None
+    weights_mb: float | None = None
+    context_length: int | None = None
+    memory_kind: str | None = None  # cuda_allocator_peak | process_rss_peak
+    sweep_param: str | None = None
+    sweep_value: str | None = None
+    memory_bandwidth_gbs: float | None = None
+    kv_bytes_per_token: float | None = None
+    model_shape: str | None = None
+    concurrency: int | None = None
+    server: str | None = None
+    batch_size: int | None = None
+    threads: int | None = None
+    python: str | None = None
+    packages: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> VariantRecord:
+        """A record from a ``variants`` row; a key that is no column is an error."""
+        return cls(**_known(row, VARIANT_COLUMNS, "variants"))
+
+    def to_row(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in VARIANT_COLUMNS}
+
+
+def _known(row: Mapping[str, Any], columns: tuple[str, ...], table: str) -> dict[str, Any]:
+    unknown = set(row) - set(columns)
+    if unknown:
+        raise TypeError(f"not columns of {table}: {', '.join(sorted(unknown))}")
+    return dict(row)
+
+
+#: the ``runs`` and ``variants`` tables' columns, in the tables' order
+RUN_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunRecord))
+VARIANT_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(VariantRecord))

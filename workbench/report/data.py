@@ -1,0 +1,77 @@
+"""A run's analysis as JSON-ready data: the one serialiser of ``workbench show --json``, ``run --json``
+and the export's ``summary.json`` (and the rows of its ``phases.csv``). The figures are the
+analysis's own ``to_dict``; the worded parts (each workload's advice, what would it take, the drafting
+advice) are written by the report modules, as every other view writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from workbench.analysis.drafting import drafting_advice
+from workbench.analysis.phases import WorkloadPhase
+from workbench.analysis.run import RunAnalysis
+from workbench.analysis.summary import GroupSummary
+from workbench.analysis.targets import Verdict
+from workbench.report.phases import advice
+
+__all__ = ["phase_data", "run_data", "summary_rows", "target_advice"]
+
+
+def phase_data(phase: WorkloadPhase) -> dict[str, Any]:
+    """One workload's phase with its advice (``phases`` in the JSON, a row of ``phases.csv``)."""
+    return {**phase.to_dict(), "advice": advice(phase)}
+
+
+def summary_rows(summaries: Sequence[GroupSummary], verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
+    """Per variant × workload: the summary and its experience targets' ``targets`` and ``goodput``
+    keys (None without targets)."""
+    by_key = {(v.variant, v.workload): v for v in verdicts}
+    rows = []
+    for s in summaries:
+        verdict = by_key.get((s.variant, s.workload))
+        rows.append(
+            {
+                **s.to_dict(),
+                "targets": verdict.to_dict() if verdict is not None else None,
+                "goodput": verdict.goodput if verdict is not None else None,
+            }
+        )
+    return rows
+
+
+def target_advice(analysis: RunAnalysis) -> dict[str, list[str]]:
+    """Per workload with targets: who meets them, and for a missed target what would it take."""
+    return {workload: list(lines) for workload, lines in analysis.target_gaps.items()}
+
+
+def run_data(analysis: RunAnalysis) -> dict[str, Any]:
+    """The run's analysis as JSON-ready data; ``run`` is the runs row with its environment parsed."""
+    verdicts = analysis.verdicts
+    return {
+        # the answer first: per workload the fastest variant end to end and its costs; the trust
+        "verdict": [v.to_dict() for v in analysis.workload_verdicts],
+        "trust": analysis.trust.to_dict(),
+        "run": {**analysis.run.to_row(), "environment": analysis.environment},
+        "environment": analysis.environment,
+        "variants": [v.to_row() for v in analysis.variants],
+        "baseline": analysis.baseline,
+        "summary": summary_rows(analysis.summaries, verdicts),
+        "phases": [phase_data(p) for p in analysis.phases],
+        "roofline": [r.to_dict() for r in analysis.roofline],
+        "accepted_lengths": analysis.accepted_lengths,
+        # per variant × workload with targets: the checks; per workload → variant: the goodput
+        "targets": [v.to_dict() for v in verdicts],
+        "goodput": {
+            w: {v.variant: v.goodput for v in verdicts if v.workload == w}
+            for w in dict.fromkeys(v.workload for v in verdicts)
+        },
+        "target_advice": target_advice(analysis),
+        "design": analysis.design.to_dict(),
+        # per speculative variant × workload: acceptance by position, costs, break-even (docs/analysis.md)
+        "break_even": [b.to_dict() for b in analysis.break_even],
+        "drafting_advice": drafting_advice(analysis.break_even),
+        # per variant: scored / lossless / not scored (why); the figures per variant × workload
+        "quality": analysis.quality.to_dict() if analysis.quality else None,
+    }

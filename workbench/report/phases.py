@@ -1,0 +1,140 @@
+"""Where the time goes, in words: the advice of one workload's measured phase (which levers fit the
+phase that dominates, citing the measured numbers, which levers of the run helped and by how much, and
+why the measurement disagrees with the prediction made before the run). The figures are
+:class:`~workbench.analysis.phases.WorkloadPhase`'s; the words are written here, for the CLI, the
+documents, the GUI and the JSON's ``advice`` lists alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from workbench.analysis.phases import CostModel, LeverResult, Prediction, WorkloadPhase
+
+__all__ = ["LEVER_ADVICE", "advice", "lever_text", "prediction_text"]
+
+#: the levers of each phase, named once (the phases section and each workload's advice)
+LEVER_ADVICE = {
+    "prefill": "reuse the KV cache of shared prefixes (prefix caching), compress the prompt, trim the context",
+    "decode": "batch requests (more tokens per weight read), speculative decoding (several tokens per target "
+    "pass), weight quantization (fewer bytes read per token)",
+}
+
+
+def _num(value: float) -> str:
+    """A measured number at a readable precision: 1,290 · 77.5 · 0.0484."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def prediction_text(prediction: Prediction) -> str:
+    return (
+        f"predicted {prediction.label} (prefill ~{prediction.prefill_share:.0%} of e2e) from "
+        f"~{prediction.input_tokens:,.0f} input and ~{prediction.output_tokens:,.0f} output tokens"
+    )
+
+
+def lever_text(lever: LeverResult) -> str:
+    """``int8 (weight quantization): e2e 1.71x [1.43–2.05], TTFT 0.77x (slower), decode 4.65x``."""
+    est = lever.speedup_e2e
+    if est is None or est.value is None:
+        return f"{lever.variant} ({lever.lever}): no comparable trials"
+    ci = f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else ""  # the verdict says "no interval" once
+    parts = []
+    for name, e in (("TTFT", lever.speedup_ttft), ("decode", lever.speedup_decode)):
+        if e is not None and e.value is not None:  # a speed-up below 1 is a phase that got slower
+            parts.append(f"{name} {e.value:.2f}x" + (" (slower)" if e.value < 0.95 else ""))
+    split = "".join(f", {part}" for part in parts)
+    return f"{lever.variant} ({lever.lever}): e2e {est.value:.2f}x{ci}{split}"
+
+
+def advice(phase: WorkloadPhase) -> list[str]:
+    """Plain-words advice for one workload, citing the measured numbers."""
+    lines = []
+    tokens_in = f" at {phase.input_tokens:,.0f} input tokens" if phase.input_tokens else ""
+    tokens_out = f" at {phase.output_tokens:,.0f} output tokens" if phase.output_tokens else ""
+    slope = (
+        f"; TTFT grows {_num(phase.ttft_ms_per_input_token)} ms per input token"
+        if phase.ttft_ms_per_input_token
+        else ""
+    )
+    per_token = (
+        f"; {_num(phase.decode_ms_per_token)} ms per output token (median TPOT, "
+        f"{_num(1000 / phase.decode_ms_per_token)} tok/s)"
+        if phase.decode_ms_per_token
+        else ""
+    )
+    prefill_pct, decode_pct = f"{phase.prefill_share:.0%}", f"{1 - phase.prefill_share:.0%}"
+    if phase.label == "prefill-heavy":
+        lines.append(f"Prefill is {prefill_pct} of e2e{tokens_in}{slope}.")
+        lines.append(f"Levers for prefill: {LEVER_ADVICE['prefill']}.")
+    elif phase.label == "decode-heavy":
+        lines.append(f"Decode is {decode_pct} of e2e{tokens_out}{per_token}.")
+        lines.append(f"Levers for decode: {LEVER_ADVICE['decode']}.")
+    else:
+        larger = "decode" if phase.prefill_share < 0.5 else "prefill"
+        other = "decode" if larger == "prefill" else "prefill"
+        lines.append(
+            f"Balanced: prefill {prefill_pct}{tokens_in}, decode {decode_pct}{tokens_out}; both matter, "
+            f"{larger} a little more."
+        )
+        lines.append(f"Start with {larger} levers: {LEVER_ADVICE[larger]}; then {LEVER_ADVICE[other]}.")
+    helped = [lever for lever in phase.levers if lever.verdict == "faster"]
+    hurt = [lever for lever in phase.levers if lever.verdict == "slower"]
+    flat = [lever for lever in phase.levers if lever.verdict == "no clear change"]
+    if helped:
+        best = max(helped, key=_speedup)
+        lines.append("In this run, helped: " + "; ".join(lever_text(x) for x in _by_speedup(helped)) + ".")
+        if best.targets not in (phase.label.split("-")[0], "both") and phase.label != "balanced":
+            lines.append(
+                f"{best.variant} targets {best.targets}, yet it helped this {phase.label} workload: "
+                "check which phase it sped up (TTFT vs decode speed-up above)."
+            )
+    if hurt:
+        lines.append("Slower here: " + "; ".join(lever_text(x) for x in _by_speedup(hurt)) + ".")
+    if flat:
+        lines.append("No significant change: " + "; ".join(lever_text(x) for x in flat) + ".")
+    if phase.disagrees and phase.prediction is not None:
+        lines.append(_disagreement(phase, phase.prediction, phase.measured))
+    return lines
+
+
+def _speedup(lever: LeverResult) -> float:
+    return (lever.speedup_e2e.value if lever.speedup_e2e is not None else None) or 0.0
+
+
+def _by_speedup(levers: Sequence[LeverResult]) -> list[LeverResult]:
+    return sorted(levers, key=lambda lever: -_speedup(lever))
+
+
+def _disagreement(phase: WorkloadPhase, prediction: Prediction, measured: CostModel | None) -> str:
+    """Why the measured label differs from the one predicted before the run: shorter outputs than the
+    budget, and/or a decode/prefill cost ratio unlike the default's."""
+    reasons = []
+    if phase.output_tokens and phase.max_new_tokens and phase.output_tokens < 0.67 * phase.max_new_tokens:
+        reasons.append(
+            f"outputs stopped at a median {phase.output_tokens:,.0f} of {phase.max_new_tokens:,.0f} allowed tokens"
+        )
+    cost = ""
+    if measured is not None:
+        expected, actual = prediction.model.decode_to_prefill, measured.decode_to_prefill
+        cost = (
+            f"a decode token costs as much as {_num(actual)} prompt tokens here (the default assumes "
+            f"{_num(expected)})"
+        )
+        if actual > 1.5 * expected or actual < expected / 1.5:
+            reasons.append(cost)
+    if not reasons:
+        reasons.append("the share is close to a threshold" + (f"; {cost}" if cost else ""))
+        if measured is not None and measured.prefill_fixed_ms > 0:
+            reasons.append(
+                f"TTFT has a fixed part of {_num(measured.prefill_fixed_ms)} ms that the default ignores"
+            )
+    why = "; ".join(reasons)
+    return (
+        f"Finding: {prediction_text(prediction)}, but measured {phase.label} "
+        f"(prefill {phase.prefill_share:.0%}). Why: {why}."
+    )
