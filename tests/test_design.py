@@ -24,6 +24,7 @@ from workbench.analysis.paired import (
 from workbench.analysis.run import analyze_run
 from workbench.analysis.stats import t_quantile
 from workbench.core.errors import SpecError
+from workbench.report.design import design_lines, disturbance_line
 from workbench.run import preflight
 from workbench.run.design import balanced_orders, block_schedule, interleaved_schedule, row_for_round
 from workbench.run.disturbance import MachineWatch, judge
@@ -228,7 +229,7 @@ def test_disturbed_trials_are_left_out_only_when_few_and_spread():
     assert disturbance(few).excluded and len(usable(few)) == 17
     many = rows(3, 3)  # 6 of 20 is over a quarter: kept, and said
     rule = disturbance(many)
-    assert not rule.excluded and "kept in the speed-ups" in rule.line()
+    assert not rule.excluded and "kept in the speed-ups" in disturbance_line(rule)
     assert disturbance(many, exclude=True).excluded and len(usable(many, True)) == 14
     # a variant disturbed most of the time disturbs itself (more threads than cores): kept, although
     # its 6 disturbed trials are only 6 % of the run's 100
@@ -405,7 +406,7 @@ def test_blocks_when_forced_and_when_the_variants_do_not_fit(tmp_path, monkeypat
     assert result.status == "ok" and run_row["trial_order"] == "blocks"
     assert "ran in counterbalanced blocks instead" in run_row["trial_order_note"]
     assert len(store.trials(result.run_id)) == 2 * 2 * 2
-    lines = analyze_run(store, result.run_id).design.lines()
+    lines = design_lines(analyze_run(store, result.run_id).design)
     assert any("counterbalanced blocks" in line for line in lines)
 
 

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from workbench.analysis.phases import classify
 from workbench.analysis.run import analyze_run
 from workbench.charts import run_charts
+from workbench.charts.headline import phase_caption
 from workbench.cli import cli
 from workbench.report.run_report import share_text
 from workbench.store import Store
@@ -134,7 +135,7 @@ def test_html_report_is_self_contained(exported):
     assert all((a.get("src") or "").startswith("data:image/png;base64,") for a in images)
     assert not [a for tag, a in page.tags if tag in ("link", "script")]
     for phase in analysis.phases:
-        assert phase.headline in text
+        assert phase_caption(phase) in text
     assert "Environment" in text and "Decode roofline" in text
 
 

@@ -15,6 +15,8 @@ from workbench.analysis.phases import (
 )
 from workbench.analysis.stats import fit_line
 from workbench.analysis.summary import summarize
+from workbench.charts.headline import phase_caption
+from workbench.report.phases import advice
 from workbench.spec.workloads import builtin_workload
 from workbench.store import TrialRecord
 
@@ -138,12 +140,12 @@ def test_measured_phase_labels_and_advice_cite_the_numbers():
     assert rag.variant == "base"
     assert rag.label == "prefill-heavy" and rag.prefill_share == pytest.approx(0.75, abs=0.01)
     assert chat.label == "decode-heavy" and chat.prefill_share == pytest.approx(0.25, abs=0.01)
-    assert rag.headline == "prefill-heavy: prefill 75% of e2e"
-    text = " ".join(rag.advice)
+    assert phase_caption(rag) == "prefill-heavy: prefill 75% of e2e"
+    text = " ".join(advice(rag))
     assert "Prefill is 75% of e2e at 3,000 input tokens" in text
     assert "TTFT grows 0.1 ms per input token" in text  # (300 − 100) / (3000 − 1000)
     assert "prefix caching" in text and "compress the prompt" in text
-    chat_text = " ".join(chat.advice)
+    chat_text = " ".join(advice(chat))
     assert (
         "Decode is 75% of e2e" in chat_text and "speculative decoding" in chat_text and "batch" in chat_text
     )
@@ -164,7 +166,7 @@ def test_a_prediction_that_disagrees_is_a_finding():
     (phase,) = measure_phases(summarize(rows, "base"), rows, "base")
     assert phase.prediction is not None and phase.prediction.label == "decode-heavy"
     assert phase.label == "prefill-heavy" and phase.disagrees
-    finding = phase.advice[-1]
+    finding = advice(phase)[-1]
     assert finding.startswith("Finding: predicted decode-heavy")
     assert "outputs stopped at a median 10 of 400 allowed tokens" in finding
 
@@ -172,4 +174,4 @@ def test_a_prediction_that_disagrees_is_a_finding():
 def test_a_run_without_the_named_baseline_measures_its_first_variant():
     rows = [trial("only", "w", "a", 10, 90, rep=r) for r in range(2)]
     (phase,) = measure_phases(summarize(rows, None), rows, None)
-    assert phase.variant == "only" and phase.label == "decode-heavy" and phase.levers == []
+    assert phase.variant == "only" and phase.label == "decode-heavy" and phase.levers == ()

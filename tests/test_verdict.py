@@ -26,6 +26,10 @@ from workbench.report.run_report import longer_text, share_text, verdict_section
 from workbench.testing.helpers import text_section
 
 
+def _verdict_section(rows, baseline):
+    return verdict_section(workload_verdicts(rows, baseline), trust(rows, baseline), baseline)
+
+
 def _summary(variant, e2e=None, ttft=None, match=1.0, workload="chat", quality=None):
     s = GroupSummary(variant, workload, 4, 0, metrics={})
     s.speedup_e2e = e2e
@@ -57,20 +61,20 @@ def test_the_fastest_variant_wins_with_its_costs_and_the_close_ones():
     assert [s.variant for s in v.close] == ["int4"]  # 1.62 lies inside spec's CI: the data cannot order them
     assert v.costs == {}  # same output, TTFT not slower
     line = text_section(
-        render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False), "Verdict"
+        render_text(Report("t", [], [_verdict_section(rows, "baseline")]), header=False), "Verdict"
     )
     assert "chat: spec 1.65x [1.55–1.80]* e2e — same output; as fast: int4" in line
     # the lossy one, when it wins: its slower first token and what it costs in quality
     rows[2].speedup_e2e = _est(1.1, 1.0, 1.2)
     (v,) = workload_verdicts(rows, "baseline")
     assert v.best.variant == "int4" and set(v.costs) == {"ttft", "output", "quality"}
-    text = render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False)
+    text = render_text(Report("t", [], [_verdict_section(rows, "baseline")]), header=False)
     assert "int4 1.62x [1.50–1.75]* e2e — TTFT 47% longer, output differs, KLD 0.41" in text
 
 
 def test_one_repetition_says_there_is_no_interval_and_how_to_get_one():
     rows = [_summary("baseline"), _summary("fast", _est(1.8))]
-    text = render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False)
+    text = render_text(Report("t", [], [_verdict_section(rows, "baseline")]), header=False)
     assert "fast 1.80x e2e" in text
     assert 'One repetition: no interval — run with `repetitions = 3` (or "auto")' in text
     t = trust(rows, "baseline")
@@ -93,12 +97,12 @@ def test_no_variant_beats_the_baseline_and_no_detectable_difference():
     rows = [_summary("baseline"), _summary("slow", _est(0.8, 0.7, 0.9))]
     (v,) = workload_verdicts(rows, "baseline")
     assert v.beats is False
-    text = render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False)
+    text = render_text(Report("t", [], [_verdict_section(rows, "baseline")]), header=False)
     assert "baseline stays fastest: the best variant, slow, is 0.80x [0.70–0.90]* e2e" in text
     rows = [_summary("baseline"), _summary("same", _est(1.02, 0.95, 1.09, mde=0.06))]
     (v,) = workload_verdicts(rows, "baseline")
     assert v.beats is None
-    text = render_text(Report("t", [], [verdict_section(rows, "baseline")]), header=False)
+    text = render_text(Report("t", [], [_verdict_section(rows, "baseline")]), header=False)
     assert "same 1.02x [0.95–1.09] e2e (no detectable difference)" in text
     assert "smallest e2e change it can detect (MDE) ±6%" in text
 
