@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,10 @@ from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.quality import attach_quality, run_quality
 from workbench.analysis.summary import GroupSummary, summarize
 from workbench.store import TrialRecord
+
+if TYPE_CHECKING:
+    from workbench.analysis.drafting import BreakEven
+    from workbench.analysis.targets import TargetGap
 
 __all__ = ["Design", "RunAnalysis", "Timeline", "analyze_run", "target_keys"]
 
@@ -118,15 +122,15 @@ class RunAnalysis:
     design: Design | None = None
 
     # experience targets (workbench.analysis.targets): workload → spec.targets.Targets, a Verdict per
-    # variant × workload that has targets, and per workload the "what would it take" lines
+    # variant × workload that has targets, and per workload "what would it take" (a TargetGap: in
+    # words by workbench.report.targets.target_advice)
     targets: dict[str, Any] = field(default_factory=dict)
     verdicts: list[Any] = field(default_factory=list)
-    target_advice: dict[str, list[str]] = field(default_factory=dict)
+    target_gaps: dict[str, TargetGap] = field(default_factory=dict)
 
-    # does drafting pay? (workbench.analysis.drafting) a BreakEven per speculative variant × workload,
-    # and the advice lines drawn from them
-    break_even: list[Any] = field(default_factory=list)
-    drafting_advice: list[str] = field(default_factory=list)
+    # does drafting pay? (workbench.analysis.drafting) a BreakEven per speculative variant × workload
+    # (in words by workbench.report.drafting.drafting_advice)
+    break_even: list[BreakEven] = field(default_factory=list)
 
     # quality beside speed (workbench.analysis.quality): the run's quality pass, None without one
     quality: Any = None
@@ -152,8 +156,10 @@ class RunAnalysis:
         return devices[0] if devices and devices[0] else "cpu"
 
     def to_dict(self) -> dict[str, Any]:
-        """The run's analysis as JSON-ready data: the one serialiser (``workbench show --json``,
-        export's ``summary.json``). ``run`` is the runs row with its environment parsed."""
+        """The run's analysis as JSON-ready data, its figures: ``workbench show --json`` and export's
+        ``summary.json`` are this with the advice in words added (``target_advice`` after ``goodput``,
+        ``drafting_advice`` after ``break_even``: :func:`workbench.report.run_json.analysis_dict`).
+        ``run`` is the runs row with its environment parsed."""
         from workbench.analysis.verdict import trust, workload_verdicts
 
         return {
@@ -176,11 +182,9 @@ class RunAnalysis:
                 w: {v.variant: v.goodput for v in self.verdicts if v.workload == w}
                 for w in dict.fromkeys(v.workload for v in self.verdicts)
             },
-            "target_advice": self.target_advice,
             "design": self.design.to_dict() if self.design else None,
             # per speculative variant × workload: acceptance by position, costs, break-even (docs/analysis.md)
             "break_even": [b.to_dict() for b in self.break_even],
-            "drafting_advice": self.drafting_advice,
             # per variant: scored / lossless / not scored (why); the figures per variant × workload
             "quality": self.quality.to_dict() if self.quality else None,
         }
@@ -282,7 +286,7 @@ def analyze_run(
 def _break_even(analysis: RunAnalysis, store: Any, reference: str | None) -> None:
     """Does drafting pay: per speculative variant × workload, from its steps (the trials the
     statistics use: disturbed ones left out by the same rule)."""
-    from workbench.analysis.drafting import break_even, drafting_advice
+    from workbench.analysis.drafting import break_even
 
     rule = analysis.disturbance
     used = [
@@ -291,7 +295,6 @@ def _break_even(analysis: RunAnalysis, store: Any, reference: str | None) -> Non
     analysis.break_even = break_even(
         used, store.draft_steps(analysis.run["id"]), analysis.summaries, reference
     )
-    analysis.drafting_advice = drafting_advice(analysis.break_even)
 
 
 def _judge_targets(
@@ -313,7 +316,7 @@ def _judge_targets(
         verdicts,
         key=lambda v: (workloads.get(v.workload, len(workloads)), rank.get((v.workload, v.variant), 0)),
     )
-    analysis.target_advice = what_it_takes(analysis.verdicts, analysis.trials, reference, strategies)
+    analysis.target_gaps = what_it_takes(analysis.verdicts, analysis.trials, reference, strategies)
 
 
 def _timelines(

@@ -76,9 +76,10 @@ def show(
     run_row = store.resolve_run(run_ref)
     if as_json:
         from workbench.analysis.run import analyze_run
+        from workbench.report.run_json import analysis_dict
 
         analysis = analyze_run(store, run_row["id"], baseline, exclude_disturbed=exclude_disturbed)
-        click.echo(json_text(analysis.to_dict()))
+        click.echo(json_text(analysis_dict(analysis)))
         return
     _print_comparison(
         store,

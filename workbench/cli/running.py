@@ -146,11 +146,12 @@ def noise(
     spec = self_comparison(source, variant, repetitions)
     store, result = _run_with_progress(spec, db)
     from workbench.analysis.run import analyze_run
+    from workbench.report.run_json import analysis_dict
 
     analysis = analyze_run(store, result.run_id)
     others = [s for s in analysis.summaries if s.variant != analysis.baseline]
     if as_json:
-        click.echo(json_text({"run_id": result.run_id, **analysis.to_dict()}))
+        click.echo(json_text({"run_id": result.run_id, **analysis_dict(analysis)}))
         sys.exit(run_exit_code(result))
     if not others:
         raise WorkbenchError(f"run {result.run_id} has no finished trials to compare")

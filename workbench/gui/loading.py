@@ -51,10 +51,6 @@ class ResultsData:
     verdicts: list[Any] = field(default_factory=list)  # analysis.targets.Verdict per variant × workload
 
     @property
-    def target_advice(self) -> dict[str, list[str]]:
-        return dict(self.analysis.target_advice) if self.analysis is not None else {}
-
-    @property
     def phases(self) -> list[Any]:
         return list(self.analysis.phases) if self.analysis is not None else []
 

@@ -31,6 +31,7 @@ from workbench.charts import run_charts
 from workbench.charts.base import Chart
 from workbench.core.errors import WorkbenchError
 from workbench.report.formatting import json_text
+from workbench.report.run_json import analysis_dict
 from workbench.store import Store
 
 __all__ = [
@@ -197,7 +198,7 @@ def export_data(
         written.append(_csv(out_dir / "quality_variants.csv", list(analysis.quality.variants.values())))
     written.append(_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
     written.append(_csv(out_dir / "phases.csv", [_flat(p.to_dict()) for p in analysis.phases]))
-    summary = json_text(analysis.to_dict())
+    summary = json_text(analysis_dict(analysis))
     written.append(_write(out_dir / "summary.json", summary.encode("utf-8")))
     for chart in run_charts(analysis) if charts is None else charts:
         written.append(_csv(out_dir / f"{chart.name}.csv", chart.rows()))

@@ -309,8 +309,8 @@ def _series(values: Sequence[str]) -> str:
 def drafting_section(analysis: Any) -> Section:
     """Per speculative variant: decode AND e2e speed-ups per workload, acceptance against the
     break-even, and where the draft's prefill eats the gain, the output length from which it pays."""
-    from workbench.analysis.drafting import MIN_BUCKET_STEPS, hint
-    from workbench.report.drafting import DRAFTING_NOTE, break_even_table, draft_length_table
+    from workbench.analysis.drafting import MIN_BUCKET_STEPS
+    from workbench.report.drafting import DRAFTING_NOTE, break_even_table, draft_length_table, hint_text
 
     section = Section("drafting", "Does drafting pay? (decode and end to end)")
     results = analysis.break_even
@@ -349,7 +349,7 @@ def drafting_section(analysis: Any) -> Section:
             lost_e2e = _lost_end_to_end(b, s)
             if lost_e2e:
                 lines.append(lost_e2e)
-            found = hint(b)
+            found = hint_text(b)
             if found:
                 hints.append(f"{variant} on {b.workload}: {found}")
     section.add(Bullets(lines))
@@ -582,6 +582,8 @@ def side_by_side_report(
 
 def build_run_report(analysis: Any) -> Report:
     """The report of one run (``analysis.run.RunAnalysis``)."""
+    from workbench.report.targets import target_advice
+
     table = Section("table", f"Per variant × workload (vs {analysis.baseline or 'the first variant'})")
     table.add(main_table(analysis.summaries))
     table.add(Text(LEGEND, note=True))
@@ -592,7 +594,7 @@ def build_run_report(analysis: Any) -> Report:
         phases_section(analysis),
         drafting_section(analysis),
         quality_section(analysis),
-        targets_section(analysis.verdicts, analysis.target_advice),
+        targets_section(analysis.verdicts, target_advice(analysis.target_gaps)),
         notes_section(analysis),
         roofline_section(analysis),
         variants_section(analysis),
