@@ -11,9 +11,10 @@ import re
 
 import pytest
 
-from workbench.analysis.drafting import MIN_PLAIN_STEPS, break_even, drafting_advice, pct
+from workbench.analysis.drafting import MIN_PLAIN_STEPS, break_even
 from workbench.analysis.paired import PairedEstimate
 from workbench.analysis.summary import GroupSummary
+from workbench.report.drafting import drafting_advice, pct
 from workbench.store import TrialRecord
 from workbench.testing.helpers import text_section
 
@@ -254,6 +255,7 @@ def drafting_db(tmp_path_factory):
 
 def test_a_fake_run_recovers_the_injected_costs(drafting_db):
     from workbench.analysis.run import analyze_run
+    from workbench.report.data import run_data
     from workbench.store import Store
 
     with Store(drafting_db, create=False) as store:
@@ -274,7 +276,7 @@ def test_a_fake_run_recovers_the_injected_costs(drafting_db):
     # far from 1 either way: the measured decode speed-up agrees with the verdict of the break-even
     assert by["good"].verdict == "pays" and by["bad"].verdict == "loses"
     assert by["good"].measured_speedup.value == pytest.approx(by["good"].predicted_speedup, rel=0.25)
-    data = analysis.to_dict()
+    data = run_data(analysis)
     assert [row["variant"] for row in data["break_even"]] == ["good", "bad"]
     assert data["drafting_advice"][0].startswith("good: drafting paid on code (")
     assert data["drafting_advice"][1].startswith("bad: drafting did not pay on code (")

@@ -11,6 +11,7 @@ import pytest
 
 from workbench.analysis.quality import position_figures, quality_summary, reference_rows
 from workbench.core.strategy import TokenScores
+from workbench.report.targets import check_text, verdict_short
 from workbench.spec.parse import SpecError, parse_spec
 from workbench.store import Store
 from workbench.testing.helpers import ListProbe, load_session, request_for, tiny_prompt
@@ -266,13 +267,13 @@ def test_quality_targets_judge_the_variants_on_the_quality_pass(quality_run):
     assert verdicts["bf16"].goodput == 0
     # the baseline and the lossless variants keep its predictions by definition
     for name in ("baseline", "lookup", "copy"):
-        assert verdicts[name].status == "met", verdicts[name].short()
+        assert verdicts[name].status == "met", verdict_short(verdicts[name])
         assert verdicts[name].goodput == 1
     # context trim was not scored: no data, so no goodput (it cannot be judged)
     trim = {c.metric: c for c in verdicts["trim"].checks}
     assert trim["kld_max"].status == "no data" and verdicts["trim"].goodput is None
-    assert "the quality pass did not score" in trim["kld_max"].describe()
-    assert bf16["same_top_min"].describe().startswith("same top ")
+    assert "the quality pass did not score" in check_text(trim["kld_max"])
+    assert check_text(bf16["same_top_min"]).startswith("same top ")
 
 
 def test_quality_targets_are_checked_in_the_spec():

@@ -16,6 +16,7 @@ from workbench.analysis.projection import fit, project
 from workbench.analysis.targets import bootstrap_percentile, evaluate, measured_percentile, what_it_takes
 from workbench.cli import cli
 from workbench.core.errors import SpecError
+from workbench.report.targets import check_text, target_advice
 from workbench.spec.parse import parse_spec, recorded_targets
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import builtin_names, builtin_targets
@@ -151,7 +152,7 @@ def test_a_target_on_a_metric_a_variant_lacks_is_no_data_not_a_miss():
     a, b = evaluate(rows, {"w": targets(ttft_ms=500, tpot_ms=50)})
     assert [c.status for c in a.checks] == ["met", "no data"]
     assert a.status == "unknown" and a.goodput is None and a.checks[1].margin is None
-    assert "no data" in a.checks[1].describe()
+    assert "no data" in check_text(a.checks[1])
     assert b.status == "met" and b.goodput == 1.0
     # some requests lack it (a one-token answer has no TPOT): those are not counted as meeting it
     rows[4] = dataclasses.replace(rows[4], tpot_ms=None)
@@ -197,7 +198,9 @@ def _linear_trials(variant, ttft_per_token, fixed=10.0, decode_ms=5.0, out=21, w
 def test_what_it_takes_names_the_phase_cites_measured_levers_and_predicts_a_length():
     rows = _linear_trials("baseline", 1.0) + _linear_trials("cache", 0.2)
     verdicts = evaluate(rows, {"chat": targets(ttft_ms=500, tpot_ms=2)})
-    lines = what_it_takes(verdicts, rows, "baseline", strategies={"cache": "prefix-cache"})["chat"]
+    lines = target_advice(what_it_takes(verdicts, rows, "baseline", strategies={"cache": "prefix-cache"}))[
+        "chat"
+    ]
     text = "\n".join(lines)
     assert lines[0].startswith("Targets (spec): TTFT ≤ 500 ms, TPOT ≤ 2 ms at p90.")
     assert "baseline: TTFT p90 1,010 ms" in text and "prefill-bound" in text
@@ -227,7 +230,7 @@ def test_what_it_takes_for_e2e_caps_the_output():
     ]
     # e2e = 10 + 0.1 × input + 5 × (out − 1); p90 at input 1000: 610 ms; 300 ms needs out − 1 ≤ 38
     verdicts = evaluate(rows, {"code": targets(e2e_ms=300)})
-    text = "\n".join(what_it_takes(verdicts, rows, "baseline")["code"])
+    text = "\n".join(target_advice(what_it_takes(verdicts, rows, "baseline"))["code"])
     assert "e2e p90 610 ms" in text and "decode-bound" in text
     assert "cap the output at ~39 tokens" in text
     assert "No other variant was measured" in text

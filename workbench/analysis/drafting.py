@@ -46,6 +46,8 @@ workload's output length (``output_tokens``).
 The acceptance **by draft position** ``i`` is P(accepted ≥ i | proposed ≥ i): of the steps that
 drafted at least ``i`` tokens, the share that accepted the first ``i``. It predicts a fixed draft
 length's tokens per step, ``1 + Σ_{i ≤ k} p_i``, hence the best fixed ``k`` (``best_k``).
+
+Facts only (``BreakEven.verdict``, ``BreakEven.hint``): :mod:`workbench.report.drafting` words them.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from workbench.analysis.stats import fit_line
 from workbench.store import TrialRecord
@@ -68,12 +70,13 @@ __all__ = [
     "MIN_BUCKET_STEPS",
     "MIN_PLAIN_STEPS",
     "BreakEven",
+    "DraftHint",
     "DraftLength",
     "DraftPosition",
+    "DraftingVerdict",
+    "HintKind",
     "StepRow",
     "break_even",
-    "drafting_advice",
-    "pct",
 ]
 
 #: plain (k = 0) steps a variant needs in a workload for its own target step to be the unit
@@ -82,6 +85,12 @@ MIN_PLAIN_STEPS = 5
 MIN_BUCKET_STEPS = 5
 #: a prediction this far from the measured speed-up is worth a line of advice
 PREDICTION_GAP = 0.15
+
+#: does drafting pay (:attr:`BreakEven.verdict`): the measured speed-up's CI above 1, below it, or
+#: straddling it (the prediction's side of 1 without a measurement)
+DraftingVerdict = Literal["pays", "loses", "unclear"]
+#: where drafting did not pay, what would do better; or why the prediction missed (:class:`DraftHint`)
+HintKind = Literal["shorter-drafts", "draft-cost", "low-acceptance", "prediction-gap"]
 
 #: one step as :meth:`workbench.store.Store.draft_steps` returns it:
 #: (trial id, tokens, proposed, accepted, draft_ms, verify_ms)
@@ -164,6 +173,30 @@ class DraftPosition:
         }
 
 
+@dataclass(frozen=True)
+class DraftHint:
+    """What would do better where drafting did not pay (or paid unclearly), or why the prediction
+    missed the measured speed-up:
+
+    - ``shorter-drafts``: a fixed draft shorter than its mean pays (``BreakEven.best_k``,
+      ``best_speedup``, ``mean_draft_length``);
+    - ``draft-cost``: no draft length pays at this cost: even a one-token draft needs more
+      acceptance (``needed_first``) than no acceptance, or than the first position's
+      (``first_rate``) which it reaches: a cheaper draft would pay, else plain decoding;
+    - ``low-acceptance``: no draft length pays: even the first draft token is accepted too rarely;
+    - ``prediction-gap``: the prediction is more than :data:`PREDICTION_GAP` off the measurement;
+      ``overhead`` (the loop's time outside draft and verify, per step in T1, when > 0.05) and
+      ``step_ratio`` (its plain step over the baseline's, when more than 5 % off 1) say why.
+    """
+
+    kind: HintKind
+    first_rate: float | None = None  # acceptance at draft position 1
+    needed_first: float | None = None  # the acceptance a one-token draft needs to break even
+    plain_share: float | None = None  # the share of its steps that drafted nothing, when ≥ half
+    overhead: float | None = None
+    step_ratio: float | None = None
+
+
 @dataclass
 class BreakEven:
     """One speculative variant on one workload: acceptance, costs, break-even, predicted vs measured."""
@@ -225,7 +258,7 @@ class BreakEven:
         return (cost - 1) / k if cost is not None and k > 0 else None
 
     @property
-    def verdict(self) -> str | None:
+    def verdict(self) -> DraftingVerdict | None:
         """``pays`` / ``loses`` / ``unclear``: from the measured speed-up's CI (its value when it has
         none), else from the prediction; None when neither is known."""
         est = self.measured_speedup
@@ -236,6 +269,12 @@ class BreakEven:
         if self.predicted_speedup is not None:
             return "pays" if self.predicted_speedup > 1 else "loses"
         return None
+
+    @property
+    def hint(self) -> DraftHint | None:
+        """What would do better where drafting did not pay, or why the prediction missed (None:
+        nothing to add); :func:`workbench.report.drafting.hint_text` words it."""
+        return _hint(self)
 
     def to_dict(self) -> dict[str, Any]:
         est = self.measured_speedup
@@ -492,126 +531,24 @@ def _best_length(result: BreakEven) -> tuple[int | None, float | None]:
     return best
 
 
-# -- advice ----------------------------------------------------------------------------------------------
+# -- advice ---------------------------------------------------------------------------------------------
 
 
-def pct(value: float | None) -> str:
-    """A share as ``31 %``; ``> 100 %`` for a break-even no acceptance can reach."""
-    if value is None:
-        return "–"
-    if value > 1:
-        return "> 100 %"
-    return f"{max(value, 0.0):.0%}".replace("%", " %")
-
-
-def _x(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}x"
-
-
-def _clause(b: BreakEven) -> str:
-    """``code (2.80x decode; acceptance 72 % ≥ 31 % needed)``."""
-    est = b.measured_speedup
-    speed = (
-        f"{_x(est.value)} decode"
-        if est is not None and est.value is not None
-        else (f"{_x(b.predicted_speedup)} predicted")
-    )
-    if b.acceptance is None or b.needed is None:
-        return f"{b.workload} ({speed})"
-    sign = "≥" if b.acceptance >= b.needed else "<"
-    if b.needed > 1:
-        return f"{b.workload} ({speed}: acceptance {pct(b.acceptance)}, no acceptance could pay its costs)"
-    return f"{b.workload} ({speed}: acceptance {pct(b.acceptance)} {sign} {pct(b.needed)} needed)"
-
-
-def _and(items: Iterable[str]) -> str:
-    words = list(items)
-    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
-
-
-def drafting_advice(results: Sequence[BreakEven]) -> list[str]:
-    """Per speculative variant, where drafting paid and where not (measured, with the acceptance
-    against the break-even), then what would do better where it lost, and predictions that missed;
-    last, per variant, the output length from which it wins end to end (its draft's prefill counted)."""
-    lines = []
-    ends: list[str] = []
-    for variant in dict.fromkeys(b.variant for b in results):
-        mine = [b for b in results if b.variant == variant]
-        paid = [b for b in mine if b.verdict == "pays"]
-        lost = [b for b in mine if b.verdict == "loses"]
-        unclear = [b for b in mine if b.verdict == "unclear"]
-        parts = []
-        if paid:
-            parts.append("drafting paid on " + _and(_clause(b) for b in paid))
-        if lost:
-            parts.append(("not on " if paid else "drafting did not pay on ") + _and(_clause(b) for b in lost))
-        if unclear:
-            parts.append("no clear change on " + _and(_clause(b) for b in unclear))
-        if parts:
-            lines.append(f"{variant}: " + "; ".join(parts) + ".")
-        e2e = [clause for b in mine if (clause := _e2e_clause(b))]
-        if e2e:
-            ends.append(f"{variant} end to end: " + "; ".join(e2e) + ".")
-        for b in mine:
-            found = hint(b)
-            if found:
-                lines.append(f"{variant} on {b.workload}: {found}")
-    return lines + ends
-
-
-def _e2e_clause(b: BreakEven) -> str | None:
-    """``summarise: wins from 12 output tokens (its outputs: 48; the draft's prefill 2.1 s before the
-    first token, 0.1 s after it)``; or why it never does."""
-    if b.ttft_extra_ms is None:
-        return None
-    out = f"its outputs: {b.output_tokens:.0f}" if b.output_tokens is not None else "its outputs: ?"
-    before, after = b.ttft_extra_ms, b.prefill_after_ms or 0.0
-    spent = f"the draft's prefill {max(before, 0.0) / 1e3:.2f} s before the first token, {after / 1e3:.2f} s after it"
-    if b.drafted_steps == 0 and b.prefill_steps:
-        return (
-            f"{b.workload}: the draft read its prompt on {b.prefill_steps} plain steps, then was given up "
-            f"(plain decoding: the rest of its prefill would have cost more than drafting could save in "
-            f"the tokens left; {out}, {spent})"
-        )
-    if b.wins_from is None:
-        return f"{b.workload}: never wins e2e (a token saves nothing; {out}, {spent})"
-    won = b.output_tokens is not None and b.output_tokens >= b.wins_from
-    return (
-        f"{b.workload}: {'wins' if won else 'would win'} from {b.wins_from} output tokens on ({out}; {spent})"
-    )
-
-
-def hint(b: BreakEven) -> str | None:
-    """What would do better where drafting did not pay, or why the prediction missed."""
+def _hint(b: BreakEven) -> DraftHint | None:
+    """:attr:`BreakEven.hint`: what would do better where drafting did not pay, or why the prediction
+    missed."""
     mean_k = b.mean_draft_length
     if b.verdict in ("loses", "unclear") and b.positions and b.best_speedup is not None:
         if b.best_speedup > 1.02:
             if b.best_k is not None and mean_k is not None and b.best_k < mean_k - 0.5:
-                return (
-                    f"shorter drafts would pay: at k = {b.best_k} the acceptance by position predicts "
-                    f"{b.best_speedup:.2f}x (its drafts averaged {mean_k:.1f} tokens; later positions are "
-                    "accepted less)."
-                )
+                return DraftHint("shorter-drafts")
         else:
             first = b.positions[0].rate
             need = b.needed_at(1)
-            plain = (
-                f" (it drafted nothing on {b.plain_steps / b.steps:.0%} of its steps already)"
-                if b.steps and b.plain_steps >= 0.5 * b.steps
-                else ""
-            )
+            plain = b.plain_steps / b.steps if b.steps and b.plain_steps >= 0.5 * b.steps else None
             if need is not None and (need > 1 or first >= need):  # the costs, not the acceptance
-                draft = f"{b.draft_cost_per_token or 0.0:.2f}"
-                return (
-                    f"no draft length pays here at this cost: a drafted token costs {draft} target steps to "
-                    f"draft, a one-token draft {pct(need)} acceptance to break even; a cheaper draft would "
-                    f"pay, else decode plainly (k = 0){plain}."
-                )
-            why = f" ({pct(need)} needed at k = 1)" if need is not None else ""
-            return (
-                f"no draft length pays here: even the first draft token is accepted only {pct(first)}{why}; "
-                f"decode plainly (k = 0) on prompts like these{plain}."
-            )
+                return DraftHint("draft-cost", first, need, plain)
+            return DraftHint("low-acceptance", first, need, plain)
     est = b.measured_speedup
     if (
         est is not None
@@ -619,13 +556,11 @@ def hint(b: BreakEven) -> str | None:
         and b.predicted_speedup
         and abs(b.predicted_speedup / est.value - 1) > PREDICTION_GAP
     ):
-        reasons = []
-        if b.overhead is not None and b.overhead > 0.05:
-            reasons.append(f"the loop spends {b.overhead:.2f} target steps per step outside draft and verify")
+        overhead = b.overhead if b.overhead is not None and b.overhead > 0.05 else None
+        ratio = None
         if b.unit == "plain steps" and b.baseline_step_ms and b.target_step_ms:
             ratio = b.target_step_ms / b.baseline_step_ms
-            if abs(ratio - 1) > 0.05:
-                reasons.append(f"its plain step takes {ratio:.2f} times as long as the baseline's")
-        because = f": {'; '.join(reasons)}" if reasons else ""
-        return f"predicted {b.predicted_speedup:.2f}x from acceptance and costs, measured {est.value:.2f}x{because}."
+            if abs(ratio - 1) <= 0.05:
+                ratio = None
+        return DraftHint("prediction-gap", overhead=overhead, step_ratio=ratio)
     return None

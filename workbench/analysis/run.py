@@ -18,7 +18,7 @@ from workbench.analysis.phases import CostModel, WorkloadPhase, measure_phases
 from workbench.analysis.quality import RunQuality, attach_quality, run_quality
 from workbench.analysis.roofline import RooflineRow, roofline_rows
 from workbench.analysis.summary import GroupSummary, summarize
-from workbench.analysis.targets import Verdict, evaluate, what_it_takes
+from workbench.analysis.targets import TargetGap, Verdict, evaluate, what_it_takes
 from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
 from workbench.core.errors import WorkbenchError
 from workbench.spec.parse import recorded_auto_repetitions, recorded_targets
@@ -100,7 +100,7 @@ class RunAnalysis:
     #: per workload with targets, what would it take (facts)
     targets: Mapping[str, Targets]
     verdicts: tuple[Verdict, ...]
-    target_gaps: Mapping[str, Sequence[str]]  # TODO(merge): facts
+    target_gaps: Mapping[str, TargetGap]
     #: does drafting pay? a BreakEven per speculative variant × workload
     break_even: tuple[BreakEven, ...]
     quality: RunQuality | None  # the run's quality pass, None without one

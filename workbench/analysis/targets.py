@@ -2,6 +2,7 @@
 (with its bootstrap CI and the margin), what share of requests met every target (**goodput**), and —
 for a missed target — what would it take: the phase that misses, how far each lever measured in the
 run gets, and (a prediction, from the fitted lines) the input or output length at which it would hold.
+Facts only: :mod:`workbench.report.targets` words them.
 
 Definitions (``docs/targets.md``):
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -36,7 +37,15 @@ from workbench.store import TrialRecord
 
 __all__ = [
     "Check",
+    "CheckStatus",
+    "LengthPrediction",
+    "LeverReach",
+    "Phase",
+    "PhaseSplit",
+    "TargetGap",
+    "TargetMiss",
     "Verdict",
+    "VerdictStatus",
     "bootstrap_percentile",
     "evaluate",
     "measured_percentile",
@@ -45,16 +54,15 @@ __all__ = [
 
 _SEED = 20261201
 
-
-def _num(value: float) -> str:
-    """1,290 · 500 · 77.5 · 0.0484: whole numbers without decimals, else the phases' precision."""
-    if float(value).is_integer() or abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
-
+#: a target's outcome: met, missed, or no figure to judge it by
+CheckStatus = Literal["met", "missed", "no data"]
+#: a variant × workload's: every target met, any missed, or none missed but some without data
+VerdictStatus = Literal["met", "missed", "unknown"]
+#: the phase a target lives in: prefill, decode, or both (an e2e target)
+Phase = Literal["prefill", "decode", "both"]
 
 #: the phase a target lives in (e2e: whichever dominates the workload)
-PHASE_OF = {
+PHASE_OF: dict[str, Phase] = {
     "ttft_ms": "prefill",
     "tpot_ms": "decode",
     "itl_p90_ms": "decode",
@@ -118,7 +126,7 @@ class Check:
         return TARGET_METRICS[self.metric][2]
 
     @property
-    def status(self) -> str:
+    def status(self) -> CheckStatus:
         """``met``, ``missed`` or ``no data`` (the variant has no figure for this metric)."""
         value = self.measured.value
         if value is None:
@@ -149,49 +157,6 @@ class Check:
         above = lo > self.target if not self.higher_is_better else hi < self.target
         below = hi <= self.target if not self.higher_is_better else lo >= self.target
         return below if self.status == "met" else above
-
-    @property
-    def label(self) -> str:
-        if self.metric in QUALITY_TARGETS:
-            return "KLD mean" if self.metric == "kld_max" else "same top"
-        return f"{TARGET_METRICS[self.metric][0]} p{_num(self.percentile)}"
-
-    @property
-    def limit_text(self) -> str:
-        _, unit, higher = TARGET_METRICS[self.metric]
-        if self.metric == "same_top_min":
-            return f"≥ {self.target:.0%}"
-        return f"{'≥' if higher else '≤'} {_num(self.target)} {unit}".rstrip()
-
-    def measured_text(self, ci: bool = True) -> str:
-        est, unit = self.measured, TARGET_METRICS[self.metric][1]
-        if est.value is None:
-            return "no data"
-        if self.metric in QUALITY_TARGETS:
-            shown = (lambda v: f"{v:.1%}") if self.metric == "same_top_min" else (lambda v: f"{v:.3g}")
-            bounds = (
-                f" [{shown(est.lo)}–{shown(est.hi)}]"
-                if ci and est.lo is not None and est.hi is not None
-                else ""
-            )
-            return f"{shown(est.value)}{bounds}"
-        text = f"{_num(est.value)} {unit}"
-        if ci and est.lo is not None and est.hi is not None:
-            text += f" [{_num(est.lo)}–{_num(est.hi)}]"
-        return text
-
-    def describe(self) -> str:
-        """e.g. ``TTFT p90 412 ms [380–450] vs ≤ 500 ms: met, 18 % headroom``."""
-        if self.status == "no data" and self.metric in QUALITY_TARGETS:
-            return f"{self.label} vs {self.limit_text}: no data (the quality pass did not score this variant here)"
-        if self.status == "no data":
-            return f"{self.label} vs {self.limit_text}: no data (this variant has no {TARGET_METRICS[self.metric][0]})"
-        margin = self.margin or 0.0
-        how = f"{margin:.0%} headroom" if margin >= 0 else f"{-margin:.0%} over"
-        if self.higher_is_better and margin < 0:
-            how = f"{-margin:.0%} short"
-        unsure = " (the CI straddles the target)" if self.confident is False else ""
-        return f"{self.label} {self.measured_text()} vs {self.limit_text}: {self.status}, {how}{unsure}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -226,7 +191,7 @@ class Verdict:
         return self.good / self.requests
 
     @property
-    def status(self) -> str:
+    def status(self) -> VerdictStatus:
         """``met`` (every target), ``missed`` (any), ``unknown`` (none missed, some without data)."""
         statuses = {c.status for c in self.checks}
         if "missed" in statuses:
@@ -236,19 +201,6 @@ class Verdict:
     @property
     def missed(self) -> list[Check]:
         return [c for c in self.checks if c.status == "missed"]
-
-    def short(self) -> str:
-        """e.g. ``met 2/2 · goodput 90 %`` or ``missed TTFT · goodput 40 %``."""
-        met = sum(c.status == "met" for c in self.checks)
-        head = (
-            f"met {met}/{len(self.checks)}"
-            if self.status == "met"
-            else "missed " + ", ".join(TARGET_METRICS[c.metric][0] for c in self.missed)
-            if self.status == "missed"
-            else f"met {met}/{len(self.checks)}, no data for the rest"
-        )
-        gp = self.goodput
-        return head + (f" · goodput {gp:.0%}" if gp is not None else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -343,34 +295,97 @@ def _quality_check(metric: str, limit: float, percentile: float, quality: dict[s
 # -- what would it take -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PhaseSplit:
+    """An e2e target's reference requests: the median prefill (TTFT) and decode (e2e − TTFT)."""
+
+    bound: Literal["prefill", "decode"]  # the phase with at least half of the time
+    prefill_ms: float
+    decode_ms: float
+    prefill_share: float  # prefill / (prefill + decode)
+
+
+@dataclass(frozen=True)
+class LeverReach:
+    """Another variant of the run on a target the reference misses: its own measured percentile."""
+
+    variant: str
+    lever: str  # the lever its strategy is (phases.LEVERS), else the strategy; "" when unknown
+    check: Check  # its check of the same target
+    speedup: float | None  # against the reference (> 1: better, whichever way the metric points)
+
+
+@dataclass(frozen=True)
+class LengthPrediction:
+    """From the reference's fitted lines (a prediction, not a measurement): ``input`` — the input
+    length up to which a TTFT target would hold; ``e2e`` — the output cap or the input length at
+    which an e2e target would; ``decode`` — lengths cannot fix a decode target (the cost per output
+    token is the same at every length). A limit is None where no length (≥ 1 token) brings it under."""
+
+    kind: Literal["input", "e2e", "decode"]
+    ttft_line: LinearFit | None  # TTFT ≈ intercept + slope × input tokens
+    decode_line: LinearFit | None  # decode ≈ slope per output token
+    input_limit: float | None = None  # tokens
+    output_limit: float | None = None  # tokens (e2e)
+    inputs_now: float | None = None  # the requests' input length at the target's percentile
+    outputs_now: float | None = None  # their output length at the percentile (e2e)
+
+
+@dataclass(frozen=True)
+class TargetMiss:
+    """A target the reference variant misses on a workload, and what would it take."""
+
+    variant: str  # the reference variant
+    check: Check
+    factor: float  # how many times the limit it measured (the limit over it, for a lower limit)
+    phase: Phase  # the phase the target lives in
+    split: PhaseSplit | None  # an e2e target: which phase dominates (None: no timed requests)
+    levers: tuple[LeverReach, ...]  # the run's other variants on this target
+    prediction: LengthPrediction | None
+
+
+@dataclass(frozen=True)
+class TargetGap:
+    """One workload with targets: every variant's verdict and each target the reference misses."""
+
+    workload: str
+    targets: Targets
+    verdicts: tuple[Verdict, ...]  # every variant's on this workload, in run order
+    misses: tuple[TargetMiss, ...]  # the reference's missed timing targets (quality ones left out)
+
+
 def what_it_takes(
     verdicts: Sequence[Verdict],
     trials: Sequence[TrialRecord],
     reference: str | None,
     strategies: dict[str, str] | None = None,
-) -> dict[str, list[str]]:
+) -> dict[str, TargetGap]:
     """Per workload with targets: which variants meet them, and for each target the reference variant
     misses — the phase that misses it, what each lever measured in the run reaches (measured), and
     the input or output length at which it would hold (a prediction from the reference's fitted
-    lines, marked as one)."""
+    lines). :func:`workbench.report.targets.target_advice` words it."""
     strategies = strategies or {}
-    out: dict[str, list[str]] = {}
+    out: dict[str, TargetGap] = {}
     for workload in dict.fromkeys(v.workload for v in verdicts):
         group = [v for v in verdicts if v.workload == workload]
         ref = next((v for v in group if v.variant == reference), group[0])
         ref_trials = [t for t in trials if t.variant == ref.variant and t.status == "ok"]
         rows = [t for t in ref_trials if t.workload == workload and not t.warmup]
         t_line, d_line = _lines(ref_trials)
-        lines = [_who_meets(group, ref.targets)]
-        for check in ref.missed:
-            if check.metric in QUALITY_TARGETS:  # a property of the variant, not of a phase
-                continue
-            lines.append(_miss_line(ref.variant, check, rows))
-            lines.append(_levers_line(check, ref, group, strategies))
-            prediction = _length_line(check, rows, t_line, d_line)
-            if prediction:
-                lines.append(prediction)
-        out[workload] = lines
+        misses = tuple(
+            TargetMiss(
+                ref.variant,
+                check,
+                _factor(check),
+                PHASE_OF[check.metric],
+                _split(check, rows),
+                _levers(check, ref, group, strategies),
+                _length(check, rows, t_line, d_line),
+            )
+            for check in ref.missed
+            if check.metric not in QUALITY_TARGETS  # a property of the variant, not of a phase
+        )
+        out[workload] = TargetGap(workload, ref.targets, tuple(group), misses)
     return out
 
 
@@ -394,57 +409,33 @@ def _through_origin(slopes: Sequence[float]) -> LinearFit | None:
     return LinearFit(float(np.median(slopes)), 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
-def _who_meets(group: Sequence[Verdict], targets: Targets) -> str:
-    meets = [v for v in group if v.status == "met"]
-    parts = [f"Targets ({targets.source}): {targets.describe()}."]
-    if meets:
-        parts.append(
-            "Met by "
-            + ", ".join(f"{v.variant} (goodput {v.goodput:.0%})" for v in meets if v.goodput is not None)
-        )
-    else:
-        parts.append("No variant meets every target")
-    misses = [v for v in group if v.status == "missed"]
-    if misses:
-        parts[-1] += "; missed by " + ", ".join(
-            f"{v.variant} ({', '.join(TARGET_METRICS[c.metric][0] for c in v.missed)})" for v in misses
-        )
-    unknown = [v.variant for v in group if v.status == "unknown"]
-    if unknown:
-        parts[-1] += "; no data to judge " + ", ".join(unknown)
-    return " ".join(parts[:1]) + " " + parts[1] + "."
+def _factor(check: Check) -> float:
+    """How many times the limit the measured percentile is (the limit over it, for a lower limit)."""
+    value = check.measured.value or 0.0
+    if not check.higher_is_better:
+        return value / check.target
+    return check.target / value if value else 0.0
 
 
-def _phase_word(check: Check, rows: Sequence[TrialRecord]) -> str:
-    kind = PHASE_OF[check.metric]
-    if kind == "prefill":
-        return "prefill-bound (TTFT is the prefill)"
-    if kind == "decode":
-        return "decode-bound (the time per token is the decode)"
+def _split(check: Check, rows: Sequence[TrialRecord]) -> PhaseSplit | None:
+    """An e2e target: the median prefill and decode of the reference's requests (None for a target of
+    one phase, or without timed requests)."""
+    if PHASE_OF[check.metric] != "both":
+        return None
     timed = [(t.ttft_ms, t.e2e_ms) for t in rows if t.ttft_ms is not None and t.e2e_ms is not None]
     if not timed:
-        return "e2e: both phases"
+        return None
     prefill = float(np.median([ttft for ttft, _ in timed]))
     decode = float(np.median([e2e - ttft for ttft, e2e in timed]))
     share = prefill / (prefill + decode) if prefill + decode > 0 else 0.0
-    bound = "prefill" if share >= 0.5 else "decode"
-    return (
-        f"{bound}-bound: prefill {_num(prefill)} ms + decode {_num(decode)} ms (medians, prefill {share:.0%})"
-    )
+    return PhaseSplit("prefill" if share >= 0.5 else "decode", prefill, decode, share)
 
 
-def _miss_line(variant: str, check: Check, rows: Sequence[TrialRecord]) -> str:
-    value = check.measured.value or 0.0
-    factor = value / check.target if not check.higher_is_better else check.target / value if value else 0
-    return (
-        f"{variant}: {check.label} {check.measured_text()} vs {check.limit_text} "
-        f"({factor:.2f} times the limit): {_phase_word(check, rows)}."
-    )
-
-
-def _levers_line(check: Check, ref: Verdict, group: Sequence[Verdict], strategies: dict[str, str]) -> str:
+def _levers(
+    check: Check, ref: Verdict, group: Sequence[Verdict], strategies: dict[str, str]
+) -> tuple[LeverReach, ...]:
     """How far each other variant of the run gets on this target: its own measured percentile."""
-    parts = []
+    found = []
     ref_value = check.measured.value
     for v in group:
         if v.variant == ref.variant:
@@ -453,21 +444,16 @@ def _levers_line(check: Check, ref: Verdict, group: Sequence[Verdict], strategie
         if other is None or other.measured.value is None or not ref_value:
             continue
         lever = LEVERS.get(strategies.get(v.variant, ""), (strategies.get(v.variant) or "", ""))[0]
-        name = f"{v.variant} ({lever})" if lever and lever != v.variant else v.variant
         # a speed-up (> 1: better), whichever way the metric points: x is never a time ratio
         value = other.measured.value
         speedup = value / ref_value if check.higher_is_better else ref_value / value if value else None
-        verdict = "meets it" if other.status == "met" else "still misses"
-        gain = f" ({speedup:.2f}x)" if speedup is not None else ""
-        parts.append(f"{name} {other.measured_text(ci=False)}{gain}, {verdict}")
-    if not parts:
-        return "No other variant was measured on this workload: add variants with levers for that phase."
-    return "Levers measured here: " + "; ".join(parts) + "."
+        found.append(LeverReach(v.variant, lever, other, speedup))
+    return tuple(found)
 
 
-def _length_line(
+def _length(
     check: Check, rows: Sequence[TrialRecord], t_line: LinearFit | None, d_line: LinearFit | None
-) -> str | None:
+) -> LengthPrediction | None:
     """Prediction: the input (TTFT) or output (e2e) length at which the target would hold."""
     # (input tokens, output tokens, the metric) of each request that has all three
     sized = [
@@ -484,15 +470,12 @@ def _length_line(
         # each request against the line: the spread at the percentile (noise, and what length misses)
         tail = _tail([v / t_line.value(i) for i, _, v in sized if t_line.value(i) > 0], p)
         limit = t_line.solve(check.target / tail)
-        fit_text = f"fit TTFT ≈ {_num(t_line.intercept)} ms + {_num(t_line.slope)} ms × input tokens"
-        if limit is None or limit < 1:
-            return (
-                f"Prediction: no input length brings {check.label} under {_num(check.target)} ms "
-                f"({fit_text}): it needs a prefill lever or a faster device."
-            )
-        return (
-            f"Prediction: {check.label} would hold with inputs up to ~{_tokens(limit)} tokens (now up to "
-            f"{_tokens(inp)} at p{_num(p)}; {fit_text})."
+        return LengthPrediction(
+            "input",
+            t_line,
+            None,
+            input_limit=limit if limit is not None and limit >= 1 else None,
+            inputs_now=inp,
         )
     if check.metric == "e2e_ms" and t_line is not None and d_line is not None:
 
@@ -503,31 +486,18 @@ def _length_line(
         goal = check.target / tail
         budget = d_line.solve(goal - t_line.value(inp))
         inputs = t_line.solve(goal - d_line.value(out - 1))
-        fit_text = (
-            f"fits: TTFT {_num(t_line.slope)} ms per input token, {_num(d_line.slope)} ms per output token"
+        return LengthPrediction(
+            "e2e",
+            t_line,
+            d_line,
+            input_limit=inputs if inputs is not None and inputs >= 1 else None,
+            output_limit=budget + 1 if budget is not None and budget >= 1 else None,
+            inputs_now=inp,
+            outputs_now=out,
         )
-        options = []
-        if budget is not None and budget >= 1:
-            options.append(f"cap the output at ~{_tokens(budget + 1)} tokens (now up to {_tokens(out)})")
-        if inputs is not None and inputs >= 1:
-            options.append(f"keep the input under ~{_tokens(inputs)} tokens (now up to {_tokens(inp)})")
-        if not options:
-            return (
-                f"Prediction: no input or output length alone brings {check.label} under "
-                f"{_num(check.target)} ms ({fit_text}): it needs a lever."
-            )
-        return f"Prediction: {check.label} would hold if you " + " or ".join(options) + f" ({fit_text})."
     if PHASE_OF[check.metric] == "decode" and d_line is not None:
-        return (
-            f"Prediction: lengths do not fix this: decode costs {_num(d_line.slope)} ms per output token "
-            "at every output length in the fit; it needs a decode lever (speculative decoding, "
-            "quantization, batching) or a faster device."
-        )
+        return LengthPrediction("decode", None, d_line)
     return None
-
-
-def _tokens(value: float) -> str:
-    return f"{round(value):,}"
 
 
 def _tail(ratios: Sequence[float], percentile: float) -> float:

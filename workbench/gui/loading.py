@@ -66,12 +66,6 @@ class ResultsData:
         return list(self.two_runs.unmatched) if self.two_runs is not None else []
 
     @property
-    def target_advice(self) -> dict[str, list[str]]:
-        from workbench.report.data import target_advice
-
-        return target_advice(self.analysis) if self.analysis is not None else {}
-
-    @property
     def phases(self) -> Sequence[WorkloadPhase]:
         return self.analysis.phases if self.analysis is not None else ()
 

@@ -1,4 +1,4 @@
-"""A run's analysis as JSON-ready data: the one serialiser of ``workbench show --json``, ``run --json``
+"""A run's analysis as JSON-ready data: the one serialiser of ``workbench show --json``, ``noise --json``
 and the export's ``summary.json`` (and the rows of its ``phases.csv``). The figures are the
 analysis's own ``to_dict``; the worded parts (each workload's advice, what would it take, the drafting
 advice) are written by the report modules, as every other view writes them.
@@ -9,14 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.analysis.drafting import drafting_advice
 from workbench.analysis.phases import WorkloadPhase
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.summary import GroupSummary
 from workbench.analysis.targets import Verdict
+from workbench.report.drafting import drafting_advice
 from workbench.report.phases import advice
+from workbench.report.targets import target_advice
 
-__all__ = ["phase_data", "run_data", "summary_rows", "target_advice"]
+__all__ = ["phase_data", "run_data", "summary_rows"]
 
 
 def phase_data(phase: WorkloadPhase) -> dict[str, Any]:
@@ -41,11 +42,6 @@ def summary_rows(summaries: Sequence[GroupSummary], verdicts: Sequence[Verdict])
     return rows
 
 
-def target_advice(analysis: RunAnalysis) -> dict[str, list[str]]:
-    """Per workload with targets: who meets them, and for a missed target what would it take."""
-    return {workload: list(lines) for workload, lines in analysis.target_gaps.items()}
-
-
 def run_data(analysis: RunAnalysis) -> dict[str, Any]:
     """The run's analysis as JSON-ready data; ``run`` is the runs row with its environment parsed."""
     verdicts = analysis.verdicts
@@ -67,7 +63,7 @@ def run_data(analysis: RunAnalysis) -> dict[str, Any]:
             w: {v.variant: v.goodput for v in verdicts if v.workload == w}
             for w in dict.fromkeys(v.workload for v in verdicts)
         },
-        "target_advice": target_advice(analysis),
+        "target_advice": target_advice(analysis.target_gaps),
         "design": analysis.design.to_dict(),
         # per speculative variant × workload: acceptance by position, costs, break-even (docs/analysis.md)
         "break_even": [b.to_dict() for b in analysis.break_even],

@@ -1,15 +1,17 @@
 """Does drafting pay? The break-even tables of the speculative variants (analysis.drafting.BreakEven
-each), shared by `workbench show`, the Markdown/HTML report and the GUI's Acceptance tab."""
+each), shared by `workbench show`, the Markdown/HTML report and the GUI's Acceptance tab, and the
+advice in words: where drafting paid, what would do better where it did not, from which output length
+it wins end to end."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from workbench.analysis.drafting import pct
+from workbench.analysis.drafting import BreakEven
 from workbench.report.formatting import fmt, ratio
 
-__all__ = ["DRAFTING_NOTE", "break_even_table", "draft_length_table", "pct"]
+__all__ = ["DRAFTING_NOTE", "break_even_table", "draft_length_table", "drafting_advice", "hint_text", "pct"]
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -27,8 +29,41 @@ DRAFTING_NOTE = (
 )
 
 
+# -- numbers (every figure this module writes goes through these) --------------------------------------
+
+
+def pct(value: float | None) -> str:
+    """A share as ``31 %``; ``> 100 %`` for a break-even no acceptance can reach."""
+    if value is None:
+        return "–"
+    if value > 1:
+        return "> 100 %"
+    return f"{max(value, 0.0):.0%}".replace("%", " %")
+
+
 def _times(value: float | None) -> str:
+    """A speed-up: ``2.80x``."""
     return "–" if value is None else f"{value:.2f}x"
+
+
+def _share(value: float) -> str:
+    """A share of steps: ``60%``."""
+    return f"{value:.0%}"
+
+
+def _fixed(value: float, decimals: int) -> str:
+    """A cost in target steps, a ratio, a mean length: ``0.25``, ``3.5``."""
+    return f"{value:.{decimals}f}"
+
+
+def _seconds(ms: float) -> str:
+    """Milliseconds as seconds: ``2.10 s``."""
+    return f"{ms / 1e3:.2f} s"
+
+
+def _count(value: float) -> str:
+    """A median token count: ``48``."""
+    return f"{value:.0f}"
 
 
 def break_even_table(results: Sequence[Any]) -> Table:
@@ -98,3 +133,124 @@ def draft_length_table(results: Sequence[Any], min_steps: int = 1) -> Table:
             )
     headers = ["variant", "workload", "k", "steps", "at position k", "accepted", "needed"]
     return [*headers, "tokens/step", "D(k)", "V(k)", "predicted"], rows
+
+
+# -- advice ----------------------------------------------------------------------------------------------
+
+
+def _clause(b: BreakEven) -> str:
+    """``code (2.80x decode; acceptance 72 % ≥ 31 % needed)``."""
+    est = b.measured_speedup
+    speed = (
+        f"{_times(est.value)} decode"
+        if est is not None and est.value is not None
+        else (f"{_times(b.predicted_speedup)} predicted")
+    )
+    if b.acceptance is None or b.needed is None:
+        return f"{b.workload} ({speed})"
+    sign = "≥" if b.acceptance >= b.needed else "<"
+    if b.needed > 1:
+        return f"{b.workload} ({speed}: acceptance {pct(b.acceptance)}, no acceptance could pay its costs)"
+    return f"{b.workload} ({speed}: acceptance {pct(b.acceptance)} {sign} {pct(b.needed)} needed)"
+
+
+def _and(items: Iterable[str]) -> str:
+    words = list(items)
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def drafting_advice(results: Sequence[BreakEven]) -> list[str]:
+    """Per speculative variant, where drafting paid and where not (measured, with the acceptance
+    against the break-even), then what would do better where it lost, and predictions that missed;
+    last, per variant, the output length from which it wins end to end (its draft's prefill counted)."""
+    lines = []
+    ends: list[str] = []
+    for variant in dict.fromkeys(b.variant for b in results):
+        mine = [b for b in results if b.variant == variant]
+        paid = [b for b in mine if b.verdict == "pays"]
+        lost = [b for b in mine if b.verdict == "loses"]
+        unclear = [b for b in mine if b.verdict == "unclear"]
+        parts = []
+        if paid:
+            parts.append("drafting paid on " + _and(_clause(b) for b in paid))
+        if lost:
+            parts.append(("not on " if paid else "drafting did not pay on ") + _and(_clause(b) for b in lost))
+        if unclear:
+            parts.append("no clear change on " + _and(_clause(b) for b in unclear))
+        if parts:
+            lines.append(f"{variant}: " + "; ".join(parts) + ".")
+        e2e = [clause for b in mine if (clause := _e2e_clause(b))]
+        if e2e:
+            ends.append(f"{variant} end to end: " + "; ".join(e2e) + ".")
+        for b in mine:
+            found = hint_text(b)
+            if found:
+                lines.append(f"{variant} on {b.workload}: {found}")
+    return lines + ends
+
+
+def _e2e_clause(b: BreakEven) -> str | None:
+    """``summarise: wins from 12 output tokens (its outputs: 48; the draft's prefill 2.10 s before the
+    first token, 0.10 s after it)``; or why it never does."""
+    if b.ttft_extra_ms is None:
+        return None
+    out = f"its outputs: {_count(b.output_tokens)}" if b.output_tokens is not None else "its outputs: ?"
+    before, after = b.ttft_extra_ms, b.prefill_after_ms or 0.0
+    spent = (
+        f"the draft's prefill {_seconds(max(before, 0.0))} before the first token, {_seconds(after)} after it"
+    )
+    if b.drafted_steps == 0 and b.prefill_steps:
+        return (
+            f"{b.workload}: the draft read its prompt on {b.prefill_steps} plain steps, then was given up "
+            f"(plain decoding: the rest of its prefill would have cost more than drafting could save in "
+            f"the tokens left; {out}, {spent})"
+        )
+    if b.wins_from is None:
+        return f"{b.workload}: never wins e2e (a token saves nothing; {out}, {spent})"
+    won = b.output_tokens is not None and b.output_tokens >= b.wins_from
+    return (
+        f"{b.workload}: {'wins' if won else 'would win'} from {b.wins_from} output tokens on ({out}; {spent})"
+    )
+
+
+def hint_text(b: BreakEven) -> str | None:
+    """:attr:`~workbench.analysis.drafting.BreakEven.hint` in words: what would do better where
+    drafting did not pay, or why the prediction missed."""
+    found = b.hint
+    if found is None:
+        return None
+    plain = (
+        f" (it drafted nothing on {_share(found.plain_share)} of its steps already)"
+        if found.plain_share is not None
+        else ""
+    )
+    if found.kind == "shorter-drafts":
+        return (
+            f"shorter drafts would pay: at k = {b.best_k} the acceptance by position predicts "
+            f"{_times(b.best_speedup)} (its drafts averaged {_fixed(b.mean_draft_length or 0.0, 1)} tokens; "
+            "later positions are accepted less)."
+        )
+    if found.kind == "draft-cost":
+        return (
+            f"no draft length pays here at this cost: a drafted token costs "
+            f"{_fixed(b.draft_cost_per_token or 0.0, 2)} target steps to draft, a one-token draft "
+            f"{pct(found.needed_first)} acceptance to break even; a cheaper draft would pay, else decode "
+            f"plainly (k = 0){plain}."
+        )
+    if found.kind == "low-acceptance":
+        why = f" ({pct(found.needed_first)} needed at k = 1)" if found.needed_first is not None else ""
+        return (
+            f"no draft length pays here: even the first draft token is accepted only {pct(found.first_rate)}"
+            f"{why}; decode plainly (k = 0) on prompts like these{plain}."
+        )
+    reasons = []
+    if found.overhead is not None:
+        reasons.append(
+            f"the loop spends {_fixed(found.overhead, 2)} target steps per step outside draft and verify"
+        )
+    if found.step_ratio is not None:
+        reasons.append(f"its plain step takes {_fixed(found.step_ratio, 2)} times as long as the baseline's")
+    because = f": {'; '.join(reasons)}" if reasons else ""
+    est = b.measured_speedup
+    measured = est.value if est is not None else None
+    return f"predicted {_times(b.predicted_speedup)} from acceptance and costs, measured {_times(measured)}{because}."

@@ -17,7 +17,6 @@ from workbench.analysis.compare import SideBySide
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import Trust, WorkloadVerdict
-from workbench.report.data import target_advice
 from workbench.report.design import design_lines
 from workbench.report.formatting import (
     acceptance_text,
@@ -39,6 +38,7 @@ from workbench.report.quality import (
     quality_table,
     tradeoff_lines,
 )
+from workbench.report.targets import target_advice
 
 __all__ = [
     "LEGEND",
@@ -310,8 +310,8 @@ def _series(values: Sequence[str]) -> str:
 def drafting_section(analysis: RunAnalysis) -> Section:
     """Per speculative variant: decode AND e2e speed-ups per workload, acceptance against the
     break-even, and where the draft's prefill eats the gain, the output length from which it pays."""
-    from workbench.analysis.drafting import MIN_BUCKET_STEPS, hint
-    from workbench.report.drafting import DRAFTING_NOTE, break_even_table, draft_length_table
+    from workbench.analysis.drafting import MIN_BUCKET_STEPS
+    from workbench.report.drafting import DRAFTING_NOTE, break_even_table, draft_length_table, hint_text
 
     section = Section("drafting", "Does drafting pay? (decode and end to end)")
     results = analysis.break_even
@@ -350,7 +350,7 @@ def drafting_section(analysis: RunAnalysis) -> Section:
             lost_e2e = _lost_end_to_end(b, s)
             if lost_e2e:
                 lines.append(lost_e2e)
-            found = hint(b)
+            found = hint_text(b)
             if found:
                 hints.append(f"{variant} on {b.workload}: {found}")
     section.add(Bullets(lines))
@@ -599,7 +599,7 @@ def build_run_report(analysis: RunAnalysis) -> Report:
         phases_section(analysis),
         drafting_section(analysis),
         quality_section(analysis),
-        targets_section(analysis.verdicts, target_advice(analysis)),
+        targets_section(analysis.verdicts, target_advice(analysis.target_gaps)),
         notes_section(analysis),
         roofline_section(analysis),
         variants_section(analysis),

@@ -1,21 +1,29 @@
 """Experience targets as tables and lines: the verdicts per variant × workload (the CLI's ``show`` and
-``compare``, the Markdown and HTML report) and the what-if projection of ``workbench project``.
-Built from :mod:`workbench.analysis.targets` / :mod:`workbench.analysis.projection`; no Qt."""
+``compare``, the Markdown and HTML report), each check and verdict in words, "what would it take"
+(:func:`target_advice`) and the what-if projection of ``workbench project``. Built from
+:mod:`workbench.analysis.targets` / :mod:`workbench.analysis.projection`; no Qt."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workbench.spec.targets import TARGET_METRICS
+from workbench.analysis.targets import Check, TargetGap, TargetMiss, Verdict
+from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 
 __all__ = [
     "TARGETS_NOTE",
     "check_cell",
+    "check_label",
+    "check_text",
+    "limit_text",
+    "measured_text",
     "projection_notes",
     "projection_table",
+    "target_advice",
     "targets_table",
     "verdict_cell",
+    "verdict_short",
 ]
 
 Table = tuple[list[str], list[list[Any]]]
@@ -28,12 +36,110 @@ TARGETS_NOTE = (
 )
 
 
+# -- numbers (every figure this module writes goes through these) --------------------------------------
+
+
 def _num(value: float | None) -> str:
+    """1,290 · 500 · 77.5 · 0.0484: whole numbers without decimals, else a readable precision."""
     if value is None:
         return "–"
     if float(value).is_integer() or abs(value) >= 100:
         return f"{value:,.0f}"
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def _tokens(value: float) -> str:
+    """A token count: ``1,024``."""
+    return f"{round(value):,}"
+
+
+def _percent(value: float, decimals: int = 0) -> str:
+    """A share as ``18%`` (``decimals`` after the point)."""
+    return f"{value:.{decimals}%}"
+
+
+def _times(value: float) -> str:
+    """A speed-up: ``2.26x``."""
+    return f"{value:.2f}x"
+
+
+def _factor(value: float) -> str:
+    """A ratio in words' company: ``1.01`` (times the limit)."""
+    return f"{value:.2f}"
+
+
+def _quality(metric: str, value: float) -> str:
+    """A quality figure: the same-top share as ``93.1%``, a KLD at three significant digits."""
+    return _percent(value, 1) if metric == "same_top_min" else f"{value:.3g}"
+
+
+# -- a check and a verdict in words ---------------------------------------------------------------------
+
+
+def check_label(check: Check) -> str:
+    """The target's name: ``TTFT p90``, ``KLD mean``, ``same top``."""
+    if check.metric in QUALITY_TARGETS:
+        return "KLD mean" if check.metric == "kld_max" else "same top"
+    return f"{TARGET_METRICS[check.metric][0]} p{_num(check.percentile)}"
+
+
+def limit_text(check: Check) -> str:
+    """The limit: ``≤ 500 ms``, ``≥ 20 tok/s``, ``≥ 90%``."""
+    _, unit, higher = TARGET_METRICS[check.metric]
+    if check.metric == "same_top_min":
+        return f"≥ {_percent(check.target)}"
+    return f"{'≥' if higher else '≤'} {_num(check.target)} {unit}".rstrip()
+
+
+def measured_text(check: Check, ci: bool = True) -> str:
+    """The measured percentile with its unit and (``ci``) its bootstrap CI: ``412 ms [380–450]``."""
+    est, unit = check.measured, TARGET_METRICS[check.metric][1]
+    if est.value is None:
+        return "no data"
+    if check.metric in QUALITY_TARGETS:
+        bounds = (
+            f" [{_quality(check.metric, est.lo)}–{_quality(check.metric, est.hi)}]"
+            if ci and est.lo is not None and est.hi is not None
+            else ""
+        )
+        return f"{_quality(check.metric, est.value)}{bounds}"
+    text = f"{_num(est.value)} {unit}"
+    if ci and est.lo is not None and est.hi is not None:
+        text += f" [{_num(est.lo)}–{_num(est.hi)}]"
+    return text
+
+
+def check_text(check: Check) -> str:
+    """e.g. ``TTFT p90 412 ms [380–450] vs ≤ 500 ms: met, 18% headroom``."""
+    label, limit = check_label(check), limit_text(check)
+    if check.status == "no data" and check.metric in QUALITY_TARGETS:
+        return f"{label} vs {limit}: no data (the quality pass did not score this variant here)"
+    if check.status == "no data":
+        return f"{label} vs {limit}: no data (this variant has no {TARGET_METRICS[check.metric][0]})"
+    margin = check.margin or 0.0
+    how = f"{_percent(margin)} headroom" if margin >= 0 else f"{_percent(-margin)} over"
+    if check.higher_is_better and margin < 0:
+        how = f"{_percent(-margin)} short"
+    unsure = " (the CI straddles the target)" if check.confident is False else ""
+    return f"{label} {measured_text(check)} vs {limit}: {check.status}, {how}{unsure}"
+
+
+def verdict_short(verdict: Verdict) -> str:
+    """e.g. ``met 2/2 · goodput 90%`` or ``missed TTFT · goodput 40%``."""
+    met = sum(c.status == "met" for c in verdict.checks)
+    head = (
+        f"met {met}/{len(verdict.checks)}"
+        if verdict.status == "met"
+        else "missed " + _metric_names(verdict.missed)
+        if verdict.status == "missed"
+        else f"met {met}/{len(verdict.checks)}, no data for the rest"
+    )
+    gp = verdict.goodput
+    return head + (f" · goodput {_percent(gp)}" if gp is not None else "")
+
+
+def _metric_names(checks: Sequence[Check]) -> str:
+    return ", ".join(TARGET_METRICS[c.metric][0] for c in checks)
 
 
 def check_cell(check: Any, *, ci: bool = True) -> str:
@@ -48,7 +154,7 @@ def check_cell(check: Any, *, ci: bool = True) -> str:
         text += f" [{_num(est.lo)}–{_num(est.hi)}]"
     margin = check.margin
     if margin is not None:
-        text += f" {'+' if margin >= 0 else '−'}{abs(margin):.0%}"
+        text += f" {'+' if margin >= 0 else '−'}{_percent(abs(margin))}"
     if check.confident is False:
         text += "?"
     return text
@@ -79,7 +185,7 @@ def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> Table:
                 v.targets.describe() if first else "",
                 v.variant,
                 v.status,
-                "–" if gp is None else f"{gp:.0%} ({v.good}/{v.requests} req)",
+                "–" if gp is None else f"{_percent(gp)} ({v.good}/{v.requests} req)",
                 *[check_cell(checks.get(m), ci=ci) for m in metrics],
             ]
         )
@@ -155,3 +261,127 @@ def projection_notes(projections: Sequence[Any]) -> list[str]:
         who = "every variant" if len(found) == everyone and everyone > 1 else ", ".join(v for v, _ in found)
         lines.append(f"{text} ({who})" if everyone > 1 or len(found) > 1 else text)
     return lines
+
+
+# -- what would it take -------------------------------------------------------------------------------
+
+
+def target_advice(gaps: Mapping[str, TargetGap]) -> dict[str, list[str]]:
+    """Per workload with targets (:func:`workbench.analysis.targets.what_it_takes`): first who meets
+    them, then per target the reference variant misses the phase that misses it, what the run's
+    other variants (levers) reach, and the predicted length at which it would hold."""
+    out: dict[str, list[str]] = {}
+    for workload, gap in gaps.items():
+        lines = [_who_meets(gap.verdicts, gap.targets)]
+        for miss in gap.misses:
+            lines.append(_miss_line(miss))
+            lines.append(_levers_line(miss))
+            prediction = _length_line(miss)
+            if prediction:
+                lines.append(prediction)
+        out[workload] = lines
+    return out
+
+
+def _who_meets(group: Sequence[Verdict], targets: Targets) -> str:
+    meets = [v for v in group if v.status == "met"]
+    parts = [f"Targets ({targets.source}): {targets.describe()}."]
+    if meets:
+        parts.append(
+            "Met by "
+            + ", ".join(
+                f"{v.variant} (goodput {_percent(v.goodput)})" for v in meets if v.goodput is not None
+            )
+        )
+    else:
+        parts.append("No variant meets every target")
+    misses = [v for v in group if v.status == "missed"]
+    if misses:
+        parts[-1] += "; missed by " + ", ".join(f"{v.variant} ({_metric_names(v.missed)})" for v in misses)
+    unknown = [v.variant for v in group if v.status == "unknown"]
+    if unknown:
+        parts[-1] += "; no data to judge " + ", ".join(unknown)
+    return " ".join(parts[:1]) + " " + parts[1] + "."
+
+
+def _phase_word(miss: TargetMiss) -> str:
+    if miss.phase == "prefill":
+        return "prefill-bound (TTFT is the prefill)"
+    if miss.phase == "decode":
+        return "decode-bound (the time per token is the decode)"
+    split = miss.split
+    if split is None:
+        return "e2e: both phases"
+    return (
+        f"{split.bound}-bound: prefill {_num(split.prefill_ms)} ms + decode {_num(split.decode_ms)} ms "
+        f"(medians, prefill {_percent(split.prefill_share)})"
+    )
+
+
+def _miss_line(miss: TargetMiss) -> str:
+    check = miss.check
+    return (
+        f"{miss.variant}: {check_label(check)} {measured_text(check)} vs {limit_text(check)} "
+        f"({_factor(miss.factor)} times the limit): {_phase_word(miss)}."
+    )
+
+
+def _levers_line(miss: TargetMiss) -> str:
+    """How far each other variant of the run gets on this target: its own measured percentile."""
+    parts = []
+    for reach in miss.levers:
+        lever = reach.lever
+        name = f"{reach.variant} ({lever})" if lever and lever != reach.variant else reach.variant
+        verdict = "meets it" if reach.check.status == "met" else "still misses"
+        gain = f" ({_times(reach.speedup)})" if reach.speedup is not None else ""
+        parts.append(f"{name} {measured_text(reach.check, ci=False)}{gain}, {verdict}")
+    if not parts:
+        return "No other variant was measured on this workload: add variants with levers for that phase."
+    return "Levers measured here: " + "; ".join(parts) + "."
+
+
+def _length_line(miss: TargetMiss) -> str | None:
+    """Prediction: the input (TTFT) or output (e2e) length at which the target would hold."""
+    found, label, target = miss.prediction, check_label(miss.check), miss.check.target
+    if found is None:
+        return None
+    t_line, d_line = found.ttft_line, found.decode_line
+    if found.kind == "input" and t_line is not None:
+        fit_text = f"fit TTFT ≈ {_num(t_line.intercept)} ms + {_num(t_line.slope)} ms × input tokens"
+        if found.input_limit is None:
+            return (
+                f"Prediction: no input length brings {label} under {_num(target)} ms "
+                f"({fit_text}): it needs a prefill lever or a faster device."
+            )
+        return (
+            f"Prediction: {label} would hold with inputs up to ~{_tokens(found.input_limit)} tokens (now up "
+            f"to {_tokens(found.inputs_now or 0.0)} at p{_num(miss.check.percentile)}; {fit_text})."
+        )
+    if found.kind == "e2e" and t_line is not None and d_line is not None:
+        fit_text = (
+            f"fits: TTFT {_num(t_line.slope)} ms per input token, {_num(d_line.slope)} ms per output token"
+        )
+        options = []
+        if found.output_limit is not None:
+            options.append(
+                f"cap the output at ~{_tokens(found.output_limit)} tokens (now up to "
+                f"{_tokens(found.outputs_now or 0.0)})"
+            )
+        if found.input_limit is not None:
+            options.append(
+                f"keep the input under ~{_tokens(found.input_limit)} tokens (now up to "
+                f"{_tokens(found.inputs_now or 0.0)})"
+            )
+        if not options:
+            return (
+                f"Prediction: no input or output length alone brings {label} under "
+                f"{_num(target)} ms ({fit_text}): it needs a lever."
+            )
+        return f"Prediction: {label} would hold if you " + " or ".join(options) + f" ({fit_text})."
+    if found.kind == "decode" and d_line is not None:
+        return (
+            f"Prediction: lengths do not fix this: decode costs {_num(d_line.slope)} ms per output token "
+            "at every output length in the fit; it needs a decode lever (speculative decoding, "
+            "quantization, batching) or a faster device."
+        )
+    return None
