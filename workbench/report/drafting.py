@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.analysis.drafting import pct
-from workbench.report.formatting import fmt, ratio
+from workbench.report.formatting import fmt, ratio, times
 
 __all__ = ["DRAFTING_NOTE", "break_even_table", "draft_length_table", "pct"]
 
@@ -27,21 +27,17 @@ DRAFTING_NOTE = (
 )
 
 
-def _times(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}x"
-
-
 def break_even_table(results: Sequence[Any]) -> Table:
     """One row per speculative variant × workload: its draft lengths, acceptance against the
     break-even, costs, predicted and measured speed-ups, the best fixed length."""
     rows = []
     for b in results:
         fit = b.verify_fit
-        verify = f"{fit[0]:.2f} {'−' if fit[1] < 0 else '+'} {abs(fit[1]):.2f}·k" if fit else "–"
+        verify = f"{fmt(fit[0], 2)} {'−' if fit[1] < 0 else '+'} {fmt(abs(fit[1]), 2)}·k" if fit else "–"
         unit = "–"
         if b.target_step_ms is not None:
             unit = f"{fmt(b.target_step_ms, 1)} ({'plain' if b.unit == 'plain steps' else 'baseline'})"
-        best = f"{b.best_k} ({_times(b.best_speedup)})" if b.best_k is not None else "–"
+        best = f"{b.best_k} ({times(b.best_speedup)})" if b.best_k is not None else "–"
         prefill = "–"
         if b.ttft_extra_ms is not None:
             prefill = f"{fmt(max(b.ttft_extra_ms, 0.0), 0)} + {fmt(b.prefill_after_ms or 0.0, 0)}"
@@ -58,7 +54,7 @@ def break_even_table(results: Sequence[Any]) -> Table:
                 verify,
                 fmt(b.overhead, 2),
                 unit,
-                _times(b.predicted_speedup),
+                times(b.predicted_speedup),
                 ratio(b.measured_speedup) or "–",
                 best,
                 prefill,
@@ -93,7 +89,7 @@ def draft_length_table(results: Sequence[Any], min_steps: int = 1) -> Table:
                     fmt(x.tokens_per_step, 2),
                     fmt(x.draft_cost, 2),
                     fmt(x.verify_cost, 2),
-                    _times(x.speedup),
+                    times(x.speedup),
                 ]
             )
     headers = ["variant", "workload", "k", "steps", "at position k", "accepted", "needed"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from workbench.report.formatting import num, percent
 from workbench.spec.targets import TARGET_METRICS
 
 __all__ = [
@@ -28,14 +29,6 @@ TARGETS_NOTE = (
 )
 
 
-def _num(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if float(value).is_integer() or abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
-
-
 def check_cell(check: Any, *, ci: bool = True) -> str:
     """One target of one variant × workload: ``✓ 412 [380–450] +18%`` / ``✗ 1,180 −136%``."""
     if check is None:
@@ -43,12 +36,12 @@ def check_cell(check: Any, *, ci: bool = True) -> str:
     if check.status == "no data":
         return "no data"
     est = check.measured
-    text = ("✓ " if check.status == "met" else "✗ ") + _num(est.value)
+    text = ("✓ " if check.status == "met" else "✗ ") + num(est.value)
     if ci and est.lo is not None and est.hi is not None:
-        text += f" [{_num(est.lo)}–{_num(est.hi)}]"
+        text += f" [{num(est.lo)}–{num(est.hi)}]"
     margin = check.margin
     if margin is not None:
-        text += f" {'+' if margin >= 0 else '−'}{abs(margin):.0%}"
+        text += f" {'+' if margin >= 0 else '−'}{percent(abs(margin))}"
     if check.confident is False:
         text += "?"
     return text
@@ -79,7 +72,7 @@ def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> Table:
                 v.targets.describe() if first else "",
                 v.variant,
                 v.status,
-                "–" if gp is None else f"{gp:.0%} ({v.good}/{v.requests} req)",
+                "–" if gp is None else f"{percent(gp)} ({v.good}/{v.requests} req)",
                 *[check_cell(checks.get(m), ci=ci) for m in metrics],
             ]
         )
@@ -94,8 +87,8 @@ def projection_table(projections: Sequence[Any]) -> Table:
         if e is None or e.value is None:
             return "–"
         exact = e.lo == e.hi == e.value  # known, not estimated (no decode step at one output token)
-        ci = f" [{_num(e.lo)}–{_num(e.hi)}]" if e.lo is not None and e.hi is not None and not exact else ""
-        return _num(e.value) + ci
+        ci = f" [{num(e.lo)}–{num(e.hi)}]" if e.lo is not None and e.hi is not None and not exact else ""
+        return num(e.value) + ci
 
     headers = [
         "variant",
@@ -110,8 +103,8 @@ def projection_table(projections: Sequence[Any]) -> Table:
     rows = [
         [
             p.variant,
-            _num(p.input_tokens),
-            _num(p.output_tokens),
+            num(p.input_tokens),
+            num(p.output_tokens),
             est(p.ttft),
             est(p.decode),
             est(p.e2e),
