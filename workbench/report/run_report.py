@@ -67,8 +67,8 @@ LEGEND = (
 
 def longer_text(speedup: float) -> str:
     """A TTFT speed-up below 1 as the time it adds: 0.68x → ``47 % longer``; 0.3x → ``3.3 times as long``."""
-    times = 1 / speedup
-    return f"{percent(times - 1)} longer" if times < 2 else f"{fmt(times, 1)} times as long"
+    factor = 1 / speedup
+    return f"{percent(factor - 1)} longer" if factor < 2 else f"{fmt(factor, 1)} times as long"
 
 
 def share_text(share: float, label: str) -> str:
