@@ -22,7 +22,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.output import export_files, print_comparison
 from workbench.core.errors import WorkbenchError
-from workbench.report.formatting import json_text
+from workbench.report.formatting import json_text, percent, plus_minus
 from workbench.report.text import noise_table, text_table
 
 
@@ -209,8 +209,8 @@ def process_spread_lines(summaries: Any) -> list[str]:
         )
         lines.append(
             f"Processes on {s.workload} (e2e): two worker processes of one variant differ by "
-            f"±{est.process_sd:.1%} beyond their own trials (a pair varies ±{est.pair_sd:.1%}); over "
-            f"{est.clusters} process pairs that is {share:.0%} of the CI's variance: {more}."
+            f"{plus_minus(est.process_sd)} beyond their own trials (a pair varies {plus_minus(est.pair_sd)}); "
+            f"over {est.clusters} process pairs that is {percent(share)} of the CI's variance: {more}."
         )
     return lines
 

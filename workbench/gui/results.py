@@ -8,19 +8,22 @@ kept in the settings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableView, QWidget
 
 from workbench.gui.glossary import explain
+from workbench.report.columns import COLUMNS as TABLE_COLUMNS
+from workbench.report.columns import Cell, targets_cell, targets_text
 
 __all__ = [
     "COLUMNS",
     "DEFAULT_COLUMNS",
     "ColumnChooser",
+    "GuiColumn",
     "SummaryTableModel",
     "make_table_view",
     "targets_text",
@@ -30,129 +33,65 @@ __all__ = [
 # -- the table ----------------------------------------------------------------------------------
 
 
-def _metric(name: str, digits: int) -> Callable[[Any], tuple[str, float | None]]:
-    def get(s: Any) -> tuple[str, float | None]:
-        est = s.metrics.get(name)
-        value = est.value if est is not None else None
-        return ("–" if value is None else f"{value:,.{digits}f}", value)
+class GuiColumn(NamedTuple):
+    """A column of the table: its header (the column's long label), the glossary term for its tooltip
+    and its cell (None: filled from the experience targets' verdicts)."""
 
-    return get
-
-
-def _ratio(attr: str) -> Callable[[Any], tuple[str, float | None]]:
-    def get(s: Any) -> tuple[str, float | None]:
-        est = getattr(s, attr)
-        if est is None or est.value is None:
-            return ("", None)
-        text = f"{est.value:.2f}x"
-        if est.lo is not None:
-            text += f" [{est.lo:.2f}–{est.hi:.2f}]"
-            if not est.lo <= 1.0 <= est.hi:
-                text += " *"
-        return (text, est.value)
-
-    return get
+    header: str
+    term: str
+    cell: Cell | None
 
 
-def _prefill_share(s: Any) -> tuple[str, float | None]:
-    ttft, e2e = s.metrics["ttft_ms"].value, s.metrics["e2e_ms"].value
-    if ttft is None or not e2e:
-        return ("", None)
-    share = ttft / e2e
-    return (f"{share:.0%}", share)
-
-
-def _acceptance(s: Any) -> tuple[str, float | None]:
-    if s.acceptance_rate is None:
-        return ("", None)
-    text = f"{s.acceptance_rate:.0%}"
-    if s.mean_accepted_length is not None:
-        text += f" ({s.mean_accepted_length:.1f} tok/step)"
-    return (text, s.acceptance_rate)
-
-
-def _match(s: Any) -> tuple[str, float | None]:
-    if s.matches_baseline is None:
-        return ("", None)
-    text = f"{s.matches_baseline:.0%}"
-    if s.matches_baseline < 1 and s.match_fraction is not None:
-        text += f" ({s.match_fraction:.0%} tok)"
-    return (text, s.matches_baseline)
-
-
-def _kld(s: Any) -> tuple[str, float | None]:
-    """KLD from the baseline (sorts lossless and the reference first, unscored last)."""
-    from workbench.report.quality import quality_cells
-
-    q = s.quality or {}
-    text = quality_cells(s)[0]
-    if q.get("status") == "scored":
-        return (text, q["kld_mean"])
-    return (text, 0.0 if q.get("status") in ("reference", "lossless") else None)
-
-
-def _same_top(s: Any) -> tuple[str, float | None]:
-    q = s.quality or {}
-    if q.get("status") != "scored":
-        return ("", None)
-    return (f"{q['same_top']:.0%}", q["same_top"])
-
-
-def _n(s: Any) -> tuple[str, float | None]:
-    text = f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else "")
-    if s.n_disturbed:
-        text += f" ({s.n_disturbed} disturbed{', left out' if s.disturbed_excluded else ''})"
-    return (text, float(s.n_ok))
-
-
-def _mde(s: Any) -> tuple[str, float | None]:
-    mde = getattr(s.speedup_e2e, "mde", None)
-    return ("", None) if mde is None else (f"±{mde:.1%}", mde)
-
-
-#: (header, glossary term for the tooltip, getter -> (text, sort value))
-COLUMNS: list[tuple[str, str, Callable[[Any], tuple[str, Any]] | None]] = [
-    ("variant", "", lambda s: (s.variant, s.variant)),
-    ("workload", "", lambda s: (s.workload, s.workload)),
-    ("n", "disturbed", _n),
-    ("in tok", "", _metric("input_tokens", 0)),
-    ("out tok", "", _metric("output_tokens", 0)),
-    ("TTFT ms", "TTFT", _metric("ttft_ms", 1)),
-    ("prefill tok/s", "prefill tok/s", _metric("prefill_tokens_per_s", 0)),
-    ("TPOT ms", "TPOT", _metric("tpot_ms", 2)),
-    ("decode tok/s", "decode tok/s", _metric("decode_tokens_per_s", 1)),
-    ("ITL p50 ms", "ITL", _metric("itl_p50_ms", 2)),
-    ("ITL p90 ms", "ITL", _metric("itl_p90_ms", 2)),
-    ("e2e ms", "e2e", _metric("e2e_ms", 0)),
-    ("peak MB", "peak memory", _metric("peak_memory_mb", 0)),
-    ("prefill share", "prefill share", _prefill_share),
-    ("phase", "phase", None),  # the row's own, from its prefill share (the workload's: the tooltip)
-    ("e2e speed-up", "speed-up", _ratio("speedup_e2e")),
-    ("MDE", "MDE", _mde),
-    ("TTFT speed-up", "speed-up", _ratio("speedup_ttft")),
-    ("decode speed-up", "speed-up", _ratio("speedup_decode")),
-    ("accepted", "acceptance", _acceptance),
-    ("match", "match", _match),
-    ("KLD", "KLD", _kld),
-    ("same top", "same top", _same_top),
-    ("targets", "targets", None),  # filled from the experience targets' verdicts (per variant × workload)
-]
-
-#: shown until a person chooses (≤ 10, ~1400 px): the columns of the CLI's main table without --wide
-DEFAULT_COLUMNS = (
+#: the table's columns in order, from :data:`workbench.report.columns.COLUMNS` (the CLI's main table
+#: takes its cells from the same definitions)
+_KEYS = (
     "variant",
     "workload",
-    "TTFT ms",
-    "decode tok/s",
-    "e2e ms",
-    "e2e speed-up",
-    "TTFT speed-up",
-    "decode speed-up",
+    "n",
+    "input_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "prefill_tokens_per_s",
+    "tpot_ms",
+    "decode_tokens_per_s",
+    "itl_p50_ms",
+    "itl_p90_ms",
+    "e2e_ms",
+    "peak_memory_mb",
+    "prefill_share",
+    "phase",  # the row's own, from its prefill share (the workload's: the tooltip)
+    "speedup_e2e",
+    "mde",
+    "speedup_ttft",
+    "speedup_decode",
+    "acceptance",
     "match",
-    "KLD",
+    "kld",
+    "same_top",
+    "targets",  # filled from the experience targets' verdicts (per variant × workload)
+)
+#: (header, glossary term for the tooltip, cell -> (text, sort value))
+COLUMNS: list[GuiColumn] = [GuiColumn(c.long, c.glossary, c.cell) for c in (TABLE_COLUMNS[k] for k in _KEYS)]
+
+#: shown until a person chooses (≤ 10, ~1400 px): the columns of the CLI's main table without --wide
+DEFAULT_COLUMNS = tuple(
+    TABLE_COLUMNS[k].long
+    for k in (
+        "variant",
+        "workload",
+        "ttft_ms",
+        "decode_tokens_per_s",
+        "e2e_ms",
+        "speedup_e2e",
+        "speedup_ttft",
+        "speedup_decode",
+        "match",
+        "kld",
+    )
 )
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-_TEXT_COLUMNS = {i for i, (header, _, _) in enumerate(COLUMNS) if header in ("variant", "workload", "phase")}
+_TEXT_COLUMNS = {i for i, k in enumerate(_KEYS) if TABLE_COLUMNS[k].words}
+_PHASE = _KEYS.index("phase")
 
 
 class SummaryTableModel(QAbstractTableModel):
@@ -173,19 +112,16 @@ class SummaryTableModel(QAbstractTableModel):
         phases = phases or {}
         by_group = {(v.variant, v.workload): v for v in verdicts}
 
-        def special(header: str, s: Any) -> tuple[str, Any]:
-            if header == "targets":
-                v = by_group.get((s.variant, s.workload))
-                return (targets_text(v), v.goodput) if v is not None else ("", None)
-            return _phase(s)
+        def cells(s: Any) -> list[tuple[str, Any]]:
+            return [
+                cell(s) if cell is not None else targets_cell(by_group.get((s.variant, s.workload)))
+                for _, _, cell in COLUMNS
+            ]
 
         self._phases = phases
         self.beginResetModel()
         self._rows = list(summaries)
-        self._cells = [
-            [get(s) if get is not None else special(header, s) for header, _, get in COLUMNS]
-            for s in self._rows
-        ]
+        self._cells = [cells(s) for s in self._rows]
         self.endResetModel()
 
     def summary(self, row: int) -> Any:
@@ -214,7 +150,7 @@ class SummaryTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ToolTipRole and text and COLUMNS[index.column()][1]:
             tip = explain(COLUMNS[index.column()][1])
             workload = self._rows[index.row()].workload
-            if COLUMNS[index.column()][0] == "phase" and self._phases.get(workload):
+            if index.column() == _PHASE and self._phases.get(workload):
                 tip = f"This row's own phase. The workload {workload}: {self._phases[workload]} (the baseline's).\n\n{tip}"
             return tip
         return None
@@ -230,32 +166,6 @@ class SummaryTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             return (explain(term) + "\n\n" if term else "") + "Right-click a header to choose the columns."
         return None
-
-
-def _phase(s: Any) -> tuple[str, Any]:
-    """The row's own phase, from its own prefill share (the same thresholds as the workload's)."""
-    from workbench.analysis.phases import classify
-
-    share = _prefill_share(s)[1]
-    label = classify(share) if share is not None else ""
-    return (label, label)
-
-
-def targets_text(v: Any) -> str:
-    """A :class:`~workbench.analysis.targets.Verdict` in the table: ``met 2/2 targets · goodput 90 %
-    (9/10 requests)``, saying what each count counts."""
-    met, n = sum(c.status == "met" for c in v.checks), len(v.checks)
-    if v.status == "met":
-        head = f"met {met}/{n} targets"
-    elif v.status == "missed":
-        from workbench.spec.targets import TARGET_METRICS
-
-        head = "missed " + ", ".join(TARGET_METRICS[c.metric][0] for c in v.missed)
-    else:
-        head = f"met {met}/{n} targets, no data for the rest"
-    if v.goodput is None:
-        return head
-    return f"{head} · goodput {v.goodput:.0%} ({v.good}/{v.requests} requests)"
 
 
 class ColumnChooser:

@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from workbench.analysis.run import RunAnalysis
 from workbench.charts import run_charts
 from workbench.charts.base import Chart, variant_colours
-from workbench.report.formatting import environment_lines, host_environment
-from workbench.report.formatting import fmt as _fmt
+from workbench.report.formatting import environment_lines, fmt, host_environment, percent
 from workbench.report.model import Bullets, Report, Section, Table, render_html, render_markdown
 from workbench.report.run_report import build_run_report, share_text
 
@@ -37,15 +36,15 @@ def _phase_table(analysis: RunAnalysis) -> Table:
     for p in analysis.phases:
         predicted = ""
         if p.prediction is not None:
-            predicted = f"{p.prediction.label} ({p.prediction.prefill_share:.0%})"
+            predicted = f"{p.prediction.label} ({percent(p.prediction.prefill_share)})"
             predicted += " — differs" if p.disagrees else " — agrees"
-        out = _fmt(p.output_tokens, 0) + (f" ({_fmt(p.max_new_tokens, 0)})" if p.max_new_tokens else "")
+        out = fmt(p.output_tokens, 0) + (f" ({fmt(p.max_new_tokens, 0)})" if p.max_new_tokens else "")
         rows.append(
             [
                 p.workload,
                 p.label,
                 share_text(p.prefill_share, p.label),
-                _fmt(p.input_tokens, 0),
+                fmt(p.input_tokens, 0),
                 out,
                 predicted,
             ]

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from workbench.analysis.drafting import BreakEven
-from workbench.report.formatting import fmt, ratio
+from workbench.report.formatting import count, fixed, fmt, percent, ratio, seconds, spaced_percent, times
 
-__all__ = ["DRAFTING_NOTE", "break_even_table", "draft_length_table", "drafting_advice", "hint_text", "pct"]
+__all__ = ["DRAFTING_NOTE", "break_even_table", "draft_length_table", "drafting_advice", "hint_text"]
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -29,43 +29,6 @@ DRAFTING_NOTE = (
 )
 
 
-# -- numbers (every figure this module writes goes through these) --------------------------------------
-
-
-def pct(value: float | None) -> str:
-    """A share as ``31 %``; ``> 100 %`` for a break-even no acceptance can reach."""
-    if value is None:
-        return "–"
-    if value > 1:
-        return "> 100 %"
-    return f"{max(value, 0.0):.0%}".replace("%", " %")
-
-
-def _times(value: float | None) -> str:
-    """A speed-up: ``2.80x``."""
-    return "–" if value is None else f"{value:.2f}x"
-
-
-def _share(value: float) -> str:
-    """A share of steps: ``60%``."""
-    return f"{value:.0%}"
-
-
-def _fixed(value: float, decimals: int) -> str:
-    """A cost in target steps, a ratio, a mean length: ``0.25``, ``3.5``."""
-    return f"{value:.{decimals}f}"
-
-
-def _seconds(ms: float) -> str:
-    """Milliseconds as seconds: ``2.10 s``."""
-    return f"{ms / 1e3:.2f} s"
-
-
-def _count(value: float) -> str:
-    """A median token count: ``48``."""
-    return f"{value:.0f}"
-
-
 def break_even_table(results: Sequence[Any]) -> Table:
     """One row per speculative variant × workload: its draft lengths, acceptance against the
     break-even, costs, predicted and measured speed-ups, the best fixed length."""
@@ -76,7 +39,7 @@ def break_even_table(results: Sequence[Any]) -> Table:
         unit = "–"
         if b.target_step_ms is not None:
             unit = f"{fmt(b.target_step_ms, 1)} ({'plain' if b.unit == 'plain steps' else 'baseline'})"
-        best = f"{b.best_k} ({_times(b.best_speedup)})" if b.best_k is not None else "–"
+        best = f"{b.best_k} ({times(b.best_speedup)})" if b.best_k is not None else "–"
         prefill = "–"
         if b.ttft_extra_ms is not None:
             prefill = f"{fmt(max(b.ttft_extra_ms, 0.0), 0)} + {fmt(b.prefill_after_ms or 0.0, 0)}"
@@ -87,13 +50,13 @@ def break_even_table(results: Sequence[Any]) -> Table:
                 b.workload,
                 f"{b.drafted_steps} + {b.plain_steps}",
                 fmt(b.mean_draft_length, 1),
-                pct(b.acceptance),
-                pct(b.needed),
+                spaced_percent(b.acceptance),
+                spaced_percent(b.needed),
                 fmt(b.draft_cost_per_token, 2),
                 verify,
                 fmt(b.overhead, 2),
                 unit,
-                _times(b.predicted_speedup),
+                times(b.predicted_speedup),
                 ratio(b.measured_speedup) or "–",
                 best,
                 prefill,
@@ -122,13 +85,13 @@ def draft_length_table(results: Sequence[Any], min_steps: int = 1) -> Table:
                     b.workload,
                     str(x.k),
                     str(x.steps),
-                    pct(at.rate) if at is not None else "–",
-                    pct(x.acceptance),
-                    pct(x.break_even),
+                    spaced_percent(at.rate) if at is not None else "–",
+                    spaced_percent(x.acceptance),
+                    spaced_percent(x.break_even),
                     fmt(x.tokens_per_step, 2),
                     fmt(x.draft_cost, 2),
                     fmt(x.verify_cost, 2),
-                    _times(x.speedup),
+                    times(x.speedup),
                 ]
             )
     headers = ["variant", "workload", "k", "steps", "at position k", "accepted", "needed"]
@@ -142,16 +105,16 @@ def _clause(b: BreakEven) -> str:
     """``code (2.80x decode; acceptance 72 % ≥ 31 % needed)``."""
     est = b.measured_speedup
     speed = (
-        f"{_times(est.value)} decode"
+        f"{times(est.value)} decode"
         if est is not None and est.value is not None
-        else (f"{_times(b.predicted_speedup)} predicted")
+        else (f"{times(b.predicted_speedup)} predicted")
     )
     if b.acceptance is None or b.needed is None:
         return f"{b.workload} ({speed})"
     sign = "≥" if b.acceptance >= b.needed else "<"
     if b.needed > 1:
-        return f"{b.workload} ({speed}: acceptance {pct(b.acceptance)}, no acceptance could pay its costs)"
-    return f"{b.workload} ({speed}: acceptance {pct(b.acceptance)} {sign} {pct(b.needed)} needed)"
+        return f"{b.workload} ({speed}: acceptance {spaced_percent(b.acceptance)}, no acceptance could pay its costs)"
+    return f"{b.workload} ({speed}: acceptance {spaced_percent(b.acceptance)} {sign} {spaced_percent(b.needed)} needed)"
 
 
 def _and(items: Iterable[str]) -> str:
@@ -194,10 +157,10 @@ def _e2e_clause(b: BreakEven) -> str | None:
     first token, 0.10 s after it)``; or why it never does."""
     if b.ttft_extra_ms is None:
         return None
-    out = f"its outputs: {_count(b.output_tokens)}" if b.output_tokens is not None else "its outputs: ?"
+    out = f"its outputs: {count(b.output_tokens)}" if b.output_tokens is not None else "its outputs: ?"
     before, after = b.ttft_extra_ms, b.prefill_after_ms or 0.0
     spent = (
-        f"the draft's prefill {_seconds(max(before, 0.0))} before the first token, {_seconds(after)} after it"
+        f"the draft's prefill {seconds(max(before, 0.0))} before the first token, {seconds(after)} after it"
     )
     if b.drafted_steps == 0 and b.prefill_steps:
         return (
@@ -220,37 +183,41 @@ def hint_text(b: BreakEven) -> str | None:
     if found is None:
         return None
     plain = (
-        f" (it drafted nothing on {_share(found.plain_share)} of its steps already)"
+        f" (it drafted nothing on {percent(found.plain_share)} of its steps already)"
         if found.plain_share is not None
         else ""
     )
     if found.kind == "shorter-drafts":
         return (
             f"shorter drafts would pay: at k = {b.best_k} the acceptance by position predicts "
-            f"{_times(b.best_speedup)} (its drafts averaged {_fixed(b.mean_draft_length or 0.0, 1)} tokens; "
+            f"{times(b.best_speedup)} (its drafts averaged {fixed(b.mean_draft_length or 0.0, 1)} tokens; "
             "later positions are accepted less)."
         )
     if found.kind == "draft-cost":
         return (
             f"no draft length pays here at this cost: a drafted token costs "
-            f"{_fixed(b.draft_cost_per_token or 0.0, 2)} target steps to draft, a one-token draft "
-            f"{pct(found.needed_first)} acceptance to break even; a cheaper draft would pay, else decode "
+            f"{fixed(b.draft_cost_per_token or 0.0, 2)} target steps to draft, a one-token draft "
+            f"{spaced_percent(found.needed_first)} acceptance to break even; a cheaper draft would pay, else decode "
             f"plainly (k = 0){plain}."
         )
     if found.kind == "low-acceptance":
-        why = f" ({pct(found.needed_first)} needed at k = 1)" if found.needed_first is not None else ""
+        why = (
+            f" ({spaced_percent(found.needed_first)} needed at k = 1)"
+            if found.needed_first is not None
+            else ""
+        )
         return (
-            f"no draft length pays here: even the first draft token is accepted only {pct(found.first_rate)}"
+            f"no draft length pays here: even the first draft token is accepted only {spaced_percent(found.first_rate)}"
             f"{why}; decode plainly (k = 0) on prompts like these{plain}."
         )
     reasons = []
     if found.overhead is not None:
         reasons.append(
-            f"the loop spends {_fixed(found.overhead, 2)} target steps per step outside draft and verify"
+            f"the loop spends {fixed(found.overhead, 2)} target steps per step outside draft and verify"
         )
     if found.step_ratio is not None:
-        reasons.append(f"its plain step takes {_fixed(found.step_ratio, 2)} times as long as the baseline's")
+        reasons.append(f"its plain step takes {fixed(found.step_ratio, 2)} times as long as the baseline's")
     because = f": {'; '.join(reasons)}" if reasons else ""
     est = b.measured_speedup
     measured = est.value if est is not None else None
-    return f"predicted {_times(b.predicted_speedup)} from acceptance and costs, measured {_times(measured)}{because}."
+    return f"predicted {times(b.predicted_speedup)} from acceptance and costs, measured {times(measured)}{because}."

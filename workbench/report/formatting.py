@@ -1,5 +1,14 @@
-"""How figures are written in text: the CLI's tables and the Markdown/HTML reports share these, so a
-number reads the same everywhere. Headless and light (no numpy, no Qt)."""
+"""How figures are written in text: every number the CLI, the Markdown/HTML reports, the GUI's table and
+the charts' read-outs show is written by one of these, so a number reads the same everywhere. Headless
+and light (no numpy, no Qt).
+
+Plain numbers: :func:`fmt` (fixed digits), :func:`num` (a readable precision: 1,290 · 77.5 · 0.0484),
+:func:`ms` (a time in ms at the main table's precision). Ratios: :func:`times` (``1.23x``),
+:func:`ratio` (a speed-up with its CI). Shares: :func:`percent` (``38%``), :func:`plus_minus`
+(``±6.2%``), :func:`mde_text`. A summary's cells: :func:`trials_text` (n with the failed and disturbed
+trials), :func:`acceptance_text`, :func:`match_text`; quality: :func:`kld_text`. The columns these fill
+are defined once in :mod:`workbench.report.columns`.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +18,28 @@ from typing import Any
 
 __all__ = [
     "acceptance_text",
+    "count",
     "environment_lines",
+    "fixed",
     "fmt",
     "host_environment",
     "json_text",
+    "kld_text",
     "libraries",
     "machine_line",
     "match_text",
+    "mde_text",
+    "ms",
+    "num",
+    "percent",
+    "plus_minus",
     "ratio",
-    "timing_cells",
+    "seconds",
+    "significant",
+    "spaced_percent",
+    "times",
+    "tokens",
+    "trials_text",
 ]
 
 
@@ -39,28 +61,119 @@ def _finite(value: Any) -> Any:
     return value
 
 
+# -- plain numbers -------------------------------------------------------------------------------
+
+
 def fmt(value: float | None, digits: int = 1) -> str:
+    """``1,234.5``: thousands separated, ``digits`` decimals; ``–`` when unknown."""
     if value is None:
         return "–"
     return f"{value:,.{digits}f}"
 
 
-def ratio(est: Any) -> str:
-    """A speed-up with its CI; ``*`` when the CI excludes 1."""
+def num(value: float | None, *, whole: bool = True) -> str:
+    """A measured number at a readable precision: 1,290 · 77.5 · 0.0484 (no decimals from 100 on, one
+    from 10, else three significant digits); a whole number without decimals (``50``, not ``50.0``)
+    unless ``whole`` is False; ``–`` when unknown."""
+    if value is None:
+        return "–"
+    if abs(value) >= 100 or (whole and float(value).is_integer()):
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def tokens(value: float) -> str:
+    """A token count, rounded: ``1,024``."""
+    return f"{round(value):,}"
+
+
+def count(value: float) -> str:
+    """A median count without separators: ``48``."""
+    return f"{value:.0f}"
+
+
+def fixed(value: float, decimals: int) -> str:
+    """A ratio, a cost in target steps, a mean length at fixed decimals: ``0.25``, ``3.5``."""
+    return f"{value:.{decimals}f}"
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``digits`` significant digits: a KLD ``0.00375``, a fitted slope."""
+    return f"{value:.{digits}g}"
+
+
+def seconds(ms: float) -> str:
+    """Milliseconds as seconds: ``2.10 s``."""
+    return f"{ms / 1e3:.2f} s"
+
+
+def ms(value: float | None) -> str:
+    """A time in ms as the main table writes it: one decimal under 100 ms, none from 100 ms on."""
+    return fmt(value, 1 if (value or 0) < 100 else 0)
+
+
+# -- ratios and shares ----------------------------------------------------------------------------
+
+
+def times(value: float | None) -> str:
+    """A ratio (a speed-up: > 1 is faster) as ``1.23x``; ``–`` when unknown."""
+    return "–" if value is None else f"{value:.2f}x"
+
+
+def ratio(est: Any, *, interval: bool = True) -> str:
+    """A speed-up (an estimate with ``value``, ``lo``, ``hi``) with its CI: ``1.62x [1.40–1.88]``, ``*``
+    when the CI excludes 1; without ``interval`` ``1.62x*``; ``""`` when unknown."""
     if est is None or est.value is None:
         return ""
     text = f"{est.value:.2f}x"
     if est.lo is not None and est.hi is not None:
-        text += f" [{est.lo:.2f}–{est.hi:.2f}]"
+        if interval:
+            text += f" [{est.lo:.2f}–{est.hi:.2f}]"
         if not est.lo <= 1.0 <= est.hi:
             text += "*"
     return text
 
 
+def percent(value: float | None, digits: int = 0, *, signed: bool = False) -> str:
+    """A share as a percentage: 0.38 → ``38%`` (``signed``: ``+38%``); ``""`` when unknown."""
+    if value is None:
+        return ""
+    return f"{value:+.{digits}%}" if signed else f"{value:.{digits}%}"
+
+
+def spaced_percent(value: float | None) -> str:
+    """An acceptance or a break-even share as the drafting tables write it: ``31 %``; ``> 100 %`` for a
+    break-even no acceptance can reach; ``–`` when unknown."""
+    if value is None:
+        return "–"
+    if value > 1:
+        return "> 100 %"
+    return f"{max(value, 0.0):.0%}".replace("%", " %")
+
+
+def plus_minus(value: float | None, digits: int = 1) -> str:
+    """A relative half-width: 0.062 → ``±6.2%``; ``""`` when unknown."""
+    return "" if value is None else f"±{value:.{digits}%}"
+
+
 def mde_text(est: Any) -> str:
     """A speed-up's minimum detectable effect, as ±x %."""
-    mde = getattr(est, "mde", None)
-    return f"±{mde:.1%}" if mde is not None else ""
+    return plus_minus(getattr(est, "mde", None))
+
+
+# -- a summary's cells (analysis.summary.GroupSummary) ----------------------------------------------
+
+
+def trials_text(summary: Any) -> str:
+    """The trials a row stands on: ``12``, ``12 (1 failed)``, ``12 (2 disturbed, out)`` (left out of
+    the statistics) or ``12 (2 disturbed)`` (kept)."""
+    s = summary
+    text = f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else "")
+    if s.n_disturbed:
+        text += f" ({s.n_disturbed} disturbed{', out' if s.disturbed_excluded else ''})"
+    return text
 
 
 def acceptance_text(summary: Any, digits: int = 1) -> str:
@@ -75,7 +188,7 @@ def acceptance_text(summary: Any, digits: int = 1) -> str:
         )
     if rate is None:
         return ""
-    text = f"{rate:.0%}"
+    text = percent(rate)
     if length is not None:
         text += f" ({length:.{digits}f} tok/step)"
     return text + where
@@ -85,34 +198,17 @@ def match_text(summary: Any) -> str:
     """Share of outputs identical to the baseline's, and of tokens when some differ."""
     if summary.matches_baseline is None:
         return ""
-    text = f"{summary.matches_baseline:.0%}"
+    text = percent(summary.matches_baseline)
     if summary.matches_baseline < 1 and summary.match_fraction is not None:
-        text += f" ({summary.match_fraction:.0%} tok)"
+        text += f" ({percent(summary.match_fraction)} tok)"
     return text
 
 
-def timing_cells(summary: Any, *, served: bool, parallel: bool) -> list[str]:
-    """The cells every comparison table starts with: variant, workload, n, token counts, TTFT (and, for
-    served variants, the client's and the server's mean TTFT), TPOT, decode tok/s, e2e (and
-    concurrency + aggregate tok/s). ``n`` notes disturbed trials ("12, 1 disturbed")."""
-    s, m = summary, summary.metrics
-    cells = [
-        s.variant,
-        s.workload,
-        f"{s.n_ok}"
-        + (f" ({s.n_failed} failed)" if s.n_failed else "")
-        + (f" ({s.n_disturbed} disturbed{', out' if s.disturbed_excluded else ''})" if s.n_disturbed else ""),
-        fmt(m["input_tokens"].value, 0),
-        fmt(m["output_tokens"].value, 0),
-        fmt(m["ttft_ms"].value, 1),
-    ]
-    if served:  # like with like: the client's mean beside the server's mean, over the same requests
-        cells.append(fmt(s.server.get("client_ttft_mean_ms") if s.server else None, 1))
-        cells.append(fmt(s.server.get("ttft_ms") if s.server else None, 1))
-    cells += [fmt(m["tpot_ms"].value, 2), fmt(m["decode_tokens_per_s"].value, 1), fmt(m["e2e_ms"].value, 0)]
-    if parallel:
-        cells += [str(s.concurrency), fmt(s.throughput_tokens_per_s, 1)]
-    return cells
+def kld_text(value: float | None) -> str:
+    """A KLD in nats, three significant digits ("0" only when the predictions are identical)."""
+    if value is None:
+        return ""
+    return "0" if value == 0 else f"{value:.3g}"
 
 
 # -- the machine a run was measured on (the run's environment JSON, its "host" part) -----------------

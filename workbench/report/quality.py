@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from workbench.report.formatting import fmt, kld_text, percent, times
+
 __all__ = [
     "QUALITY_HEADERS",
     "QUALITY_NOTE",
@@ -27,13 +29,6 @@ QUALITY_NOTE = (
 )
 
 
-def kld_text(value: float | None) -> str:
-    """A KLD in nats, three significant digits ("0" only when the predictions are identical)."""
-    if value is None:
-        return ""
-    return "0" if value == 0 else f"{value:.3g}"
-
-
 def _status_word(quality: dict[str, Any]) -> str:
     return {
         "reference": "reference",
@@ -51,11 +46,11 @@ def quality_cells(summary: Any) -> list[str]:
     if q.get("status") != "scored":
         return [_status_word(q), ""]
     bound = "≥" if q.get("method") == "top-k" else ""
-    return [bound + kld_text(q["kld_mean"]), f"{q['same_top']:.0%}"]
+    return [bound + kld_text(q["kld_mean"]), percent(q["same_top"])]
 
 
-def _ci(ci: Sequence[float] | None, fmt: Any) -> str:
-    return f" [{fmt(ci[0])}–{fmt(ci[1])}]" if ci else ""
+def _ci(ci: Sequence[float] | None, write: Any) -> str:
+    return f" [{write(ci[0])}–{write(ci[1])}]" if ci else ""
 
 
 def quality_table(figures: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
@@ -88,10 +83,10 @@ def quality_table(figures: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
                 kld_text(f.kld_median),
                 kld_text(f.kld_p99),
                 kld_text(f.kld_max),
-                f"{f.same_top:.1%}" + _ci(f.same_top_ci, lambda v: f"{v:.1%}"),
-                f"{f.delta_p_mean:+.2%}",
-                f"{f.delta_p_rms:.2%}",
-                f"{f.ppl_ratio:.3f}" + _ci(f.ppl_ratio_ci, lambda v: f"{v:.3f}"),
+                percent(f.same_top, 1) + _ci(f.same_top_ci, lambda v: percent(v, 1)),
+                percent(f.delta_p_mean, 2, signed=True),
+                percent(f.delta_p_rms, 2),
+                fmt(f.ppl_ratio, 3) + _ci(f.ppl_ratio_ci, lambda v: fmt(v, 3)),
                 "none"
                 if f.first_divergence is None
                 else f"tok {f.first_divergence:.0f} ({f.diverged_prompts}/{f.prompts})",
@@ -113,14 +108,14 @@ def quality_lines(quality: Any) -> list[str]:
             continue
         out.append(
             f"{f.variant} on {f.workload} ({f.prompts} chunks, {f.positions} tokens): perplexity "
-            f"{f.ppl:.3f} vs the baseline's {f.ppl_base:.3f} (ratio {f.ppl_ratio:.4f}), KLD {kld_text(f.kld_mean)}"
+            f"{f.ppl:.3f} vs the baseline's {f.ppl_base:.3f} (ratio {fmt(f.ppl_ratio, 4)}), KLD {kld_text(f.kld_mean)}"
         )
     return out
 
 
 def _range(values: Sequence[float]) -> str:
     lo, hi = min(values), max(values)
-    return f"{lo:.2f}x" if abs(hi - lo) < 0.005 else f"{lo:.2f}–{hi:.2f}x"
+    return times(lo) if abs(hi - lo) < 0.005 else f"{lo:.2f}–{times(hi)}"
 
 
 def tradeoff_lines(summaries: Sequence[Any], quality: Any) -> list[str]:
@@ -146,8 +141,8 @@ def tradeoff_lines(summaries: Sequence[Any], quality: Any) -> list[str]:
             if part
         )
         bound = "≥ " if figures.method == "top-k" else ""
-        cost = f"KLD {bound}{kld_text(figures.kld_mean)}, same top {figures.same_top:.0%}"
+        cost = f"KLD {bound}{kld_text(figures.kld_mean)}, same top {percent(figures.same_top)}"
         if figures.ppl_ratio_ci is None or figures.ppl_ratio_ci[0] > 1 or figures.ppl_ratio > 1.005:
-            cost += f", perplexity {figures.ppl_ratio:.3f} times the baseline's"
+            cost += f", perplexity {fmt(figures.ppl_ratio, 3)} times the baseline's"
         out.append(f"{name}: {speed or 'no speed-up measured'}; {cost}")
     return out

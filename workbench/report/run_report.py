@@ -17,23 +17,23 @@ from workbench.analysis.compare import SideBySide
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import Trust, WorkloadVerdict
+from workbench.report.columns import COLUMNS
 from workbench.report.design import design_lines
 from workbench.report.formatting import (
-    acceptance_text,
     fmt,
     host_environment,
+    kld_text,
     libraries,
     machine_line,
-    match_text,
-    mde_text,
+    percent,
+    plus_minus,
     ratio,
+    times,
 )
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
 from workbench.report.phases import LEVER_ADVICE, advice
 from workbench.report.quality import (
     QUALITY_NOTE,
-    kld_text,
-    quality_cells,
     quality_lines,
     quality_table,
     tradeoff_lines,
@@ -46,7 +46,6 @@ __all__ = [
     "build_run_report",
     "main_table",
     "share_text",
-    "speedup_text",
     "verdict_section",
 ]
 
@@ -72,21 +71,10 @@ LEGEND = (
 # -- figures in words ---------------------------------------------------------------------------
 
 
-def speedup_text(est: Any, *, interval: bool = True) -> str:
-    """``1.62x [1.40–1.88]`` (``*`` when the CI excludes 1) or ``1.62x`` without a CI."""
-    if est is None or est.value is None:
-        return ""
-    return ratio(est) if interval else f"{est.value:.2f}x" + ("*" if _excludes_one(est) else "")
-
-
-def _excludes_one(est: Any) -> bool:
-    return est.lo is not None and est.hi is not None and not est.lo <= 1.0 <= est.hi
-
-
 def longer_text(speedup: float) -> str:
     """A TTFT speed-up below 1 as the time it adds: 0.68x → ``47 % longer``; 0.3x → ``3.3 times as long``."""
-    times = 1 / speedup
-    return f"{times - 1:.0%} longer" if times < 2 else f"{times:.1f} times as long"
+    factor = 1 / speedup
+    return f"{percent(factor - 1)} longer" if factor < 2 else f"{fmt(factor, 1)} times as long"
 
 
 def share_text(share: float, label: str) -> str:
@@ -94,14 +82,14 @@ def share_text(share: float, label: str) -> str:
     decode-heavy ≤ 40 %), so it is written 40.5 %, not 40 %."""
     from workbench.analysis.phases import classify
 
-    text = f"{share:.0%}"
+    text = percent(share)
     if classify(float(text.rstrip("%")) / 100) != label:
-        text = f"{share:.1%}"
+        text = percent(share, 1)
     return text
 
 
 def _tokens(value: float | None) -> str:
-    return "?" if value is None else f"{value:,.0f}"
+    return "?" if value is None else fmt(value, 0)
 
 
 # -- the verdict --------------------------------------------------------------------------------
@@ -118,7 +106,7 @@ def _costs(v: WorkloadVerdict) -> list[str]:
         what = "output differs" if "output" in v.costs else "same output"
         out.append(f"{what}, KLD {bound}{kld_text(q['kld_mean'])}")
     elif "output" in v.costs:
-        out.append(f"output differs ({v.costs['output']:.0%} of outputs identical)")
+        out.append(f"output differs ({percent(v.costs['output'])} of outputs identical)")
     elif best.matches_baseline == 1:
         out.append("same output")
     return out
@@ -130,7 +118,7 @@ def verdict_line(v: WorkloadVerdict, width: int) -> str:
     if v.best is None:
         return f"{name} no variant to compare with {v.baseline or 'a baseline'}"
     est = v.best.speedup_e2e
-    speed = speedup_text(est)
+    speed = ratio(est)
     if v.beats is False:
         return f"{name} {v.baseline} stays fastest: the best variant, {v.best.variant}, is {speed} e2e"
     head = f"{name} {v.best.variant} {speed} e2e"
@@ -153,8 +141,8 @@ def trust_lines(t: Trust) -> list[str]:
         mde = ""
         if t.mde:
             lo, hi = t.mde
-            mde = f"; smallest e2e change it can detect (MDE) ±{lo:.0%}" + (
-                f" to ±{hi:.0%}" if hi - lo >= 0.005 else ""
+            mde = f"; smallest e2e change it can detect (MDE) {plus_minus(lo, 0)}" + (
+                f" to {plus_minus(hi, 0)}" if hi - lo >= 0.005 else ""
             )
         first = f"Trust: {reps}, paired{mde}."
         if t.mde and t.mde[1] > WIDE_MDE and not t.auto:
@@ -165,7 +153,7 @@ def trust_lines(t: Trust) -> list[str]:
         more.append(f"{t.disturbed} {trials} disturbed ({'left out' if t.disturbed_excluded else 'kept'})")
     if t.drift is not None and abs(t.drift - 1) > 0.05:
         more.append(
-            f"the machine's speed drifted (the baseline's last rounds took {t.drift:.2f} times as long as its first)"
+            f"the machine's speed drifted (the baseline's last rounds took {fmt(t.drift, 2)} times as long as its first)"
         )
     if t.order == "sequential":
         more.append("trials ran sequentially, not interleaved: drift lands on one variant")
@@ -191,66 +179,42 @@ def verdict_section(verdicts: Sequence[WorkloadVerdict], trust: Trust, baseline:
 #: a served variant's client and server TTFT and parallel streams' columns stay: they appear only
 #: where they are the point
 WIDE = frozenset(
-    {
+    COLUMNS[key].short
+    for key in (
         "n",
-        "in tok",
-        "out tok",
-        "TPOT ms",
-        "MDE",
-        "accepted",
-        "same top",
-        "peak MB",
-        "draft/verify",
-    }
+        "input_tokens",
+        "output_tokens",
+        "tpot_ms",
+        "mde",
+        "acceptance",
+        "same_top",
+        "peak_memory_mb",
+        "draft_verify",
+    )
 )
 
 
 def main_table(summaries: Sequence[Any], *, title: str = "") -> Table:
     """Per variant × workload: medians and speed-ups; the columns a person reads first, the rest
-    (:data:`WIDE`) for ``--wide`` and the documents."""
+    (:data:`WIDE`) for ``--wide`` and the documents. Its columns are :data:`~workbench.report.columns.COLUMNS`
+    (short labels; the TTFT and decode speed-ups without their intervals)."""
     served = any(s.server for s in summaries)
     parallel = any(s.concurrency > 1 for s in summaries)
     scored = any(s.quality for s in summaries)
     speculative = any(
         s.acceptance_rate is not None or (s.server or {}).get("acceptance_rate") for s in summaries
     )
-    headers = ["variant", "workload", "n", "in tok", "out tok", "TTFT ms"]
-    headers += ["TTFT mean ms", "srv TTFT mean ms"] if served else []
-    headers += ["TPOT ms", "tok/s", "e2e ms"]
-    headers += ["conc", "agg tok/s"] if parallel else []
-    headers += ["e2e x", "MDE", "TTFT x", "decode x", "match"]
-    headers += ["accepted", "draft/verify"] if speculative else []
-    headers += ["peak MB"]
-    headers += ["KLD", "same top"] if scored else []
-    rows = []
-    for s in summaries:
-        m = s.metrics
-        n = f"{s.n_ok}" + (f" ({s.n_failed} failed)" if s.n_failed else "")
-        n += f" ({s.n_disturbed} disturbed{', out' if s.disturbed_excluded else ''})" if s.n_disturbed else ""
-        row = [s.variant, s.workload, n, fmt(m["input_tokens"].value, 0), fmt(m["output_tokens"].value, 0)]
-        row.append(fmt(m["ttft_ms"].value, 1 if (m["ttft_ms"].value or 0) < 100 else 0))
-        if served:
-            row.append(fmt(s.server.get("client_ttft_mean_ms") if s.server else None, 1))
-            row.append(fmt(s.server.get("ttft_ms") if s.server else None, 1))
-        row += [fmt(m["tpot_ms"].value, 2), fmt(m["decode_tokens_per_s"].value, 1), fmt(m["e2e_ms"].value, 0)]
-        if parallel:
-            row += [str(s.concurrency), fmt(s.throughput_tokens_per_s, 1)]
-        row += [
-            speedup_text(s.speedup_e2e),
-            mde_text(s.speedup_e2e),
-            speedup_text(s.speedup_ttft, interval=False),
-            speedup_text(s.speedup_decode, interval=False),
-            match_text(s) or ("reference" if s.speedup_e2e is None and s.n_ok else ""),
-        ]
-        if speculative:
-            split = ""
-            if s.draft_share is not None and s.verify_share is not None:
-                split = f"{s.draft_share:.0%} / {s.verify_share:.0%}"
-            row += [acceptance_text(s), split]
-        row.append(fmt(m["peak_memory_mb"].value, 0))
-        row += quality_cells(s) if scored else []
-        rows.append(row)
-    return Table(headers, rows, title=title, wide=WIDE)
+    keys = ["variant", "workload", "n", "input_tokens", "output_tokens", "ttft_ms"]
+    keys += ["client_ttft_mean_ms", "server_ttft_mean_ms"] if served else []
+    keys += ["tpot_ms", "decode_tokens_per_s", "e2e_ms"]
+    keys += ["concurrency", "throughput_tokens_per_s"] if parallel else []
+    keys += ["speedup_e2e", "mde", "speedup_ttft", "speedup_decode", "match"]
+    keys += ["acceptance", "draft_verify"] if speculative else []
+    keys += ["peak_memory_mb"]
+    keys += ["kld", "same_top"] if scored else []
+    columns = [COLUMNS[key] for key in keys]
+    rows = [[c.text(s, brief=True) for c in columns] for s in summaries]
+    return Table([c.short for c in columns], rows, title=title, wide=WIDE)
 
 
 # -- phases -------------------------------------------------------------------------------------
@@ -270,7 +234,7 @@ def phases_section(analysis: RunAnalysis) -> Section:
             f"({_tokens(p.input_tokens)} in, {_tokens(p.output_tokens)} out tokens)"
         )
         if p.prediction is not None:
-            guess = f"{p.prediction.label} ({p.prediction.prefill_share:.0%})"
+            guess = f"{p.prediction.label} ({percent(p.prediction.prefill_share)})"
             line += f"; predicted {guess}" + (" — see the finding" if p.disagrees else ", as measured")
         lines.append(line)
     section.add(Bullets(lines))
@@ -324,8 +288,8 @@ def drafting_section(analysis: RunAnalysis) -> Section:
     for variant in dict.fromkeys(b.variant for b in results):
         mine = [b for b in results if b.variant == variant]
         rows = [by_key.get((b.variant, b.workload)) for b in mine]
-        decode = [speedup_text(s.speedup_decode, interval=False) if s else "?" for s in rows]
-        e2e = [speedup_text(s.speedup_e2e, interval=False) if s else "?" for s in rows]
+        decode = [ratio(s.speedup_decode, interval=False) if s else "?" for s in rows]
+        e2e = [ratio(s.speedup_e2e, interval=False) if s else "?" for s in rows]
         acc = [b.acceptance for b in mine if b.acceptance is not None]
         need = [b.needed for b in mine if b.needed is not None]
         paid = [b.workload for b in mine if b.verdict == "pays"]
@@ -372,7 +336,7 @@ def drafting_section(analysis: RunAnalysis) -> Section:
 
 def _span(values: Sequence[float]) -> str:
     lo, hi = min(values), max(values)
-    return f"{lo:.0%}" if round(lo, 2) == round(hi, 2) else f"{lo:.0%}–{hi:.0%}"
+    return percent(lo) if round(lo, 2) == round(hi, 2) else f"{percent(lo)}–{percent(hi)}"
 
 
 def _lost_end_to_end(b: Any, s: Any) -> str | None:
@@ -385,18 +349,16 @@ def _lost_end_to_end(b: Any, s: Any) -> str | None:
         return None
     before = max(b.ttft_extra_ms or 0.0, 0.0)
     after = b.prefill_after_ms or 0.0
-    cost = f"its draft's prefill adds {before / 1e3:.2f} s before the first token" + (
-        f" and {after / 1e3:.2f} s after it" if after >= 5 else ""
+    cost = f"its draft's prefill adds {fmt(before / 1e3, 2)} s before the first token" + (
+        f" and {fmt(after / 1e3, 2)} s after it" if after >= 5 else ""
     )
     if b.wins_from is None:
         pays = "no output length pays it back"
     else:
-        pays = (
-            f"it starts to pay from {b.wins_from:,} output tokens (its outputs: {_tokens(b.output_tokens)})"
-        )
+        pays = f"it starts to pay from {fmt(b.wins_from, 0)} output tokens (its outputs: {_tokens(b.output_tokens)})"
     return (
-        f"  {b.workload}: drafting paid on decode ({decode:.2f}x) but the variant loses end to end "
-        f"({s.speedup_e2e.value:.2f}x): {cost}; {pays}."
+        f"  {b.workload}: drafting paid on decode ({times(decode)}) but the variant loses end to end "
+        f"({times(s.speedup_e2e.value)}): {cost}; {pays}."
     )
 
 
@@ -529,7 +491,7 @@ def roofline_section(analysis: RunAnalysis) -> Section:
             r.workload,
             fmt(r.decode_tokens_per_s, 1),
             fmt(r.limit_tokens_per_s, 1),
-            "" if r.fraction is None else f"{r.fraction:.0%}",
+            percent(r.fraction),
             fmt(r.weights_mb, 0),
             fmt(r.kv_mb, 2),
         ]

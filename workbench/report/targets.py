@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workbench.analysis.targets import Check, TargetGap, TargetMiss, Verdict
+from workbench.report.formatting import fixed, num, percent, significant, times, tokens
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 
 __all__ = [
@@ -36,41 +37,9 @@ TARGETS_NOTE = (
 )
 
 
-# -- numbers (every figure this module writes goes through these) --------------------------------------
-
-
-def _num(value: float | None) -> str:
-    """1,290 · 500 · 77.5 · 0.0484: whole numbers without decimals, else a readable precision."""
-    if value is None:
-        return "–"
-    if float(value).is_integer() or abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
-
-
-def _tokens(value: float) -> str:
-    """A token count: ``1,024``."""
-    return f"{round(value):,}"
-
-
-def _percent(value: float, decimals: int = 0) -> str:
-    """A share as ``18%`` (``decimals`` after the point)."""
-    return f"{value:.{decimals}%}"
-
-
-def _times(value: float) -> str:
-    """A speed-up: ``2.26x``."""
-    return f"{value:.2f}x"
-
-
-def _factor(value: float) -> str:
-    """A ratio in words' company: ``1.01`` (times the limit)."""
-    return f"{value:.2f}"
-
-
 def _quality(metric: str, value: float) -> str:
     """A quality figure: the same-top share as ``93.1%``, a KLD at three significant digits."""
-    return _percent(value, 1) if metric == "same_top_min" else f"{value:.3g}"
+    return percent(value, 1) if metric == "same_top_min" else significant(value)
 
 
 # -- a check and a verdict in words ---------------------------------------------------------------------
@@ -80,15 +49,15 @@ def check_label(check: Check) -> str:
     """The target's name: ``TTFT p90``, ``KLD mean``, ``same top``."""
     if check.metric in QUALITY_TARGETS:
         return "KLD mean" if check.metric == "kld_max" else "same top"
-    return f"{TARGET_METRICS[check.metric][0]} p{_num(check.percentile)}"
+    return f"{TARGET_METRICS[check.metric][0]} p{num(check.percentile)}"
 
 
 def limit_text(check: Check) -> str:
     """The limit: ``≤ 500 ms``, ``≥ 20 tok/s``, ``≥ 90%``."""
     _, unit, higher = TARGET_METRICS[check.metric]
     if check.metric == "same_top_min":
-        return f"≥ {_percent(check.target)}"
-    return f"{'≥' if higher else '≤'} {_num(check.target)} {unit}".rstrip()
+        return f"≥ {percent(check.target)}"
+    return f"{'≥' if higher else '≤'} {num(check.target)} {unit}".rstrip()
 
 
 def measured_text(check: Check, ci: bool = True) -> str:
@@ -103,9 +72,9 @@ def measured_text(check: Check, ci: bool = True) -> str:
             else ""
         )
         return f"{_quality(check.metric, est.value)}{bounds}"
-    text = f"{_num(est.value)} {unit}"
+    text = f"{num(est.value)} {unit}"
     if ci and est.lo is not None and est.hi is not None:
-        text += f" [{_num(est.lo)}–{_num(est.hi)}]"
+        text += f" [{num(est.lo)}–{num(est.hi)}]"
     return text
 
 
@@ -117,9 +86,9 @@ def check_text(check: Check) -> str:
     if check.status == "no data":
         return f"{label} vs {limit}: no data (this variant has no {TARGET_METRICS[check.metric][0]})"
     margin = check.margin or 0.0
-    how = f"{_percent(margin)} headroom" if margin >= 0 else f"{_percent(-margin)} over"
+    how = f"{percent(margin)} headroom" if margin >= 0 else f"{percent(-margin)} over"
     if check.higher_is_better and margin < 0:
-        how = f"{_percent(-margin)} short"
+        how = f"{percent(-margin)} short"
     unsure = " (the CI straddles the target)" if check.confident is False else ""
     return f"{label} {measured_text(check)} vs {limit}: {check.status}, {how}{unsure}"
 
@@ -135,7 +104,7 @@ def verdict_short(verdict: Verdict) -> str:
         else f"met {met}/{len(verdict.checks)}, no data for the rest"
     )
     gp = verdict.goodput
-    return head + (f" · goodput {_percent(gp)}" if gp is not None else "")
+    return head + (f" · goodput {percent(gp)}" if gp is not None else "")
 
 
 def _metric_names(checks: Sequence[Check]) -> str:
@@ -149,12 +118,12 @@ def check_cell(check: Any, *, ci: bool = True) -> str:
     if check.status == "no data":
         return "no data"
     est = check.measured
-    text = ("✓ " if check.status == "met" else "✗ ") + _num(est.value)
+    text = ("✓ " if check.status == "met" else "✗ ") + num(est.value)
     if ci and est.lo is not None and est.hi is not None:
-        text += f" [{_num(est.lo)}–{_num(est.hi)}]"
+        text += f" [{num(est.lo)}–{num(est.hi)}]"
     margin = check.margin
     if margin is not None:
-        text += f" {'+' if margin >= 0 else '−'}{_percent(abs(margin))}"
+        text += f" {'+' if margin >= 0 else '−'}{percent(abs(margin))}"
     if check.confident is False:
         text += "?"
     return text
@@ -185,7 +154,7 @@ def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> Table:
                 v.targets.describe() if first else "",
                 v.variant,
                 v.status,
-                "–" if gp is None else f"{_percent(gp)} ({v.good}/{v.requests} req)",
+                "–" if gp is None else f"{percent(gp)} ({v.good}/{v.requests} req)",
                 *[check_cell(checks.get(m), ci=ci) for m in metrics],
             ]
         )
@@ -200,8 +169,8 @@ def projection_table(projections: Sequence[Any]) -> Table:
         if e is None or e.value is None:
             return "–"
         exact = e.lo == e.hi == e.value  # known, not estimated (no decode step at one output token)
-        ci = f" [{_num(e.lo)}–{_num(e.hi)}]" if e.lo is not None and e.hi is not None and not exact else ""
-        return _num(e.value) + ci
+        ci = f" [{num(e.lo)}–{num(e.hi)}]" if e.lo is not None and e.hi is not None and not exact else ""
+        return num(e.value) + ci
 
     headers = [
         "variant",
@@ -216,8 +185,8 @@ def projection_table(projections: Sequence[Any]) -> Table:
     rows = [
         [
             p.variant,
-            _num(p.input_tokens),
-            _num(p.output_tokens),
+            num(p.input_tokens),
+            num(p.output_tokens),
             est(p.ttft),
             est(p.decode),
             est(p.e2e),
@@ -289,9 +258,7 @@ def _who_meets(group: Sequence[Verdict], targets: Targets) -> str:
     if meets:
         parts.append(
             "Met by "
-            + ", ".join(
-                f"{v.variant} (goodput {_percent(v.goodput)})" for v in meets if v.goodput is not None
-            )
+            + ", ".join(f"{v.variant} (goodput {percent(v.goodput)})" for v in meets if v.goodput is not None)
         )
     else:
         parts.append("No variant meets every target")
@@ -313,8 +280,8 @@ def _phase_word(miss: TargetMiss) -> str:
     if split is None:
         return "e2e: both phases"
     return (
-        f"{split.bound}-bound: prefill {_num(split.prefill_ms)} ms + decode {_num(split.decode_ms)} ms "
-        f"(medians, prefill {_percent(split.prefill_share)})"
+        f"{split.bound}-bound: prefill {num(split.prefill_ms)} ms + decode {num(split.decode_ms)} ms "
+        f"(medians, prefill {percent(split.prefill_share)})"
     )
 
 
@@ -322,7 +289,7 @@ def _miss_line(miss: TargetMiss) -> str:
     check = miss.check
     return (
         f"{miss.variant}: {check_label(check)} {measured_text(check)} vs {limit_text(check)} "
-        f"({_factor(miss.factor)} times the limit): {_phase_word(miss)}."
+        f"({fixed(miss.factor, 2)} times the limit): {_phase_word(miss)}."
     )
 
 
@@ -333,7 +300,7 @@ def _levers_line(miss: TargetMiss) -> str:
         lever = reach.lever
         name = f"{reach.variant} ({lever})" if lever and lever != reach.variant else reach.variant
         verdict = "meets it" if reach.check.status == "met" else "still misses"
-        gain = f" ({_times(reach.speedup)})" if reach.speedup is not None else ""
+        gain = f" ({times(reach.speedup)})" if reach.speedup is not None else ""
         parts.append(f"{name} {measured_text(reach.check, ci=False)}{gain}, {verdict}")
     if not parts:
         return "No other variant was measured on this workload: add variants with levers for that phase."
@@ -347,40 +314,40 @@ def _length_line(miss: TargetMiss) -> str | None:
         return None
     t_line, d_line = found.ttft_line, found.decode_line
     if found.kind == "input" and t_line is not None:
-        fit_text = f"fit TTFT ≈ {_num(t_line.intercept)} ms + {_num(t_line.slope)} ms × input tokens"
+        fit_text = f"fit TTFT ≈ {num(t_line.intercept)} ms + {num(t_line.slope)} ms × input tokens"
         if found.input_limit is None:
             return (
-                f"Prediction: no input length brings {label} under {_num(target)} ms "
+                f"Prediction: no input length brings {label} under {num(target)} ms "
                 f"({fit_text}): it needs a prefill lever or a faster device."
             )
         return (
-            f"Prediction: {label} would hold with inputs up to ~{_tokens(found.input_limit)} tokens (now up "
-            f"to {_tokens(found.inputs_now or 0.0)} at p{_num(miss.check.percentile)}; {fit_text})."
+            f"Prediction: {label} would hold with inputs up to ~{tokens(found.input_limit)} tokens (now up "
+            f"to {tokens(found.inputs_now or 0.0)} at p{num(miss.check.percentile)}; {fit_text})."
         )
     if found.kind == "e2e" and t_line is not None and d_line is not None:
         fit_text = (
-            f"fits: TTFT {_num(t_line.slope)} ms per input token, {_num(d_line.slope)} ms per output token"
+            f"fits: TTFT {num(t_line.slope)} ms per input token, {num(d_line.slope)} ms per output token"
         )
         options = []
         if found.output_limit is not None:
             options.append(
-                f"cap the output at ~{_tokens(found.output_limit)} tokens (now up to "
-                f"{_tokens(found.outputs_now or 0.0)})"
+                f"cap the output at ~{tokens(found.output_limit)} tokens (now up to "
+                f"{tokens(found.outputs_now or 0.0)})"
             )
         if found.input_limit is not None:
             options.append(
-                f"keep the input under ~{_tokens(found.input_limit)} tokens (now up to "
-                f"{_tokens(found.inputs_now or 0.0)})"
+                f"keep the input under ~{tokens(found.input_limit)} tokens (now up to "
+                f"{tokens(found.inputs_now or 0.0)})"
             )
         if not options:
             return (
                 f"Prediction: no input or output length alone brings {label} under "
-                f"{_num(target)} ms ({fit_text}): it needs a lever."
+                f"{num(target)} ms ({fit_text}): it needs a lever."
             )
         return f"Prediction: {label} would hold if you " + " or ".join(options) + f" ({fit_text})."
     if found.kind == "decode" and d_line is not None:
         return (
-            f"Prediction: lengths do not fix this: decode costs {_num(d_line.slope)} ms per output token "
+            f"Prediction: lengths do not fix this: decode costs {num(d_line.slope)} ms per output token "
             "at every output length in the fit; it needs a decode lever (speculative decoding, "
             "quantization, batching) or a faster device."
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.report.formatting import mde_text, ratio
+from workbench.report.formatting import mde_text, plus_minus, ratio
 from workbench.report.model import text_table
 
 __all__ = ["NOISE_REPETITIONS", "noise_table", "text_table"]
@@ -31,14 +31,10 @@ def noise_table(summaries: Sequence[Any], prompts: dict[str, int]) -> Table:
                 continue
             width = est.half_width
             per_rep = prompts.get(s.workload) or 1
-            row = [s.workload, label, ratio(est), f"±{width:.1%}" if width is not None else "", mde_text(est)]
-            row += [_pct(mde_with(est, n * per_rep)) for n in NOISE_REPETITIONS]
-            row += [_pct(est.process_sd), _pct(est.pair_sd)]
+            row = [s.workload, label, ratio(est), plus_minus(width), mde_text(est)]
+            row += [plus_minus(mde_with(est, n * per_rep)) for n in NOISE_REPETITIONS]
+            row += [plus_minus(est.process_sd), plus_minus(est.pair_sd)]
             rows.append(row)
     headers = ["workload", "metric", "A/A speed-up", "CI ±", "MDE now"]
     headers += [f"MDE at {n} reps" for n in NOISE_REPETITIONS]
     return [*headers, "process ±", "pair ±"], rows
-
-
-def _pct(value: float | None) -> str:
-    return f"±{value:.1%}" if value is not None else ""
