@@ -35,8 +35,8 @@ from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.plan import VariantPlan
 from workbench.run.process import WorkerProcess
+from workbench.run.recording import RunRecorder
 from workbench.spec.parse import Spec
-from workbench.store import Store
 
 __all__ = ["QualityPass", "quality_wanted", "scored_context", "scoring_plan"]
 
@@ -114,8 +114,7 @@ class QualityPass:
     def __init__(
         self,
         spec: Spec,
-        store: Store,
-        run_id: int,
+        recorder: RunRecorder,
         plans: Sequence[VariantPlan],
         *,
         worker_for: Callable[[VariantPlan], WorkerProcess | None],
@@ -123,8 +122,10 @@ class QualityPass:
         cancelled: Callable[[], bool],
     ) -> None:
         self.spec = spec
-        self.store = store
-        self.run_id = run_id
+        self.recorder = recorder  # every write goes through it; the reads are the store's
+        self.store = recorder.store
+        assert recorder.run_id is not None, "the run has not started"
+        self.run_id = recorder.run_id
         self.plans = {p.variant.name: p for p in plans}
         self.worker_for = worker_for
         self.report = report
@@ -134,8 +135,12 @@ class QualityPass:
         self._corpus: str | None = None
 
     def run(self, dead: Sequence[str] = ()) -> list[str]:
-        """Score the run; returns one-line notes for the run's record."""
+        """Score the run (``dead``: the variants whose timed trials failed); returns one-line notes
+        for the run's record."""
         baseline = self.spec.baseline_variant
+        if baseline in dead:
+            self.report("quality: not scored: the baseline failed")
+            return self.notes
         plan = scoring_plan(self.spec)
         scratch = Path(tempfile.mkdtemp(prefix="workbench-quality-"))
         try:
@@ -205,9 +210,7 @@ class QualityPass:
                     "it returns only a server's top log-probabilities; a reference needs whole distributions"
                 )
         if isinstance(scored, str):
-            self.store.add_quality(
-                self.run_id, {"variant": baseline, "status": "not scored", "reason": scored}
-            )
+            self.recorder.quality({"variant": baseline, "status": "not scored", "reason": scored})
             self._note(
                 f"quality: nothing scored: the baseline ({baseline}) cannot be the reference: {scored}"
             )
@@ -235,8 +238,7 @@ class QualityPass:
                 )
         positions = sum(len(s.tokens) - s.start for s in kept)
         ms = sum(r.score_ms or 0 for r in scored)
-        self.store.add_quality(
-            self.run_id,
+        self.recorder.quality(
             {
                 "variant": baseline,
                 "status": "reference",
@@ -361,8 +363,7 @@ class QualityPass:
                 name, "not scored" if unsupported else "failed", errors[0] if errors else "nothing was scored"
             )
             return
-        self.store.add_quality(
-            self.run_id,
+        self.recorder.quality(
             {
                 "variant": name,
                 "status": "scored",
@@ -409,7 +410,7 @@ class QualityPass:
         return [answers.get(n, ev.Scored(item=n, error="no answer")) for n in range(len(items))]
 
     def _record(self, name: str, status: str, reason: str | None) -> None:
-        self.store.add_quality(self.run_id, {"variant": name, "status": status, "reason": reason})
+        self.recorder.quality({"variant": name, "status": status, "reason": reason})
         if status in ("failed", "not scored"):
             self._note(f"quality: {name} {status}: {reason}")
 

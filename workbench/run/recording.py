@@ -63,6 +63,16 @@ class RunResult:
     #: planned, whatever its trials did
     error: str | None = None
 
+    def final_status(self, cancelled: bool) -> str:
+        """The run's status once it has ended (``cancelled``: a cancel stopped trials it needed)."""
+        if self.error is not None:  # the run failed as a whole
+            return "failed"
+        if cancelled:
+            return "cancelled"
+        if self.failed == 0:
+            return "ok"
+        return "partial" if self.ok > 0 else "failed"
+
 
 class RunRecorder:
     """One run's writes. :meth:`start` creates the run; every other method writes to it."""
@@ -119,8 +129,9 @@ class RunRecorder:
                 },
             )
 
-    def loaded(self, variant: Variant, event: ev.Loaded) -> None:
-        """The variant is loaded: what it reported about itself, and the machine as its worker saw it."""
+    def loaded(self, variant: Variant, event: ev.Loaded, *, forked: bool = False) -> None:
+        """The variant is loaded: what it reported about itself, and the machine as its worker saw it;
+        then reported (``forked``: its worker was forked from a fork server)."""
         loaded = event.variant_fields()
         first = self.environment.get("variants", {}).get(variant.name)
         if first is not None:  # a fresh worker: the load time stays the first (cold) one's, and what
@@ -148,6 +159,16 @@ class RunRecorder:
         self.store.update_variant(
             self._run, variant.name, {**loaded, "server": server, "packages": packages, "status": "loaded"}
         )
+        where = ""
+        if variant.python is not None:
+            versions = environment.get("packages", {})
+            libraries = ", ".join(
+                f"{name} {versions[name]}" for name in ("transformers", "torch") if name in versions
+            )
+            where = f" (python {variant.python}{': ' + libraries if libraries else ''})"
+        elif forked:
+            where = " (forked)"
+        self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s{where}")
 
     def trial(
         self,
@@ -228,6 +249,16 @@ class RunRecorder:
                 **event.figures,
             },
         )
+
+    def quality(
+        self,
+        variant: dict[str, Any],
+        *,
+        reference: Sequence[dict[str, Any]] = (),
+        positions: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """One variant's quality-pass outcome with its per-position rows (:mod:`workbench.run.quality`)."""
+        self.store.add_quality(self._run, variant, reference=reference, positions=positions)
 
     def note(self, text: str) -> None:
         """Why the run's design differs from the spec's, or how ``repetitions = "auto"`` ended."""
