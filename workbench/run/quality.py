@@ -9,7 +9,7 @@ baseline's worker scores them (:meth:`Session.score`: full distributions, writte
 :func:`workbench.analysis.quality.position_figures` compares the two per position. What is stored:
 ``quality_variants`` (each variant: scored, lossless, not scored and why), ``quality_reference``
 (the baseline's top-k per position) and ``quality_positions`` (KLD, Δp, same-top, NLL per variant ×
-position).
+position), written through the run's recorder (:meth:`RunRecorder.quality`).
 
 Which variants are scored: every variant but the baseline whose strategy can score, except those
 lossless by construction (:attr:`Strategy.lossless`) on the baseline's model and dtype — they generate

@@ -1,7 +1,8 @@
 """Every write a run makes to the store, in one place: the run and its variants when it starts, each
 variant as it loads, each trial as it arrives (and the trials a dead variant never ran), the server's
-own figures, the notes on the design, and at the end the statuses, the machine's environment and
-the outputs' fidelity against the baseline (:mod:`workbench.analysis.fidelity`).
+own figures, the notes on the design, the quality pass's rows (:mod:`workbench.run.quality`), and at
+the end the statuses, the machine's environment and the outputs' fidelity against the baseline
+(:mod:`workbench.analysis.fidelity`).
 
 A run's status is written last, so a run reads ``ok`` only once everything else of it is stored. A
 write that fails (a full disk, a size limit, a database that refuses an insert) makes the run
