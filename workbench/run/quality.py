@@ -31,6 +31,7 @@ from typing import Any
 from workbench.analysis.quality import position_figures, reference_rows
 from workbench.core import registry
 from workbench.core.errors import StoreError, describe_exception
+from workbench.core.literals import QualityStatus
 from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.plan import VariantPlan
@@ -409,7 +410,7 @@ class QualityPass:
             return "cancelled"
         return [answers.get(n, ev.Scored(item=n, error="no answer")) for n in range(len(items))]
 
-    def _record(self, name: str, status: str, reason: str | None) -> None:
+    def _record(self, name: str, status: QualityStatus, reason: str | None) -> None:
         self.recorder.quality({"variant": name, "status": status, "reason": reason})
         if status in ("failed", "not scored"):
             self._note(f"quality: {name} {status}: {reason}")

@@ -27,6 +27,7 @@ from typing import Any
 from workbench import __version__
 from workbench.analysis.fidelity import mark_matches_baseline
 from workbench.core.errors import StoreError
+from workbench.core.literals import RunStatus, TrialOrder, TrialOutcome, TrialStatus, Workers
 from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.plan import TrialPlan, VariantPlan
@@ -54,7 +55,7 @@ class Progress:
 @dataclass
 class RunResult:
     run_id: int
-    status: str  # ok | partial | failed | cancelled
+    status: RunStatus
     ok: int = 0
     failed: int = 0
     cancelled: int = 0
@@ -64,7 +65,7 @@ class RunResult:
     #: planned, whatever its trials did
     error: str | None = None
 
-    def final_status(self, cancelled: bool) -> str:
+    def final_status(self, cancelled: bool) -> RunStatus:
         """The run's status once it has ended (``cancelled``: a cancel stopped trials it needed)."""
         if self.error is not None:  # the run failed as a whole
             return "failed"
@@ -175,7 +176,7 @@ class RunRecorder:
         self,
         variant: Variant,
         plan: TrialPlan,
-        status: str,
+        status: TrialOutcome,
         trial: TrialRecord,
         steps: Sequence[dict[str, Any]],
     ) -> int | None:
@@ -210,7 +211,7 @@ class RunRecorder:
         return record.id
 
     def never_ran(
-        self, variant: Variant, trials: Sequence[TrialPlan], reason: str, status: str = "failed"
+        self, variant: Variant, trials: Sequence[TrialPlan], reason: str, status: TrialStatus = "failed"
     ) -> None:
         """Write each of ``trials`` as ``status`` with ``reason``, count them and report the reason:
         failed when its worker could not load or died first, cancelled when a cancel killed its worker
@@ -265,7 +266,7 @@ class RunRecorder:
         """Why the run's design differs from the spec's, or how ``repetitions = "auto"`` ended."""
         self.store.update_run(self._run, {"trial_order_note": text})
 
-    def design(self, order: str, repetitions: int, workers: str | None) -> None:
+    def design(self, order: TrialOrder, repetitions: int, workers: Workers | None) -> None:
         """The design that ran: the order, the measured repetitions, the workers' policy."""
         self.store.update_run(
             self._run, {"trial_order": order, "repetitions": repetitions, "workers": workers}
@@ -277,7 +278,7 @@ class RunRecorder:
             self.result.error = reason
             self._report(reason)
 
-    def finish(self, variants: dict[str, dict[str, Any]], status: str, baseline: str) -> None:
+    def finish(self, variants: dict[str, dict[str, Any]], status: RunStatus, baseline: str) -> None:
         """The end: each variant's final status, the environment, for a run with finished trials the
         outputs compared with the baseline's, and last the run's ``status``. After a :meth:`fault`,
         or when one of these writes fails, the run is closed ``failed`` instead (:meth:`_close_failed`)."""
