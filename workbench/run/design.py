@@ -18,7 +18,8 @@ share one load. **Sequential** (``order = "sequential"``) is the old order: each
 one go.
 
 Variants with ``concurrency`` or ``batch_size`` run each group of trials (:func:`~workbench.run.plan.trial_groups`)
-as one unit, dispatched in the round of its first trial.
+as one unit, dispatched in the round of its first trial. :func:`planned_trials` counts, before the run
+starts, every trial its design will record (the progress total).
 """
 
 from __future__ import annotations
