@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from workbench.core.errors import SpecError
-from workbench.run.execute import RunExecutor, expected_duration, planned_trials
+from workbench.run.design import planned_trials
+from workbench.run.execute import RunExecutor
 from workbench.run.plan import plan_run
+from workbench.run.stopping import expected_duration
 from workbench.spec.parse import duration_s, parse_spec
 from workbench.store import Store
 

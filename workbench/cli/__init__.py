@@ -1,8 +1,10 @@
 """The ``workbench`` command: a thin click layer over the library.
 
 Every :class:`~workbench.core.errors.WorkbenchError` becomes one ``Error: ...`` line and exit code 2 — no
-traceback. ``run`` exits 0 when every trial succeeded, 3 when some failed (they are recorded), 130
-when cancelled (finished trials are kept).
+traceback. ``run`` (and ``demo``, ``noise``) exits 0 when every trial succeeded, 3 when some or all
+failed (they are recorded), 4 when the run failed as a whole (a result could not be stored: the run
+is recorded ``failed`` with the reason, what was stored is kept), 130 when cancelled (finished trials
+are kept); ``common`` defines them.
 
 The verbs live in modules by group: ``running`` (run, demo, noise), ``browsing`` (runs, show, compare,
 project, export), ``strategies`` and ``gui`` (with the ``workbench-viewer`` command). They share

@@ -35,7 +35,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_origin
+
+from workbench.core.literals import FinishReason, TimingScope
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -54,8 +56,6 @@ __all__ = [
     "Strategy",
     "TokenScores",
 ]
-
-FinishReason = Literal["eos", "length", "stop"]
 
 #: A strategy's parameters dataclass (:attr:`Strategy.Config`): ``Strategy[MyConfig]`` types
 #: ``variant.config`` in ``load`` and ``preflight`` as a ``MyConfig``.
@@ -226,7 +226,7 @@ class Session(ABC):
     #: ``"in-process"``: the model runs in the worker, the clock sees the device. ``"client"``: the
     #: session is a client of a server; its figures include network and queueing, and the worker's
     #: memory is not the model's (``peak_memory_mb`` is not recorded). Stored with every trial.
-    timing_scope: str = "in-process"
+    timing_scope: TimingScope = "in-process"
     #: What the session knows about the server it talks to (URL, version, served model...), stored
     #: with the variant. Never a secret.
     server_info: dict[str, Any] | None = None

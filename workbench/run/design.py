@@ -18,7 +18,8 @@ share one load. **Sequential** (``order = "sequential"``) is the old order: each
 one go.
 
 Variants with ``concurrency`` or ``batch_size`` run each group of trials (:func:`~workbench.run.plan.trial_groups`)
-as one unit, dispatched in the round of its first trial.
+as one unit, dispatched in the round of its first trial. :func:`planned_trials` counts, before the run
+starts, every trial its design will record (the progress total).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workbench.run.plan import VariantPlan, trial_groups
+from workbench.spec.parse import Spec
 
 __all__ = [
     "Block",
@@ -35,6 +37,7 @@ __all__ = [
     "balanced_orders",
     "block_schedule",
     "interleaved_schedule",
+    "planned_trials",
     "sequential_schedule",
 ]
 
@@ -150,3 +153,17 @@ def sequential_schedule(plans: Sequence[VariantPlan]) -> list[Block]:
     """Each variant in spec order, its warm-ups and then all its trials: one load each."""
     warm, measured = _units(plans)
     return [Block(v, (*warm[v], *measured[v])) for v in range(len(plans))]
+
+
+def planned_trials(spec: Spec, plans: Sequence[VariantPlan]) -> int:
+    """Every trial the run will record, counted before it starts: the plans' trials, and the warm-ups
+    every fresh worker runs again (``workers = "per-repetition"``: each repetition after the first;
+    in blocks: each block). ``repetitions = "auto"`` counts up to its cap, and lowers the total when
+    it stops."""
+    if spec.order == "blocks":
+        return sum(len(u.trials) for b in block_schedule(plans, spec.seed) for u in b.units)
+    total = sum(len(p.trials) for p in plans)
+    if spec.order == "interleaved" and len(plans) > 1 and spec.workers == "per-repetition":
+        reps = len({t.repetition for p in plans for t in p.trials if not t.warmup})
+        total += sum(t.warmup for p in plans for t in p.trials) * max(0, reps - 1)
+    return total

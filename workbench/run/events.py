@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from workbench.core.literals import TrialOutcome
 from workbench.store.records import TrialRecord
 
 __all__ = [
@@ -110,7 +111,7 @@ class TrialDone(Event):
 
     kind: ClassVar[str] = "trial"
     index: int
-    status: str  # ok | failed | cancelled | skipped
+    status: TrialOutcome
     trial: TrialRecord
     steps: list[dict[str, Any]]
 

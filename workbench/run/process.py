@@ -17,13 +17,24 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from workbench.run import events as ev
 from workbench.run.forkserver import ForkedProcess, ForkServer, fork_supported
 from workbench.run.interpreter import child_environment, command
 
-__all__ = ["CANCEL_GRACE_S", "WorkerPool", "WorkerProcess", "cancel_grace_s", "describe_exit", "interrupt"]
+__all__ = [
+    "CANCEL_GRACE_S",
+    "UnitOutcome",
+    "WorkerPool",
+    "WorkerProcess",
+    "cancel_grace_s",
+    "describe_exit",
+    "interrupt",
+]
+
+#: how a command to a worker ended: it said it was done, a cancel stopped it, or its process ended
+UnitOutcome = Literal["done", "cancelled", "died"]
 
 #: a worker's process: spawned, or forked by the fork server
 Proc = subprocess.Popen[str] | ForkedProcess
@@ -316,12 +327,12 @@ class WorkerProcess:
             self._on_log(f"{self.name}: its worker did not load in time; killed")
             self.proc.kill()
 
-    def run(self, trials: Sequence[int], on_event: Callable[[ev.Event], None]) -> str:
+    def run(self, trials: Sequence[int], on_event: Callable[[ev.Event], None]) -> UnitOutcome:
         """Run the job's ``trials`` as one unit: ``"done"``, ``"cancelled"``, or ``"died"`` (the
         process ended)."""
         return self.ask({"run": list(trials)}, on_event)
 
-    def ask(self, command: dict[str, Any], on_event: Callable[[ev.Event], None]) -> str:
+    def ask(self, command: dict[str, Any], on_event: Callable[[ev.Event], None]) -> UnitOutcome:
         """Send one command (run trials, encode, score) and hand its events to ``on_event`` until the
         worker says it is done: ``"done"``, ``"cancelled"`` or ``"died"``."""
         if not self.send(command):

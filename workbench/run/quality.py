@@ -9,7 +9,7 @@ baseline's worker scores them (:meth:`Session.score`: full distributions, writte
 :func:`workbench.analysis.quality.position_figures` compares the two per position. What is stored:
 ``quality_variants`` (each variant: scored, lossless, not scored and why), ``quality_reference``
 (the baseline's top-k per position) and ``quality_positions`` (KLD, Δp, same-top, NLL per variant ×
-position).
+position), written through the run's recorder (:meth:`RunRecorder.quality`).
 
 Which variants are scored: every variant but the baseline whose strategy can score, except those
 lossless by construction (:attr:`Strategy.lossless`) on the baseline's model and dtype — they generate
@@ -31,12 +31,13 @@ from typing import Any
 from workbench.analysis.quality import position_figures, reference_rows
 from workbench.core import registry
 from workbench.core.errors import StoreError, describe_exception
+from workbench.core.literals import QualityStatus
 from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.plan import VariantPlan
 from workbench.run.process import WorkerProcess
+from workbench.run.recording import RunRecorder
 from workbench.spec.parse import Spec
-from workbench.store import Store
 
 __all__ = ["QualityPass", "quality_wanted", "scored_context", "scoring_plan"]
 
@@ -114,8 +115,7 @@ class QualityPass:
     def __init__(
         self,
         spec: Spec,
-        store: Store,
-        run_id: int,
+        recorder: RunRecorder,
         plans: Sequence[VariantPlan],
         *,
         worker_for: Callable[[VariantPlan], WorkerProcess | None],
@@ -123,8 +123,10 @@ class QualityPass:
         cancelled: Callable[[], bool],
     ) -> None:
         self.spec = spec
-        self.store = store
-        self.run_id = run_id
+        self.recorder = recorder  # every write goes through it; the reads are the store's
+        self.store = recorder.store
+        assert recorder.run_id is not None, "the run has not started"
+        self.run_id = recorder.run_id
         self.plans = {p.variant.name: p for p in plans}
         self.worker_for = worker_for
         self.report = report
@@ -134,8 +136,12 @@ class QualityPass:
         self._corpus: str | None = None
 
     def run(self, dead: Sequence[str] = ()) -> list[str]:
-        """Score the run; returns one-line notes for the run's record."""
+        """Score the run (``dead``: the variants whose timed trials failed); returns one-line notes
+        for the run's record."""
         baseline = self.spec.baseline_variant
+        if baseline in dead:
+            self.report("quality: not scored: the baseline failed")
+            return self.notes
         plan = scoring_plan(self.spec)
         scratch = Path(tempfile.mkdtemp(prefix="workbench-quality-"))
         try:
@@ -205,9 +211,7 @@ class QualityPass:
                     "it returns only a server's top log-probabilities; a reference needs whole distributions"
                 )
         if isinstance(scored, str):
-            self.store.add_quality(
-                self.run_id, {"variant": baseline, "status": "not scored", "reason": scored}
-            )
+            self.recorder.quality({"variant": baseline, "status": "not scored", "reason": scored})
             self._note(
                 f"quality: nothing scored: the baseline ({baseline}) cannot be the reference: {scored}"
             )
@@ -235,8 +239,7 @@ class QualityPass:
                 )
         positions = sum(len(s.tokens) - s.start for s in kept)
         ms = sum(r.score_ms or 0 for r in scored)
-        self.store.add_quality(
-            self.run_id,
+        self.recorder.quality(
             {
                 "variant": baseline,
                 "status": "reference",
@@ -361,8 +364,7 @@ class QualityPass:
                 name, "not scored" if unsupported else "failed", errors[0] if errors else "nothing was scored"
             )
             return
-        self.store.add_quality(
-            self.run_id,
+        self.recorder.quality(
             {
                 "variant": name,
                 "status": "scored",
@@ -408,8 +410,8 @@ class QualityPass:
             return "cancelled"
         return [answers.get(n, ev.Scored(item=n, error="no answer")) for n in range(len(items))]
 
-    def _record(self, name: str, status: str, reason: str | None) -> None:
-        self.store.add_quality(self.run_id, {"variant": name, "status": status, "reason": reason})
+    def _record(self, name: str, status: QualityStatus, reason: str | None) -> None:
+        self.recorder.quality({"variant": name, "status": status, "reason": reason})
         if status in ("failed", "not scored"):
             self._note(f"quality: {name} {status}: {reason}")
 

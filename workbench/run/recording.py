@@ -1,7 +1,8 @@
 """Every write a run makes to the store, in one place: the run and its variants when it starts, each
 variant as it loads, each trial as it arrives (and the trials a dead variant never ran), the server's
-own figures, the notes on the design, and at the end the statuses, the machine's environment and
-the outputs' fidelity against the baseline (:mod:`workbench.analysis.fidelity`).
+own figures, the notes on the design, the quality pass's rows (:mod:`workbench.run.quality`), and at
+the end the statuses, the machine's environment and the outputs' fidelity against the baseline
+(:mod:`workbench.analysis.fidelity`).
 
 A run's status is written last, so a run reads ``ok`` only once everything else of it is stored. A
 write that fails (a full disk, a size limit, a database that refuses an insert) makes the run
@@ -26,6 +27,7 @@ from typing import Any
 from workbench import __version__
 from workbench.analysis.fidelity import mark_matches_baseline
 from workbench.core.errors import StoreError
+from workbench.core.literals import RunStatus, TrialOrder, TrialOutcome, TrialStatus, Workers
 from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.plan import TrialPlan, VariantPlan
@@ -53,7 +55,7 @@ class Progress:
 @dataclass
 class RunResult:
     run_id: int
-    status: str  # ok | partial | failed | cancelled
+    status: RunStatus
     ok: int = 0
     failed: int = 0
     cancelled: int = 0
@@ -62,6 +64,16 @@ class RunResult:
     #: why the run failed as a whole (a result that could not be stored...); None when it ended as
     #: planned, whatever its trials did
     error: str | None = None
+
+    def final_status(self, cancelled: bool) -> RunStatus:
+        """The run's status once it has ended (``cancelled``: a cancel stopped trials it needed)."""
+        if self.error is not None:  # the run failed as a whole
+            return "failed"
+        if cancelled:
+            return "cancelled"
+        if self.failed == 0:
+            return "ok"
+        return "partial" if self.ok > 0 else "failed"
 
 
 class RunRecorder:
@@ -119,8 +131,9 @@ class RunRecorder:
                 },
             )
 
-    def loaded(self, variant: Variant, event: ev.Loaded) -> None:
-        """The variant is loaded: what it reported about itself, and the machine as its worker saw it."""
+    def loaded(self, variant: Variant, event: ev.Loaded, *, forked: bool = False) -> None:
+        """The variant is loaded: what it reported about itself, and the machine as its worker saw it;
+        then reported (``forked``: its worker was forked from a fork server)."""
         loaded = event.variant_fields()
         first = self.environment.get("variants", {}).get(variant.name)
         if first is not None:  # a fresh worker: the load time stays the first (cold) one's, and what
@@ -148,12 +161,22 @@ class RunRecorder:
         self.store.update_variant(
             self._run, variant.name, {**loaded, "server": server, "packages": packages, "status": "loaded"}
         )
+        where = ""
+        if variant.python is not None:
+            versions = environment.get("packages", {})
+            libraries = ", ".join(
+                f"{name} {versions[name]}" for name in ("transformers", "torch") if name in versions
+            )
+            where = f" (python {variant.python}{': ' + libraries if libraries else ''})"
+        elif forked:
+            where = " (forked)"
+        self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s{where}")
 
     def trial(
         self,
         variant: Variant,
         plan: TrialPlan,
-        status: str,
+        status: TrialOutcome,
         trial: TrialRecord,
         steps: Sequence[dict[str, Any]],
     ) -> int | None:
@@ -188,7 +211,7 @@ class RunRecorder:
         return record.id
 
     def never_ran(
-        self, variant: Variant, trials: Sequence[TrialPlan], reason: str, status: str = "failed"
+        self, variant: Variant, trials: Sequence[TrialPlan], reason: str, status: TrialStatus = "failed"
     ) -> None:
         """Write each of ``trials`` as ``status`` with ``reason``, count them and report the reason:
         failed when its worker could not load or died first, cancelled when a cancel killed its worker
@@ -229,11 +252,21 @@ class RunRecorder:
             },
         )
 
+    def quality(
+        self,
+        variant: dict[str, Any],
+        *,
+        reference: Sequence[dict[str, Any]] = (),
+        positions: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """One variant's quality-pass outcome with its per-position rows (:mod:`workbench.run.quality`)."""
+        self.store.add_quality(self._run, variant, reference=reference, positions=positions)
+
     def note(self, text: str) -> None:
         """Why the run's design differs from the spec's, or how ``repetitions = "auto"`` ended."""
         self.store.update_run(self._run, {"trial_order_note": text})
 
-    def design(self, order: str, repetitions: int, workers: str | None) -> None:
+    def design(self, order: TrialOrder, repetitions: int, workers: Workers | None) -> None:
         """The design that ran: the order, the measured repetitions, the workers' policy."""
         self.store.update_run(
             self._run, {"trial_order": order, "repetitions": repetitions, "workers": workers}
@@ -245,7 +278,7 @@ class RunRecorder:
             self.result.error = reason
             self._report(reason)
 
-    def finish(self, variants: dict[str, dict[str, Any]], status: str, baseline: str) -> None:
+    def finish(self, variants: dict[str, dict[str, Any]], status: RunStatus, baseline: str) -> None:
         """The end: each variant's final status, the environment, for a run with finished trials the
         outputs compared with the baseline's, and last the run's ``status``. After a :meth:`fault`,
         or when one of these writes fails, the run is closed ``failed`` instead (:meth:`_close_failed`)."""

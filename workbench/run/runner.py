@@ -24,6 +24,7 @@ from typing import Any
 
 from workbench.core.device import Device
 from workbench.core.errors import describe_exception
+from workbench.core.literals import TrialOutcome
 from workbench.core.strategy import Cancelled, Output, Prompt, Request, Session
 from workbench.run.clock import Clock, MemoryTracker
 from workbench.run.metrics import StepRecord, trial_metrics
@@ -97,7 +98,7 @@ class _Probe:
 class TrialResult:
     """A finished (or failed, or skipped) trial, ready for the store."""
 
-    status: str  # ok | failed | cancelled | skipped
+    status: TrialOutcome
     record: TrialRecord  # without the variant's fields: the parent adds them
     steps: list[dict[str, Any]]
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from workbench.core.literals import TrialOutcome
 from workbench.run import events as ev
 from workbench.run.disturbance import MachineWatch
 
@@ -263,12 +264,12 @@ def _run_group(
     number: int,
     events: _Events,
     watch: MachineWatch,
-) -> set[str]:
+) -> set[TrialOutcome]:
     """Run one group of trials (one trial, a batch or parallel streams) and emit their results, each
     with what the machine did meanwhile. Returns the statuses seen."""
     # The server's own counters before and after each group (untimed; endpoint strategies only).
     before = _server_call(session.server_snapshot)
-    results: dict[int, str] = {}
+    results: dict[int, TrialOutcome] = {}
     mark = watch.mark()
 
     def emit(position: int, result: Any) -> None:

@@ -1,6 +1,7 @@
 """What to run: a spec (TOML or the GUI's form) parsed into dataclasses with precise errors
-(:mod:`.parse`), its workloads (:mod:`.workloads`), model sources and their one-off conversions
-(:mod:`.sources`), and TOML writing (:mod:`.writer`).
+(:mod:`.parse`), its workloads (:mod:`.workloads`), a workload's experience targets
+(:mod:`.targets`), and TOML writing (:mod:`.writer`). Model sources and their one-off conversions are
+their own package, :mod:`workbench.sources`.
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 from workbench.core import registry
 from workbench.core.config import COMMON_VARIANT_KEYS, build_config, model_source_fields
 from workbench.core.device import check_device_name
 from workbench.core.errors import ModelSourceError, SpecError, StrategyError, error_context
+from workbench.core.literals import TrialOrder, Workers
 from workbench.core.variant import Variant
 from workbench.sources import parse_source
 from workbench.spec.targets import Targets, parse_targets
@@ -67,9 +68,9 @@ else:  # pragma: no cover
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 #: trial orders (docs/analysis.md "How trials are ordered")
-ORDERS = ("interleaved", "blocks", "sequential")
+ORDERS: tuple[TrialOrder, ...] = get_args(TrialOrder)
 #: worker processes (docs/analysis.md "Processes"): fresh ones for every repetition, or one for the run
-WORKERS = ("per-repetition", "one")
+WORKERS: tuple[Workers, ...] = get_args(Workers)
 #: ``repetitions = "auto"``: the fewest repetitions before the CIs are looked at, and the default cap
 AUTO_MIN_REPETITIONS = 3
 AUTO_MAX_REPETITIONS = 20
@@ -134,11 +135,11 @@ class Spec:
     #: how trials of different variants are ordered in time (:data:`ORDERS`): ``interleaved`` (every
     #: variant loaded at once, round by round), ``blocks`` (one variant loaded at a time, A B B A over
     #: passes of repetitions) or ``sequential`` (each variant's trials in one go, as before)
-    order: str = "interleaved"
+    order: TrialOrder = "interleaved"
     #: ``per-repetition``: interleaved runs start every variant's workers afresh (load, warm-ups) for
     #: each repetition, so its trials come from several processes and the paired CIs see how much two
     #: processes of one variant differ; ``one``: one worker per variant for the whole run
-    workers: str = "per-repetition"
+    workers: Workers = "per-repetition"
     #: ``repetitions = "auto"``: add rounds (at least :data:`AUTO_MIN_REPETITIONS`, at most
     #: ``repetitions``) until every paired speed-up CI is within ±``ci_target``
     auto_repetitions: bool = False
@@ -203,7 +204,7 @@ def spec_from_dict(
         raise SpecError("spec: 'name' must not be empty (leave it out to name the run after the file)")
     repetitions, auto_repetitions = _repetitions(data)
     warmup = _get(data, "warmup", int, "spec", default=1)
-    order = _get(data, "order", str, "spec", default="interleaved")
+    order = cast(TrialOrder, _get(data, "order", str, "spec", default="interleaved"))
     if order not in ORDERS:
         raise SpecError(f"spec: 'order' must be one of {', '.join(ORDERS)}, got {order!r}")
     if auto_repetitions and order == "sequential":
@@ -211,7 +212,7 @@ def spec_from_dict(
             'spec: repetitions = "auto" needs order = "interleaved" or "blocks" (sequential runs each '
             "variant's repetitions in one go, so no round can be added to all of them)"
         )
-    workers = _get(data, "workers", str, "spec", default="per-repetition")
+    workers = cast(Workers, _get(data, "workers", str, "spec", default="per-repetition"))
     if workers not in WORKERS:
         raise SpecError(f"spec: 'workers' must be one of {', '.join(WORKERS)}, got {workers!r}")
     if "ci_target" in data and not auto_repetitions:

@@ -16,19 +16,20 @@ import socket
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from sqlite_utils import Database
 
 from workbench.core.errors import StoreError
 from workbench.core.lifetime import pid_alive as _pid_alive
+from workbench.core.literals import RunStatus, TrialStatus
 from workbench.store.paths import default_db_path, resolve_db_path
 from workbench.store.records import TRIAL_COLUMNS, TrialRecord
 from workbench.store.schema import migrations
 
 __all__ = ["RUN_STATUSES", "Store", "default_db_path", "resolve_db_path"]
 
-RUN_STATUSES = ("running", "ok", "partial", "failed", "cancelled")
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 
 
 def now_iso() -> str:
@@ -138,7 +139,7 @@ class Store:
     def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
         self._write(lambda: self.db.table("runs").update(run_id, {"environment": json.dumps(environment)}))
 
-    def finish_run(self, run_id: int, status: str, *, error: str | None = None) -> None:
+    def finish_run(self, run_id: int, status: RunStatus, *, error: str | None = None) -> None:
         """The run's final status (and, for a run that failed as a whole, why)."""
         assert status in RUN_STATUSES
         values = {"status": status, "finished_at": now_iso(), "error": error}
@@ -303,7 +304,7 @@ class Store:
         return self.query("select * from variants where run_id = ? order by id", [run_id])
 
     def trials(
-        self, run_id: int, *, include_warmup: bool = False, status: str | None = None
+        self, run_id: int, *, include_warmup: bool = False, status: TrialStatus | None = None
     ) -> list[TrialRecord]:
         """The run's trials in the order they were recorded (warm-ups only when asked for)."""
         sql = f"select {_TRIAL_SELECT} from trials where run_id = ?"

@@ -23,7 +23,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from workbench.core.literals import FinishReason, TimingScope, TrialStatus
 
 __all__ = [
     "RUN_COLUMNS",
@@ -50,7 +52,7 @@ class TrialRecord:
     prompt_id: str = ""
     repetition: int = 0
     warmup: int = 0  # 1 for a warm-up (stored, never in a statistic)
-    status: str = ""  # ok | failed | cancelled
+    status: TrialStatus | Literal[""] = ""  # "" until the runner sets it
     error: str | None = None
     # measured (the runner; see workbench.run.metrics for the definitions)
     input_tokens: int | None = None
@@ -71,7 +73,7 @@ class TrialRecord:
     itl_p90_ms: float | None = None
     itl_p99_ms: float | None = None
     max_new_tokens: int | None = None
-    finish_reason: str | None = None  # eos | length | stop
+    finish_reason: FinishReason | None = None
     seed: int | None = None
     temperature: float | None = None  # 0 = greedy
     started_at: str | None = None
@@ -81,7 +83,7 @@ class TrialRecord:
     draft_steps: int | None = None
     cached_tokens: int | None = None
     trimmed_tokens: int | None = None
-    timing_scope: str | None = None  # in-process | client
+    timing_scope: TimingScope | None = None
     token_count_source: str | None = None
     concurrency: int | None = None
     concurrent_group: int | None = None
