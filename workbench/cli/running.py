@@ -261,7 +261,8 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
     """Run ``spec`` into the results database with a progress bar; Ctrl-C cancels (twice: now).
     ``expected``: how long it takes, said before it starts when this database has no earlier run of
     the spec to tell."""
-    from workbench.run.execute import RunExecutor, expected_duration, preflight_spec
+    from workbench.run.execute import RunExecutor, preflight_spec
+    from workbench.run.stopping import expected_duration
     from workbench.run.process import cancel_grace_s
 
     preflight_spec(spec)  # before the database is touched

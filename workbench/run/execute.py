@@ -42,13 +42,12 @@ from workbench.run.process import Proc, WorkerPool, WorkerProcess
 from workbench.run.quality import QualityPass, quality_wanted
 from workbench.run.recording import Progress, RunRecorder, RunResult
 from workbench.run.state import VariantState
-from workbench.run.stopping import AutoRepetitions, expected_duration
+from workbench.run.stopping import AutoRepetitions
 from workbench.spec.parse import Spec
 from workbench.store import Store
 
-# preflight_spec: the CLI and the GUI check a spec with it before they run it here; the CLI says
-# expected_duration before it does
-__all__ = ["Progress", "RunExecutor", "RunResult", "expected_duration", "preflight_spec", "run_spec"]
+# preflight_spec: the CLI and the GUI check a spec with it before they run it here
+__all__ = ["Progress", "RunExecutor", "RunResult", "preflight_spec", "run_spec"]
 
 
 class RunExecutor:
