@@ -346,7 +346,7 @@ def test_the_gui_acceptance_tab_shows_the_chart_the_table_and_the_advice(
 
     monkeypatch.setenv("WORKBENCH_GUI_SETTINGS", str(tmp_path / "gui.ini"))
     window = MainWindow(drafting_db, settings=GuiSettings())
-    qtbot.addWidget(window, before_close_func=lambda w: w.stop_run_and_wait())
+    qtbot.addWidget(window, before_close_func=lambda w: w.run_control.stop_run_and_wait())
     window.show()
     qtbot.waitUntil(lambda: window.is_ready and window.results is not None, timeout=30_000)
     tab = [title for title, _, _ in CHART_TABS].index("Acceptance")

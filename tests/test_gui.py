@@ -73,7 +73,7 @@ def two_runs_db(tmp_path_factory):
 def open_window(qtbot, db_path, **kwargs):
     window = MainWindow(Path(db_path), settings=GuiSettings(), **kwargs)
     # a failed test can leave a run going: stop it, or closing would ask "cancel the run?" and wait
-    qtbot.addWidget(window, before_close_func=lambda w: w.stop_run_and_wait())
+    qtbot.addWidget(window, before_close_func=lambda w: w.run_control.stop_run_and_wait())
     window.show()
     qtbot.waitUntil(lambda: window.is_ready, timeout=10_000)
     return window
@@ -170,7 +170,7 @@ def test_build_a_spec_in_the_form_run_it_and_check_the_table_against_the_db(qtbo
     assert "predicted" not in b.builtin_labels["chat"][0].text()  # unticked
 
     with qtbot.waitSignal(window.runFinished, timeout=60_000) as finished:
-        assert window.start_run()
+        assert window.run_control.start_run()
         assert not b.run_btn.isEnabled()  # one run at a time
     result = finished.args[0]
     assert result.status == "ok" and result.ok == 8
@@ -257,7 +257,7 @@ def test_the_event_loop_keeps_turning_during_a_run(qtbot, db_path):
     spec = fake_spec(reps=3, decode=3.0)
     with qtbot.waitSignal(window.runFinished, timeout=60_000):
         timer.start()
-        window.start_run(spec=spec)
+        window.run_control.start_run(spec=spec)
     qtbot.waitUntil(lambda: window.run_thread is None, timeout=10_000)
     qtbot.wait(500)  # the last reload of the results lands too
     timer.stop()
@@ -278,7 +278,7 @@ def test_cancel_stops_within_a_trial_and_keeps_what_finished(qtbot, db_path):
     landed = []
     window.run_thread = None
     with qtbot.waitSignal(window.runFinished, timeout=60_000) as finished:
-        window.start_run(spec=spec)
+        window.run_control.start_run(spec=spec)
         thread = window.run_thread
         thread.progressed.connect(lambda info: landed.append(info.done))
         qtbot.waitUntil(lambda: any(d >= 2 for d in landed), timeout=30_000)
@@ -311,7 +311,7 @@ def test_a_worker_crash_shows_a_banner_with_the_reason_and_keeps_the_trials(qtbo
     window = open_window(qtbot, db_path)
     spec = fake_spec(reps=2, extra="crash_after_trials = 1")
     with qtbot.waitSignal(window.runFinished, timeout=60_000) as finished:
-        window.start_run(spec=spec)
+        window.run_control.start_run(spec=spec)
     result = finished.args[0]
     assert result.status == "partial"
     qtbot.waitUntil(lambda: window.run_thread is None, timeout=10_000)
@@ -339,7 +339,7 @@ def test_a_run_with_bad_input_is_one_message_and_records_nothing(qtbot, db_path,
     """
     bad = parse_spec(text)
     with qtbot.waitSignal(window.runFinished, timeout=30_000) as finished:
-        window.start_run(spec=bad)
+        window.run_control.start_run(spec=bad)
     assert isinstance(finished.args[0], str) and "variant 'fast'" in finished.args[0]
     assert "Traceback" not in window.last_message and "\n" not in window.last_message
     assert not db_path.exists() or Store(db_path, create=False).runs() == []
@@ -388,20 +388,20 @@ def test_export_chart_png_and_svg_copy_and_report(qtbot, two_runs_db, tmp_path):
     assert window.export_action.isEnabled() and window.copy_chart_action.isEnabled()
     window.show_tab("speedup")
     assert window.charts.current_chart().key == "speedup"
-    png = window.export_current_chart(path=tmp_path / "chart.png")
+    png = window.export_actions.export_current_chart(path=tmp_path / "chart.png")
     image = QImage(str(png))
     size = charts_module().preferred_size(window.charts.data["speedup"])
     assert (image.width(), image.height()) == (2 * size[0], 2 * size[1])  # 2x, as `workbench export`
     svg = window.export_chart(window.charts.data["headline"], "svg", path=tmp_path / "headline.svg")
     assert ElementTree.parse(svg).getroot().tag.endswith("svg")
-    assert window.copy_current_chart()
+    assert window.export_actions.copy_current_chart()
     copied = QApplication.clipboard().image()
     assert not copied.isNull() and copied.width() == 2 * size[0]
-    report = window.export_report(path=tmp_path / "report.html")
+    report = window.export_actions.export_report(path=tmp_path / "report.html")
     html = report.read_text()
     assert html.count("data:image/png;base64,") == len(window.results.charts)
     assert "second" in html
-    written = window.export_all(out_dir=tmp_path / "all")
+    written = window.export_actions.export_all(out_dir=tmp_path / "all")
     assert {"report.html", "headline.png", "headline.svg", "trials.csv", "summary.md"} <= {
         p.name for p in written
     }
@@ -419,9 +419,9 @@ def test_history_open_rename_compare_delete(qtbot, two_runs_db, tmp_path, monkey
     assert window.history.model.rowCount() == 2
     assert data.runs[0]["name"] == "second"
 
-    window.show_runs((1,))
+    window.results_view.show_runs((1,))
     wait_results(qtbot, window, [1])
-    assert window.rename_run(1, "renamed first")
+    assert window.history_actions.rename_run(1, "renamed first")
     qtbot.waitUntil(lambda: window.results_title.text().startswith("Run 1 — renamed first"), timeout=10_000)
     assert Store(db, create=False).resolve_run(1)["name"] == "renamed first"
 
@@ -439,10 +439,10 @@ def test_history_open_rename_compare_delete(qtbot, two_runs_db, tmp_path, monkey
 
     # delete asks first; "Cancel" keeps the run
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Cancel)
-    assert not window.delete_run(2)
+    assert not window.history_actions.delete_run(2)
     assert len(Store(db, create=False).runs()) == 2
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
-    assert window.delete_run(2)
+    assert window.history_actions.delete_run(2)
     with Store(db, create=False) as store:
         assert [r["id"] for r in store.runs()] == [1]
         assert store.query("select count(*) as n from trials where run_id = 2")[0]["n"] == 0
@@ -455,7 +455,7 @@ def test_export_action_writes_the_run_data(qtbot, two_runs_db, tmp_path):
     window = open_window(qtbot, two_runs_db)
     wait_results(qtbot, window, [2])
     assert window.export_action.isEnabled()
-    written = window.export_data(out_dir=tmp_path / "out")
+    written = window.export_actions.export_data(out_dir=tmp_path / "out")
     assert {"trials.csv", "steps.csv", "summary.json", "summary.csv", "headline.csv"} <= {
         p.name for p in written
     }
@@ -484,9 +484,11 @@ def test_exports_reuse_the_analysis_the_results_tab_holds(qtbot, two_runs_db, tm
             for attr, original in (("analyze_run", analyze_run), ("run_charts", run_charts)):
                 if getattr(module, attr, None) is original:
                     monkeypatch.setattr(module, attr, again)
-    assert {"trials.csv", "summary.json"} <= {p.name for p in window.export_data(out_dir=tmp_path / "data")}
-    assert window.export_report(path=tmp_path / "report.html").exists()
-    assert "report.html" in {p.name for p in window.export_all(out_dir=tmp_path / "all")}
+    assert {"trials.csv", "summary.json"} <= {
+        p.name for p in window.export_actions.export_data(out_dir=tmp_path / "data")
+    }
+    assert window.export_actions.export_report(path=tmp_path / "report.html").exists()
+    assert "report.html" in {p.name for p in window.export_actions.export_all(out_dir=tmp_path / "all")}
     assert window.last_message == ""
 
 
@@ -513,7 +515,7 @@ def test_save_and_open_a_spec_and_drop_files(qtbot, two_runs_db, tmp_path):
     b.v_strategy.setCurrentText("fake")
     saved = tmp_path / "specs" / "mine.toml"
     saved.parent.mkdir()
-    assert window._save_to(saved)
+    assert window.file_actions.save_to(saved)
     spec = parse_spec(saved.read_text(), base_dir=saved.parent)
     assert [w.name for w in spec.workloads] == ["chat", "code", "mine"]
     assert spec.workloads[2].items[1].prompt.messages == ({"role": "user", "content": "second\nprompt"},)
@@ -538,7 +540,7 @@ def test_save_and_open_a_spec_and_drop_files(qtbot, two_runs_db, tmp_path):
 
     broken = tmp_path / "broken.toml"
     broken.write_text("name = 'x'\n[[variants]\n")
-    assert not window.open_path(broken)
+    assert not window.file_actions.open_path(broken)
     assert "invalid TOML" in window.last_message and "line" in window.last_message
     close_message_boxes()
 
@@ -568,7 +570,7 @@ def test_invalid_form_disables_run_with_the_reason(qtbot, db_path):
     b.validate()
     assert not b.run_btn.isEnabled()
     assert "variant 'baseline'" in b.status.text() and "/no/such/model" in b.status.text()
-    assert not window.start_run()
+    assert not window.run_control.start_run()
     assert "mistake" in window.last_message
     close_message_boxes()
 
@@ -657,7 +659,7 @@ def test_a_whole_run_from_the_window_never_imports_torch_in_the_gui_process(tmp_
         done = []
         window.runFinished.connect(done.append)
         spec = parse_spec({FAKE_SPEC.format(name="p", reps=1, decode=1, extra="")!r})
-        window.start_run(spec=spec)
+        window.run_control.start_run(spec=spec)
         while window.run_thread is not None or not done:
             app.processEvents()
         print(done[0].status, sorted(m for m in ("torch", "transformers") if m in sys.modules))
@@ -696,14 +698,14 @@ def test_viewer_mode_without_torch_opens_browses_and_explains_what_to_install(tm
         print("demo enabled:", window.welcome.demo_btn.isEnabled())
         print("note:", window.builder.viewer_note.text())
         print("rows:", rows, "history:", window.history.model.rowCount())
-        out = window.export_data(out_dir=Path({str(tmp_path / "out")!r}))
+        out = window.export_actions.export_data(out_dir=Path({str(tmp_path / "out")!r}))
         print("exported:", sorted(p.name for p in out if p.name in ("trials.csv", "summary.json")))
         print("charts:", sorted(window.charts.data))
-        window.show_runs((1, 2))
+        window.results_view.show_runs((1, 2))
         while window.results.run_ids != (1, 2):
             app.processEvents()
         print("compare rows:", window.table_model.rowCount())
-        print("started:", window.start_run())
+        print("started:", window.run_control.start_run())
         import sys
         print("torch:", any(sys.modules.get(m) is not None for m in ("torch", "transformers")))
         from workbench.gui.app import dispose
@@ -979,7 +981,7 @@ def test_the_builder_sets_the_order_and_auto_repetitions(qtbot, tmp_path):
     b.repetitions.setValue(0)  # the lowest value reads "auto"
     assert b.repetitions.text() == "auto"
     saved = tmp_path / "auto.toml"
-    assert window._save_to(saved)
+    assert window.file_actions.save_to(saved)
     spec = parse_spec(saved.read_text(), base_dir=saved.parent)
     assert spec.order == "blocks" and spec.auto_repetitions
     b.set_draft(SpecDraft.new())

@@ -34,10 +34,10 @@ def compared_db(tmp_path_factory):
 
 def open_compare(qtbot, db):
     window = MainWindow(Path(db), settings=GuiSettings())
-    qtbot.addWidget(window, before_close_func=lambda w: w.stop_run_and_wait())
+    qtbot.addWidget(window, before_close_func=lambda w: w.run_control.stop_run_and_wait())
     window.show()
     qtbot.waitUntil(lambda: window.is_ready, timeout=10_000)
-    window.show_runs((1, 2))
+    window.results_view.show_runs((1, 2))
     qtbot.waitUntil(lambda: window.results is not None and window.results.run_ids == (1, 2), timeout=20_000)
     return window
 
@@ -68,7 +68,7 @@ def test_compare_view_charts_verdict_and_empty_states(qtbot, compared_db):
     before_after = next(c for c in data.charts if c.key == "before-after")
     assert headline.colours["1:fast"] == headline.colours["2:fast"] == before_after.colours["fast"]
     # back to one run: the defaults again
-    window.show_runs((1,))
+    window.results_view.show_runs((1,))
     qtbot.waitUntil(lambda: window.results.run_ids == (1,), timeout=20_000)
     assert window.charts._empty[1].text().startswith("No token timelines")
 
@@ -77,14 +77,14 @@ def test_compare_view_exports_the_comparison(qtbot, compared_db, tmp_path):
     window = open_compare(qtbot, compared_db)
     for action in (window.export_report_action, window.export_all_action, window.export_data_action):
         assert action.isEnabled()
-    report = window.export_report(path=tmp_path / "report.html")
+    report = window.export_actions.export_report(path=tmp_path / "report.html")
     html = report.read_text(encoding="utf-8")
     assert html.index('class="verdict"') < html.index('class="table"')
     assert html.count("data:image/png;base64,") == 1  # the before → after chart
-    written = window.export_all(out_dir=tmp_path / "all")
+    written = window.export_actions.export_all(out_dir=tmp_path / "all")
     assert {"report.html", "summary.md", "comparison.csv", "before-after.png"} <= {p.name for p in written}
     assert "open report.html" in window.statusBar().currentMessage()
-    data_only = window.export_data(out_dir=tmp_path / "data")
+    data_only = window.export_actions.export_data(out_dir=tmp_path / "data")
     assert {p.suffix for p in data_only} == {".csv", ".json"}
     saved = json.loads((tmp_path / "data" / "comparison.json").read_text(encoding="utf-8"))
     shown = {(c.variant, c.workload): c.speedup_e2e.value for c in window.results.comparisons}

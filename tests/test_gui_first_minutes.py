@@ -60,7 +60,7 @@ def runs_db(tmp_path_factory):
 
 def open_window(qtbot, db_path, **kwargs):
     window = MainWindow(Path(db_path), settings=GuiSettings(), **kwargs)
-    qtbot.addWidget(window, before_close_func=lambda w: w.stop_run_and_wait())
+    qtbot.addWidget(window, before_close_func=lambda w: w.run_control.stop_run_and_wait())
     window.show()
     qtbot.waitUntil(lambda: window.is_ready, timeout=10_000)
     return window
@@ -98,7 +98,7 @@ def test_one_variant_disables_run_and_says_why(qtbot, db_path):
     assert b.run_btn.toolTip() == "Add a second variant to compare against"
     assert "Add a second variant to compare against" in b.status.text()
     assert not b.variant_hint.isHidden()
-    assert not window.start_run()
+    assert not window.run_control.start_run()
     assert "Add a second variant to compare against" in window.last_message
     assert window.run_thread is None
     for w in QApplication.topLevelWidgets():
@@ -158,7 +158,7 @@ def test_the_builder_writes_a_variants_python_and_the_runs_workers(qtbot, tmp_pa
     assert spec.workers == "one"
     assert spec.variants[1].python == sys.executable and spec.variants[0].python is None
     saved = tmp_path / "ab.toml"
-    assert window._save_to(saved)
+    assert window.file_actions.save_to(saved)
     again = SpecDraft.load(saved)
     b.set_draft(again)  # loaded back into the form as it was
     assert b.workers.currentText() == "one"
@@ -177,7 +177,7 @@ def test_edit_a_runs_spec_change_it_and_run_again(qtbot, tmp_path, runs_db):
     db.write_bytes(runs_db.read_bytes())
     window = open_window(qtbot, db)
     wait_results(qtbot, window, (2,))
-    window.show_runs((1,))
+    window.results_view.show_runs((1,))
     wait_results(qtbot, window, (1,))
     assert window.edit_spec_action.isEnabled()
     window.edit_spec_action.trigger()
@@ -196,7 +196,7 @@ def test_edit_a_runs_spec_change_it_and_run_again(qtbot, tmp_path, runs_db):
     b._param_form.editor("tokens_per_step").setValue(3)
     assert b.validate() is not None
     with qtbot.waitSignal(window.runFinished, timeout=60_000) as finished:
-        assert window.start_run()
+        assert window.run_control.start_run()
     result = finished.args[0]
     assert result.status == "ok"
     rerun = parse_spec(Store(db, create=False).resolve_run(result.run_id)["spec"])
@@ -240,7 +240,7 @@ def test_the_title_names_the_run_and_the_database(qtbot, runs_db):
     window = open_window(qtbot, runs_db)
     wait_results(qtbot, window, (2,))
     assert window.windowTitle() == "Run 2 — three reps — results.db — Workbench"
-    window.show_runs((1, 2))
+    window.results_view.show_runs((1, 2))
     wait_results(qtbot, window, (1, 2))
     assert window.windowTitle() == "Run 2 against run 1 — results.db — Workbench"
 

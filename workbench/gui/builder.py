@@ -4,8 +4,8 @@ It edits a :class:`~workbench.gui.draft.SpecDraft` and validates it with the CLI
 every change (debounced), so the Run button is enabled exactly when ``workbench run`` would accept
 the same spec, and the message under the form is the CLI's own one-line error.
 
-Over 600 lines on purpose: it is one widget, whose layout (``_build_ui``) and handlers read the same
-fields; the parts that stand alone live beside it (``forms.py``: a strategy's parameter form and the
+Over 600 lines on purpose: it is one widget, whose layout (``_build_ui``, one method per region) and
+handlers read the same fields; the parts that stand alone live beside it (``forms.py``: a strategy's parameter form and the
 model-source editor; ``prompts.py``: typing prompts by hand; ``draft.py``: the spec as data).
 """
 
@@ -95,7 +95,16 @@ class ExperimentBuilder(QWidget):
     # -- layout ----------------------------------------------------------------------------------
 
     def _build_ui(self) -> None:
-        # experiment-wide settings
+        top = self._build_settings_row()
+        variants_box = self._build_variant_list()
+        self._build_variant_editor()
+        workloads_box = self._build_workloads()
+        actions = self._build_status_row()
+        self._arrange(top, variants_box, workloads_box, actions)
+        self._connect_ui()
+
+    def _build_settings_row(self) -> QHBoxLayout:
+        """The experiment-wide settings: name, repetitions, warm-up, order, workers, limits."""
         self.name_edit = QLineEdit()
         self.name_edit.setObjectName("experimentName")
         self.repetitions = spin(0, 10_000, explain("repetitions"), special="auto")
@@ -130,8 +139,10 @@ class ExperimentBuilder(QWidget):
             top.addSpacing(8)
             top.addWidget(lab)
             top.addWidget(w)
+        return top
 
-        # variants list
+    def _build_variant_list(self) -> QGroupBox:
+        """The variants list, its buttons, and the hint when there is only one."""
         self.variant_list = QListWidget()
         self.variant_list.setObjectName("variantList")
         self.add_variant_btn = QPushButton("Add")
@@ -146,8 +157,16 @@ class ExperimentBuilder(QWidget):
         vl = QVBoxLayout(variants_box)
         vl.addWidget(self.variant_list, 1)
         vl.addLayout(buttons)
+        self.variant_hint = QLabel()
+        self.variant_hint.setObjectName("variantHint")
+        self.variant_hint.setWordWrap(True)
+        self.variant_hint.setStyleSheet("color: #b26a00;")
+        self.variant_hint.hide()
+        vl.addWidget(self.variant_hint)
+        return variants_box
 
-        # the selected variant
+    def _build_variant_editor(self) -> None:
+        """The selected variant (``variant_editor``): its common fields, its strategy's parameters."""
         self.v_name = QLineEdit()
         self.v_model = ModelSourceEdit()
         self.v_strategy = QComboBox()
@@ -217,7 +236,8 @@ class ExperimentBuilder(QWidget):
             scroll.setWidget(widget)
             el.addWidget(scroll, stretch)
 
-        # workloads
+    def _build_workloads(self) -> QGroupBox:
+        """The workloads: the built-in ones' grid, your prompts, their buttons."""
         self.builtin_boxes: dict[str, QCheckBox] = {}
         self.builtin_labels: dict[str, tuple[QLabel, str]] = {}
         self.predictions: dict[str, Any] = {}  # workload name -> phases.Prediction
@@ -253,8 +273,10 @@ class ExperimentBuilder(QWidget):
         custom.addWidget(self.custom_list)
         wl.addLayout(custom, 1)
         wl.addLayout(wbuttons)
+        return workloads_box
 
-        # status + actions
+    def _build_status_row(self) -> QHBoxLayout:
+        """The validation status (the CLI's own message), the viewer note, Save and Run."""
         self.status = QLabel()
         self.status.setObjectName("builderStatus")
         self.status.setWordWrap(True)
@@ -270,14 +292,12 @@ class ExperimentBuilder(QWidget):
         actions.addWidget(self.status, 1)
         actions.addWidget(self.save_btn)
         actions.addWidget(self.run_btn)
+        return actions
 
-        self.variant_hint = QLabel()
-        self.variant_hint.setObjectName("variantHint")
-        self.variant_hint.setWordWrap(True)
-        self.variant_hint.setStyleSheet("color: #b26a00;")
-        self.variant_hint.hide()
-        vl.addWidget(self.variant_hint)
-
+    def _arrange(
+        self, top: QHBoxLayout, variants_box: QGroupBox, workloads_box: QGroupBox, actions: QHBoxLayout
+    ) -> None:
+        """The regions in the builder's layout: settings above, the splitters, the status row below."""
         # the selected variant's form (its strategy parameters above all) gets the room: wider than the
         # variants list, taller than the workloads
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -300,7 +320,8 @@ class ExperimentBuilder(QWidget):
         layout.addWidget(self.viewer_note)
         layout.addLayout(actions)
 
-        # wiring
+    def _connect_ui(self) -> None:
+        """Every field's and button's signal to its handler."""
         self.name_edit.textEdited.connect(self._top_changed)
         self.repetitions.valueChanged.connect(self._top_changed)
         self.warmup.valueChanged.connect(self._top_changed)

@@ -11,12 +11,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QFileDialog
+from PySide6.QtWidgets import QApplication, QFileDialog, QStatusBar, QWidget
 
-__all__ = ["ExportActions", "busy"]
+if TYPE_CHECKING:
+    from workbench.gui.chartview import ChartPanel
+    from workbench.gui.loading import ResultsData
+    from workbench.store import Store
+
+__all__ = ["ExportActions", "ExportWindow", "busy"]
 
 
 @contextlib.contextmanager
@@ -29,10 +34,25 @@ def busy() -> Iterator[None]:
         QApplication.restoreOverrideCursor()
 
 
+class ExportWindow(Protocol):
+    """What :class:`ExportActions` uses of the window (:class:`~workbench.gui.main_window.MainWindow`)."""
+
+    store: Store | None
+    results: ResultsData | None  # what the Results tab shows: what is exported
+    charts: ChartPanel | None  # None until start-up has finished
+
+    def window(self) -> QWidget: ...  # QWidget.window(): the parent of the dialogs
+    def statusBar(self) -> QStatusBar: ...
+    def show_error(self, title: str, message: str) -> None: ...
+    def log_line(self, line: str) -> None: ...
+    def last_dir(self) -> str: ...
+    def remember_dir(self, path: Path) -> None: ...
+
+
 class ExportActions:
     """The export actions of ``window`` (its ``results``, ``store``, status bar, messages)."""
 
-    def __init__(self, window: Any) -> None:
+    def __init__(self, window: ExportWindow) -> None:
         self.window = window
 
     def export_current_chart(self, *_: Any, path: Path | None = None) -> Path | None:
@@ -50,7 +70,7 @@ class ExportActions:
             filters = "PNG image, 2x (*.png);;SVG image (*.svg)"
             selected = "SVG image (*.svg)" if kind == "svg" else "PNG image, 2x (*.png)"
             start = str(Path(w.last_dir()) / f"{chart.name}.{kind}")
-            chosen, used = QFileDialog.getSaveFileName(w, "Export chart", start, filters, selected)
+            chosen, used = QFileDialog.getSaveFileName(w.window(), "Export chart", start, filters, selected)
             if not chosen:
                 return None
             path = Path(chosen)
@@ -83,12 +103,12 @@ class ExportActions:
         from workbench.report.documents import html_report
 
         w = self.window
-        two = getattr(w.results, "two_runs", None)
-        if two is not None:
-            return self._export_comparison_report(two, path)
-        analysis = self._single_analysis("Export report")
-        if analysis is None:
+        if w.results is not None and w.results.two_runs is not None:
+            return self._export_comparison_report(w.results, path)
+        results = self._one_run("Export report")
+        if results is None:
             return None
+        analysis = results.analysis
         if path is None:
             path = self._ask_html_path(f"report-run{analysis.run.id}.html")
             if path is None:
@@ -96,8 +116,8 @@ class ExportActions:
         try:
             with busy():
                 # the analysis and charts the Results tab holds: nothing is analysed again here
-                pngs = {c.name: qt_charts.png_bytes(c) for c in w.results.charts}
-                path.write_text(html_report(analysis, pngs, w.results.charts), encoding="utf-8")
+                pngs = {c.name: qt_charts.png_bytes(c) for c in results.charts}
+                path.write_text(html_report(analysis, pngs, results.charts), encoding="utf-8")
         except OSError as exc:
             w.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
             return None
@@ -108,16 +128,19 @@ class ExportActions:
         """The report's file, asked for in the last folder used (``.html`` added); None if cancelled."""
         w = self.window
         start = str(Path(w.last_dir()) / name)
-        chosen, _filter = QFileDialog.getSaveFileName(w, "Export report", start, "HTML page (*.html)")
+        chosen, _filter = QFileDialog.getSaveFileName(
+            w.window(), "Export report", start, "HTML page (*.html)"
+        )
         if not chosen:
             return None
         return Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")
 
-    def _export_comparison_report(self, two: Any, path: Path | None) -> Path | None:
+    def _export_comparison_report(self, results: ResultsData, path: Path | None) -> Path | None:
         from workbench.gui import charts as qt_charts
         from workbench.report.comparison import comparison_html
 
         w = self.window
+        two = results.two_runs
         a, b = two.ids
         if path is None:
             path = self._ask_html_path(f"report-run{b}-vs-run{a}.html")
@@ -125,7 +148,7 @@ class ExportActions:
                 return None
         try:
             with busy():  # the comparison the Results tab holds: nothing is analysed again here
-                charts = [c for c in w.results.charts if c.key == "before-after"]
+                charts = [c for c in results.charts if c.key == "before-after"]
                 pngs = {c.name: qt_charts.png_bytes(c) for c in charts}
                 path.write_text(comparison_html(two, pngs), encoding="utf-8")
         except OSError as exc:
@@ -141,7 +164,7 @@ class ExportActions:
 
         w = self.window
         if out_dir is None:
-            chosen = QFileDialog.getExistingDirectory(w, title, w.last_dir())
+            chosen = QFileDialog.getExistingDirectory(w.window(), title, w.last_dir())
             if not chosen:
                 return []
             out_dir = Path(chosen)
@@ -179,13 +202,12 @@ class ExportActions:
         from workbench.report.export import export_run
 
         w = self.window
-        two = getattr(w.results, "two_runs", None)
-        if two is not None:
-            return self._export_comparison(two, out_dir)
-        analysis = self._single_analysis("Export")
-        if analysis is None or w.store is None:
+        if w.results is not None and w.results.two_runs is not None:
+            return self._export_comparison(w.results.two_runs, out_dir)
+        results = self._one_run("Export")
+        if results is None or w.store is None:
             return []
-        store, charts = w.store, w.results.charts
+        store, analysis, charts = w.store, results.analysis, results.charts
         # the analysis and charts the Results tab holds: nothing is analysed again here
         return self._export_into(
             out_dir,
@@ -202,14 +224,13 @@ class ExportActions:
         from workbench.report.export import export_data
 
         w = self.window
-        two = getattr(w.results, "two_runs", None)
-        if two is not None:
-            return self._export_comparison(two, out_dir, ("csv",))
+        if w.results is not None and w.results.two_runs is not None:
+            return self._export_comparison(w.results.two_runs, out_dir, ("csv",))
         if w.results is None or len(w.results.run_ids) != 1 or w.store is None:
             w.show_error("Export", "Open a run first (History tab).")
             return []
         if out_dir is None:
-            chosen = QFileDialog.getExistingDirectory(w, "Export the run's data into", w.last_dir())
+            chosen = QFileDialog.getExistingDirectory(w.window(), "Export the run's data into", w.last_dir())
             if not chosen:
                 return []
             out_dir = Path(chosen)
@@ -224,12 +245,13 @@ class ExportActions:
         self._wrote(out_dir / "x", f"Wrote {', '.join(p.name for p in written)} to {out_dir}")
         return written
 
-    def _single_analysis(self, title: str) -> Any:
+    def _one_run(self, title: str) -> ResultsData | None:
+        """The results on screen when they hold one run's analysis; else None, and says so."""
         results = self.window.results
         if results is None or results.analysis is None:
             self.window.show_error(title, "Open a run first (History tab), or two to compare them.")
             return None
-        return results.analysis
+        return results
 
     def _chart_or_complain(self) -> Any:
         w = self.window

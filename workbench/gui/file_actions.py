@@ -6,24 +6,56 @@ database.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QStackedWidget, QStatusBar, QTabWidget, QWidget
 
-__all__ = ["DB_SUFFIXES", "FileActions", "dropped_path", "sample_copy_path"]
+if TYPE_CHECKING:
+    from workbench.gui.builder import ExperimentBuilder
+    from workbench.gui.history_actions import HistoryActions
+    from workbench.gui.results_view import ResultsView
+    from workbench.gui.running import RunThread
+    from workbench.gui.widgets import WelcomePage
+    from workbench.store import Store
+
+__all__ = ["DB_SUFFIXES", "FileActions", "FileWindow", "dropped_path", "sample_copy_path"]
 
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+class FileWindow(Protocol):
+    """What :class:`FileActions` uses of the window (:class:`~workbench.gui.main_window.MainWindow`)."""
+
+    db_path: Path
+    store: Store | None
+    builder: ExperimentBuilder | None  # None until start-up has finished
+    run_thread: RunThread | None
+    shown_ids: tuple[int, ...]  # emptied here when another database is opened
+    tabs: QTabWidget
+    results_stack: QStackedWidget
+    welcome: WelcomePage
+    history_actions: HistoryActions
+    results_view: ResultsView
+
+    def window(self) -> QWidget: ...  # QWidget.window(): the parent of the dialogs
+    def statusBar(self) -> QStatusBar: ...
+    def show_error(self, title: str, message: str) -> None: ...
+    def show_tab(self, name: str) -> None: ...
+    def log_line(self, line: str) -> None: ...
+    def open_store(self, path: Path, *, create: bool, quiet: bool = False) -> bool: ...
+    def last_dir(self) -> str: ...
+    def remember_dir(self, path: Path) -> None: ...
 
 
 class FileActions:
     """The file actions of ``window`` (its builder, database, settings' last folder)."""
 
-    def __init__(self, window: Any) -> None:
+    def __init__(self, window: FileWindow) -> None:
         self.window = window
 
     def open_dialog(self, *_: Any) -> None:
         path, _filter = QFileDialog.getOpenFileName(
-            self.window,
+            self.window.window(),
             "Open a spec or a results database",
             self.window.last_dir(),
             "Specs and results (*.toml *.db *.sqlite *.sqlite3);;Specs (*.toml);;Results databases (*.db *.sqlite *.sqlite3);;All files (*)",
@@ -33,7 +65,7 @@ class FileActions:
 
     def open_database_dialog(self, *_: Any) -> None:
         path, _filter = QFileDialog.getOpenFileName(
-            self.window,
+            self.window.window(),
             "Open a results database",
             self.window.last_dir(),
             "Results databases (*.db *.sqlite *.sqlite3);;All files (*)",
@@ -59,9 +91,9 @@ class FileActions:
         if not w.open_store(path, create=False):
             return False
         w.shown_ids = ()
-        runs = w.refresh_history()
+        runs = w.history_actions.refresh()
         if runs:
-            w.show_runs((runs[-1]["id"],))
+            w.results_view.show_runs((runs[-1]["id"],))
         else:
             w.results_stack.setCurrentWidget(w.welcome)
             w.tabs.setCurrentWidget(w.results_stack)
@@ -124,6 +156,8 @@ class FileActions:
         from workbench.gui.draft import SpecDraft
 
         w = self.window
+        if w.builder is None:  # before start-up has finished: no builder to open it in
+            return False
         try:
             draft = SpecDraft.load(path)
         except WorkbenchError as exc:
@@ -149,7 +183,7 @@ class FileActions:
             return
         draft = w.builder.draft
         start = str(draft.path or Path(w.last_dir()) / f"{_slug(draft.name)}.toml")
-        path, _filter = QFileDialog.getSaveFileName(w, "Save spec", start, "Specs (*.toml)")
+        path, _filter = QFileDialog.getSaveFileName(w.window(), "Save spec", start, "Specs (*.toml)")
         if path:
             if not path.endswith(".toml"):
                 path += ".toml"
@@ -159,6 +193,8 @@ class FileActions:
         from workbench.core.errors import WorkbenchError
 
         w = self.window
+        if w.builder is None:  # before start-up has finished: no spec to save
+            return False
         try:
             w.builder.draft.save(path)
         except WorkbenchError as exc:

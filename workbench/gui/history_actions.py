@@ -5,17 +5,45 @@ panel itself is :class:`~workbench.gui.history.HistoryPanel`.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from PySide6.QtWidgets import QInputDialog, QMessageBox
+from PySide6.QtWidgets import QInputDialog, QMessageBox, QStackedWidget, QWidget
 
-__all__ = ["HistoryActions"]
+if TYPE_CHECKING:
+    from workbench.gui.history import HistoryPanel
+    from workbench.gui.loading import ResultsData
+    from workbench.gui.results_view import ResultsView
+    from workbench.gui.running import RunThread
+    from workbench.gui.widgets import WelcomePage
+    from workbench.store import Store
+
+__all__ = ["HistoryActions", "HistoryWindow"]
+
+
+class HistoryWindow(Protocol):
+    """What :class:`HistoryActions` uses of the window (:class:`~workbench.gui.main_window.MainWindow`)."""
+
+    db_path: Path
+    store: Store | None
+    run_thread: RunThread | None
+    shown_ids: tuple[int, ...]  # emptied here when the run on screen is deleted
+    results: ResultsData | None  # likewise
+    history: HistoryPanel
+    results_stack: QStackedWidget
+    welcome: WelcomePage
+    results_view: ResultsView
+
+    def window(self) -> QWidget: ...  # QWidget.window(): the parent of the dialogs
+    def show_error(self, title: str, message: str) -> None: ...
+    def log_line(self, line: str) -> None: ...
+    def update_actions(self) -> None: ...
 
 
 class HistoryActions:
     """The history actions of ``window`` (its ``store``, ``history`` panel, runs on screen)."""
 
-    def __init__(self, window: Any) -> None:
+    def __init__(self, window: HistoryWindow) -> None:
         self.window = window
 
     def refresh(self) -> list[dict[str, Any]]:
@@ -31,7 +59,9 @@ class HistoryActions:
             return False
         run = w.store.resolve_run(run_id)
         if name is None:
-            name, ok = QInputDialog.getText(w, "Rename run", f"New name for run {run_id}:", text=run["name"])
+            name, ok = QInputDialog.getText(
+                w.window(), "Rename run", f"New name for run {run_id}:", text=run["name"]
+            )
             if not ok:
                 return False
         name = name.strip()
@@ -41,7 +71,7 @@ class HistoryActions:
         w.store.rename_run(run_id, name)
         self.refresh()
         if run_id in w.shown_ids:
-            w.refresh_results()
+            w.results_view.refresh()
         return True
 
     def delete_run(self, run_id: int, *, confirm: bool = True) -> bool:
@@ -54,7 +84,7 @@ class HistoryActions:
         run = w.store.resolve_run(run_id)
         if confirm:
             answer = QMessageBox.question(
-                w,
+                w.window(),
                 "Delete run",
                 f"Delete run {run_id} '{run['name']}' and all its trials from {w.db_path.name}? "
                 "This cannot be undone.",
@@ -70,7 +100,7 @@ class HistoryActions:
             w.shown_ids = ()
             w.results = None
             if runs:
-                w.show_runs((runs[-1]["id"],))
+                w.results_view.show_runs((runs[-1]["id"],))
             else:
                 w.results_stack.setCurrentWidget(w.welcome)
         w.update_actions()

@@ -4,9 +4,11 @@ has open, settings, drag-and-drop and closing.
 What the actions do lives beside it, one module per responsibility, each a controller that gets the
 window: :mod:`.run_control` (run, demo, cancel, the run thread's reports), :mod:`.results_view`
 (loading and showing the runs on screen), :mod:`.export_actions`, :mod:`.history_actions` (rename,
-delete, the list of runs) and :mod:`.file_actions` (open, save, drop). The window keeps their public
-names as thin methods (``window.start_run(...)``, ``window.export_all(...)``...), which the app, the
-smoke test and the tests call.
+delete, the list of runs) and :mod:`.file_actions` (open, save, drop). Each controller names what it
+uses of the window in a Protocol beside it (``RunWindow``, ``ResultsWindow``, ``ExportWindow``,
+``HistoryWindow``, ``FileWindow``), so that mypy checks every use; the window satisfies them all. The
+window holds the controllers (``window.run_control``, ``window.results_view``...): menus, buttons,
+the app, the smoke test and the tests call their methods directly (``window.run_control.start_run()``).
 
 Start-up is in two steps so that the window is on screen fast: the constructor builds the frame with
 Qt only; after the first paint, :meth:`MainWindow._finish_startup` builds the parts that import the
@@ -18,13 +20,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QFont, QKeySequence
 from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QPlainTextEdit,
     QProgressBar,
@@ -45,6 +48,14 @@ from workbench.gui.results_view import ResultsView
 from workbench.gui.run_control import RunControl
 from workbench.gui.settings import GuiSettings
 from workbench.gui.widgets import LOG_PLACEHOLDER, Banner, WelcomePage, escape, glossary_dialog, window_title
+
+if TYPE_CHECKING:
+    from workbench.gui.builder import ExperimentBuilder
+    from workbench.gui.chartview import ChartPanel
+    from workbench.gui.loading import ResultsData, ResultsLoader
+    from workbench.gui.projection_dialog import ProjectionDialog
+    from workbench.gui.running import RunThread
+    from workbench.store import Store
 
 __all__ = ["MainWindow", "viewer_reason"]
 
@@ -86,7 +97,12 @@ def viewer_reason(force: bool = False) -> str | None:
 
 
 class MainWindow(QMainWindow):
-    """``ready`` fires once start-up has finished; ``resultsShown`` after the results view updated."""
+    """``ready`` fires once start-up has finished; ``resultsShown`` after the results view updated.
+
+    Satisfies the controllers' Protocols (:class:`~workbench.gui.run_control.RunWindow`,
+    :class:`~workbench.gui.results_view.ResultsWindow`, :class:`~workbench.gui.export_actions.ExportWindow`,
+    :class:`~workbench.gui.history_actions.HistoryWindow`, :class:`~workbench.gui.file_actions.FileWindow`).
+    """
 
     ready = Signal()
     resultsShown = Signal(object)  # ResultsData
@@ -104,11 +120,12 @@ class MainWindow(QMainWindow):
         self.db_path = db_path
         self.settings = settings
         self.viewer = viewer
-        self.store: Any = None
-        self.builder: Any = None
-        self.loader: Any = None  # loading.ResultsLoader, from the end of start-up
-        self.results: Any = None  # the ResultsData on screen
+        self.store: Store | None = None
+        self.builder: ExperimentBuilder | None = None  # from the end of start-up
+        self.loader: ResultsLoader | None = None  # from the end of start-up
+        self.results: ResultsData | None = None  # what the Results tab shows
         self.shown_ids: tuple[int, ...] = ()
+        self.run_thread: RunThread | None = None  # while a run goes on (run_control sets it)
         self.is_ready = False
         self.last_message = ""  # the last error or notice shown in a message box (for tests and logs)
         self._open_run = open_run
@@ -179,8 +196,8 @@ class MainWindow(QMainWindow):
         self.welcome.sample_btn.clicked.connect(self.file_actions.open_sample)
         self.welcome.build_btn.clicked.connect(lambda: self.show_tab("experiment"))
         self.welcome.open_btn.clicked.connect(self.file_actions.open_database_dialog)
-        self.history.openRequested.connect(lambda run_id: self.show_runs((run_id,)))
-        self.history.compareRequested.connect(lambda a, b: self.show_runs((a, b)))
+        self.history.openRequested.connect(lambda run_id: self.results_view.show_runs((run_id,)))
+        self.history.compareRequested.connect(lambda a, b: self.results_view.show_runs((a, b)))
         self.history.renameRequested.connect(self.history_actions.rename_run)
         self.history.deleteRequested.connect(self.history_actions.delete_run)
         self.history.editSpecRequested.connect(self.file_actions.edit_run_spec)
@@ -206,7 +223,8 @@ class MainWindow(QMainWindow):
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict.setStyleSheet("QLabel#verdict{background:#f3f7ff;border:1px solid #c9d8f0;padding:6px}")
         self.verdict.hide()
-        self.charts: Any = None  # the ChartPanel, built after the first paint (pyqtgraph is slow to import)
+        # the chart panel, built after the first paint (pyqtgraph is slow to import)
+        self.charts: ChartPanel | None = None
         self.table_model = SummaryTableModel(self)
         self.table = make_table_view(self.table_model, settings=self.settings)
         self.table.setObjectName("resultsTable")
@@ -227,84 +245,65 @@ class MainWindow(QMainWindow):
         return page
 
     def _build_actions(self) -> None:
-        def action(text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
-            a = QAction(text, self)
-            if shortcut is not None:
-                a.setShortcut(QKeySequence(shortcut))
-            if tip:
-                a.setStatusTip(tip)
-                a.setToolTip(tip)
-            a.triggered.connect(slot)
-            self.addAction(a)
-            return a
+        """The menu bar (File, Run, View, Help) and the window's actions, with their shortcuts."""
+        menu = self.menuBar()
+        self._build_file_menu(menu.addMenu("&File"))
+        self._build_run_menu(menu.addMenu("&Run"))
+        self._build_view_menu(menu.addMenu("&View"))
+        self._build_help_menu(menu.addMenu("&Help"))
+        self.update_actions()
 
+    def _action(self, text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
+        """An action of the window (its shortcut works wherever the focus is) that calls ``slot``."""
+        a = QAction(text, self)
+        if shortcut is not None:
+            a.setShortcut(QKeySequence(shortcut))
+        if tip:
+            a.setStatusTip(tip)
+            a.setToolTip(tip)
+        a.triggered.connect(slot)
+        self.addAction(a)
+        return a
+
+    def _build_file_menu(self, file_menu: QMenu) -> None:
+        action, files, exports = self._action, self.file_actions, self.export_actions
         self.open_action = action(
             "&Open…",
-            self.file_actions.open_dialog,
+            files.open_dialog,
             QKeySequence.StandardKey.Open,
             "Open a spec (.toml) or a results database (.db)",
         )
-        self.open_db_action = action("Open &database…", self.file_actions.open_database_dialog)
-        self.save_action = action("&Save spec", self.file_actions.save_spec, QKeySequence.StandardKey.Save)
-        self.save_as_action = action(
-            "Save spec &as…", self.file_actions.save_spec_as, QKeySequence.StandardKey.SaveAs
-        )
+        self.open_db_action = action("Open &database…", files.open_database_dialog)
+        self.save_action = action("&Save spec", files.save_spec, QKeySequence.StandardKey.Save)
+        self.save_as_action = action("Save spec &as…", files.save_spec_as, QKeySequence.StandardKey.SaveAs)
         self.export_data_action = action(
             "Export run &data (CSV)…",
-            self.export_actions.export_data,
+            exports.export_data,
             tip="trials.csv, steps.csv, summary.csv, phases.csv, summary.json and every chart's data",
         )
         self.export_action = action(
             "&Export chart…",
-            self.export_actions.export_current_chart,
+            exports.export_current_chart,
             "Ctrl+E",
             "The chart on screen as PNG (2x) or SVG",
         )
         self.copy_chart_action = action(
             "&Copy chart",
-            self.export_actions.copy_current_chart,
+            exports.copy_current_chart,
             "Ctrl+Shift+C",
             "The chart on screen, as an image",
         )
         self.export_report_action = action(
             "Export &report (HTML)…",
-            self.export_actions.export_report,
+            exports.export_report,
             tip="One self-contained page: charts, tables, advice",
         )
         self.export_all_action = action(
             "Export &all…",
-            self.export_actions.export_all,
+            exports.export_all,
             tip="Everything `workbench export` writes, into a folder",
         )
         quit_action = action("&Quit", self.close, QKeySequence.StandardKey.Quit)
-        self.run_action = action(
-            "&Run", self.run_control.start_run, "Ctrl+R", "Run the experiment in the builder"
-        )
-        self.cancel_action = action(
-            "&Cancel run", self.run_control.cancel_run, "Esc", "Stop at the next token; keep finished trials"
-        )
-        self.cancel_action.setEnabled(False)
-        self.demo_action = action("Run the &demo comparison", self.run_control.run_demo)
-        self.sample_action = action(
-            "Open the &sample run",
-            self.file_actions.open_sample,
-            tip="The demo's run that ships with Workbench",
-        )
-        self.edit_spec_action = action(
-            "&Edit this run's spec",
-            self.file_actions.edit_run_spec,
-            tip="The spec the run on screen was made from, in the builder: change it and run again",
-        )
-        self.project_action = action(
-            "&What if… (project lengths)",
-            self.show_projection,
-            tip="TTFT and e2e at an input/output length the run did not try, from its fitted lines",
-        )
-        glossary_action = action("&Glossary", self.show_glossary)
-        about_action = action("&About Workbench", self.show_about)
-
-        menu = self.menuBar()
-        file_menu = menu.addMenu("&File")
         for a in (
             self.open_action,
             self.open_db_action,
@@ -321,7 +320,30 @@ class MainWindow(QMainWindow):
             quit_action,
         ):
             file_menu.addSeparator() if a is None else file_menu.addAction(a)
-        run_menu = menu.addMenu("&Run")
+
+    def _build_run_menu(self, run_menu: QMenu) -> None:
+        action, runs, files = self._action, self.run_control, self.file_actions
+        self.run_action = action("&Run", runs.start_run, "Ctrl+R", "Run the experiment in the builder")
+        self.cancel_action = action(
+            "&Cancel run", runs.cancel_run, "Esc", "Stop at the next token; keep finished trials"
+        )
+        self.cancel_action.setEnabled(False)
+        self.demo_action = action("Run the &demo comparison", runs.run_demo)
+        self.sample_action = action(
+            "Open the &sample run",
+            files.open_sample,
+            tip="The demo's run that ships with Workbench",
+        )
+        self.edit_spec_action = action(
+            "&Edit this run's spec",
+            files.edit_run_spec,
+            tip="The spec the run on screen was made from, in the builder: change it and run again",
+        )
+        self.project_action = action(
+            "&What if… (project lengths)",
+            self.show_projection,
+            tip="TTFT and e2e at an input/output length the run did not try, from its fitted lines",
+        )
         for a in (
             self.run_action,
             self.cancel_action,
@@ -333,15 +355,17 @@ class MainWindow(QMainWindow):
             self.project_action,
         ):
             run_menu.addSeparator() if a is None else run_menu.addAction(a)
-        view_menu = menu.addMenu("&View")
+
+    def _build_view_menu(self, view_menu: QMenu) -> None:
+        """The main tabs, Ctrl+1 to Ctrl+4."""
         for i, name in enumerate(TOP_TABS):
             view_menu.addAction(
-                action(name.capitalize(), lambda _=False, n=name: self.show_tab(n), f"Ctrl+{i + 1}")
+                self._action(name.capitalize(), lambda _=False, n=name: self.show_tab(n), f"Ctrl+{i + 1}")
             )
-        help_menu = menu.addMenu("&Help")
-        help_menu.addAction(glossary_action)
-        help_menu.addAction(about_action)
-        self.update_actions()
+
+    def _build_help_menu(self, help_menu: QMenu) -> None:
+        help_menu.addAction(self._action("&Glossary", self.show_glossary))
+        help_menu.addAction(self._action("&About Workbench", self.show_about))
 
     # -- start-up --------------------------------------------------------------------------------
 
@@ -388,14 +412,14 @@ class MainWindow(QMainWindow):
                 if state is not None:
                     splitter.restoreState(state)
         self.open_store(self.db_path, create=False)
-        runs = self.refresh_history()
-        if runs and self._open_run:
+        runs = self.history_actions.refresh()
+        if runs and self._open_run and self.store is not None:  # runs: from the store
             try:
                 run = self.store.resolve_run(self._open_run)
             except Exception as exc:  # StoreError: an id that is not there
                 self.show_error("Open run", str(exc))
             else:
-                self.show_runs((run["id"],))
+                self.results_view.show_runs((run["id"],))
         if not runs:
             self.results_stack.setCurrentWidget(self.welcome)
             self.tabs.setCurrentWidget(self.results_stack)
@@ -496,7 +520,7 @@ class MainWindow(QMainWindow):
         runs = self.results.runs if self.results is not None and self.shown_ids else ()
         self.setWindowTitle(window_title(self.db_path, runs))
 
-    def show_projection(self, *_: Any) -> Any:
+    def show_projection(self, *_: Any) -> ProjectionDialog | None:
         """The what-if dialog on the run on screen (returned for tests; shown modeless)."""
         from workbench.gui.projection_dialog import ProjectionDialog
 
@@ -529,7 +553,7 @@ class MainWindow(QMainWindow):
             return
         event.acceptProposedAction()
         # after the drop returns: a message box inside a drop handler upsets some platforms
-        QTimer.singleShot(0, lambda: self.open_path(path))
+        QTimer.singleShot(0, lambda: self.file_actions.open_path(path))
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
@@ -549,7 +573,7 @@ class MainWindow(QMainWindow):
                 if answer != QMessageBox.StandardButton.Yes:
                     event.ignore()
                     return
-            self.stop_run_and_wait()
+            self.run_control.stop_run_and_wait()
         self.save_settings()
         if self.loader is not None:
             self.loader.close()
@@ -581,70 +605,9 @@ class MainWindow(QMainWindow):
         if self.settings.window_state is not None:
             self.restoreState(self.settings.window_state)
 
-    # -- the controllers' actions under the window's names (the app, the smoke test, the tests) ----
-
-    @property
-    def run_thread(self) -> Any:
-        """The :class:`~workbench.gui.running.RunThread` while a run goes on, else None."""
-        return self.run_control.run_thread
-
-    @run_thread.setter
-    def run_thread(self, thread: Any) -> None:
-        self.run_control.run_thread = thread
-
-    def start_run(self, *_: Any, spec: Any = None) -> bool:
-        return self.run_control.start_run(spec=spec)
-
-    def run_demo(self) -> None:
-        self.run_control.run_demo()
-
-    def cancel_run(self) -> None:
-        self.run_control.cancel_run()
-
-    def stop_run_and_wait(self, timeout_ms: int = 20_000) -> None:
-        self.run_control.stop_run_and_wait(timeout_ms)
-
-    def show_runs(self, run_ids: tuple[int, ...]) -> None:
-        self.results_view.show_runs(run_ids)
-
-    def refresh_results(self) -> None:
-        self.results_view.refresh()
-
-    def refresh_history(self) -> list[dict[str, Any]]:
-        return self.history_actions.refresh()
-
-    def rename_run(self, run_id: int, name: str | None = None) -> bool:
-        return self.history_actions.rename_run(run_id, name)
-
-    def delete_run(self, run_id: int, *, confirm: bool = True) -> bool:
-        return self.history_actions.delete_run(run_id, confirm=confirm)
-
-    def export_current_chart(self, *_: Any, path: Path | None = None) -> Path | None:
-        return self.export_actions.export_current_chart(path=path)
+    # -- for the chart panel ----------------------------------------------------------------------
 
     def export_chart(self, chart: Any, kind: str = "png", *, path: Path | None = None) -> Path | None:
+        """The chart panel's context menu (``chartview.ChartPanel``) exports through its window: this
+        hands it to :meth:`ExportActions.export_chart <workbench.gui.export_actions.ExportActions.export_chart>`."""
         return self.export_actions.export_chart(chart, kind, path=path)
-
-    def copy_current_chart(self) -> bool:
-        return self.export_actions.copy_current_chart()
-
-    def export_report(self, *_: Any, path: Path | None = None) -> Path | None:
-        return self.export_actions.export_report(path=path)
-
-    def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
-        return self.export_actions.export_all(out_dir=out_dir)
-
-    def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
-        return self.export_actions.export_data(out_dir=out_dir)
-
-    def open_path(self, path: Path) -> bool:
-        return self.file_actions.open_path(path)
-
-    def open_database(self, path: Path) -> bool:
-        return self.file_actions.open_database(path)
-
-    def open_spec(self, path: Path) -> bool:
-        return self.file_actions.open_spec(path)
-
-    def _save_to(self, path: Path) -> bool:
-        return self.file_actions.save_to(path)

@@ -7,26 +7,74 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
+from PySide6.QtWidgets import QLabel, QStackedWidget, QTabWidget, QTextBrowser, QWidget
 
 from workbench.gui.widgets import escape
 
-__all__ = ["CHART_INTERVAL_S", "ResultsView", "advice_html", "drafting_html", "empty_texts", "verdict_html"]
+if TYPE_CHECKING:
+    from workbench.gui.chartview import ChartPanel
+    from workbench.gui.history import HistoryPanel
+    from workbench.gui.loading import ResultsData, ResultsLoader
+    from workbench.gui.results import SummaryTableModel
+    from workbench.gui.running import RunThread
+    from workbench.gui.widgets import Banner
+    from workbench.store import Store
+
+__all__ = [
+    "CHART_INTERVAL_S",
+    "ResultsView",
+    "ResultsWindow",
+    "advice_html",
+    "drafting_html",
+    "empty_texts",
+    "verdict_html",
+]
 
 #: during a run the charts are redrawn at most this often (s); the table follows every trial
 CHART_INTERVAL_S = 2.0
 
 
+class ResultsWindow(Protocol):
+    """What :class:`ResultsView` uses of the window (:class:`~workbench.gui.main_window.MainWindow`)."""
+
+    db_path: Path
+    store: Store | None
+    loader: ResultsLoader | None  # None until start-up has finished
+    shown_ids: tuple[int, ...]  # set here: the runs on screen
+    results: ResultsData | None  # set here: what the Results tab shows
+    run_thread: RunThread | None
+    tabs: QTabWidget
+    results_stack: QStackedWidget
+    results_page: QWidget
+    history: HistoryPanel
+    results_title: QLabel
+    results_env: QLabel
+    verdict: QLabel
+    table_model: SummaryTableModel
+    advice: QTextBrowser
+    charts: ChartPanel | None  # None until start-up has finished
+    banner: Banner
+
+    @property
+    def resultsShown(self) -> SignalInstance: ...  # the window's signal
+
+    def window(self) -> QWidget: ...  # QWidget.window(): this controller's QObject parent
+    def show_error(self, title: str, message: str) -> None: ...
+    def update_actions(self) -> None: ...
+
+
 class ResultsView(QObject):
-    """Loads and shows the runs ``window.shown_ids``. A QObject in the UI thread: results computed
-    in a pool thread reach it through a queued signal."""
+    """Loads and shows the runs ``window.shown_ids``. A QObject in the UI thread (a child of the
+    window): results computed in a pool thread reach it through a queued signal."""
 
     _loaded = Signal(int, object)  # generation, ResultsData or the exception
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
+    def __init__(self, window: ResultsWindow) -> None:
+        super().__init__(window.window())
         self.window = window
         self._generation = 0
         self._loading = False
@@ -63,13 +111,13 @@ class ResultsView(QObject):
         self._generation += 1
         generation = self._generation
 
-        def done(data: Any) -> None:  # in a pool thread: queue it to the UI thread
+        def done(data: ResultsData | Exception) -> None:  # in a pool thread: queue it to the UI thread
             with contextlib.suppress(RuntimeError):  # the window was closed meanwhile
                 self._loaded.emit(generation, data)
 
         w.loader.submit(w.db_path, w.shown_ids, done)
 
-    def _on_loaded(self, generation: int, data: Any) -> None:
+    def _on_loaded(self, generation: int, data: ResultsData | Exception) -> None:
         self._loading = False
         if self._reload:
             self._reload = False

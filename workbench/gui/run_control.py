@@ -5,48 +5,88 @@ the log and the results on screen. The run itself is :class:`~workbench.gui.runn
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QObject, SignalInstance
+from PySide6.QtWidgets import QApplication, QLabel, QProgressBar, QPushButton, QWidget
 
-__all__ = ["RunControl"]
+if TYPE_CHECKING:
+    from workbench.gui.builder import ExperimentBuilder
+    from workbench.gui.history_actions import HistoryActions
+    from workbench.gui.results_view import ResultsView
+    from workbench.gui.running import ProgressInfo, RunThread
+    from workbench.gui.widgets import Banner
+    from workbench.run.execute import RunResult
+    from workbench.spec.parse import Spec
+    from workbench.store import Store
+
+__all__ = ["RunControl", "RunWindow"]
+
+
+class RunWindow(Protocol):
+    """What :class:`RunControl` uses of the window (:class:`~workbench.gui.main_window.MainWindow`)."""
+
+    is_ready: bool
+    viewer: str | None  # why this install cannot run (viewer mode), or None
+    db_path: Path
+    store: Store | None
+    builder: ExperimentBuilder | None  # None until start-up has finished
+    shown_ids: tuple[int, ...]
+    run_thread: RunThread | None  # set here: the run going on
+    banner: Banner
+    progress: QProgressBar
+    progress_label: QLabel
+    cancel_btn: QPushButton
+    history_actions: HistoryActions
+    results_view: ResultsView
+
+    @property
+    def runFinished(self) -> SignalInstance: ...  # the window's signal
+
+    def window(self) -> QWidget: ...  # QWidget.window(): the parent of the run thread
+    def show_error(self, title: str, message: str) -> None: ...
+    def show_tab(self, name: str) -> None: ...
+    def log_line(self, line: str) -> None: ...
+    def update_actions(self) -> None: ...
+    def open_store(self, path: Path, *, create: bool, quiet: bool = False) -> bool: ...
 
 
 class RunControl(QObject):
-    """One run at a time, ``run_thread`` while it goes on. A QObject in the UI thread, so that the run
-    thread's signals connected to its methods are queued to the UI thread."""
+    """One run at a time, ``window.run_thread`` while it goes on. A QObject in the UI thread (a child of
+    the window), so that the run thread's signals connected to its methods are queued to the UI thread."""
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
+    def __init__(self, window: RunWindow) -> None:
+        super().__init__(window.window())
         self.window = window
-        self.run_thread: Any = None  # the RunThread while a run goes on
 
-    def start_run(self, *_: Any, spec: Any = None) -> bool:
+    def start_run(self, *_: Any, spec: Spec | None = None) -> bool:
         w = self.window
-        if self.run_thread is not None or not w.is_ready:
+        builder = w.builder  # None only before start-up has finished (not is_ready)
+        if w.run_thread is not None or not w.is_ready or builder is None:
             return False
         if w.viewer:
             w.show_error("Run", w.viewer)
             return False
         if spec is None:
-            spec = w.builder.validate()
-            if w.builder.refusal:  # a mistake in the spec, or a single variant (nothing to compare)
+            spec = builder.validate()
+            if builder.refusal:  # a mistake in the spec, or a single variant (nothing to compare)
                 w.show_tab("experiment")
-                w.show_error("Run", w.builder.refusal)
+                w.show_error("Run", builder.refusal)
                 return False
+            assert spec is not None  # no refusal: the spec is valid
         from workbench.gui.running import RunThread
 
-        thread = RunThread(spec, w.db_path, w)
+        thread = RunThread(spec, w.db_path, w.window())
         thread.runCreated.connect(self._on_run_created)
         thread.progressed.connect(self._on_progress)
         thread.logged.connect(w.log_line)
         thread.completed.connect(self._on_completed)
         thread.errored.connect(self._on_run_error)
         thread.finished.connect(self._on_thread_finished)
-        self.run_thread = thread
+        w.run_thread = thread
         w.banner.hide()
-        w.builder.set_running(True)
+        builder.set_running(True)
         w.progress.setRange(0, 0)
         w.progress.show()
         w.cancel_btn.setEnabled(True)
@@ -66,17 +106,20 @@ class RunControl(QObject):
         if w.viewer:
             w.show_error("Run the demo", w.viewer)
             return
+        if w.builder is None:  # before start-up has finished: start_run refuses too
+            return
         draft = SpecDraft.load(resource_path("specs", "demo.toml"))
         draft.path = None  # not the user's file: Save asks where
         w.builder.set_draft(draft)
         self.start_run()
 
     def cancel_run(self, *_: Any) -> None:
-        if self.run_thread is None:
+        thread = self.window.run_thread
+        if thread is None:
             return
         w = self.window
-        again = self.run_thread.cancel_requested
-        self.run_thread.cancel()
+        again = thread.cancel_requested
+        thread.cancel()
         w.cancel_btn.setText("Stop now")
         w.cancel_btn.setToolTip("Kill the worker at once (the trial in progress is lost)")
         w.progress_label.setText(
@@ -88,7 +131,7 @@ class RunControl(QObject):
 
     def stop_run_and_wait(self, timeout_ms: int = 20_000) -> None:
         """Cancel the run in progress and wait for it; after ``timeout_ms`` kill its worker."""
-        thread = self.run_thread
+        thread = self.window.run_thread
         if thread is None:
             return
         thread.cancel()
@@ -103,10 +146,10 @@ class RunControl(QObject):
         w = self.window
         if w.store is None:
             w.open_store(w.db_path, create=False)
-        w.refresh_history()
-        w.show_runs((run_id,))
+        w.history_actions.refresh()
+        w.results_view.show_runs((run_id,))
 
-    def _on_progress(self, info: Any) -> None:
+    def _on_progress(self, info: ProgressInfo) -> None:
         from workbench.gui.running import format_eta
 
         w = self.window
@@ -128,7 +171,7 @@ class RunControl(QObject):
         if info.trial_landed and info.run_id is not None and info.run_id in w.shown_ids:
             w.results_view.schedule_refresh()
 
-    def _on_completed(self, result: Any) -> None:
+    def _on_completed(self, result: RunResult) -> None:
         w = self.window
         text = f"Run {result.run_id} {result.status}: {result.ok} ok, {result.failed} failed"
         if result.cancelled:
@@ -143,19 +186,21 @@ class RunControl(QObject):
 
     def _on_run_error(self, message: str) -> None:
         w = self.window
-        w.progress_label.setText(f"Run not started: {message}" if self.run_thread.run_id is None else message)
+        started = w.run_thread is not None and w.run_thread.run_id is not None
+        w.progress_label.setText(message if started else f"Run not started: {message}")
         w.log_line(f"— error: {message}")
         w.show_error("Run", message)
         w.runFinished.emit(message)
 
     def _on_thread_finished(self) -> None:
         w = self.window
-        thread, self.run_thread = self.run_thread, None
+        thread, w.run_thread = w.run_thread, None
         if thread is not None:
             thread.deleteLater()
         w.progress.hide()
         w.cancel_btn.hide()
-        w.builder.set_running(False)
+        if w.builder is not None:
+            w.builder.set_running(False)
         w.update_actions()
-        w.refresh_history()
-        w.refresh_results()
+        w.history_actions.refresh()
+        w.results_view.refresh()

@@ -79,13 +79,14 @@ def _check(db: Path, png: Path, started: float) -> str:
         if window.last_message:
             raise WorkbenchError(f"smoke test: {window.last_message}")
         data = window.results
+        assert data is not None  # waited for above
         headline = next((c for c in data.charts if c.key == "headline"), None)
         if headline is None:
             raise WorkbenchError(f"smoke test: run {data.run_ids[0]} has no finished trials to chart")
         window.show_tab("headline")
         for _ in range(5):  # the chart panel draws one chart per turn of the event loop
             app.processEvents()
-        if window.export_chart(headline, "png", path=png) is None:
+        if window.export_actions.export_chart(headline, "png", path=png) is None:
             raise WorkbenchError(f"smoke test: exporting the headline chart failed: {window.last_message}")
         image = QImage(str(png))
         if image.isNull():
