@@ -262,8 +262,8 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
     ``expected``: how long it takes, said before it starts when this database has no earlier run of
     the spec to tell."""
     from workbench.run.execute import RunExecutor, preflight_spec
-    from workbench.run.stopping import expected_duration
     from workbench.run.process import cancel_grace_s
+    from workbench.run.stopping import expected_duration
 
     preflight_spec(spec)  # before the database is touched
     store = open_store(db, create=True)

@@ -9,7 +9,7 @@ are drawn with Qt, so that part runs here, under a wait cursor.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,6 +17,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QFileDialog, QStatusBar, QWidget
 
 if TYPE_CHECKING:
+    from workbench.analysis.compare import TwoRuns
+    from workbench.analysis.run import RunAnalysis
+    from workbench.charts.base import Chart
     from workbench.gui.chartview import ChartPanel
     from workbench.gui.loading import ResultsData
     from workbench.store import Store
@@ -104,11 +107,11 @@ class ExportActions:
 
         w = self.window
         if w.results is not None and w.results.two_runs is not None:
-            return self._export_comparison_report(w.results, path)
-        results = self._one_run("Export report")
-        if results is None:
+            return self._export_comparison_report(w.results.two_runs, w.results.charts, path)
+        one = self._one_run("Export report")
+        if one is None:
             return None
-        analysis = results.analysis
+        analysis, charts = one
         if path is None:
             path = self._ask_html_path(f"report-run{analysis.run.id}.html")
             if path is None:
@@ -116,8 +119,8 @@ class ExportActions:
         try:
             with busy():
                 # the analysis and charts the Results tab holds: nothing is analysed again here
-                pngs = {c.name: qt_charts.png_bytes(c) for c in results.charts}
-                path.write_text(html_report(analysis, pngs, results.charts), encoding="utf-8")
+                pngs = {c.name: qt_charts.png_bytes(c) for c in charts}
+                path.write_text(html_report(analysis, pngs, charts), encoding="utf-8")
         except OSError as exc:
             w.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
             return None
@@ -135,12 +138,13 @@ class ExportActions:
             return None
         return Path(chosen if chosen.endswith((".html", ".htm")) else chosen + ".html")
 
-    def _export_comparison_report(self, results: ResultsData, path: Path | None) -> Path | None:
+    def _export_comparison_report(
+        self, two: TwoRuns, shown: Sequence[Chart], path: Path | None
+    ) -> Path | None:
         from workbench.gui import charts as qt_charts
         from workbench.report.comparison import comparison_html
 
         w = self.window
-        two = results.two_runs
         a, b = two.ids
         if path is None:
             path = self._ask_html_path(f"report-run{b}-vs-run{a}.html")
@@ -148,7 +152,7 @@ class ExportActions:
                 return None
         try:
             with busy():  # the comparison the Results tab holds: nothing is analysed again here
-                charts = [c for c in results.charts if c.key == "before-after"]
+                charts = [c for c in shown if c.key == "before-after"]
                 pngs = {c.name: qt_charts.png_bytes(c) for c in charts}
                 path.write_text(comparison_html(two, pngs), encoding="utf-8")
         except OSError as exc:
@@ -204,10 +208,10 @@ class ExportActions:
         w = self.window
         if w.results is not None and w.results.two_runs is not None:
             return self._export_comparison(w.results.two_runs, out_dir)
-        results = self._one_run("Export")
-        if results is None or w.store is None:
+        one = self._one_run("Export")
+        if one is None or w.store is None:
             return []
-        store, analysis, charts = w.store, results.analysis, results.charts
+        store, (analysis, charts) = w.store, one
         # the analysis and charts the Results tab holds: nothing is analysed again here
         return self._export_into(
             out_dir,
@@ -245,13 +249,13 @@ class ExportActions:
         self._wrote(out_dir / "x", f"Wrote {', '.join(p.name for p in written)} to {out_dir}")
         return written
 
-    def _one_run(self, title: str) -> ResultsData | None:
-        """The results on screen when they hold one run's analysis; else None, and says so."""
+    def _one_run(self, title: str) -> tuple[RunAnalysis, list[Chart]] | None:
+        """The analysis and charts on screen when they are one run's; else None, and says so."""
         results = self.window.results
         if results is None or results.analysis is None:
             self.window.show_error(title, "Open a run first (History tab), or two to compare them.")
             return None
-        return results
+        return results.analysis, results.charts
 
     def _chart_or_complain(self) -> Any:
         w = self.window
