@@ -10,8 +10,8 @@ import pytest
 from cli_helpers import invoke
 from test_targets import PROJECT_SPEC
 
-from workbench.analysis.projection import default_lengths, fit, project
-from workbench.report.targets import projection_notes
+from workbench.analysis.projection import ProjectionCause, default_lengths, fit, project
+from workbench.report.targets import projection_data, projection_notes
 from workbench.store import Store, TrialRecord
 
 
@@ -60,7 +60,7 @@ def test_a_line_below_zero_projects_nothing_and_says_why():
     ]
     p = project(rows, "v", 2000, 10)
     assert p.ttft.value is None and p.e2e is None
-    assert ("ttft-not-positive", "") in p.causes
+    assert ProjectionCause("ttft-not-positive") in p.causes
     assert any("at or below 0 ms" in n for n in projection_notes([p]))
 
 
@@ -78,7 +78,7 @@ def test_project_intervals_are_positive_and_the_defaults_are_measured(linear_db)
         one = project(trials, variant, 1, 1)
         assert (one.decode.value, one.decode.lo, one.decode.hi) == (0.0, 0.0, 0.0)
         assert one.e2e == one.ttft and one.ttft.lo > 0
-        assert not any(kind.startswith(("output", "decode")) for kind, _ in one.causes)
+        assert not any(c.kind.startswith(("output", "decode")) for c in one.causes)
     inside = [project(trials, v, *default_lengths(trials)) for v in ("baseline", "cache")]
     assert not any(p.causes for p in inside)  # no row starts extrapolated
 
@@ -87,7 +87,7 @@ def test_one_warning_per_cause(linear_db):
     with Store(linear_db, create=False) as store:
         trials = store.trials(1)
     projections = [project(trials, v, 4000, 300) for v in ("baseline", "cache")]
-    assert sum(len(p.notes) for p in projections) == 4  # per row, as the JSON keeps them
+    assert sum(len(projection_data(p)["notes"]) for p in projections) == 4  # per row, as the JSON keeps them
     notes = projection_notes(projections)
     assert notes == [
         "input 4,000 tokens is outside the measured 64–1,024 input tokens: extrapolated (every variant)",

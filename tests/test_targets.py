@@ -16,7 +16,7 @@ from workbench.analysis.projection import fit, project
 from workbench.analysis.targets import bootstrap_percentile, evaluate, measured_percentile, what_it_takes
 from workbench.cli import cli
 from workbench.core.errors import SpecError
-from workbench.report.targets import check_text, target_advice
+from workbench.report.targets import check_text, projection_data, target_advice
 from workbench.spec.parse import parse_spec, recorded_targets
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import builtin_names, builtin_targets
@@ -267,7 +267,7 @@ def test_project_adds_the_two_fits():
     p = project(rows, "b", 3000, 300)
     assert p.ttft.value == pytest.approx(20 + 0.5 * 3000)
     assert p.e2e.value == pytest.approx(20 + 0.5 * 3000 + 4 * 299)
-    assert any("extrapolated" in note for note in p.notes)
+    assert any("extrapolated" in note for note in projection_data(p)["notes"])
     assert p.to_dict()["predicted"] is True
 
 

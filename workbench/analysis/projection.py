@@ -21,14 +21,24 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from workbench.analysis.stats import Estimate
 from workbench.store import TrialRecord
 
-__all__ = ["LinearFit", "Projection", "decode_fit", "default_lengths", "fit", "project", "ttft_fit"]
+__all__ = [
+    "CauseKind",
+    "LinearFit",
+    "Projection",
+    "ProjectionCause",
+    "decode_fit",
+    "default_lengths",
+    "fit",
+    "project",
+    "ttft_fit",
+]
 
 #: Student's t, two-sided 95 %, by degrees of freedom (normal beyond 30)
 _T975 = (
@@ -138,6 +148,26 @@ def decode_fit(trials: Sequence[TrialRecord], variant: str | None = None) -> Lin
     return fit([x for x, _ in points], [y for _, y in points])
 
 
+#: why a projection is partial or uncertain
+CauseKind = Literal[
+    "input-extrapolated",
+    "output-extrapolated",
+    "no-ttft-fit",
+    "no-decode-fit",
+    "ttft-not-positive",
+    "decode-not-positive",
+]
+
+
+@dataclass(frozen=True)
+class ProjectionCause:
+    """One reason a projection is extrapolated or missing a part, with the measured range of lengths
+    (tokens; for the extrapolations) it lies outside of."""
+
+    kind: CauseKind
+    measured: tuple[float, float] | None = None
+
+
 @dataclass
 class Projection:
     """One variant at ``input_tokens`` in, ``output_tokens`` out: projected, not measured."""
@@ -150,11 +180,8 @@ class Projection:
     e2e: Estimate | None
     ttft_line: LinearFit | None
     decode_line: LinearFit | None
-    notes: list[str] = field(default_factory=list)  # extrapolations, missing fits
-    #: the same as facts, for one warning per cause over every variant: (cause, the measured range),
-    #: cause one of input-extrapolated, output-extrapolated, no-ttft-fit, no-decode-fit,
-    #: ttft-not-positive, decode-not-positive
-    causes: list[tuple[str, str]] = field(default_factory=list)
+    #: extrapolations and missing fits (worded by :func:`workbench.report.targets.projection_notes`)
+    causes: list[ProjectionCause] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         def est(e: Estimate | None) -> dict[str, Any] | None:
@@ -170,7 +197,6 @@ class Projection:
             "e2e_ms": est(self.e2e),
             "ttft_fit": self.ttft_line.to_dict() if self.ttft_line else None,
             "decode_fit": self.decode_line.to_dict() if self.decode_line else None,
-            "notes": self.notes,
         }
 
 
@@ -181,47 +207,27 @@ def project(
     t_line, d_line = ttft_fit(trials, variant), decode_fit(trials, variant)
     p = Projection(variant, input_tokens, output_tokens, None, None, None, t_line, d_line)
 
-    def cause(kind: str, note: str, measured: str = "") -> None:
-        p.causes.append((kind, measured))
-        p.notes.append(note)
-
     if t_line is None:
-        cause("no-ttft-fit", "TTFT: the inputs did not vary in length (run sweep-input)")
+        p.causes.append(ProjectionCause("no-ttft-fit"))
     else:
         p.ttft = t_line.at(input_tokens)
-        measured = f"{t_line.x_min:,.0f}–{t_line.x_max:,.0f}"
         if t_line.extrapolated(input_tokens):
-            cause(
-                "input-extrapolated",
-                f"input {input_tokens:,.0f} tokens is outside the measured {measured}: extrapolated",
-                measured,
-            )
+            p.causes.append(ProjectionCause("input-extrapolated", (t_line.x_min, t_line.x_max)))
         if p.ttft.value is None:
-            cause(
-                "ttft-not-positive",
-                f"TTFT: the fitted line is at or below 0 ms at {input_tokens:,.0f} tokens",
-            )
+            p.causes.append(ProjectionCause("ttft-not-positive"))
     steps = max(output_tokens - 1, 0.0)
     if steps == 0:
         # one output token: no step after the first, so no time after it; nothing to fit or extrapolate
         # (the fitted line's intercept is ~0 ± noise there, and could even fall below 0)
         p.decode = Estimate(0.0, 0.0, 0.0, n=d_line.n if d_line is not None else 0)
     elif d_line is None:
-        cause("no-decode-fit", "decode: the outputs did not vary in length (run sweep-output)")
+        p.causes.append(ProjectionCause("no-decode-fit"))
     else:
         p.decode = d_line.at(steps)
-        measured = f"{d_line.x_min + 1:,.0f}–{d_line.x_max + 1:,.0f}"
-        if d_line.extrapolated(steps):
-            cause(
-                "output-extrapolated",
-                f"output {output_tokens:,.0f} tokens is outside the measured {measured}: extrapolated",
-                measured,
-            )
+        if d_line.extrapolated(steps):  # the fit is over steps after the first: output tokens − 1
+            p.causes.append(ProjectionCause("output-extrapolated", (d_line.x_min + 1, d_line.x_max + 1)))
         if p.decode.value is None:
-            cause(
-                "decode-not-positive",
-                f"decode: the fitted line is at or below 0 ms at {output_tokens:,.0f} output tokens",
-            )
+            p.causes.append(ProjectionCause("decode-not-positive"))
     if steps == 0 and p.ttft is not None and p.ttft.value is not None:
         p.e2e = p.ttft  # e2e is the first token's time
     elif (

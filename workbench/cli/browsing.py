@@ -258,7 +258,7 @@ def project(
     id, a name or 'latest'."""
     from workbench.analysis.projection import default_lengths
     from workbench.analysis.projection import project as project_one
-    from workbench.report.targets import projection_notes, projection_table
+    from workbench.report.targets import projection_data, projection_notes, projection_table
 
     store = open_store(db, create=False)
     run_row = store.resolve_run(run_ref)
@@ -283,7 +283,7 @@ def project(
             "vary (add the sweep-input and sweep-output workloads)"
         )
     if as_json:
-        click.echo(json_text([p.to_dict() for p in projections]))
+        click.echo(json_text([projection_data(p) for p in projections]))
         return
     click.echo(
         f"Projected (a prediction from run {run_row['id']}'s fitted lines, not a measurement) for "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from workbench.analysis.projection import Projection, ProjectionCause
 from workbench.analysis.targets import Check, TargetGap, TargetMiss, Verdict
 from workbench.report.formatting import fixed, num, percent, significant, times, tokens
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
@@ -19,6 +20,7 @@ __all__ = [
     "check_text",
     "limit_text",
     "measured_text",
+    "projection_data",
     "projection_notes",
     "projection_table",
     "target_advice",
@@ -161,7 +163,7 @@ def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> Table:
     return headers, rows
 
 
-def projection_table(projections: Sequence[Any]) -> Table:
+def projection_table(projections: Sequence[Projection]) -> Table:
     """``workbench project``: per variant the projected TTFT, time after the first token and e2e (95 %
     CI of the fitted lines) and the fitted slopes."""
 
@@ -209,13 +211,40 @@ _CAUSES = {
 }
 
 
-def projection_notes(projections: Sequence[Any]) -> list[str]:
+#: the same per projection (a row's ``notes`` in ``workbench project --json``)
+_ROW_CAUSES = {
+    "input-extrapolated": "input {n:,.0f} tokens is outside the measured {ranges}: extrapolated",
+    "output-extrapolated": "output {n:,.0f} tokens is outside the measured {ranges}: extrapolated",
+    "no-ttft-fit": "TTFT: the inputs did not vary in length (run sweep-input)",
+    "no-decode-fit": "decode: the outputs did not vary in length (run sweep-output)",
+    "ttft-not-positive": "TTFT: the fitted line is at or below 0 ms at {n:,.0f} tokens",
+    "decode-not-positive": "decode: the fitted line is at or below 0 ms at {n:,.0f} output tokens",
+}
+
+
+def _range(cause: ProjectionCause) -> str:
+    """The measured lengths a projection lies outside of: ``120–980``; ``""`` for other causes."""
+    return "" if cause.measured is None else f"{cause.measured[0]:,.0f}–{cause.measured[1]:,.0f}"
+
+
+def _length(p: Projection, cause: ProjectionCause) -> float:
+    """The length a cause is about: the input's for TTFT, the output's for decode."""
+    return p.input_tokens if cause.kind.startswith(("input", "ttft", "no-ttft")) else p.output_tokens
+
+
+def projection_data(p: Projection) -> dict[str, Any]:
+    """One projection as ``workbench project --json`` writes it: its figures and its notes in words."""
+    notes = [_ROW_CAUSES[c.kind].format(n=_length(p, c), ranges=_range(c)) for c in p.causes]
+    return {**p.to_dict(), "notes": notes}
+
+
+def projection_notes(projections: Sequence[Projection]) -> list[str]:
     """The what-if's warnings, one per cause over every variant (not one per row): which variants it
     concerns, and their measured ranges (one range when they share it)."""
     by_cause: dict[str, list[tuple[str, str]]] = {}
     for p in projections:
-        for kind, measured in p.causes:
-            by_cause.setdefault(kind, []).append((p.variant, measured))
+        for cause in p.causes:
+            by_cause.setdefault(cause.kind, []).append((p.variant, _range(cause)))
     lines = []
     everyone = len(projections)
     for kind, found in by_cause.items():
