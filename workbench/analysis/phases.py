@@ -87,7 +87,7 @@ class CostModel:
     prefill_ms_per_token: float
     decode_ms_per_token: float
     prefill_fixed_ms: float = 0.0
-    source: str = "default"
+    source: str = "default"  # where it comes from: "default:<device kind>", or the variant it was measured on
     measured: bool = False
 
     @property
@@ -135,13 +135,19 @@ class CostModel:
 #: about the device's FLOP/s per byte/s: ~100+ on datacenter GPUs, ~10-20 on CPUs. Relative units.
 DEFAULT_COST_MODELS: dict[str, CostModel] = {
     "cuda": CostModel(
-        0.01, 1.0, source="default for GPUs: a decode token costs as much as 100 prompt tokens"
+        0.01,
+        1.0,
+        source="default:cuda",  # GPUs: a decode token costs as much as 100 prompt tokens
     ),
     "mps": CostModel(
-        1 / 40, 1.0, source="default for Apple GPUs: a decode token costs as much as 40 prompt tokens"
+        1 / 40,
+        1.0,
+        source="default:mps",  # Apple GPUs: as much as 40 prompt tokens
     ),
     "cpu": CostModel(
-        1 / 15, 1.0, source="default for CPUs: a decode token costs as much as 15 prompt tokens"
+        1 / 15,
+        1.0,
+        source="default:cpu",  # CPUs: as much as 15 prompt tokens
     ),
 }
 
@@ -283,7 +289,7 @@ def measure_phases(
         return []
     reference = reference if any(s.variant == reference for s in summaries) else summaries[0].variant
     ref_trials = [t for t in trials if t.variant == reference and t.status == "ok" and not t.warmup]
-    model = CostModel.from_trials(ref_trials, source=f"measured on {reference}")
+    model = CostModel.from_trials(ref_trials, source=reference)
     default = CostModel.default(device)
     phases = []
     for s in summaries:

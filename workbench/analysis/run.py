@@ -191,7 +191,7 @@ def analyze_run(
         trust=trust(summaries, reference, design),
         design=design,
         phases=tuple(measure_phases(summaries, trials, ref, strategies=strategies, device=device)),
-        cost_model=CostModel.from_trials(ok_ref, source=f"measured in run {run_id} on {ref}"),
+        cost_model=CostModel.from_trials(ok_ref, source=ref or "measured"),
         roofline=tuple(roofline_rows(summaries, variants)),
         timelines=tuple(_timelines(store, trials, ref, [v.name for v in variants])),
         accepted_lengths=accepted,
