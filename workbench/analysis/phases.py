@@ -289,7 +289,7 @@ def measure_phases(
         return []
     reference = reference if any(s.variant == reference for s in summaries) else summaries[0].variant
     ref_trials = [t for t in trials if t.variant == reference and t.status == "ok" and not t.warmup]
-    model = CostModel.from_trials(ref_trials, source=reference)
+    model = CostModel.from_trials(ref_trials, source=reference or "measured")
     default = CostModel.default(device)
     phases = []
     for s in summaries:
