@@ -10,10 +10,10 @@ from typing import Any
 
 from workbench.analysis.drafting import BreakEven
 from workbench.report.formatting import count, fixed, fmt, percent, ratio, seconds, spaced_percent, times
+from workbench.report.model import TableRows
 
 __all__ = ["DRAFTING_NOTE", "break_even_table", "draft_length_table", "drafting_advice", "hint_text"]
 
-Table = tuple[list[str], list[list[str]]]
 
 #: what the tables' figures mean, under them
 DRAFTING_NOTE = (
@@ -29,7 +29,7 @@ DRAFTING_NOTE = (
 )
 
 
-def break_even_table(results: Sequence[Any]) -> Table:
+def break_even_table(results: Sequence[Any]) -> TableRows:
     """One row per speculative variant × workload: its draft lengths, acceptance against the
     break-even, costs, predicted and measured speed-ups, the best fixed length."""
     rows = []
@@ -69,7 +69,7 @@ def break_even_table(results: Sequence[Any]) -> Table:
     return headers, rows
 
 
-def draft_length_table(results: Sequence[Any], min_steps: int = 1) -> Table:
+def draft_length_table(results: Sequence[Any], min_steps: int = 1) -> TableRows:
     """Per variant × workload × draft length (lengths with at least ``min_steps`` steps): the
     acceptance there and at that position, the costs, the break-even and what that length predicts."""
     rows = []

@@ -27,6 +27,7 @@ __all__ = [
     "Report",
     "Section",
     "Table",
+    "TableRows",
     "Text",
     "render_html",
     "render_markdown",
@@ -54,6 +55,11 @@ class Bullets:
     marked: frozenset[int] = frozenset()
 
 
+#: a table's headers and rows before it is laid out (what the table builders of the report modules
+#: return; ``Table(*rows, title=...)`` places them in a section)
+TableRows = tuple[list[str], list[list[str]]]
+
+
 @dataclass
 class Table:
     headers: list[str]
@@ -65,7 +71,7 @@ class Table:
     #: the column whose cells are variant names (a colour swatch beside them in HTML), or None
     colour_column: int | None = 0
 
-    def columns(self, wide: bool) -> tuple[list[str], list[list[str]]]:
+    def columns(self, wide: bool) -> TableRows:
         """The headers and rows with the wide-only columns left out unless ``wide``."""
         if wide or not self.wide:
             return self.headers, self.rows

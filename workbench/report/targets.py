@@ -11,6 +11,7 @@ from typing import Any
 from workbench.analysis.projection import Projection, ProjectionCause
 from workbench.analysis.targets import Check, TargetGap, TargetMiss, Verdict
 from workbench.report.formatting import fixed, num, percent, significant, times, tokens
+from workbench.report.model import TableRows
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 
 __all__ = [
@@ -29,7 +30,6 @@ __all__ = [
     "verdict_short",
 ]
 
-Table = tuple[list[str], list[list[Any]]]
 
 TARGETS_NOTE = (
     "Each target holds when its percentile of the requests (inverted CDF: at least that share of them) "
@@ -136,7 +136,7 @@ def verdict_cell(verdict: Any) -> str:
     return "" if verdict is None else verdict.status
 
 
-def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> Table:
+def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> TableRows:
     """One row per variant × workload with targets: the workload's targets, the verdict, the goodput,
     and a column per targeted metric."""
     metrics = [m for m in TARGET_METRICS if any(c.metric == m for v in verdicts for c in v.checks)]
@@ -163,7 +163,7 @@ def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> Table:
     return headers, rows
 
 
-def projection_table(projections: Sequence[Projection]) -> Table:
+def projection_table(projections: Sequence[Projection]) -> TableRows:
     """``workbench project``: per variant the projected TTFT, time after the first token and e2e (95 %
     CI of the fitted lines) and the fitted slopes."""
 

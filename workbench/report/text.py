@@ -7,16 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.report.formatting import mde_text, plus_minus, ratio
-from workbench.report.model import text_table
+from workbench.report.model import TableRows, text_table
 
 __all__ = ["NOISE_REPETITIONS", "noise_table", "text_table"]
 
-Table = tuple[list[str], list[list[Any]]]
 #: repetition counts the noise table projects the detectable effect to
 NOISE_REPETITIONS = (3, 5, 10, 20)
 
 
-def noise_table(summaries: Sequence[Any], prompts: dict[str, int]) -> Table:
+def noise_table(summaries: Sequence[Any], prompts: dict[str, int]) -> TableRows:
     """An A/A run's noise floor (``analysis.summary.GroupSummary`` of the copy against the original):
     per workload and metric the A/A speed-up with its CI (± half-width), the minimum detectable
     effect now and at :data:`NOISE_REPETITIONS`, and what the CI is made of: the process-to-process
