@@ -8,7 +8,7 @@ import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from workbench.analysis.summary import GroupSummary, summarize
 from workbench.analysis.targets import TargetGap, Verdict, evaluate, what_it_takes
 from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
 from workbench.core.errors import WorkbenchError
+from workbench.core.literals import TrialOrder, Workers
 from workbench.spec.parse import recorded_auto_repetitions, recorded_targets
 from workbench.spec.targets import Targets
 from workbench.store import RunRecord, TrialRecord, VariantRecord
@@ -53,13 +54,13 @@ class Design:
     """How the run's trials were ordered in time and what disturbed them: the context every speed-up
     needs (docs/analysis.md "How trials are ordered"). Facts only; :mod:`workbench.report` words them."""
 
-    order: str  # interleaved | blocks | sequential ("sequential" also for runs from before orders)
+    order: TrialOrder  # "sequential" also for runs from before orders
     note: str | None  # why it differs from the spec's order, or how repetitions = "auto" ended
     repetitions: int | None  # measured repetitions that ran
     drift: float | None  # the baseline's last rounds' time over its first rounds' (1.00 = none)
     disturbance: Disturbance
     #: interleaved runs: "per-repetition" (fresh worker processes every repetition) or "one"
-    workers: str | None = None
+    workers: Workers | None = None
     processes: int | None = None  # worker processes the baseline's measured trials came from
     auto: bool = False  # the spec asked for repetitions = "auto" (repeat until the CIs are narrow)
 
@@ -164,12 +165,12 @@ def analyze_run(
         environment = {}
     ref = reference or (summaries[0].variant if summaries else None)
     design = Design(
-        order=run.trial_order or "sequential",
+        order=_order(run.trial_order),
         note=run.trial_order_note,
         repetitions=run.repetitions,
         drift=drift(trials, ref),
         disturbance=disturbance(trials, exclude_disturbed),
-        workers=run.workers,
+        workers=_workers(run.workers),
         processes=len({t.worker for t in trials if t.variant == ref and t.worker is not None}) or None,
         auto=recorded_auto_repetitions(run.spec or ""),
     )
@@ -201,6 +202,15 @@ def analyze_run(
         break_even=_break_even(store, run_id, trials, summaries, design, reference) if accepted else (),
         quality=quality,
     )
+
+
+def _order(recorded: str | None) -> TrialOrder:
+    """The recorded trial order; a run from before orders were recorded ran sequentially."""
+    return next((o for o in get_args(TrialOrder) if o == recorded), "sequential")
+
+
+def _workers(recorded: str | None) -> Workers | None:
+    return next((w for w in get_args(Workers) if w == recorded), None)
 
 
 def _device(variants: Sequence[VariantRecord], baseline: str | None) -> str:

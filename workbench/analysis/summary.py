@@ -16,6 +16,7 @@ from typing import Any
 
 from workbench.analysis.paired import PairedEstimate, disturbance, metric_value, paired_speedup, paired_trials
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
+from workbench.core.literals import TimingScope
 from workbench.store import TrialRecord
 
 __all__ = ["METRICS", "GroupSummary", "server_summary", "speedup_of", "summarize", "throughput"]
@@ -58,7 +59,7 @@ class GroupSummary:
     draft_share: float | None = None  # drafting's share of decode time (sum of steps' draft_ms / decode_ms)
     verify_share: float | None = None  # verification's share of decode time
     significant: bool | None = None  # e2e speed-up CI excludes 1
-    timing_scope: str | None = None  # in-process | client (a server's client: network + queueing included)
+    timing_scope: TimingScope | None = None  # client: a server's client (network + queueing included)
     concurrency: int = 1  # parallel streams
     throughput_tokens_per_s: float | None = None  # aggregate output tokens/s (all streams together)
     server: dict[str, Any] | None = None  # the server's own figures (server_metrics), when it has any

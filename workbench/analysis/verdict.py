@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from workbench.core.literals import TrialOrder
+
+if TYPE_CHECKING:
+    from workbench.analysis.summary import GroupSummary
 
 __all__ = ["TTFT_REGRESSION", "Trust", "WorkloadVerdict", "trust", "workload_verdicts"]
 
@@ -24,8 +29,8 @@ class WorkloadVerdict:
 
     workload: str
     baseline: str | None
-    best: Any = None
-    close: list[Any] = field(default_factory=list)
+    best: GroupSummary | None = None
+    close: list[GroupSummary] = field(default_factory=list)
     #: the best's costs: "ttft" (its TTFT speed-up, when below :data:`TTFT_REGRESSION`), "output"
     #: (share of outputs identical to the baseline's, when below 1), "quality" (the quality figures)
     costs: dict[str, Any] = field(default_factory=dict)
@@ -67,27 +72,29 @@ class WorkloadVerdict:
         }
 
 
-def workload_verdicts(summaries: Sequence[Any], baseline: str | None) -> list[WorkloadVerdict]:
+def workload_verdicts(summaries: Sequence[GroupSummary], baseline: str | None) -> list[WorkloadVerdict]:
     """One :class:`WorkloadVerdict` per workload, in the summaries' order."""
     out = []
     for workload in dict.fromkeys(s.workload for s in summaries):
-        rows = [
-            s
+        speedups = {  # variant → its e2e speed-up, where it has one
+            s.variant: s.speedup_e2e.value
             for s in summaries
             if s.workload == workload
             and s.variant != baseline
             and s.speedup_e2e is not None
             and s.speedup_e2e.value is not None
-        ]
+        }
+        rows = [s for s in summaries if s.workload == workload and s.variant in speedups]
         verdict = WorkloadVerdict(workload, baseline, compared=len(rows))
         if rows:
-            best = max(rows, key=lambda s: s.speedup_e2e.value)
+            best = max(rows, key=lambda s: speedups[s.variant])
+            value = speedups[best.variant]
             est = best.speedup_e2e
-            lo = est.lo if est.lo is not None else est.value / 1.05
+            lo = est.lo if est is not None and est.lo is not None else value / 1.05
             verdict.best = best
             verdict.close = sorted(
-                (s for s in rows if s is not best and s.speedup_e2e.value >= lo),
-                key=lambda s: -s.speedup_e2e.value,
+                (s for s in rows if s is not best and speedups[s.variant] >= lo),
+                key=lambda s: -speedups[s.variant],
             )
             ttft = best.speedup_ttft
             if ttft is not None and ttft.value is not None and ttft.value < TTFT_REGRESSION:
@@ -112,7 +119,7 @@ class Trust:
     disturbed: int
     disturbed_excluded: bool
     drift: float | None
-    order: str | None
+    order: TrialOrder | None
     note: str | None = None  # how repetitions = "auto" ended, or why the order differs
     auto: bool = False  # the run repeated until its CIs were narrow (repetitions = "auto")
 
@@ -130,13 +137,30 @@ class Trust:
         }
 
 
-def trust(summaries: Sequence[Any], baseline: str | None, design: Any = None) -> Trust:
+class DesignFacts(Protocol):
+    """What the trust reads of a run's design (``analysis.run.Design``)."""
+
+    @property
+    def repetitions(self) -> int | None: ...
+    @property
+    def drift(self) -> float | None: ...
+    @property
+    def order(self) -> TrialOrder: ...
+    @property
+    def note(self) -> str | None: ...
+    @property
+    def auto(self) -> bool: ...
+
+
+def trust(
+    summaries: Sequence[GroupSummary], baseline: str | None, design: DesignFacts | None = None
+) -> Trust:
     """The :class:`Trust` of a run (``design``: its ``analysis.run.Design``, None for runs side by side)."""
-    rows = [s for s in summaries if s.variant != baseline and s.speedup_e2e is not None]
-    mdes = [s.speedup_e2e.mde for s in rows if s.speedup_e2e.mde is not None]
+    ests = [s.speedup_e2e for s in summaries if s.variant != baseline and s.speedup_e2e is not None]
+    mdes = [e.mde for e in ests if e.mde is not None]
     return Trust(
         repetitions=design.repetitions if design is not None else None,
-        intervals=any(s.speedup_e2e.lo is not None for s in rows),
+        intervals=any(e.lo is not None for e in ests),
         mde=(min(mdes), max(mdes)) if mdes else None,
         disturbed=sum(s.n_disturbed for s in summaries),
         disturbed_excluded=any(s.disturbed_excluded for s in summaries),

@@ -107,7 +107,7 @@ def _costs(v: WorkloadVerdict) -> list[str]:
         out.append(f"{what}, KLD {bound}{kld_text(q['kld_mean'])}")
     elif "output" in v.costs:
         out.append(f"output differs ({percent(v.costs['output'])} of outputs identical)")
-    elif best.matches_baseline == 1:
+    elif best is not None and best.matches_baseline == 1:
         out.append("same output")
     return out
 
