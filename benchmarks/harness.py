@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from workbench.run.recording import RunResult
+    from workbench.run.recording import Progress, RunResult
     from workbench.spec.parse import Spec
     from workbench.store import Store
 
@@ -90,11 +90,11 @@ def run_spec(spec: Spec | str, store: Store) -> RunResult:
     from workbench.run.execute import RunExecutor
     from workbench.spec.parse import parse_spec
 
-    return RunExecutor(
-        parse_spec(spec) if isinstance(spec, str) else spec,
-        store,
-        on_progress=lambda p: p.message and print(f"  [{p.done}/{p.total}] {p.message}", file=sys.stderr),
-    ).run()
+    def progress(p: Progress) -> None:
+        if p.message:
+            print(f"  [{p.done}/{p.total}] {p.message}", file=sys.stderr)
+
+    return RunExecutor(parse_spec(spec) if isinstance(spec, str) else spec, store, on_progress=progress).run()
 
 
 # -- figures ---------------------------------------------------------------------------------------
