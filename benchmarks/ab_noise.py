@@ -60,19 +60,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
+from harness import variant_toml, verdict
+
 from workbench.analysis.run import analyze_run
 from workbench.analysis.stats import speedup
 from workbench.run.execute import RunExecutor
 from workbench.spec.parse import parse_spec
 from workbench.store import Store
-
-VARIANT = """
-[[variants]]
-name = "{name}"
-model = "demo:smollm2-135m"
-dtype = "float32"
-{extra}
-"""
 
 #: the known difference of the ``effect`` check: the baseline spinning 5 % more CPU at every step
 SLOWED = 'strategy = "benchmarks.slowed:SlowedBaseline"\nslowdown = {slowdown}'
@@ -120,7 +115,7 @@ def spec_text(
         workers=workers,
         reps=reps,
         top=top,
-        variants="".join(VARIANT.format(name=n, extra=(extra or {}).get(n, "")) for n in names),
+        variants="".join(variant_toml(n, (extra or {}).get(n, "") + "\n") for n in names),
     )
 
 
@@ -201,8 +196,12 @@ def decode_tps(out: dict[str, Any], variant: str = "A") -> list[float]:
     return [t.decode_tokens_per_s for t in out["trials"] if t.variant == variant and t.status == "ok"]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+#: the spec keys of a run with ``repetitions = "auto"``
+AUTO_TOP = 'ci_target = {target}\nbudget = "{budget}"\nmax_repetitions = 40'
+
+
+def parse_args() -> argparse.Namespace:
+    parser = harness.parser(__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2, help="A/A runs per design (default 2)")
     parser.add_argument(
         "--designs",
@@ -244,87 +243,83 @@ def main() -> int:
         "difference must be found within the budget",
     )
     args = parser.parse_args()
-    # benchmarks.slowed (the --effect check's strategy) is found from the repository root, here and in
-    # the workers
-    root = str(Path(__file__).resolve().parent.parent)
-    sys.path.insert(0, root)
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    folder = Path(tempfile.mkdtemp(prefix="ab-noise-"))
-    print(f"load average at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
+    args.design_list = harness.names(args.designs)
+    unknown = [d for d in args.design_list if d not in DESIGNS]
+    if unknown and not args.skip_aa:
+        parser.error(f"unknown design {unknown[0]!r}; choose from {', '.join(DESIGNS)}")
+    return args
+
+
+def aa_runs(args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
+    """``--runs`` A/A runs of each design, the hog on one core from a third of the way in."""
     rows = []
-    if not args.skip_aa:
-        designs = [d.strip() for d in args.designs.split(",") if d.strip()]
-        unknown = [d for d in designs if d not in DESIGNS]
-        if unknown:
-            parser.error(f"unknown design {unknown[0]!r}; choose from {', '.join(DESIGNS)}")
-        for i in range(args.runs):
-            for design in designs:
-                out = run_one(
-                    folder / f"aa-{design}-{i}.db",
-                    spec_text(f"A/A {design} {i}", design, args.repetitions, ("A", "A2")),
-                    args.hog_s,
-                )
-                rows.append({"design": design, **aa_row(f"{design} {i}", out)})
-                print(rows[-1], flush=True)
-    problems = []
-    extra_rows = []
-    if args.auto:
-        text = spec_text(
-            "auto",
-            "fresh",
-            '"auto"',
-            ("A", "A2"),
-            top=f'ci_target = {args.auto_target}\nbudget = "{args.budget}"\nmax_repetitions = 40',
-        )
-        out = run_one(folder / "auto.db", text, 0)
-        row = {"design": "auto", **aa_row("auto", out)}
-        extra_rows.append(row)
-        print(row, flush=True)
-        if "every speed-up CI within" not in out["note"]:
-            problems.append(f"repetitions = auto did not reach ±{args.auto_target:.0%}: {out['note']}")
-
-    def effect_run(design: str, label: str, reps: int | str, top: str = "") -> None:
-        """A against A made --slowdown slower: the difference must be found, the truth inside its CI."""
-        truth = 1 / (1 + args.slowdown)
-        text = spec_text(
-            label, "fresh", reps, ("A", "A5"), top=top, extra={"A5": SLOWED.format(slowdown=args.slowdown)}
-        )
-        out = run_one(folder / f"{label.replace(' ', '-')}.db", text, 0)
-        row = {"design": design, **aa_row(label, out, variant="A5")}
-        extra_rows.append(row)
-        print(row, flush=True)
-        est = row["_est"]
-        if est is None or est.lo is None or not est.hi < 1.0:
-            problems.append(f"{label}: a real {args.slowdown:.0%} slowdown not found ({row['A2/A e2e']})")
-        elif not est.lo <= truth <= est.hi:
-            problems.append(f"{label}: the CI {row['A2/A e2e']} misses the truth {truth:.3f}")
-
-    if args.effect:
-        for i in range(args.effect_runs):
-            effect_run("effect", f"effect {i}", args.repetitions)
-    if args.effect_auto:
-        effect_run(
-            "effect-auto",
-            "effect auto",
-            '"auto"',
-            top=f'ci_target = {args.auto_target}\nbudget = "{args.budget}"\nmax_repetitions = 40',
-        )
-    ratio = None
-    if not args.skip_overhead:
-        alone: list[float] = []
-        beside: list[float] = []
-        for i in range(args.overhead_runs):
-            one = run_one(folder / f"alone-{i}.db", spec_text("A alone", "one", 2, ("A",)), 0)
-            alone += decode_tps(one)
-            two = run_one(folder / f"beside-{i}.db", spec_text("A beside A2", "one", 2, ("A", "A2")), 0)
-            beside += decode_tps(two)
-            print(
-                f"overhead round {i}: alone {statistics.median(decode_tps(one)):.2f} tok/s, beside an idle "
-                f"worker {statistics.median(decode_tps(two)):.2f} tok/s (load {two['load']:.2f})",
-                flush=True,
+    for i in range(args.runs):
+        for design in args.design_list:
+            out = run_one(
+                folder / f"aa-{design}-{i}.db",
+                spec_text(f"A/A {design} {i}", design, args.repetitions, ("A", "A2")),
+                args.hog_s,
             )
-        ratio = statistics.median(beside) / statistics.median(alone)
-    print()
+            rows.append({"design": design, **aa_row(f"{design} {i}", out)})
+            print(rows[-1], flush=True)
+    return rows
+
+
+def auto_run(args: argparse.Namespace, folder: Path, problems: list[str]) -> dict[str, Any]:
+    """An A/A run with ``repetitions = "auto"``: it must stop on its CI target."""
+    top = AUTO_TOP.format(target=args.auto_target, budget=args.budget)
+    out = run_one(folder / "auto.db", spec_text("auto", "fresh", '"auto"', ("A", "A2"), top=top), 0)
+    row = {"design": "auto", **aa_row("auto", out)}
+    print(row, flush=True)
+    if "every speed-up CI within" not in out["note"]:
+        problems.append(f"repetitions = auto did not reach ±{args.auto_target:.0%}: {out['note']}")
+    return row
+
+
+def effect_run(
+    args: argparse.Namespace,
+    folder: Path,
+    problems: list[str],
+    design: str,
+    label: str,
+    reps: int | str,
+    top: str = "",
+) -> dict[str, Any]:
+    """A against A made --slowdown slower: the difference must be found, the truth inside its CI."""
+    truth = 1 / (1 + args.slowdown)
+    text = spec_text(
+        label, "fresh", reps, ("A", "A5"), top=top, extra={"A5": SLOWED.format(slowdown=args.slowdown)}
+    )
+    out = run_one(folder / f"{label.replace(' ', '-')}.db", text, 0)
+    row = {"design": design, **aa_row(label, out, variant="A5")}
+    print(row, flush=True)
+    est = row["_est"]
+    if est is None or est.lo is None or not est.hi < 1.0:
+        problems.append(f"{label}: a real {args.slowdown:.0%} slowdown not found ({row['A2/A e2e']})")
+    elif not est.lo <= truth <= est.hi:
+        problems.append(f"{label}: the CI {row['A2/A e2e']} misses the truth {truth:.3f}")
+    return row
+
+
+def overhead_ratio(args: argparse.Namespace, folder: Path) -> float:
+    """A's decode tok/s beside an idle worker over A's alone (the median of each)."""
+    alone: list[float] = []
+    beside: list[float] = []
+    for i in range(args.overhead_runs):
+        one = run_one(folder / f"alone-{i}.db", spec_text("A alone", "one", 2, ("A",)), 0)
+        alone += decode_tps(one)
+        two = run_one(folder / f"beside-{i}.db", spec_text("A beside A2", "one", 2, ("A", "A2")), 0)
+        beside += decode_tps(two)
+        print(
+            f"overhead round {i}: alone {statistics.median(decode_tps(one)):.2f} tok/s, beside an idle "
+            f"worker {statistics.median(decode_tps(two)):.2f} tok/s (load {two['load']:.2f})",
+            flush=True,
+        )
+    return statistics.median(beside) / statistics.median(alone)
+
+
+def print_rows(rows: list[dict[str, Any]], extra_rows: list[dict[str, Any]]) -> None:
+    """The table of every run, then the notes of the auto / effect runs."""
     shown = rows + extra_rows
     if shown:
         headers = [h for h in shown[0] if not h.startswith("_")]
@@ -337,6 +332,10 @@ def main() -> int:
             )
         for row in extra_rows:
             print(f"{row['run']}: {row['_note']}")
+
+
+def judge_aa(rows: list[dict[str, Any]], args: argparse.Namespace, problems: list[str]) -> None:
+    """The A/A criteria of the default design; prints the false findings of every design."""
     false = [r["run"] for r in rows if r["design"] == "fresh" and r["significant"]]
     if false:
         problems.append(f"A/A runs of the default design with a 'significant' difference: {', '.join(false)}")
@@ -357,16 +356,38 @@ def main() -> int:
             if any(r["design"] == d for r in rows)
         )
         print(f"\nfalse findings at 95 %: {counts}")
+
+
+def main() -> int:
+    args = parse_args()
+    # benchmarks.slowed (the --effect check's strategy) is found from the repository root, here and in
+    # the workers
+    root = str(Path(__file__).resolve().parent.parent)
+    sys.path.insert(0, root)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    folder = Path(tempfile.mkdtemp(prefix="ab-noise-"))
+    print(f"load average at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
+    rows = aa_runs(args, folder) if not args.skip_aa else []
+    problems: list[str] = []
+    extra_rows = []
+    if args.auto:
+        extra_rows.append(auto_run(args, folder, problems))
+    if args.effect:
+        for i in range(args.effect_runs):
+            extra_rows.append(effect_run(args, folder, problems, "effect", f"effect {i}", args.repetitions))
+    if args.effect_auto:
+        top = AUTO_TOP.format(target=args.auto_target, budget=args.budget)
+        extra_rows.append(effect_run(args, folder, problems, "effect-auto", "effect auto", '"auto"', top))
+    ratio = overhead_ratio(args, folder) if not args.skip_overhead else None
+    print()
+    print_rows(rows, extra_rows)
+    judge_aa(rows, args, problems)
     if ratio is not None:
         print(f"interleaving overhead: A's decode tok/s beside an idle worker / alone = {ratio:.3f}")
         if ratio < args.min_ratio:
             problems.append(f"overhead ratio {ratio:.3f} < {args.min_ratio}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
-    if problems:
-        print("FAIL: " + "; ".join(problems))
-        return 1
-    print("PASS")
-    return 0
+    return verdict(problems, inline=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ their own Monte-Carlo error (0.5 % here).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -27,7 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
+from harness import verdict
 
 from workbench.store import Store
 
@@ -150,7 +151,7 @@ def bootstrap_check(db: Path, run_id: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=50)
     parser.add_argument("--repetitions", type=int, default=100)
     parser.add_argument("--small", type=int, default=20, help="repetitions of the smaller run (default 20)")
@@ -203,11 +204,7 @@ def main() -> int:
         if row["CI vs bootstrap"] > 0.005:
             problems.append(f"CI bounds differ from the plain bootstrap by {row['CI vs bootstrap']:.2%}")
     print(f"\nshow grew {growth:.2f}x for {args.repetitions / args.small:.0f}x the trials")
-    if problems:
-        print("FAIL: " + "; ".join(problems))
-        return 1
-    print("PASS")
-    return 0
+    return verdict(problems, inline=True)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,20 @@ import argparse
 import importlib.util
 import statistics
 import sys
-import tempfile
-from pathlib import Path
+from typing import Any
+
+import harness
+from harness import (
+    add_db,
+    add_repetitions,
+    check_verdict,
+    names,
+    result_db,
+    run_spec,
+    summary,
+    variant_toml,
+    workload_toml,
+)
 
 WORKLOADS = ("chat", "summarise", "code")
 
@@ -82,19 +94,16 @@ NEEDS = {"llama-q4_1": "llama_cpp", "ort-int4": "onnxruntime_genai", "ort-int8":
 def build_spec(variants: list[str], *, reps: int, n: int, limit: int, k: int, threads: int) -> str:
     parts = [HEAD.format(reps=reps)]
     for name in variants:
-        body = VARIANTS[name].format(k=k, threads=threads)
-        parts.append(
-            f'\n[[variants]]\nname = "{name}"\nmodel = "demo:smollm2-135m"\ndtype = "float32"\n{body}'
-        )
+        parts.append(variant_toml(name, VARIANTS[name].format(k=k, threads=threads)))
     for workload in WORKLOADS:
-        parts.append(f'\n[[workloads]]\nname = "{workload}"\nlimit = {limit}\nmax_new_tokens = {n}\n')
+        parts.append(workload_toml(workload, n, limit))
     return "".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The arguments, and the variants to run: ``--variants`` with the baseline, less those whose
+    runtime is not installed (printed)."""
+    parser = harness.parser(summary(__doc__), show_defaults=True)
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS)
     )
@@ -103,15 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-new-tokens", "-n", type=int, default=64)
     parser.add_argument("--limit", type=int, default=2, help="prompts per workload")
-    parser.add_argument("--repetitions", "-r", type=int, default=2)
+    add_repetitions(parser, 2)
     parser.add_argument("--num-draft-tokens", "-k", type=int, default=6)
     parser.add_argument(
         "--draft-threads", type=int, default=1, help="threads of the runtime drafts (0: the variant's)"
     )
-    parser.add_argument("--db", type=Path, help="keep the results database here")
+    add_db(parser)
     args = parser.parse_args(argv)
 
-    wanted = [v.strip() for v in args.variants.split(",") if v.strip()]
+    wanted = names(args.variants)
     unknown = [v for v in wanted if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
@@ -124,35 +133,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: left out ({module.replace('_', '-')} is not installed)", file=sys.stderr)
             continue
         variants.append(name)
+    return args, variants
 
-    from workbench.run.execute import RunExecutor
-    from workbench.spec.parse import parse_spec
-    from workbench.store import Store
 
-    text = build_spec(
-        variants,
-        reps=args.repetitions,
-        n=args.max_new_tokens,
-        limit=args.limit,
-        k=args.num_draft_tokens,
-        threads=args.draft_threads,
-    )
-    db = args.db or Path(tempfile.mkdtemp(prefix="wb-bench-")) / "cross_draft.db"
-    store = Store(db)
-    result = RunExecutor(
-        parse_spec(text),
-        store,
-        on_progress=lambda p: p.message and print(f"  [{p.done}/{p.total}] {p.message}", file=sys.stderr),
-    ).run()
-    trials = [t for t in store.trials(result.run_id)]
+def table(
+    trials: list[Any], variants: list[str]
+) -> tuple[dict[tuple[str, str], list[float]], dict[str, bool]]:
+    """Print each variant's figures per workload and over all; returns the paired decode ratios per
+    (variant, workload or "all") and whether each variant's every trial was identical to the baseline."""
     base = {
         (t.round, t.workload, t.prompt_id): t for t in trials if t.variant == "baseline" and t.status == "ok"
     }
-
-    print(
-        f"\ndemo:smollm2-135m float32 target, greedy, {args.max_new_tokens} new tokens, {args.limit} prompt(s) per "
-        f"workload, {args.repetitions} rounds, k = {args.num_draft_tokens}, draft threads {args.draft_threads}; db {db}\n"
-    )
     header = f"{'variant':<11} {'workload':<10} {'decode tok/s':>12} {'vs baseline':>11} {'TTFT ms':>8} {'acceptance':>10} {'identical':>9}"
     print(header)
     ratios: dict[tuple[str, str], list[float]] = {}
@@ -162,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             ts = [t for t in trials if t.variant == variant and (workload == "all" or t.workload == workload)]
             ok = [t for t in ts if t.status == "ok"]
             if not ok:
-                error = ts[0]["error"] if ts else "no trials"
+                error = ts[0].error if ts else "no trials"
                 print(f"{variant:<11} {workload:<10} all trials failed: {error}")
                 continue
             paired = [
@@ -187,34 +178,59 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{variant:<11} {workload:<10} {tps:>12.2f} {ratio:>10.2f}x {ttft:>8.0f} {acceptance:>10} {identical:>9}"
             )
+    return ratios, same
+
+
+def checks(
+    ratios: dict[tuple[str, str], list[float]], same: dict[str, bool], variants: list[str], demo: str
+) -> list[tuple[str, bool]]:
+    """The pass criteria (the module's docstring); ``demo``: the variant held to the >= 2x target."""
 
     def median(variant: str, workload: str) -> float:
-        values = ratios.get((variant, workload))
-        return statistics.median(values) if values else float("nan")
+        return harness.median(ratios.get((variant, workload)) or [])
 
-    checks = []
-    demo = args.demo_variant
+    found = []
     if demo in variants:
         for workload in WORKLOADS:
             r = median(demo, workload)
-            checks.append((f"{demo} on {workload}: decode {r:.2f}x baseline >= 2.0", r >= 2.0))
-        checks.append((f"{demo}: identical output", same.get(demo, False)))
+            found.append((f"{demo} on {workload}: decode {r:.2f}x baseline >= 2.0", r >= 2.0))
+        found.append((f"{demo}: identical output", same.get(demo, False)))
     else:
-        checks.append((f"{demo}: not in this run", False))
+        found.append((f"{demo}: not in this run", False))
     if "self-fp16" in variants:
         r = median("self-fp16", "all")
-        checks.append(
+        found.append(
             (
                 f"self-fp16: decode {r:.2f}x baseline >= 1.2, identical",
                 r >= 1.2 and same.get("self-fp16", False),
             )
         )
-    print()
-    for label, ok in checks:
-        print(f"{'PASS' if ok else 'FAIL'}  {label}")
-    passed = all(ok for _, ok in checks)
-    print("\nPASS" if passed else "\nFAIL")
-    return 0 if passed else 1
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, variants = parse_args(argv)
+
+    from workbench.store import Store
+
+    text = build_spec(
+        variants,
+        reps=args.repetitions,
+        n=args.max_new_tokens,
+        limit=args.limit,
+        k=args.num_draft_tokens,
+        threads=args.draft_threads,
+    )
+    db = result_db(args.db, "cross_draft.db")
+    store = Store(db)
+    result = run_spec(text, store)
+    trials = [t for t in store.trials(result.run_id)]
+    print(
+        f"\ndemo:smollm2-135m float32 target, greedy, {args.max_new_tokens} new tokens, {args.limit} prompt(s) per "
+        f"workload, {args.repetitions} rounds, k = {args.num_draft_tokens}, draft threads {args.draft_threads}; db {db}\n"
+    )
+    ratios, same = table(trials, variants)
+    return check_verdict(checks(ratios, same, variants, args.demo_variant))
 
 
 if __name__ == "__main__":

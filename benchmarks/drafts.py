@@ -37,6 +37,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import harness
+from harness import DEMO_MODEL, summary
+
 
 def build_candidates(target: Any) -> dict[str, Callable[[], tuple[Any, Any]]]:
     """name -> a function building (model, kv dtype or None for the model's own)."""
@@ -86,19 +89,123 @@ def build_candidates(target: Any) -> dict[str, Callable[[], tuple[Any, Any]]]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
+    parser = harness.parser(summary(__doc__), show_defaults=True)
     parser.add_argument("--num-draft-tokens", "-k", type=int, default=6)
     parser.add_argument("--tokens", type=int, default=32, help="target continuation length for agreement")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--only", help="comma-separated candidate names (default: all)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv), parser
+
+
+def timed(fn: Callable[[], None]) -> float:
+    """``fn``'s time (ms): the mean of 3 calls after one that warms up."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        fn()
+    return (time.perf_counter() - t0) / 3 * 1e3
+
+
+def target_follow(target: Any, ids: Any, tokens: int) -> tuple[Any, list[int]]:
+    """The target's prefill cache of ``ids`` and its greedy continuation of ``tokens`` tokens (the
+    cache holds the prompt only)."""
+    import torch
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=target.config)
+    logits = target(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits
+    follow = [int(logits[0, -1].argmax())]
+    walk = copy.deepcopy(cache)
+    for _ in range(tokens - 1):
+        step = target(input_ids=torch.tensor([[follow[-1]]]), cache=walk, use_cache=True, logits_to_keep=1)
+        follow.append(int(step.logits[0, -1].argmax()))
+    del walk
+    return cache, follow
+
+
+def drafts_from_target(
+    candidates: dict[str, Callable[[], tuple[Any, Any]]], cache: Any, follow: list[int]
+) -> tuple[dict[str, tuple[Any, Any]], dict[str, float]]:
+    """Each candidate built, with its cache filled from the target's (``from-target``), and its top-1
+    agreement with the target along ``follow`` (teacher forced)."""
+    import torch
+    from workbench_strategies._cpu import GrowingCache
+
+    drafts: dict[str, tuple[Any, Any]] = {}
+    agreement: dict[str, float] = {}
+    for name, build in candidates.items():
+        model, kv = build()
+        draft_cache = GrowingCache(model.config, dtype=kv or model.dtype)
+        for idx, layer in enumerate(cache.layers[: model.config.num_hidden_layers]):
+            draft_cache.update(layer.keys, layer.values, idx)
+        forced = model(input_ids=torch.tensor([follow[:-1]]), cache=draft_cache, use_cache=True).logits[0]
+        agreement[name] = sum(a == b for a, b in zip(forced.argmax(-1).tolist(), follow[1:], strict=True)) / (
+            len(follow) - 1
+        )
+        draft_cache.crop(-(len(follow) - 1))
+        drafts[name] = (model, draft_cache)
+    return drafts, agreement
+
+
+def step_times(
+    target: Any, cache: Any, follow: list[int], drafts: dict[str, tuple[Any, Any]], k: int, rounds: int
+) -> dict[str, list[float]]:
+    """Per round: the target's one-token step (``T1``), its verify pass of ``k + 1`` tokens (``V``) and
+    each draft's one-token step (ms), interleaved."""
+    import torch
+
+    def target_step() -> None:
+        target(input_ids=torch.tensor([[follow[0]]]), cache=cache, use_cache=True, logits_to_keep=1)
+        cache.crop(-1)
+
+    def verify() -> None:
+        target(input_ids=torch.tensor([follow[: k + 1]]), cache=cache, use_cache=True)
+        cache.crop(-(k + 1))
+
+    times: dict[str, list[float]] = {"T1": [], "V": [], **{name: [] for name in drafts}}
+    for _ in range(rounds):
+        times["T1"].append(timed(target_step))
+        times["V"].append(timed(verify))
+        for name, (model, draft_cache) in drafts.items():
+
+            def draft_step(model: Any = model, draft_cache: Any = draft_cache) -> None:
+                model(
+                    input_ids=torch.tensor([[follow[0]]]),
+                    cache=draft_cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                draft_cache.crop(-1)
+
+            times[name].append(timed(draft_step))
+    return times
+
+
+def print_workload(
+    workload: str, prompt_tokens: int, times: dict[str, list[float]], agreement: dict[str, float], k: int
+) -> None:
+    """The table of one prompt: each draft's step, agreement and predicted speed-up."""
+    t1 = statistics.median(times["T1"])
+    v = statistics.median(times["V"]) / t1
+    print(
+        f"{workload}: {prompt_tokens} prompt tokens; target step T1 {t1:.1f} ms, "
+        f"verify of {k + 1} tokens {v:.2f} T1"
+    )
+    print(f"  {'draft':<28} {'step':>9} {'agree':>6} {'predicted speed-up':>19}")
+    for name in agreement:
+        d = statistics.median(times[name]) / t1
+        a = min(agreement[name], 0.999)
+        expected = (1 - a ** (k + 1)) / (1 - a)
+        print(f"  {name:<28} {d:>7.2f} T1 {agreement[name]:>6.0%} {expected / (k * d + v):>18.2f}x")
+    print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, parser = parse_args(argv)
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
-    from workbench_strategies._cpu import GrowingCache
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     from workbench_strategies._hf import wrap_hf_model
 
     from workbench.core.device import Device
@@ -106,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.spec.workloads import builtin_workload
 
     torch.set_grad_enabled(False)
-    where = materialize(parse_source("demo:smollm2-135m"))
+    where = materialize(parse_source(DEMO_MODEL))
     tok = AutoTokenizer.from_pretrained(where.location)
     target = AutoModelForCausalLM.from_pretrained(where.location, dtype=torch.float32)
     hf = wrap_hf_model(target, tok, Device("cpu"), torch.float32)  # the CPU kernels, as the demo loads it
@@ -123,79 +230,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown candidate(s) {unknown}; choose from {list(candidates)}")
         candidates = {name: candidates[name] for name in wanted}
 
-    def timed(fn: Callable[[], None]) -> float:
-        fn()
-        t0 = time.perf_counter()
-        for _ in range(3):
-            fn()
-        return (time.perf_counter() - t0) / 3 * 1e3
-
-    print(f"demo:smollm2-135m float32 target on {torch.get_num_threads()} CPU threads; k = {k}\n")
+    print(f"{DEMO_MODEL} float32 target on {torch.get_num_threads()} CPU threads; k = {k}\n")
     for workload, ids in prompts.items():
-        cache = DynamicCache(config=target.config)
-        logits = target(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits
-        follow = [int(logits[0, -1].argmax())]
-        walk = copy.deepcopy(cache)
-        for _ in range(args.tokens - 1):
-            step = target(
-                input_ids=torch.tensor([[follow[-1]]]), cache=walk, use_cache=True, logits_to_keep=1
-            )
-            follow.append(int(step.logits[0, -1].argmax()))
-        del walk
-
-        def target_step(cache: Any = cache, follow: list[int] = follow) -> None:
-            target(input_ids=torch.tensor([[follow[0]]]), cache=cache, use_cache=True, logits_to_keep=1)
-            cache.crop(-1)
-
-        def verify(cache: Any = cache, follow: list[int] = follow) -> None:
-            target(input_ids=torch.tensor([follow[: k + 1]]), cache=cache, use_cache=True)
-            cache.crop(-(k + 1))
-
-        drafts: dict[str, tuple[Any, Any]] = {}
-        agreement: dict[str, float] = {}
-        for name, build in candidates.items():
-            model, kv = build()
-            draft_cache = GrowingCache(model.config, dtype=kv or model.dtype)
-            for idx, layer in enumerate(cache.layers[: model.config.num_hidden_layers]):
-                draft_cache.update(layer.keys, layer.values, idx)
-            forced = model(input_ids=torch.tensor([follow[:-1]]), cache=draft_cache, use_cache=True).logits[0]
-            agreement[name] = sum(
-                a == b for a, b in zip(forced.argmax(-1).tolist(), follow[1:], strict=True)
-            ) / (len(follow) - 1)
-            draft_cache.crop(-(len(follow) - 1))
-            drafts[name] = (model, draft_cache)
-
-        times: dict[str, list[float]] = {"T1": [], "V": [], **{name: [] for name in drafts}}
-        for _ in range(args.rounds):
-            times["T1"].append(timed(target_step))
-            times["V"].append(timed(verify))
-            for name, (model, draft_cache) in drafts.items():
-
-                def draft_step(
-                    model: Any = model, draft_cache: Any = draft_cache, follow: list[int] = follow
-                ) -> None:
-                    model(
-                        input_ids=torch.tensor([[follow[0]]]),
-                        cache=draft_cache,
-                        use_cache=True,
-                        logits_to_keep=1,
-                    )
-                    draft_cache.crop(-1)
-
-                times[name].append(timed(draft_step))
-        t1 = statistics.median(times["T1"])
-        v = statistics.median(times["V"]) / t1
-        print(
-            f"{workload}: {ids.shape[1]} prompt tokens; target step T1 {t1:.1f} ms, "
-            f"verify of {k + 1} tokens {v:.2f} T1"
-        )
-        print(f"  {'draft':<28} {'step':>9} {'agree':>6} {'predicted speed-up':>19}")
-        for name in drafts:
-            d = statistics.median(times[name]) / t1
-            a = min(agreement[name], 0.999)
-            expected = (1 - a ** (k + 1)) / (1 - a)
-            print(f"  {name:<28} {d:>7.2f} T1 {agreement[name]:>6.0%} {expected / (k * d + v):>18.2f}x")
-        print()
+        cache, follow = target_follow(target, ids, args.tokens)
+        drafts, agreement = drafts_from_target(candidates, cache, follow)
+        times = step_times(target, cache, follow, drafts, k, args.rounds)
+        print_workload(workload, ids.shape[1], times, agreement, k)
         del drafts
     return 0
 

@@ -31,6 +31,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import harness
+from harness import verdict
+
 from workbench.analysis.summary import summarize
 from workbench.run.execute import RunExecutor
 from workbench.spec.parse import parse_spec
@@ -54,7 +57,7 @@ def spec_text(base_url: str, args: argparse.Namespace) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__.split("\n")[0])
     parser.add_argument("--repetitions", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--ttft-overhead-ms", type=float, default=5.0)
@@ -95,11 +98,7 @@ def main() -> int:
         print(f"concurrency {n}: {got / one:.2f}x the tokens/s of one stream (ideal {n}x)")
         if got < 0.8 * n * one:
             failures.append(f"concurrency {n}: {got / one:.2f}x < {0.8 * n:.1f}x")
-    if failures:
-        print("FAIL\n  " + "\n  ".join(failures))
-        return 1
-    print("PASS")
-    return 0
+    return verdict(failures, bullet="  ")
 
 
 def _switch(server: FakeOpenAIServer, variant: str) -> None:

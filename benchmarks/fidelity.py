@@ -41,11 +41,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import harness
+from harness import add_db, verdict
+
 from workbench.run.execute import RunExecutor
 from workbench.run.metrics import StepRecord, TrialMetrics, trial_metrics
 from workbench.run.plan import plan_run
 from workbench.run.runner import encode_prompt
-from workbench.spec.parse import parse_spec
+from workbench.spec.parse import Spec, parse_spec
 from workbench.store import Store
 from workbench.testing import FakeSession
 
@@ -103,11 +106,11 @@ def same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Timing fidelity of the runner: fake strategy with injected costs, through the "
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = harness.parser(
+        "Timing fidelity of the runner: fake strategy with injected costs, through the "
         "worker process path; median TTFT/TPOT vs the injected truth.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        show_defaults=True,
     )
     parser.add_argument("--repetitions", type=int, default=5, help="measured repetitions per prompt")
     parser.add_argument("--warmup", type=int, default=1, help="warm-up trials per workload")
@@ -121,16 +124,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tolerance-pct", type=float, default=3.0, help="relative tolerance (%%)")
     parser.add_argument("--tolerance-ms", type=float, default=1.0, help="absolute tolerance floor (ms)")
-    parser.add_argument(
-        "--db", type=Path, default=None, help="keep the results database at this path (None: a temp file)"
-    )
-    args = parser.parse_args(argv)
+    add_db(parser, "keep the results database at this path (None: a temp file)")
+    return parser.parse_args(argv)
 
-    spec = parse_spec(build_spec_text(args))
-    configs = dict(CONFIGS)
 
-    # The truth, computed independently of the run: the fake session's own tokenizer + the costs.
-    truth: dict[tuple[str, str, str], tuple[int, float, float]] = {}
+#: (variant, workload, prompt) -> (input tokens, true TTFT ms, true TPOT ms)
+Truth = dict[tuple[str, str, str], tuple[int, float, float]]
+
+
+def injected_truth(spec: Spec) -> Truth:
+    """The truth, computed independently of the run: the fake session's own tokenizer + the costs."""
+    truth: Truth = {}
     for vplan in plan_run(spec):
         v = vplan.variant
         session = FakeSession(v.config)
@@ -142,22 +146,15 @@ def main(argv: list[str] | None = None) -> int:
                 c.prefill_ms + c.prefill_ms_per_token * n_in,
                 c.decode_ms_per_token,
             )
+    return truth
 
-    with tempfile.TemporaryDirectory(prefix="wb-fidelity-") as tmp:
-        db_path = args.db or Path(tmp) / "fidelity.db"
-        store = Store(db_path)
-        started = time.perf_counter()
-        result = RunExecutor(spec, store).run()
-        wall_s = time.perf_counter() - started
-        trials = store.trials(result.run_id, include_warmup=True)
-        steps = {t.id: store.steps(t.id) for t in trials}
-        store.close()
 
-    problems: list[str] = []
-    if result.status != "ok":
-        problems.append(f"run status {result.status}: {'; '.join(result.errors[:3])}")
-
-    # -- recomputation check over every stored trial (warm-ups included) -----------------------
+def recomputation(
+    trials: list[Any], steps: dict[int, list[Any]], truth: Truth, problems: list[str]
+) -> tuple[int, int, int]:
+    """Every stored trial (warm-ups included) against the metrics recomputed from its steps, its
+    output and input lengths against the plan's; what differs goes to ``problems``. Returns the values
+    compared, how many differ and how many are bit-identical."""
     compared = mismatched = exact = 0
     mismatches: list[str] = []
     for t in trials:
@@ -192,9 +189,15 @@ def main(argv: list[str] | None = None) -> int:
             problems.append(f"trial {t.id}: input_tokens {t.input_tokens}, expected {truth[key][0]}")
     if mismatched:
         problems.append(f"recomputation: {mismatched} of {compared} values differ ({mismatches[0]} ...)")
+    return compared, mismatched, exact
 
-    # -- medians vs truth ----------------------------------------------------------------------
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+
+def medians_vs_truth(
+    trials: list[Any], truth: Truth, args: argparse.Namespace, problems: list[str]
+) -> tuple[tuple[float, str], tuple[float, str]]:
+    """Print the table of medians against the truth per (variant, prompt); what is out of tolerance
+    goes to ``problems``. Returns the worst relative TTFT and TPOT errors, each with where."""
+    groups: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     for t in trials:
         if t.status == "ok" and not t.warmup:
             groups[(t.variant, t.workload, t.prompt_id)].append(t)
@@ -216,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     for key in sorted(groups, key=lambda k: (order[k[0]], k[1], k[2])):
         rows = groups[key]
         n_in, ttft_true, tpot_true = truth[key]
-        ttft = statistics.median(r["ttft_ms"] for r in rows)
-        tpot = statistics.median(r["tpot_ms"] for r in rows)
+        ttft = statistics.median(r.ttft_ms for r in rows)
+        tpot = statistics.median(r.tpot_ms for r in rows)
         ok_ttft = within(ttft, ttft_true, args.tolerance_pct, args.tolerance_ms)
         ok_tpot = within(tpot, tpot_true, args.tolerance_pct, args.tolerance_ms)
         e_ttft, e_tpot = ttft - ttft_true, tpot - tpot_true
@@ -237,10 +240,34 @@ def main(argv: list[str] | None = None) -> int:
             problems.append(f"{key[0]}/{key[2]}: median TPOT {tpot:.3f} ms vs truth {tpot_true:.3f} ms")
         if len(rows) != args.repetitions:
             problems.append(f"{key[0]}/{key[2]}: {len(rows)} measured trials, expected {args.repetitions}")
+    configs = dict(CONFIGS)
     expected_groups = {k for k in truth if k[0] in configs}
     missing = expected_groups - set(groups)
     if missing:
         problems.append(f"no measured trials for {sorted(missing)[:3]}")
+    return worst_ttft, worst_tpot
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spec = parse_spec(build_spec_text(args))
+    truth = injected_truth(spec)
+
+    with tempfile.TemporaryDirectory(prefix="wb-fidelity-") as tmp:
+        db_path = args.db or Path(tmp) / "fidelity.db"
+        store = Store(db_path)
+        started = time.perf_counter()
+        result = RunExecutor(spec, store).run()
+        wall_s = time.perf_counter() - started
+        trials = store.trials(result.run_id, include_warmup=True)
+        steps = {t.id: store.steps(t.id) for t in trials}
+        store.close()
+
+    problems: list[str] = []
+    if result.status != "ok":
+        problems.append(f"run status {result.status}: {'; '.join(result.errors[:3])}")
+    compared, mismatched, exact = recomputation(trials, steps, truth, problems)
+    worst_ttft, worst_tpot = medians_vs_truth(trials, truth, args, problems)
 
     print()
     print(f"worst TTFT error: {100 * worst_ttft[0]:+.2f} % ({worst_ttft[1]})")
@@ -251,13 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"run: status {result.status}, {len(trials)} trials, {wall_s:.1f} s wall")
     print()
-    if problems:
-        print("FAIL")
-        for p in problems:
-            print(f"  - {p}")
-        return 1
-    print("PASS")
-    return 0
+    return verdict(problems)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,12 @@ Pass criteria (exit 0; exit 1 otherwise):
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import statistics
 import sys
-import tempfile
-from pathlib import Path
+
+import harness
+from harness import add_db, result_db, summary, verdict
 
 SPEC = """
 name = "benchmark: levers"
@@ -81,19 +81,17 @@ def _decode_rate(trials: list[dict], steps_of) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    parser = harness.parser(summary(__doc__), show_defaults=True)
     parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens per code prompt (batching)")
     parser.add_argument("--chat-tokens", type=int, default=8, help="tokens per chat turn")
-    parser.add_argument("--db", type=Path, help="keep the results database here")
+    add_db(parser)
     args = parser.parse_args(argv)
 
     from workbench.run.execute import RunExecutor
     from workbench.spec.parse import parse_spec
     from workbench.store import Store
 
-    db = args.db or Path(tempfile.mkdtemp()) / "levers.db"
+    db = result_db(args.db, "levers.db")
     store = Store(db)
     spec = parse_spec(SPEC.format(n=args.max_new_tokens, chat_tokens=args.chat_tokens))
     result = RunExecutor(spec, store).run()
@@ -143,11 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             "the single-request step on this machine"
         )
     print(f"database: {db}")
-    if failures:
-        print("FAIL: " + "; ".join(failures))
-        return 1
-    print("PASS")
-    return 0
+    return verdict(failures, inline=True)
 
 
 if __name__ == "__main__":

@@ -54,8 +54,12 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import harness
+from harness import DEMO_MODEL, add_repetitions, verdict
 
 #: a list continuation: the demo model does not emit EOS within 128 greedy tokens (checked), so the
 #: runner (ignore_eos: continues past an EOS) and generate (min_new_tokens: forbids EOS) agree token
@@ -63,7 +67,7 @@ from typing import Any
 DEFAULT_PROMPT = (
     "Here is a long list of the countries of the world in alphabetical order:\n1. Afghanistan\n2. Albania\n3."
 )
-MODEL = "demo:smollm2-135m"
+MODEL = DEMO_MODEL
 
 
 def loadavg() -> str:
@@ -239,7 +243,7 @@ def host_profile(
                 calls.clear()
                 if method == "runner":
                     res = runner.run(plan)
-                    decode_s = res.row["decode_ms"] / 1000
+                    decode_s = res.record.decode_ms / 1000
                 else:
                     decode_s = (n - 1) / run_generate(hf, input_ids, n, min_new_tokens)["decode_tokens_per_s"]
                 # calls[0] is the prefill; the n - 1 decode forwards lie between first and last token
@@ -271,14 +275,14 @@ def bootstrap_ratio(a: list[float], b: list[float], iterations: int = 4000) -> t
     return ratios[int(0.025 * iterations)], ratios[int(0.975 * iterations) - 1]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Runner overhead: decode tok/s of the baseline strategy through RunExecutor + worker "
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = harness.parser(
+        "Runner overhead: decode tok/s of the baseline strategy through RunExecutor + worker "
         "vs a bare model.generate() on the demo model; pass if the ratio >= --min-ratio.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        show_defaults=True,
     )
     parser.add_argument("--max-new-tokens", "-n", type=int, default=64, help="new tokens per trial (N)")
-    parser.add_argument("--repetitions", "-r", type=int, default=4, help="alternating rounds")
+    add_repetitions(parser, 4, "alternating rounds")
     parser.add_argument(
         "--trials-per-round",
         type=int,
@@ -306,7 +310,127 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-tokens", type=int, default=32, help="new tokens per trial of the decomposition"
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+@dataclass
+class Rounds:
+    """What the alternating rounds measured: each side's trials (dicts with their ``round``), its
+    inter-token gaps, the worker's torch threads, and the problems found."""
+
+    runner_rows: list[dict[str, Any]] = field(default_factory=list)
+    gen_rows: list[dict[str, Any]] = field(default_factory=list)
+    runner_gaps: list[float] = field(default_factory=list)
+    gen_gaps: list[float] = field(default_factory=list)
+    runner_threads: set[Any] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    #: the largest share of the CPUs other processes used during one round
+    foreign_max: float = 0.0
+
+
+def alternate(args: argparse.Namespace, spec: Any, hf: Any, input_ids: list[int], db: Path) -> Rounds:
+    """``--repetitions`` rounds, runner and generate in ABBA order, each round's figures printed."""
+    n = args.max_new_tokens
+    m = Rounds()
+    for r in range(args.repetitions):
+        order = ("runner", "generate") if r % 2 == 0 else ("generate", "runner")
+        for method in order:
+            foreign = ForeignCpu()
+            if method == "runner":
+                res = run_runner(spec, db)
+                m.runner_threads.add(res["threads"])
+                if res["status"] != "ok":
+                    m.problems.append(f"runner round {r}: status {res['status']}: {res['errors'][:1]}")
+                for t in res["trials"]:
+                    if t.status != "ok":
+                        continue
+                    m.runner_rows.append({**t.to_row(), "round": r})  # the benchmark's round, not the run's
+                    if t.output_tokens != n:
+                        m.problems.append(f"runner round {r}: {t.output_tokens} tokens, expected {n}")
+                m.runner_gaps += res["gaps_ms"]
+            else:
+                for _ in range(args.trials_per_round):
+                    g = run_generate(hf, input_ids, n, args.min_new_tokens)
+                    m.gen_rows.append({"round": r, **g})
+                    m.gen_gaps += g["gaps_ms"]
+                    if g["output_tokens"] != n:
+                        m.problems.append(f"generate round {r}: {g['output_tokens']} tokens, expected {n}")
+            other = foreign.fraction()
+            m.foreign_max = max(m.foreign_max, other or 0.0)
+            rows = [x for x in (m.runner_rows if method == "runner" else m.gen_rows) if x["round"] == r]
+            print(
+                f"  round {r} {method:<8}: decode tok/s "
+                + ", ".join(f"{x['decode_tokens_per_s']:.3f}" for x in rows)
+                + "; TTFT ms "
+                + ", ".join(f"{x['ttft_ms']:.1f}" for x in rows)
+                + f"; CPU used by other processes {pct(other)}",
+                flush=True,
+            )
+    return m
+
+
+def comparison(m: Rounds, min_ratio: float) -> float:
+    """Print the two sides' figures and their ratios; returns the decode tok/s ratio runner / generate."""
+
+    def med(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(r[key] for r in rows if r[key] is not None)
+
+    r_tps, g_tps = med(m.runner_rows, "decode_tokens_per_s"), med(m.gen_rows, "decode_tokens_per_s")
+    r_ttft, g_ttft = med(m.runner_rows, "ttft_ms"), med(m.gen_rows, "ttft_ms")
+    r_gap, g_gap = statistics.median(m.runner_gaps), statistics.median(m.gen_gaps)
+    ratio = r_tps / g_tps
+    header = f"{'method':<9} {'n':>2} {'decode tok/s (median)':>22} {'min..max':>15} {'ms/token':>9} {'median gap ms':>14} {'TTFT ms':>9}"
+    print()
+    print(header)
+    print("-" * len(header))
+    for name, rows, tps, gap, ttft in (
+        ("runner", m.runner_rows, r_tps, r_gap, r_ttft),
+        ("generate", m.gen_rows, g_tps, g_gap, g_ttft),
+    ):
+        values = [x["decode_tokens_per_s"] for x in rows]
+        print(
+            f"{name:<9} {len(rows):>2} {tps:>22.3f} {min(values):>7.3f}..{max(values):<7.3f} "
+            f"{1000 / tps:>9.2f} {gap:>14.2f} {ttft:>9.1f}"
+        )
+    print()
+    print(f"ratio runner/generate decode tok/s (medians): {ratio:.4f}  (criterion >= {min_ratio})")
+    low, high = bootstrap_ratio(
+        [x["decode_tokens_per_s"] for x in m.runner_rows], [x["decode_tokens_per_s"] for x in m.gen_rows]
+    )
+    print(f"  95 % bootstrap interval of that ratio: [{low:.4f}, {high:.4f}]")
+    if low < min_ratio <= high:
+        print(
+            "  (inconclusive: the machine's run-to-run noise is larger than the margin; "
+            "see the decomposition below, or raise --repetitions)"
+        )
+    print(f"ratio by median inter-token gap (generate gap / runner gap): {g_gap / r_gap:.4f}")
+    print(f"ratio TTFT (generate / runner): {g_ttft / r_ttft:.4f}")
+    return ratio
+
+
+def print_profile(profile: dict[str, Any], args: argparse.Namespace) -> None:
+    """Print the in-process decomposition of a decode step (:func:`host_profile`)."""
+    print()
+    print(
+        f"decode step decomposition, in-process ({args.profile_tokens} tokens, "
+        f"{args.profile_reps} trials each, alternating; medians):"
+    )
+    print(f"  {'method':<9} {'forward ms/step':>16} {'host ms/step outside forward':>29}")
+    for name, label in (("runner", "runner"), ("generate", "generate")):
+        if name in profile:
+            d = profile[name]
+            print(f"  {label:<9} {d['forward_ms']:>16.2f} {d['host_ms']:>29.3f}")
+    if "runner" in profile and "generate" in profile:
+        f = (profile["runner"]["forward_ms"] + profile["generate"]["forward_ms"]) / 2
+        expected = (f + profile["generate"]["host_ms"]) / (f + profile["runner"]["host_ms"])
+        print(
+            f"  => expected ratio at equal forward time ({f:.1f} ms): {expected:.4f} "
+            "(the runner's loop + probe vs generate's bookkeeping)"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
 
     import torch
     from transformers.utils import logging as hf_logging
@@ -336,50 +460,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         run_generate(hf, input_ids, n, args.min_new_tokens)  # warm-up, like the runner's warm-up trial
-
-        runner_rows: list[dict[str, Any]] = []
-        gen_rows: list[dict[str, Any]] = []
-        runner_gaps: list[float] = []
-        gen_gaps: list[float] = []
-        runner_threads: set[Any] = set()
-        problems: list[str] = []
-        outputs_identical = True
         foreign_all = ForeignCpu()
-        foreign_max = 0.0
-        for r in range(args.repetitions):
-            order = ("runner", "generate") if r % 2 == 0 else ("generate", "runner")
-            for method in order:
-                foreign = ForeignCpu()
-                if method == "runner":
-                    res = run_runner(spec, Path(tmp) / "overhead.db")
-                    runner_threads.add(res["threads"])
-                    if res["status"] != "ok":
-                        problems.append(f"runner round {r}: status {res['status']}: {res['errors'][:1]}")
-                    for t in res["trials"]:
-                        if t.status != "ok":
-                            continue
-                        runner_rows.append({"round": r, **t})
-                        if t.output_tokens != n:
-                            problems.append(f"runner round {r}: {t.output_tokens} tokens, expected {n}")
-                    runner_gaps += res["gaps_ms"]
-                else:
-                    for _ in range(args.trials_per_round):
-                        g = run_generate(hf, input_ids, n, args.min_new_tokens)
-                        gen_rows.append({"round": r, **g})
-                        gen_gaps += g["gaps_ms"]
-                        if g["output_tokens"] != n:
-                            problems.append(f"generate round {r}: {g['output_tokens']} tokens, expected {n}")
-                other = foreign.fraction()
-                foreign_max = max(foreign_max, other or 0.0)
-                rows = [x for x in (runner_rows if method == "runner" else gen_rows) if x["round"] == r]
-                print(
-                    f"  round {r} {method:<8}: decode tok/s "
-                    + ", ".join(f"{x['decode_tokens_per_s']:.3f}" for x in rows)
-                    + "; TTFT ms "
-                    + ", ".join(f"{x['ttft_ms']:.1f}" for x in rows)
-                    + f"; CPU used by other processes {pct(other)}",
-                    flush=True,
-                )
+        m = alternate(args, spec, hf, input_ids, Path(tmp) / "overhead.db")
         other_all = foreign_all.fraction()
         profile = (
             host_profile(
@@ -389,51 +471,15 @@ def main(argv: list[str] | None = None) -> int:
             else {}
         )
         # greedy outputs must agree (informative: the baseline claims token identity with generate)
-        reference = hf.decode(gen_rows[0]["tokens"]) if gen_rows else None
-        for t in runner_rows:
-            if t.output_text != reference:
-                outputs_identical = False
+        reference = hf.decode(m.gen_rows[0]["tokens"]) if m.gen_rows else None
+        outputs_identical = all(t["output_text"] == reference for t in m.runner_rows)
 
-    if not runner_rows or not gen_rows:
+    problems = m.problems
+    if not m.runner_rows or not m.gen_rows:
         problems.append("no successful trials on one side")
-        print("FAIL")
-        for p in problems:
-            print(f"  - {p}")
-        return 1
+        return verdict(problems)
 
-    def med(rows: list[dict[str, Any]], key: str) -> float:
-        return statistics.median(r[key] for r in rows if r[key] is not None)
-
-    r_tps, g_tps = med(runner_rows, "decode_tokens_per_s"), med(gen_rows, "decode_tokens_per_s")
-    r_ttft, g_ttft = med(runner_rows, "ttft_ms"), med(gen_rows, "ttft_ms")
-    r_gap, g_gap = statistics.median(runner_gaps), statistics.median(gen_gaps)
-    ratio = r_tps / g_tps
-    header = f"{'method':<9} {'n':>2} {'decode tok/s (median)':>22} {'min..max':>15} {'ms/token':>9} {'median gap ms':>14} {'TTFT ms':>9}"
-    print()
-    print(header)
-    print("-" * len(header))
-    for name, rows, tps, gap, ttft in (
-        ("runner", runner_rows, r_tps, r_gap, r_ttft),
-        ("generate", gen_rows, g_tps, g_gap, g_ttft),
-    ):
-        values = [x["decode_tokens_per_s"] for x in rows]
-        print(
-            f"{name:<9} {len(rows):>2} {tps:>22.3f} {min(values):>7.3f}..{max(values):<7.3f} "
-            f"{1000 / tps:>9.2f} {gap:>14.2f} {ttft:>9.1f}"
-        )
-    print()
-    print(f"ratio runner/generate decode tok/s (medians): {ratio:.4f}  (criterion >= {args.min_ratio})")
-    low, high = bootstrap_ratio(
-        [x["decode_tokens_per_s"] for x in runner_rows], [x["decode_tokens_per_s"] for x in gen_rows]
-    )
-    print(f"  95 % bootstrap interval of that ratio: [{low:.4f}, {high:.4f}]")
-    if low < args.min_ratio <= high:
-        print(
-            "  (inconclusive: the machine's run-to-run noise is larger than the margin; "
-            "see the decomposition below, or raise --repetitions)"
-        )
-    print(f"ratio by median inter-token gap (generate gap / runner gap): {g_gap / r_gap:.4f}")
-    print(f"ratio TTFT (generate / runner): {g_ttft / r_ttft:.4f}")
+    ratio = comparison(m, args.min_ratio)
     print(
         "greedy outputs identical (runner vs generate): "
         + (
@@ -444,46 +490,24 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     if profile:
-        print()
-        print(
-            f"decode step decomposition, in-process ({args.profile_tokens} tokens, "
-            f"{args.profile_reps} trials each, alternating; medians):"
-        )
-        print(f"  {'method':<9} {'forward ms/step':>16} {'host ms/step outside forward':>29}")
-        for name, label in (("runner", "runner"), ("generate", "generate")):
-            if name in profile:
-                d = profile[name]
-                print(f"  {label:<9} {d['forward_ms']:>16.2f} {d['host_ms']:>29.3f}")
-        if "runner" in profile and "generate" in profile:
-            f = (profile["runner"]["forward_ms"] + profile["generate"]["forward_ms"]) / 2
-            expected = (f + profile["generate"]["host_ms"]) / (f + profile["runner"]["host_ms"])
-            print(
-                f"  => expected ratio at equal forward time ({f:.1f} ms): {expected:.4f} "
-                "(the runner's loop + probe vs generate's bookkeeping)"
-            )
+        print_profile(profile, args)
     print()
-    print(f"torch threads: runner worker {sorted(runner_threads, key=str)}, generate {gen_threads}")
+    print(f"torch threads: runner worker {sorted(m.runner_threads, key=str)}, generate {gen_threads}")
     print(
-        f"CPU used by other processes: {pct(other_all)} overall, {pct(foreign_max)} worst round; "
+        f"CPU used by other processes: {pct(other_all)} overall, {pct(m.foreign_max)} worst round; "
         f"load average before {load_before}, after {loadavg()}; {time.perf_counter() - started:.0f} s wall"
     )
-    if foreign_max > 0.10:
+    if m.foreign_max > 0.10:
         print(
             "WARNING: other processes were using the CPUs during the measurement; "
             "the ratio is not trustworthy (rerun on an idle machine)"
         )
-    if runner_threads != {gen_threads}:
-        problems.append(f"thread counts differ: worker {runner_threads}, generate {gen_threads}")
+    if m.runner_threads != {gen_threads}:
+        problems.append(f"thread counts differ: worker {m.runner_threads}, generate {gen_threads}")
     if ratio < args.min_ratio:
         problems.append(f"ratio {ratio:.4f} < {args.min_ratio}")
     print()
-    if problems:
-        print("FAIL")
-        for p in problems:
-            print(f"  - {p}")
-        return 1
-    print("PASS")
-    return 0
+    return verdict(problems)
 
 
 if __name__ == "__main__":

@@ -67,8 +67,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import harness
 
 SPEC = """
 name = "process spread"
@@ -334,8 +337,8 @@ def warmup_study(args: Any, config: dict[str, Any], env: dict[str, str]) -> int:
     return 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args() -> tuple[argparse.Namespace, argparse.ArgumentParser]:
+    parser = harness.parser(__doc__.splitlines()[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--start", choices=("spawn", "fork", "fork-warm"), default="spawn")
     parser.add_argument("--processes", type=int, default=10)
@@ -358,24 +361,12 @@ def main() -> int:
         action="store_true",
         help="instead: how many trials a fresh process needs (see the module docstring)",
     )
-    args = parser.parse_args()
-    if args.child is not None:
-        return child_main(json.loads(args.child))
-    env = dict(item.split("=", 1) for item in args.env)
-    config = {"threads": args.threads, "tokens": args.tokens}
-    if args.warmup_study:
-        return warmup_study(args, config, env)
-    load0 = os.getloadavg()
-    t0 = time.time()
-    env_b = dict(item.split("=", 1) for item in args.env_b)
-    if env_b and args.start != "spawn":
-        parser.error("--env-b needs --start spawn")
-    if args.start == "spawn":
-        procs = start_spawned(args.processes, config, env, env_b)
-    else:
-        os.environ.update(env)
-        procs = start_forked(args.processes, config, warm_first=args.start == "fork-warm")
-    started = time.time() - t0
+    return parser.parse_args(), parser
+
+
+def run_rounds(args: argparse.Namespace, procs: list[Any]) -> None:
+    """The warm-ups, then ``--trials`` rounds of one trial in every process, in a shuffled order each
+    round (the rows go to each process's ``rows``); ``--contend``: a CPU hog after the first round."""
     rng = random.Random(args.seed)
     for _ in range(args.warmups):
         for p in procs:
@@ -394,21 +385,20 @@ def main() -> int:
         hog.wait()
     for p in procs:
         p.close()
-    load1 = os.getloadavg()
-    ok = [[row for row in p.rows if row["status"] == "ok" and row["tokens"]] for p in procs]
-    print(
-        f"start={args.start} env={env or '-'} processes={args.processes} threads={args.threads} "
-        f"trials={args.trials} tokens={args.tokens} contend={args.contend:g}s  started in {started:.1f} s, "
-        f"ran {time.time() - t0:.0f} s  load {load0[0]:.2f} -> {load1[0]:.2f}"
-    )
-    figures = {
-        "cpu/token": lambda row: row["cpu_ms"] / row["tokens"],
-        "thread/token": lambda row: row["thread_ms"] / row["tokens"],
-        "wall/token": lambda row: row["e2e_ms"] / row["tokens"],
-    }
+
+
+#: the figures split into within-process noise and the process effect: name -> a trial row's value
+FIGURES: dict[str, Callable[[dict[str, Any]], float]] = {
+    "cpu/token": lambda row: row["cpu_ms"] / row["tokens"],
+    "thread/token": lambda row: row["thread_ms"] / row["tokens"],
+    "wall/token": lambda row: row["e2e_ms"] / row["tokens"],
+}
+
+
+def print_figures(ok: list[list[dict[str, Any]]], env_b: dict[str, str], out: dict[str, Any]) -> None:
+    """Each figure's median and split (and with ``--env-b``, each setting's and B over A), into ``out``."""
     print(f"{'figure':<14}{'median ms':>10}{'sd within':>11}{'tau':>8}{'F':>9}{'max/min':>9}")
-    out: dict[str, Any] = {"args": vars(args), "load": [load0[0], load1[0]], "figures": {}}
-    for name, fn in figures.items():
+    for name, fn in FIGURES.items():
         groups = [[fn(row) for row in rows] for rows in ok]
         s = split(groups)
         median = statistics.median(v for g in groups for v in g)
@@ -418,7 +408,7 @@ def main() -> int:
         )
         out["figures"][name] = {"median_ms": median, **s}
     if env_b:  # the two settings side by side: each group's own split, and B's processes over A's
-        for name, fn in figures.items():
+        for name, fn in FIGURES.items():
             groups = [[fn(row) for row in rows] for rows in ok]
             a, b = groups[0::2], groups[1::2]
             sa, sb = split(a), split(b)
@@ -430,6 +420,10 @@ def main() -> int:
             )
             out["figures"][name]["a"], out["figures"][name]["b"] = sa, sb
             out["figures"][name]["b_over_a"] = gb / ga
+
+
+def print_processes(ok: list[list[dict[str, Any]]]) -> None:
+    """Each process's CPU ms per token, its share of waiting for a CPU and its memory on huge pages."""
     per = []
     for i, rows in enumerate(ok):
         cpu = [r["cpu_ms"] / r["tokens"] for r in rows]
@@ -437,8 +431,12 @@ def main() -> int:
         huge = rows[-1]["anon_huge_mb"] + rows[-1]["file_pmd_mb"] if rows else 0
         per.append(f"{i}:{statistics.geometric_mean(cpu):.2f}ms(w{wait:.0%},{huge:.0f}MB huge)")
     print("cpu ms/token by process (wait share, MB on huge pages):", " ".join(per))
+
+
+def print_warmup(ok: list[list[dict[str, Any]]], trials: int, out: dict[str, Any]) -> None:
+    """Each of the first measured trials over the same process's steady ones (cpu/token), into ``out``."""
     steady_from = 3
-    if args.trials > steady_from + 1:
+    if trials > steady_from + 1:
         ratios = []
         for k in range(steady_from):
             logs = []
@@ -452,6 +450,39 @@ def main() -> int:
             + " ".join(f"k={k + 1}: {v:.3f}" for k, v in enumerate(ratios))
         )
         out["warmup_ratios"] = ratios
+
+
+def main() -> int:
+    args, parser = parse_args()
+    if args.child is not None:
+        return child_main(json.loads(args.child))
+    env = dict(item.split("=", 1) for item in args.env)
+    config = {"threads": args.threads, "tokens": args.tokens}
+    if args.warmup_study:
+        return warmup_study(args, config, env)
+    load0 = os.getloadavg()
+    t0 = time.time()
+    env_b = dict(item.split("=", 1) for item in args.env_b)
+    if env_b and args.start != "spawn":
+        parser.error("--env-b needs --start spawn")
+    if args.start == "spawn":
+        procs = start_spawned(args.processes, config, env, env_b)
+    else:
+        os.environ.update(env)
+        procs = start_forked(args.processes, config, warm_first=args.start == "fork-warm")
+    started = time.time() - t0
+    run_rounds(args, procs)
+    load1 = os.getloadavg()
+    ok = [[row for row in p.rows if row["status"] == "ok" and row["tokens"]] for p in procs]
+    print(
+        f"start={args.start} env={env or '-'} processes={args.processes} threads={args.threads} "
+        f"trials={args.trials} tokens={args.tokens} contend={args.contend:g}s  started in {started:.1f} s, "
+        f"ran {time.time() - t0:.0f} s  load {load0[0]:.2f} -> {load1[0]:.2f}"
+    )
+    out: dict[str, Any] = {"args": vars(args), "load": [load0[0], load1[0]], "figures": {}}
+    print_figures(ok, env_b, out)
+    print_processes(ok)
+    print_warmup(ok, args.trials, out)
     if args.json:
         out["trials"] = [rows for rows in ok]
         args.json.write_text(json.dumps(out, indent=1, default=str))

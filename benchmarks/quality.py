@@ -49,10 +49,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
+from harness import DEMO_MODEL, summary, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
-DEMO = "demo:smollm2-135m"
+DEMO = DEMO_MODEL
 #: (label, the llama-cpp strategy's gguf_type); the first is the as-shipped file, not judged
 COMPARED = [("F32 (A/A)", "F32"), ("Q4_1 as shipped", "as-is"), ("Q8_0", "Q8_0"), ("Q6_K", "Q6_K"),
             ("Q4_K_M", "Q4_K_M"), ("Q2_K", "Q2_K")]  # fmt: skip
@@ -131,36 +133,25 @@ def read_base_tokens(path: Path) -> tuple[int, int, np.ndarray]:
 # --- the run ------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = harness.parser(summary(__doc__))
     parser.add_argument("--text", type=Path, default=ROOT / "resources" / "workloads" / "sweep_base.txt")
     parser.add_argument("--ctx", type=int, default=512)
     parser.add_argument("--chunks", type=int, default=0, help="at most this many chunks (0: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--kld-tolerance", type=float, default=0.05, help="relative, on mean KLD")
     parser.add_argument("--top-tolerance", type=float, default=1.0, help="points of same-top %%")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import llama_cpp
-    from llama_perplexity import ensure_llama_perplexity
 
-    from workbench.testing.helpers import load_session
-
-    binary = ensure_llama_perplexity(log=lambda m: print(m, flush=True))
-
-    def session(gguf_type: str) -> Any:
-        return load_session(
-            DEMO, "llama-cpp", dtype="auto", gguf_type=gguf_type, n_ctx=args.ctx, n_batch=args.ctx,
-            threads=args.threads,
-        )  # fmt: skip
-
-    base = session("F32")
-    sessions = {label: session(gguf_type) for label, gguf_type in COMPARED}
+def llama_perplexity_figures(
+    binary: Path, base: Any, sessions: dict[str, Any], args: argparse.Namespace
+) -> tuple[dict[str, dict[str, float]], float, int, int, np.ndarray]:
+    """llama-perplexity's own figures of every compared GGUF against the base; returns them, the time
+    they took (s) and the base file's context, chunk count and token stream."""
     common = ["-c", str(args.ctx), "-b", str(args.ctx), "-t", str(args.threads)]
     if args.chunks:
         common += ["--chunks", str(args.chunks)]
-    ours: dict[str, dict[str, float]] = {}
     theirs: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="workbench-quality-") as tmp:
         base_file = Path(tmp) / "base.kld"
@@ -176,11 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         t_theirs = time.perf_counter() - t0
 
         n_ctx, n_chunk, tokens = read_base_tokens(base_file)
-    assert n_ctx == args.ctx
-    vocab = llama_cpp.llama_model_get_vocab(base.llm.model)
-    bos = int(base.llm.token_bos()) if llama_cpp.llama_vocab_get_add_bos(vocab) else None
-    own = base.llm.tokenize(args.text.read_bytes(), add_bos=True, special=False)
-    same_stream = list(own[: len(tokens)]) == tokens.tolist()
+    return theirs, t_theirs, n_ctx, n_chunk, tokens
+
+
+def score_hook_figures(
+    base: Any, sessions: dict[str, Any], tokens: np.ndarray, n_ctx: int, n_chunk: int, bos: int | None
+) -> tuple[dict[str, dict[str, float]], float]:
+    """The same figures from the strategy's ``Session.score`` on the same chunks (the second half of
+    each scored); returns them and the time they took (s)."""
     first = n_ctx // 2
     t0 = time.perf_counter()
     figures: dict[str, list[dict[str, np.ndarray]]] = {label: [] for label, _ in COMPARED}
@@ -194,17 +188,13 @@ def main(argv: list[str] | None = None) -> int:
             scored = sessions[label].score(chunk, first + 1).logprobs
             figures[label].append(position_figures(reference, scored, targets))
     t_ours = time.perf_counter() - t0
-    for label, _ in COMPARED:
-        ours[label] = summarize(figures[label])
+    return {label: summarize(figures[label]) for label, _ in COMPARED}, t_ours
 
-    print()
-    print(f"text: {args.text.relative_to(ROOT) if args.text.is_relative_to(ROOT) else args.text}, "
-          f"{len(own)} tokens; ctx {n_ctx}, {n_chunk} chunks, {int(ours[COMPARED[0][0]]['positions'])} scored "
-          f"positions; BOS per chunk: {bos is not None}; token stream identical to the strategy's "
-          f"tokenizer: {same_stream}")  # fmt: skip
-    print(f"base: {base.path.name}; threads {args.threads}; llama-perplexity {t_theirs:.0f} s, "
-          f"score hook {t_ours:.0f} s")  # fmt: skip
-    print()
+
+def compare(
+    theirs: dict[str, dict[str, float]], ours: dict[str, dict[str, float]], args: argparse.Namespace
+) -> list[str]:
+    """Print the table of both sides' figures per GGUF; returns the failed criteria."""
     header = (f"{'GGUF':<16} {'KLD llama.cpp':>13} {'KLD ours':>10} {'rel':>7} {'same-top lc':>11} "
               f"{'same-top ours':>13} {'diff':>6} {'PPL ratio lc':>12} {'ours':>7} {'median KLD':>10} "
               f"{'p99 KLD':>8} {'max KLD':>8}")  # fmt: skip
@@ -231,16 +221,49 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"{name}: KLD not in the order {' < '.join(JUDGED)}: {klds}")
         if not all(x > y for x, y in itertools.pairwise(tops)):
             failures.append(f"{name}: same-top not in the reverse order: {tops}")
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import llama_cpp
+    from llama_perplexity import ensure_llama_perplexity
+
+    from workbench.testing.helpers import load_session
+
+    binary = ensure_llama_perplexity(log=lambda m: print(m, flush=True))
+
+    def session(gguf_type: str) -> Any:
+        return load_session(
+            DEMO, "llama-cpp", dtype="auto", gguf_type=gguf_type, n_ctx=args.ctx, n_batch=args.ctx,
+            threads=args.threads,
+        )  # fmt: skip
+
+    base = session("F32")
+    sessions = {label: session(gguf_type) for label, gguf_type in COMPARED}
+    theirs, t_theirs, n_ctx, n_chunk, tokens = llama_perplexity_figures(binary, base, sessions, args)
+    assert n_ctx == args.ctx
+    vocab = llama_cpp.llama_model_get_vocab(base.llm.model)
+    bos = int(base.llm.token_bos()) if llama_cpp.llama_vocab_get_add_bos(vocab) else None
+    own = base.llm.tokenize(args.text.read_bytes(), add_bos=True, special=False)
+    same_stream = list(own[: len(tokens)]) == tokens.tolist()
+    ours, t_ours = score_hook_figures(base, sessions, tokens, n_ctx, n_chunk, bos)
+
+    print()
+    print(f"text: {args.text.relative_to(ROOT) if args.text.is_relative_to(ROOT) else args.text}, "
+          f"{len(own)} tokens; ctx {n_ctx}, {n_chunk} chunks, {int(ours[COMPARED[0][0]]['positions'])} scored "
+          f"positions; BOS per chunk: {bos is not None}; token stream identical to the strategy's "
+          f"tokenizer: {same_stream}")  # fmt: skip
+    print(f"base: {base.path.name}; threads {args.threads}; llama-perplexity {t_theirs:.0f} s, "
+          f"score hook {t_ours:.0f} s")  # fmt: skip
+    print()
+    failures = compare(theirs, ours, args)
     for s in (base, *sessions.values()):
         s.close()
     print()
-    if failures:
-        print("FAIL")
-        for failure in failures:
-            print(f"  {failure}")
-        return 1
-    print("PASS")
-    return 0
+    return verdict(failures, bullet="  ")
 
 
 if __name__ == "__main__":

@@ -38,37 +38,33 @@ Pass criteria (exit 0; exit 1 otherwise), every trial identical to the baseline:
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
-import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-VARIANT = """
-[[variants]]
-name = "{name}"
-model = "demo:smollm2-135m"
-dtype = "float32"
-{threads}{extra}"""
+import harness
+from harness import (
+    DEMO_MODEL,
+    add_db,
+    add_repetitions,
+    add_report,
+    check_verdict,
+    geomean,
+    result_db,
+    run_spec,
+    summary,
+    variant_toml,
+    workload_toml,
+)
 
-WORKLOADS = """
-[[workloads]]
-name = "summarise"
-limit = 1
-max_new_tokens = {n}
-
-[[workloads]]
-name = "abstractive"
-max_new_tokens = {n}
-{limit}
-[[workloads]]
-name = "copy-edit"
-max_new_tokens = {n}
-{limit}"""
+if TYPE_CHECKING:
+    from workbench.spec.parse import Spec
+    from workbench.store import Store
 
 
 def spec_text(args: argparse.Namespace) -> str:
-    draft = f'draft = "demo:smollm2-135m"\ndraft_dtype = "{args.draft_dtype}"\nnum_draft_tokens = {args.k}\n'
+    draft = f'draft = "{DEMO_MODEL}"\ndraft_dtype = "{args.draft_dtype}"\nnum_draft_tokens = {args.k}\n'
     variants = [
         ("baseline", ""),
         ("prompt-lookup", f'strategy = "prompt-lookup"\nnum_tokens = {args.pld_tokens}\n'),
@@ -86,9 +82,14 @@ def spec_text(args: argparse.Namespace) -> str:
         ]
     head = f'name = "benchmark: speculative decoding"\nrepetitions = {args.repetitions}\nwarmup = 1\n'
     threads = f"threads = {args.threads}\n" if args.threads else ""
-    body = "".join(VARIANT.format(name=name, threads=threads, extra=extra) for name, extra in variants)
-    limit = f"limit = {args.limit}\n" if args.limit else ""
-    return head + body + WORKLOADS.format(n=args.max_new_tokens, limit=limit)
+    body = "".join(variant_toml(name, threads + extra) for name, extra in variants)
+    limit = args.limit or None
+    workloads = (
+        workload_toml("summarise", args.max_new_tokens, 1)
+        + workload_toml("abstractive", args.max_new_tokens, limit)
+        + workload_toml("copy-edit", args.max_new_tokens, limit)
+    )
+    return head + body + workloads
 
 
 def demo_speculative() -> str:
@@ -107,16 +108,10 @@ def demo_speculative() -> str:
     )
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = harness.parser(summary(__doc__), show_defaults=True)
     parser.add_argument("--max-new-tokens", "-n", type=int, default=96)
-    parser.add_argument("--repetitions", "-r", type=int, default=2)
+    add_repetitions(parser, 2)
     parser.add_argument("--num-draft-tokens", "-k", dest="k", type=int, default=6)
     parser.add_argument("--pld-tokens", type=int, default=10, help="prompt lookup's num_tokens (the cap)")
     parser.add_argument("--draft-dtype", default="float16", choices=["float32", "float16", "bfloat16"])
@@ -132,74 +127,55 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="torch threads per worker (0: one per core); 1 on a machine other processes keep busy",
     )
-    parser.add_argument("--db", type=Path, help="keep the results database here")
-    parser.add_argument(
-        "--report",
-        type=Path,
-        metavar="DB",
-        help="run nothing: the tables and checks of the newest run in DB (a database kept with --db)",
+    add_db(parser)
+    add_report(
+        parser, "run nothing: the tables and checks of the newest run in DB (a database kept with --db)"
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from workbench.run.execute import RunExecutor
+
+def run_or_load(args: argparse.Namespace) -> tuple[Store, Path, Spec, int]:
+    """The store, its path, the spec and the run: the newest of ``--report``'s database, or a new one."""
     from workbench.spec.parse import parse_spec
     from workbench.store import Store
 
     if args.report:
-        db = args.report
-        store = Store(db)
+        store = Store(args.report)
         run = store.resolve_run(None)  # the newest
-        spec = parse_spec(run["spec"])
-        run_id = run["id"]
-    else:
-        db = args.db or Path(tempfile.mkdtemp(prefix="wb-bench-")) / "speculative.db"
-        store = Store(db)
-        spec = parse_spec(spec_text(args))
-        run_id = (
-            RunExecutor(
-                spec,
-                store,
-                on_progress=lambda p: (
-                    p.message and print(f"  [{p.done}/{p.total}] {p.message}", file=sys.stderr)
-                ),
-            )
-            .run()
-            .run_id
-        )
-    trials = store.trials(run_id)
-    cells: dict[tuple[str, str, str], list[dict]] = {}  # (variant, workload, prompt) -> trials
+        return store, args.report, parse_spec(run["spec"]), run["id"]
+    db = result_db(args.db, "speculative.db")
+    store = Store(db)
+    spec = parse_spec(spec_text(args))
+    return store, db, spec, run_spec(spec, store).run_id
+
+
+#: (variant, workload, prompt) -> the variant's median decode tok/s over the baseline's
+Ratios = dict[tuple[str, str, str], float]
+
+
+def prompt_table(
+    store: Store, trials: list[Any], variants: list[str]
+) -> tuple[Ratios, dict[str, bool], list[str]]:
+    """Print each variant's figures per prompt; returns the ratios, whether each variant's trials were
+    all identical to the baseline, and the (variant, prompt) cells without a successful trial."""
+    cells: dict[tuple[str, str, str], list[Any]] = {}  # (variant, workload, prompt) -> trials
     for t in trials:
         cells.setdefault((t.variant, t.workload, t.prompt_id), []).append(t)
-    # the spec's order, the baseline (the reference) first: the trials' own order follows the rounds
-    ran = {t.variant for t in trials}
-    variants = [v.name for v in spec.variants if v.name in ran]
     prompts = list(dict.fromkeys((t.workload, t.prompt_id) for t in trials))
 
-    def ok(variant: str, workload: str, prompt: str) -> list[dict]:
+    def ok(variant: str, workload: str, prompt: str) -> list[Any]:
         return [t for t in cells.get((variant, workload, prompt), []) if t.status == "ok"]
 
-    def med(rows: list[dict], key: str) -> float | None:
+    def med(rows: list[Any], key: str) -> float | None:
         values = [getattr(t, key) for t in rows if getattr(t, key) is not None]
         return statistics.median(values) if values else None
 
-    measured = [t for t in trials if not t.warmup]
-    reps = 1 + max((t.repetition for t in measured), default=-1)
-    new_tokens = max((t.max_new_tokens or 0 for t in measured), default=0)
-    print(
-        f"\ndemo:smollm2-135m float32, greedy, {new_tokens} new tokens, {reps} reps (interleaved); db {db}, run {run_id}"
-    )
-    if not args.report:
-        print(
-            f"threads: {args.threads or 'one per core'}; draft {args.draft_dtype}, k <= {args.k}; "
-            f"prompt lookup num_tokens <= {args.pld_tokens}"
-        )
-    print()
     header = (
         f"{'variant':<20} {'workload/prompt':<28} {'tok/s':>7} {'vs base':>8} {'TTFT ms':>8} {'TTFT x':>7} "
         f"{'accept':>7} {'tok/step':>8} {'same':>5}"
     )
     print(header)
-    ratio: dict[tuple[str, str, str], float] = {}
+    ratio: Ratios = {}
     same: dict[str, bool] = {v: True for v in variants}
     failed: list[str] = []
     for variant in variants:
@@ -227,28 +203,38 @@ def main(argv: list[str] | None = None) -> int:
                 f"{tokens / steps:>8.2f} {'ref' if variant == 'baseline' else ('yes' if identical else 'NO'):>5}"
             )
         print()
+    return ratio, same, failed
 
-    def per_prompt(variant: str, workload: str) -> list[float]:
-        return [r for (v, w, _), r in ratio.items() if v == variant and w == workload]
 
+def per_prompt(ratio: Ratios, variant: str, workload: str) -> list[float]:
+    return [r for (v, w, _), r in ratio.items() if v == variant and w == workload]
+
+
+def workload_table(ratio: Ratios, variants: list[str]) -> None:
+    """Print each variant's geometric mean ratio per workload."""
     print(f"{'variant':<20} " + " ".join(f"{w:>12}" for w in ("summarise", "abstractive", "copy-edit")))
     for variant in variants[1:]:
         cols = []
         for w in ("summarise", "abstractive", "copy-edit"):
-            r = per_prompt(variant, w)
+            r = per_prompt(ratio, variant, w)
             cols.append(f"{geomean(r):>11.2f}x" if r else f"{'–':>12}")
         print(f"{variant:<20} " + " ".join(cols))
 
-    checks: list[tuple[str, bool]] = []
+
+def checks(
+    ratio: Ratios, same: dict[str, bool], failed: list[str], variants: list[str]
+) -> list[tuple[str, bool]]:
+    """The pass criteria (the module's docstring)."""
+    found: list[tuple[str, bool]] = []
 
     def at_least(variant: str, workload: str, limit: float, *, every: bool) -> None:
-        r = per_prompt(variant, workload)
+        r = per_prompt(ratio, variant, workload)
         if not r:
-            checks.append((f"{variant} on {workload}: no figures", False))
+            found.append((f"{variant} on {workload}: no figures", False))
             return
         figure = min(r) if every else geomean(r)
         what = "every prompt (lowest)" if every else "geometric mean"
-        checks.append(
+        found.append(
             (f"{variant} {workload} decode {figure:.2f}x baseline >= {limit}, {what}", figure >= limit)
         )
 
@@ -259,21 +245,40 @@ def main(argv: list[str] | None = None) -> int:
     at_least("self-fp16", "summarise", 1.2, every=False)
     at_least("self-fp16", "abstractive", 0.95, every=True)
     for variant in variants[1:]:
-        checks.append((f"{variant}: every trial identical to the baseline", same[variant]))
+        found.append((f"{variant}: every trial identical to the baseline", same[variant]))
     if "hf-assisted" in variants:  # --fixed
-        ours = per_prompt("speculative-fixed", "summarise")
-        theirs = per_prompt("hf-assisted", "summarise")
+        ours = per_prompt(ratio, "speculative-fixed", "summarise")
+        theirs = per_prompt(ratio, "hf-assisted", "summarise")
         if ours and theirs:
             x = geomean(ours) / geomean(theirs)
-            checks.append((f"speculative-fixed / hf-assisted on summarise {x:.2f} >= 1.0", x >= 1.0))
+            found.append((f"speculative-fixed / hf-assisted on summarise {x:.2f} >= 1.0", x >= 1.0))
     if failed:
-        checks.append((f"trials failed: {', '.join(failed)}", False))
+        found.append((f"trials failed: {', '.join(failed)}", False))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    store, db, spec, run_id = run_or_load(args)
+    trials = store.trials(run_id)
+    # the spec's order, the baseline (the reference) first: the trials' own order follows the rounds
+    ran = {t.variant for t in trials}
+    variants = [v.name for v in spec.variants if v.name in ran]
+    measured = [t for t in trials if not t.warmup]
+    reps = 1 + max((t.repetition for t in measured), default=-1)
+    new_tokens = max((t.max_new_tokens or 0 for t in measured), default=0)
+    print(
+        f"\n{DEMO_MODEL} float32, greedy, {new_tokens} new tokens, {reps} reps (interleaved); db {db}, run {run_id}"
+    )
+    if not args.report:
+        print(
+            f"threads: {args.threads or 'one per core'}; draft {args.draft_dtype}, k <= {args.k}; "
+            f"prompt lookup num_tokens <= {args.pld_tokens}"
+        )
     print()
-    for label, passed in checks:
-        print(f"{'PASS' if passed else 'FAIL'}  {label}")
-    passed = all(p for _, p in checks)
-    print("\nPASS" if passed else "\nFAIL")
-    return 0 if passed else 1
+    ratio, same, failed = prompt_table(store, trials, variants)
+    workload_table(ratio, variants)
+    return check_verdict(checks(ratio, same, failed, variants))
 
 
 if __name__ == "__main__":

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from workbench.core.shapes import kv_bytes_per_token
 from workbench.strategy import (
+    Dtype,
     Output,
     Probe,
     Request,
@@ -38,7 +39,7 @@ class HFAssistedConfig:
     draft: str = model_field(
         "draft model source; empty = transformers' prompt lookup (prompt_lookup_num_tokens)", default=""
     )
-    draft_dtype: Literal["auto", "float32", "float16", "bfloat16"] = field_help(
+    draft_dtype: Dtype = field_help(  # noqa: RUF009 (a variant's dtype choices: workbench.strategy.Dtype)
         "dtype of the draft model; auto = the target's", default="auto"
     )
     num_draft_tokens: int = field_help(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
 
 from .hf_session import HFSession, torch_unavailable_reason
+from .speculative.drafter import Draft, Drafter
 
 if TYPE_CHECKING:
     from workbench.strategy import Device, Variant
@@ -79,7 +80,7 @@ def find_draft(tokens: Any, max_ngram: int, min_ngram: int, num_tokens: int) -> 
     return [], 0
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     free_drafts = True  # a lookup costs next to nothing and changes nothing: the schedule shadows it
 
     def __init__(self, config: PromptLookupConfig) -> None:
@@ -107,9 +108,7 @@ class PromptLookupDrafter:
         self._n = len(tokens)
         return self._seq[: self._n]
 
-    def propose(self, tokens: list[int], max_tokens: int) -> Any:
-        from .speculative.loop import Draft
-
+    def propose(self, tokens: list[int], max_tokens: int) -> Draft:
         c = self.config
         seq = self._array(tokens)
         draft, n = find_draft(seq, c.max_ngram_size, c.min_ngram_size, min(c.num_tokens, max_tokens))

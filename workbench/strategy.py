@@ -35,14 +35,16 @@ from workbench.core.strategy import (
     Strategy,
     TokenScores,
 )
-from workbench.core.variant import Variant
+from workbench.core.variant import DTYPES, Dtype, Variant
 
 __all__ = [
     "COMMON_VARIANT_KEYS",
+    "DTYPES",
     "Cancelled",
     "ConfigField",
     "ConfigT",
     "Device",
+    "Dtype",
     "FinishReason",
     "ModelSourceError",
     "NoConfig",

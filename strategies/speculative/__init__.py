@@ -42,6 +42,7 @@ keeps the variant's threads: one draft thread does not spin against the target's
 wants every core).
 
 The parts: :mod:`.config` (the parameters), :mod:`.schedule` (the draft length per step; no torch),
+:mod:`.drafter` (what the loop asks of a drafter, its capabilities with their defaults; no torch),
 :mod:`.loop` (the draft → verify loop, shared with ``prompt-lookup``), :mod:`.context` (the part of
 the prompt a draft reads, whether a catch-up prefill pays; no torch), :mod:`.draft_model` (a
 transformers draft), :mod:`.runtime_drafts` (a llama.cpp / ONNX Runtime GenAI draft). This module

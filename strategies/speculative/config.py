@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from workbench.strategy import field_help, model_field
+from workbench.strategy import Dtype, field_help, model_field
 
 from ..llama_cpp.config import GgufType
 
@@ -26,7 +26,7 @@ class SpeculativeConfig:
         "before this key existed)",
         default="auto",
     )
-    draft_dtype: Literal["auto", "float32", "float16", "bfloat16"] = field_help(
+    draft_dtype: Dtype = field_help(  # noqa: RUF009 (a variant's dtype choices: workbench.strategy.Dtype)
         "dtype of a transformers draft; auto = the target's", default="auto"
     )
     draft_gguf_type: GgufType = field_help(  # noqa: RUF009 (the llama-cpp strategy's gguf_type choices)

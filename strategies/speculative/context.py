@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .drafter import Drafter
 from .schedule import Adaptive
 
 __all__ = ["CatchUp", "PromptView", "catch_up_pays", "prior_speedup"]
@@ -52,9 +53,10 @@ class PromptView:
         return tokens[: self.start] + tokens[self.end :]
 
 
-class CatchUp:
-    """A draft's catch-up reading, for a drafter with a ``view`` (:class:`PromptView`), the tokens it
-    has ``cached`` and a ``_read(tokens)`` that feeds it more."""
+class CatchUp(Drafter):
+    """A drafter with a catch-up reading (:meth:`Drafter.pending`, :meth:`Drafter.catch_up`): one with a
+    ``view`` (:class:`PromptView`), the tokens it has ``cached`` and a ``_read(tokens)`` that feeds it
+    more."""
 
     view: PromptView
     cached: list[int]

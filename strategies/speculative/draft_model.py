@@ -15,6 +15,7 @@ from .._text import TOKENIZER_PROBE as _PROBE_TEXT
 from ..hf_session import HFSession
 from .config import SpeculativeConfig
 from .context import CatchUp, PromptView
+from .drafter import Draft
 
 __all__ = ["DraftModelDrafter", "SpeculativeSession", "check_compatible", "check_same_architecture"]
 
@@ -139,10 +140,8 @@ class DraftModelDrafter(CatchUp):
             del self.cached[common:]
         return common
 
-    def propose(self, tokens: list[int], max_tokens: int) -> Any:
+    def propose(self, tokens: list[int], max_tokens: int) -> Draft:
         import torch
-
-        from .loop import Draft
 
         k = max_tokens  # the loop's schedule chose it
         tokens = self.view(tokens)

@@ -37,8 +37,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Hashable
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from transformers import DynamicCache
@@ -47,58 +46,10 @@ from workbench.strategy import Output, Probe, Request
 
 from .._hf import HFModel, Sampler, Stopper, kv_cache
 from .context import catch_up_pays, prior_speedup
-from .schedule import Adaptive, Schedule
+from .drafter import Draft, Drafter
+from .schedule import Adaptive, Plan, Schedule
 
 __all__ = ["Draft", "Drafter", "crop_cache", "generate_speculative"]
-
-
-class Draft:
-    """Proposed tokens and, for a sampled draft, the distributions they were drawn from.
-
-    ``probs`` is ``None`` for a deterministic draft (greedy draft model, n-gram lookup): then ``q`` is a
-    point mass on each token. Otherwise it has shape ``[len(tokens), vocab]``. ``kind`` (optional, any
-    hashable): what the drafter knows of this draft's chances, for a free drafter (prompt lookup: the
-    length of the n-gram it matched); the adaptive schedule keeps the acceptance of each kind apart.
-    """
-
-    __slots__ = ("kind", "probs", "tokens")
-
-    def __init__(self, tokens: list[int], probs: torch.Tensor | None = None, kind: Hashable = None) -> None:
-        self.tokens = tokens
-        self.probs = probs
-        self.kind = kind
-
-
-class Drafter(Protocol):
-    """Proposes draft tokens for one sequence at a time. Two optional class attributes (default False):
-    a drafter whose ``start`` prefills the prompt in a model of its own sets ``prefills_prompt = True``:
-    the loop then starts it before the first token is reported (prefill work, in the TTFT), else after
-    it. A drafter whose ``propose`` costs next to nothing and changes no state (an n-gram lookup) sets
-    ``free_drafts = True``: the adaptive schedule then asks it on plain steps too and scores that
-    *shadow* draft against the tokens the target yields, instead of paying for probe drafts.
-
-    A drafter that reads its prompt after the first token, a chunk at a time (``draft_prefill =
-    "catch-up"``), sets ``catches_up = True`` and ``chunk`` (tokens per chunk) and has ``pending()``
-    (prompt tokens still to read) and ``catch_up(n)`` (read up to ``n`` more; returns how many): while
-    it has some pending, every step is a plain one followed by a chunk (that step's ``draft_ms``).
-    ``prior_acceptance`` (optional, a float): the adaptive schedule's first guess at its acceptance
-    (``Adaptive.SELF_DRAFT_PRIOR`` for a draft that is the target's own weights)."""
-
-    def start(self, request: Request, sampler: Sampler, target_cache: Any) -> None:
-        """A new request: reset per-request state (caches); may prefill on
-        ``request.input_ids`` or reuse ``target_cache``, the target's cache holding the prompt (read it,
-        never change it). Called once the first token (the target's) has been reported: its time is
-        decode time, between the first token and the second."""
-        ...
-
-    def propose(self, tokens: list[int], max_tokens: int) -> Draft:
-        """Up to ``max_tokens`` (>= 1) tokens continuing ``tokens`` (prompt + generated so far). The loop's
-        :class:`Schedule` chooses ``max_tokens`` per step: propose that many where possible."""
-        ...
-
-    def accepted(self, tokens: list[int], proposed: int, accepted: int) -> None:
-        """After a verify: ``tokens`` is the accepted sequence now (drafter caches are cropped to it)."""
-        ...
 
 
 def crop_cache(cache: Any, length: int) -> None:
@@ -128,7 +79,6 @@ def generate_speculative(
     """Generate for ``request`` with draft → verify steps; reports every step through ``probe``.
     ``schedule`` chooses each step's draft length; ``None``: as many as the budget allows (the drafter
     proposes up to its own length)."""
-    model = hf.model
     device = hf.torch_device
     sampler = Sampler(request, device)
     stopper = Stopper(request, hf.eos_ids, hf.decode)
@@ -136,99 +86,39 @@ def generate_speculative(
     seq = list(request.input_ids)  # prompt + accepted tokens; the target cache holds all but the last
     out: list[int] = []
     with torch.inference_mode():
-        cache = DynamicCache(config=model.config)
-        input_ids = torch.tensor([seq], dtype=torch.long, device=device)
-        logits = model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
-        first = int(sampler(logits[:, -1, :]).item())  # same draw as the baseline's first token
-        seq.append(first)
-        out.append(first)
-        # A draft that reads the prompt itself does prefill work: it is in the TTFT (as in serving
-        # engines, which prefill draft and target before the first token). Any other drafter starts
-        # after the token, so up to it there is nothing but the baseline's own work.
-        prefills = bool(getattr(drafter, "prefills_prompt", False))
-        if prefills:
-            drafter.start(request, sampler, cache)
-        probe.step((first,))
-        reason = stopper(out)
-        free = bool(getattr(drafter, "free_drafts", False))
-        setup_ms = None  # a draft model's start after the first token (a cache copy): in the next
-        if reason is None and not prefills:  # step's draft_ms, where the break-even view prices it
-            t0 = timer.now()
-            drafter.start(request, sampler, cache)
-            setup_ms = None if free else (timer.now() - t0) * 1e3
-        prior = getattr(drafter, "prior_acceptance", None)
-        plan = schedule.start(free_drafts=free, prior=prior) if schedule is not None else None
+        cache, reason, setup_ms = _first_token(hf, drafter, request, probe, sampler, stopper, timer, seq, out)
+        prior = drafter.prior_acceptance
+        plan = schedule.start(free_drafts=drafter.free_drafts, prior=prior) if schedule is not None else None
         shadows = plan if isinstance(plan, Adaptive) and plan.free_drafts else None
         # A catch-up drafter reads its prompt in chunks between plain steps, then drafts; it is given
         # up (plain decoding to the end) when the rest of its prefill cannot pay back (.context).
-        catching = bool(getattr(drafter, "catches_up", False))
-        chunk = int(getattr(drafter, "chunk", 0) or 1)
         plain_only = False
         plain_ms: list[float] = []
         while reason is None:
             # Never draft past the budget: a step yields at most k + 1 tokens, and the verify pass
             # never runs beyond prompt + max_new_tokens positions (the context the runner checked).
             room = request.max_new_tokens - len(out) - 1
-            draft_ms = setup_ms
-            setup_ms = None
-            draft = Draft([])
-            reading = catching and not plain_only and drafter.pending() > 0  # type: ignore[attr-defined]
-            if reading or plain_only:
-                pass  # a plain step (the draft reads a chunk after it, or is given up)
-            elif shadows is not None and room >= 1:
-                # A free drafter proposes first: the length is chosen knowing the proposal (its kind,
-                # its length); not drafted, it is a shadow draft, scored on the tokens that follow.
-                shadows.follow(seq)
-                t0 = timer.now()
-                proposal = drafter.propose(seq, shadows.cap)
-                lookup_ms = (timer.now() - t0) * 1e3
-                want = shadows.next_k(room, kind=proposal.kind, available=len(proposal.tokens))
-                if want > 0:
-                    shadows.drop_shadows()
-                    draft, draft_ms = proposal, lookup_ms
-                    draft.tokens = draft.tokens[:want]
-                else:
-                    shadows.open_shadow(len(seq), proposal.tokens, proposal.kind)
+            reading = drafter.catches_up and not plain_only and drafter.pending() > 0
+            if reading or plain_only:  # a plain step (the draft reads a chunk after it, or is given up)
+                draft, draft_ms = Draft([]), setup_ms
             else:
-                want = room if plan is None or room < 1 else plan.next_k(room)
-                if want > 0:
-                    t0 = timer.now()
-                    draft = drafter.propose(seq, want)
-                    draft_ms = (timer.now() - t0) * 1e3 + (draft_ms or 0.0)
-                    draft.tokens = draft.tokens[:want]
+                draft, draft_ms = _propose(drafter, seq, room, plan, shadows, timer, setup_ms)
+            setup_ms = None
             k = len(draft.tokens)
             t0 = timer.now()
-            verify_in = torch.tensor([[seq[-1], *draft.tokens]], dtype=torch.long, device=device)
-            logits = model(input_ids=verify_in, **kv_cache(cache), use_cache=True).logits[0]  # [k + 1, vocab]
-            new, accepted = _accept(logits, draft, sampler)  # host values: the device is done
+            new, accepted = _verify(hf.model, device, cache, seq, draft, sampler)  # host values: device done
             verify_ms = (timer.now() - t0) * 1e3
-            # Stop at the first EOS / stop string / budget inside the accepted run.
-            emitted: list[int] = []
-            for token in new:
-                emitted.append(token)
-                out.append(token)
-                reason = stopper(out)
-                if reason is not None:
-                    break
+            emitted, reason = _emit(new, out, stopper)
             seq.extend(emitted)
             crop_cache(cache, len(seq) - 1)
             if k == 0:
                 plain_ms.append(verify_ms)
             if reading and reason is None:
-                t0 = timer.now()
-                read = drafter.catch_up(chunk)  # type: ignore[attr-defined]
-                read_ms = (timer.now() - t0) * 1e3
+                cap = schedule.max_tokens if schedule is not None else 1
+                read_ms, plain_only = _read_chunk(
+                    drafter, timer, plain_ms, request.max_new_tokens - len(out), cap
+                )
                 draft_ms = (draft_ms or 0.0) + read_ms
-                left = drafter.pending()  # type: ignore[attr-defined]
-                if left and not catch_up_pays(
-                    left,
-                    read_ms / max(read, 1),
-                    statistics.median(plain_ms),
-                    request.max_new_tokens - len(out),
-                    chunk,
-                    prior_speedup(schedule.max_tokens if schedule is not None else 1, prior),
-                ):
-                    plain_only = True  # its prefill costs more than drafting could save here
             if not plain_only:
                 drafter.accepted(seq, k, accepted)
             if plan is not None:
@@ -241,6 +131,126 @@ def generate_speculative(
                 verify_ms=verify_ms,
             )
     return Output(token_ids=out, text=hf.decode(out), finish_reason=reason)  # type: ignore[arg-type]
+
+
+def _first_token(
+    hf: HFModel,
+    drafter: Drafter,
+    request: Request,
+    probe: Probe,
+    sampler: Sampler,
+    stopper: Stopper,
+    timer: _Timer,
+    seq: list[int],
+    out: list[int],
+) -> tuple[Any, str | None, float | None]:
+    """The target's prefill and first token, exactly as the baseline's, reported; the drafter started
+    before the report (``prefills_prompt``) or after it. Appends the token to ``seq`` and ``out``;
+    returns the target's cache, the finish reason (``None``: go on) and the drafter's start time
+    after the first token (ms; ``None`` for none, or a free drafter's), charged to the next step."""
+    model = hf.model
+    cache = DynamicCache(config=model.config)
+    input_ids = torch.tensor([seq], dtype=torch.long, device=hf.torch_device)
+    logits = model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
+    first = int(sampler(logits[:, -1, :]).item())  # same draw as the baseline's first token
+    seq.append(first)
+    out.append(first)
+    # A draft that reads the prompt itself does prefill work: it is in the TTFT (as in serving
+    # engines, which prefill draft and target before the first token). Any other drafter starts
+    # after the token, so up to it there is nothing but the baseline's own work.
+    if drafter.prefills_prompt:
+        drafter.start(request, sampler, cache)
+    probe.step((first,))
+    reason = stopper(out)
+    setup_ms = None  # a draft model's start after the first token (a cache copy): in the next
+    if reason is None and not drafter.prefills_prompt:  # step's draft_ms, where the break-even view prices it
+        t0 = timer.now()
+        drafter.start(request, sampler, cache)
+        setup_ms = None if drafter.free_drafts else (timer.now() - t0) * 1e3
+    return cache, reason, setup_ms
+
+
+def _propose(
+    drafter: Drafter,
+    seq: list[int],
+    room: int,
+    plan: Plan | None,
+    shadows: Adaptive | None,
+    timer: _Timer,
+    draft_ms: float | None,
+) -> tuple[Draft, float | None]:
+    """This step's draft (empty: a plain step) and its ``draft_ms``: ``draft_ms`` is what is already
+    charged to the step (the drafter's start), the proposal's time is added to it. ``room``: the most
+    draft tokens the budget allows; ``plan``: the schedule's plan for this request (``None``: draft
+    ``room`` tokens); ``shadows``: the plan, when it scores a free drafter's shadow drafts."""
+    if shadows is not None and room >= 1:
+        # A free drafter proposes first: the length is chosen knowing the proposal (its kind, its
+        # length); not drafted, it is a shadow draft, scored on the tokens that follow.
+        shadows.follow(seq)
+        t0 = timer.now()
+        proposal = drafter.propose(seq, shadows.cap)
+        lookup_ms = (timer.now() - t0) * 1e3
+        want = shadows.next_k(room, kind=proposal.kind, available=len(proposal.tokens))
+        if want <= 0:
+            shadows.open_shadow(len(seq), proposal.tokens, proposal.kind)
+            return Draft([]), draft_ms
+        shadows.drop_shadows()
+        proposal.tokens = proposal.tokens[:want]
+        return proposal, lookup_ms
+    want = room if plan is None or room < 1 else plan.next_k(room)
+    if want <= 0:
+        return Draft([]), draft_ms
+    t0 = timer.now()
+    draft = drafter.propose(seq, want)
+    draft_ms = (timer.now() - t0) * 1e3 + (draft_ms or 0.0)
+    draft.tokens = draft.tokens[:want]
+    return draft, draft_ms
+
+
+def _verify(
+    model: Any, device: torch.device, cache: Any, seq: list[int], draft: Draft, sampler: Sampler
+) -> tuple[list[int], int]:
+    """The target's one pass over ``[last token] + draft`` (appending to ``cache``), and what it
+    yields: the tokens (accepted draft prefix + one of the target's) and how many were accepted."""
+    verify_in = torch.tensor([[seq[-1], *draft.tokens]], dtype=torch.long, device=device)
+    logits = model(input_ids=verify_in, **kv_cache(cache), use_cache=True).logits[0]  # [k + 1, vocab]
+    return _accept(logits, draft, sampler)
+
+
+def _emit(new: list[int], out: list[int], stopper: Stopper) -> tuple[list[int], str | None]:
+    """The tokens of ``new`` that are output (appended to ``out``): all of them, or up to the first
+    EOS / stop string / end of the budget inside the accepted run; and the finish reason, if any."""
+    emitted: list[int] = []
+    reason = None
+    for token in new:
+        emitted.append(token)
+        out.append(token)
+        reason = stopper(out)
+        if reason is not None:
+            break
+    return emitted, reason
+
+
+def _read_chunk(
+    drafter: Drafter, timer: _Timer, plain_ms: list[float], tokens_left: int, cap: int
+) -> tuple[float, bool]:
+    """A catch-up drafter reads its next chunk of the prompt after a plain step. Returns the time it
+    took (ms, in the step's ``draft_ms``) and whether to give the draft up: its prefill's rest costs
+    more than drafting could save in the ``tokens_left`` (:func:`.context.catch_up_pays`, at the
+    speed-up the schedule's priors give at draft length ``cap``)."""
+    t0 = timer.now()
+    read = drafter.catch_up(drafter.chunk)
+    read_ms = (timer.now() - t0) * 1e3
+    left = drafter.pending()
+    give_up = bool(left) and not catch_up_pays(
+        left,
+        read_ms / max(read, 1),
+        statistics.median(plain_ms),
+        tokens_left,
+        drafter.chunk,
+        prior_speedup(cap, drafter.prior_acceptance),
+    )
+    return read_ms, give_up
 
 
 def _accept(logits: torch.Tensor, draft: Draft, sampler: Sampler) -> tuple[list[int], int]:

@@ -3,7 +3,7 @@ or ONNX Runtime GenAI (a model its builder made, e.g. int4 / int8), next to a tr
 
 The target's own weights, quantized, agree with it on most greedy tokens and a quantized runtime runs
 them several times faster than the target, so a draft step costs a fraction of a target step. The
-drafters implement :class:`.loop.Drafter` on the runtime's own KV cache:
+drafters implement :class:`.drafter.Drafter` on the runtime's own KV cache:
 
 - **llama.cpp** (llama-cpp-python's ``Llama``): ``eval`` feeds tokens into its cache, the next-token
   logits are ``llama_get_logits_ith(ctx, -1)``; after a rejection the rejected positions are dropped
@@ -43,7 +43,8 @@ from .._text import TOKENIZER_PROBE as _PROBE_TEXT
 from ..hf_session import HFSession
 from .config import SpeculativeConfig
 from .context import CatchUp, PromptView
-from .loop import Draft, generate_speculative
+from .drafter import Draft
+from .loop import generate_speculative
 from .schedule import Schedule
 
 __all__ = [
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 
-class _RuntimeDrafter(CatchUp, abc.ABC):
+class _RuntimeDrafter(CatchUp):
     """What the runtime drafters share: the list of tokens in the runtime's cache, the part of the
     prompt the draft reads (:class:`.context.PromptView`, ``draft_context``), when it reads it
     (``draft_prefill``: ``own`` before the first token, ``catch-up`` in chunks after it, see

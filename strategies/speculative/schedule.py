@@ -60,7 +60,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-__all__ = ["SCHEDULES", "Adaptive", "Schedule", "ScheduleKind"]
+__all__ = ["SCHEDULES", "Adaptive", "Plan", "Schedule", "ScheduleKind"]
 
 
 SCHEDULES = ("adaptive", "fixed", "heuristic")
@@ -76,7 +76,7 @@ class Schedule:
     kind: ScheduleKind = "adaptive"
     max_tokens: int = 5
 
-    def start(self, *, free_drafts: bool = False, prior: float | None = None) -> _Plan:
+    def start(self, *, free_drafts: bool = False, prior: float | None = None) -> Plan:
         """``free_drafts``: the drafter's proposals cost next to nothing (``Drafter.free_drafts``); the
         adaptive schedule then scores shadow drafts on its plain steps instead of probing. ``prior``:
         the adaptive schedule's first guess at each position's acceptance (``Drafter.prior_acceptance``;
@@ -90,7 +90,9 @@ class Schedule:
         raise ValueError(f"unknown draft schedule {self.kind!r}; one of {', '.join(SCHEDULES)}")
 
 
-class _Plan(Protocol):
+class Plan(Protocol):
+    """A request's draft lengths, as :meth:`Schedule.start` gives them."""
+
     def next_k(self, room: int) -> int:
         """Draft tokens to ask for in the next step (0: a plain step); ``room`` (>= 1) is the most the
         budget allows."""

@@ -5,11 +5,16 @@ device), as the spec parser builds it and a strategy's ``load`` receives it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, get_args
 
-__all__ = ["Variant"]
+__all__ = ["DTYPES", "Dtype", "Variant"]
 
 ConfigT = TypeVar("ConfigT")
+
+#: a variant's ``dtype`` (and a strategy parameter that names one, e.g. a draft's): ``auto`` lets the
+#: strategy choose for the device
+Dtype = Literal["auto", "float32", "float16", "bfloat16"]
+DTYPES: tuple[Dtype, ...] = get_args(Dtype)
 
 
 @dataclass(frozen=True)

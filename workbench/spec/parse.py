@@ -23,7 +23,7 @@ from workbench.core.config import COMMON_VARIANT_KEYS, build_config, model_sourc
 from workbench.core.device import check_device_name
 from workbench.core.errors import ModelSourceError, SpecError, StrategyError, error_context
 from workbench.core.literals import TrialOrder, Workers
-from workbench.core.variant import Variant
+from workbench.core.variant import DTYPES, Variant
 from workbench.sources import parse_source
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import (
@@ -66,7 +66,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-DTYPES = ("auto", "float32", "float16", "bfloat16")
 #: trial orders (docs/analysis.md "How trials are ordered")
 ORDERS: tuple[TrialOrder, ...] = get_args(TrialOrder)
 #: worker processes (docs/analysis.md "Processes"): fresh ones for every repetition, or one for the run
