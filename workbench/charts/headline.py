@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+
+if TYPE_CHECKING:
+    from workbench.analysis.summary import GroupSummary
+
 
 __all__ = ["HeadlineBar", "HeadlineChart", "HeadlineGroup", "headline_chart"]
 
@@ -63,7 +67,7 @@ class HeadlineChart(Chart):
         ]
 
 
-def headline_chart(summaries: Sequence[Any], labels: dict[str, str] | None = None) -> HeadlineChart:
+def headline_chart(summaries: Sequence[GroupSummary], labels: dict[str, str] | None = None) -> HeadlineChart:
     """From :func:`workbench.analysis.summary.summarize` output; ``labels`` maps a workload to its phase text."""
     variants: dict[str, None] = {}
     groups: dict[str, list[HeadlineBar]] = {}
