@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from workbench.analysis.summary import GroupSummary
     from workbench.analysis.targets import Verdict
 
-__all__ = ["OKABE_ITO", "Axis", "Chart", "RunView", "lighten", "untagged", "variant_colours"]
+__all__ = ["OKABE_ITO", "Axis", "Chart", "RunView", "file_stem", "lighten", "untagged", "variant_colours"]
 
 #: Okabe & Ito's colour-blind-safe palette, ordered for white backgrounds: blue first (the baseline
 #: usually runs first), yellow late (weak on white), black last.
@@ -115,5 +115,7 @@ class RunView(Protocol):
     def verdicts(self) -> Sequence[Verdict]: ...  # the experience targets' verdicts
 
 
-def _slug(text: str) -> str:
+def file_stem(text: str) -> str:
+    """``text`` as part of a chart's file name: runs of other characters than letters, digits, ``_.-``
+    become ``-`` (``"sweep input"`` → ``"sweep-input"``)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"

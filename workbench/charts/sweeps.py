@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.analysis.stats import bootstrap_median, fit_line
-from workbench.charts.base import Axis, Chart, _slug
+from workbench.charts.base import Axis, Chart, file_stem
 from workbench.store import TrialRecord
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ class ParameterSweepChart(SweepChart):
 
     @property
     def name(self) -> str:
-        return f"{self.kind}-vs-{_slug(self.param)}-{_slug(self.base)}"
+        return f"{self.kind}-vs-{file_stem(self.param)}-{file_stem(self.base)}"
 
 
 def parameter_sweep_charts(analysis: RunAnalysis) -> list[ParameterSweepChart]:

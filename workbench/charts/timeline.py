@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from workbench.charts.base import Axis, Chart, _slug
+from workbench.charts.base import Axis, Chart, file_stem
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis, Timeline
@@ -31,7 +31,7 @@ class TimelineChart(Chart):
 
     @property
     def name(self) -> str:
-        return f"timeline-{_slug(self.workload)}"
+        return f"timeline-{file_stem(self.workload)}"
 
     def rows(self) -> list[dict[str, Any]]:
         return [
