@@ -132,6 +132,35 @@ def test_build_and_fill_a_widget_for_the_gui(qtbot):
         charts.fill(widget, cd.Chart())
 
 
+def test_every_chart_class_has_one_kind_in_a_tab_of_the_window():
+    """The registry: a chart class of workbench/charts/ without a kind could not be drawn, exported or
+    read on hover; a kind naming a tab the window lacks would never be shown."""
+    from workbench.gui.chartkinds import CHART_KINDS, kind_of
+    from workbench.gui.chartview import CHART_TABS
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    data = [c for c in subclasses(cd.Chart) if c.__module__.startswith("workbench.charts.")]
+    assert len(data) >= 12
+    for chart_class in data:
+        assert len([k for k in CHART_KINDS if chart_class in k.data]) == 1, chart_class
+    assert kind_of(cd.Chart()) is None and kind_of(headline({"a": (1, 2)})) is CHART_KINDS[0]
+    titles = [title for title, _, _ in CHART_TABS]
+    assert all(kind.tab is None or kind.tab in titles for kind in CHART_KINDS)
+    # the tabs' keys come from the kinds, in the registry's order
+    assert [(title, keys) for title, keys, _ in CHART_TABS] == [
+        ("Headline", ("headline",)),
+        ("Timeline", ("timeline",)),
+        ("Sweeps", ("sweep",)),
+        ("Speed-up", ("speedup", "before-after")),
+        ("Quality", ("quality",)),
+        ("Acceptance", ("accepted-length", "draft-positions")),
+        ("Memory", ("memory", "roofline")),
+        ("Targets", ("targets",)),
+    ]
+
+
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="None is immortal from Python 3.12 on")
 def test_the_qt_binding_does_not_drop_references_to_none(qapp):
     """PySide6 6.12.0 drops a reference to None on every call that returns None; on Python 3.11 a few

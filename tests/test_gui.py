@@ -392,8 +392,12 @@ def test_export_chart_png_and_svg_copy_and_report(qtbot, two_runs_db, tmp_path):
     image = QImage(str(png))
     size = charts_module().preferred_size(window.charts.data["speedup"])
     assert (image.width(), image.height()) == (2 * size[0], 2 * size[1])  # 2x, as `workbench export`
-    svg = window.export_chart(window.charts.data["headline"], "svg", path=tmp_path / "headline.svg")
+    svg = window.export_actions.export_chart(
+        window.charts.data["headline"], "svg", path=tmp_path / "headline.svg"
+    )
     assert ElementTree.parse(svg).getroot().tag.endswith("svg")
+    # the chart's context menu exports the same way (it asks for the file)
+    assert window.charts.export == window.export_actions.export_chart
     assert window.export_actions.copy_current_chart()
     copied = QApplication.clipboard().image()
     assert not copied.isNull() and copied.width() == 2 * size[0]

@@ -1,11 +1,13 @@
 """What each chart shows, headless: plain chart objects (series, labels, units) built from a
 :class:`~workbench.analysis.run.RunAnalysis`, one module per chart kind. Their ``rows()`` are the CSV
-export; ``workbench.gui.charts`` draws them (the one module that does, for the GUI and for export).
+export; ``workbench.gui.charts`` draws them (the one module that does, for the GUI and for export),
+each class by its kind in :data:`workbench.gui.chartkinds.CHART_KINDS`. A new chart class needs a kind
+there, and its builder a place in :func:`run_charts`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from workbench.charts.acceptance import (
     AcceptanceChart,
@@ -30,6 +32,10 @@ from workbench.charts.sweeps import (
 )
 from workbench.charts.targets import TargetBar, TargetsChart, targets_chart
 from workbench.charts.timeline import TimelineChart, timeline_charts
+
+if TYPE_CHECKING:
+    from workbench.analysis.run import RunAnalysis
+
 
 __all__ = [
     "OKABE_ITO",
@@ -74,7 +80,7 @@ __all__ = [
 ]
 
 
-def run_charts(analysis: Any) -> list[Chart]:
+def run_charts(analysis: RunAnalysis) -> list[Chart]:
     """Every chart a run has data for, in report order."""
     labels = {p.workload: phase_caption(p) for p in analysis.phases}
     charts: list[Chart | None] = [headline_chart(analysis.summaries, labels)]

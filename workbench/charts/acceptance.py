@@ -4,9 +4,14 @@ draft position (from the break-even analysis, :mod:`workbench.analysis.drafting`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+
+if TYPE_CHECKING:
+    from workbench.analysis.drafting import BreakEven
+    from workbench.analysis.run import RunAnalysis
+
 
 __all__ = [
     "AcceptanceChart",
@@ -47,7 +52,7 @@ class AcceptanceChart(Chart):
         ]
 
 
-def acceptance_chart(analysis: Any) -> AcceptanceChart | None:
+def acceptance_chart(analysis: RunAnalysis) -> AcceptanceChart | None:
     if not analysis.accepted_lengths:
         return None
     counts = {
@@ -117,17 +122,17 @@ class DraftPositionChart(Chart):
         ]
 
 
-def draft_position_chart(analysis: Any) -> DraftPositionChart | None:
-    results = [b for b in getattr(analysis, "break_even", ()) if b.positions]
+def draft_position_chart(analysis: RunAnalysis) -> DraftPositionChart | None:
+    results = [b for b in analysis.break_even if b.positions]
     if not results:
         return None
 
     def share(value: float | None) -> float | None:
         return None if value is None else 100 * value
 
-    summaries = {(s.variant, s.workload): s for s in getattr(analysis, "summaries", ())}
+    summaries = {(s.variant, s.workload): s for s in analysis.summaries}
 
-    def speedup(b: Any, attr: str) -> float | None:
+    def speedup(b: BreakEven, attr: str) -> float | None:
         est = getattr(summaries.get((b.variant, b.workload)), attr, None)
         return None if est is None else est.value
 

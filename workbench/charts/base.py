@@ -1,10 +1,11 @@
 """What each chart shows — series, labels, units — as plain data, without Qt: the base classes and the
 colours every chart kind (one module each in this package) shares.
 
-The chart module (:mod:`workbench.gui.charts`) draws these objects with pyqtgraph, for the GUI and for
-headless export alike, so the GUI never draws a chart differently from an exported file. Keeping the
-shaping here means the CSV of every chart and the tests of its numbers need no Qt, and the viewer-only
-install (no ``gui`` extra) can still export the data behind each chart.
+The chart module (:mod:`workbench.gui.charts`) draws these objects with pyqtgraph, each by its chart
+kind (:mod:`workbench.gui.chartkinds`), for the GUI and for headless export alike, so the GUI never
+draws a chart differently from an exported file. Keeping the shaping here means the CSV of every
+chart and the tests of its numbers need no Qt, and the viewer-only install (no ``gui`` extra) can
+still export the data behind each chart.
 
 Every chart has a ``key`` (the file stem on export), a ``title``, the ``variants`` it shows (in run
 order, which fixes their colours) and ``rows()``: its data in long format, one dict per plotted value,
@@ -14,11 +15,16 @@ which is exactly what its CSV holds.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-__all__ = ["OKABE_ITO", "Axis", "Chart", "lighten", "untagged", "variant_colours"]
+if TYPE_CHECKING:
+    from workbench.analysis.summary import GroupSummary
+    from workbench.analysis.targets import Verdict
+    from workbench.store import VariantRecord
+
+__all__ = ["OKABE_ITO", "Axis", "Chart", "RunView", "file_stem", "lighten", "untagged", "variant_colours"]
 
 #: Okabe & Ito's colour-blind-safe palette, ordered for white backgrounds: blue first (the baseline
 #: usually runs first), yellow late (weak on white), black last.
@@ -92,5 +98,25 @@ class Chart:
         return variant_colours(self.variants)
 
 
-def _slug(text: str) -> str:
+class RunView(Protocol):
+    """What the memory and targets charts read of a run: a
+    :class:`~workbench.analysis.run.RunAnalysis`, or runs side by side
+    (:class:`~workbench.analysis.compare.SideBySide`, variants tagged ``RUN:name``)."""
+
+    @property
+    def variants(self) -> Sequence[VariantRecord]: ...  # names tagged RUN:name side by side
+
+    @property
+    def variant_names(self) -> Sequence[str]: ...  # run order
+
+    @property
+    def summaries(self) -> Sequence[GroupSummary]: ...
+
+    @property
+    def verdicts(self) -> Sequence[Verdict]: ...  # the experience targets' verdicts
+
+
+def file_stem(text: str) -> str:
+    """``text`` as part of a chart's file name: runs of other characters than letters, digits, ``_.-``
+    become ``-`` (``"sweep input"`` → ``"sweep-input"``)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"

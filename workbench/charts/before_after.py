@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis
 from workbench.charts.speedup import SpeedupChart, SpeedupPoint
+
+if TYPE_CHECKING:
+    from workbench.analysis.compare import RunComparison
+
 
 __all__ = ["BeforeAfterChart", "before_after_chart"]
 
@@ -27,7 +31,7 @@ class BeforeAfterChart(SpeedupChart):
 
 
 def before_after_chart(
-    comparisons: Sequence[Any], run_a: int, run_b: int, variant_names: Sequence[str] = ()
+    comparisons: Sequence[RunComparison], run_a: int, run_b: int, variant_names: Sequence[str] = ()
 ) -> BeforeAfterChart | None:
     """From :func:`workbench.analysis.compare.compare_two_runs`'s comparisons (``RunComparison``);
     ``variant_names``: every variant of both runs in run order (``TwoRuns.variant_names``), which

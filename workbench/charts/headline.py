@@ -10,6 +10,7 @@ from workbench.charts.base import Axis, Chart
 
 if TYPE_CHECKING:
     from workbench.analysis.phases import WorkloadPhase
+    from workbench.analysis.summary import GroupSummary
 
 __all__ = ["HeadlineBar", "HeadlineChart", "HeadlineGroup", "headline_chart", "phase_caption"]
 
@@ -71,7 +72,7 @@ class HeadlineChart(Chart):
         ]
 
 
-def headline_chart(summaries: Sequence[Any], labels: dict[str, str] | None = None) -> HeadlineChart:
+def headline_chart(summaries: Sequence[GroupSummary], labels: dict[str, str] | None = None) -> HeadlineChart:
     """From :func:`workbench.analysis.summary.summarize` output; ``labels`` maps a workload to its phase text."""
     variants: dict[str, None] = {}
     groups: dict[str, list[HeadlineBar]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from workbench.charts.base import Axis, Chart
+from workbench.charts.base import Axis, Chart, RunView
 
 __all__ = ["MemoryBar", "MemoryChart", "memory_chart"]
 
@@ -45,7 +45,7 @@ _MEMORY_KIND = {
 }
 
 
-def memory_chart(analysis: Any) -> MemoryChart | None:
+def memory_chart(analysis: RunView) -> MemoryChart | None:
     variants = {v.name: v for v in analysis.variants}
     peaks: dict[str, float] = {}
     for s in analysis.summaries:

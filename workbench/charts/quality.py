@@ -4,9 +4,13 @@ baseline, with CIs on both axes and the Pareto front (no other point is both fas
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+
+if TYPE_CHECKING:
+    from workbench.analysis.run import RunAnalysis
+
 
 __all__ = ["QualityChart", "QualityPoint", "pareto_front", "quality_chart"]
 
@@ -79,7 +83,7 @@ class QualityChart(Chart):
         return list(dict.fromkeys(p.workload for p in self.points))
 
 
-def quality_chart(analysis: Any) -> QualityChart | None:
+def quality_chart(analysis: RunAnalysis) -> QualityChart | None:
     """The chart when some variant was scored; None otherwise."""
     if not any((s.quality or {}).get("status") == "scored" for s in analysis.summaries):
         return None

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+
+if TYPE_CHECKING:
+    from workbench.analysis.run import RunAnalysis
+
 
 __all__ = ["RooflineChart", "roofline_chart"]
 
@@ -27,7 +31,7 @@ class RooflineChart(Chart):
         return list(dict.fromkeys(r.workload for r in self.rows_))
 
 
-def roofline_chart(analysis: Any) -> RooflineChart | None:
+def roofline_chart(analysis: RunAnalysis) -> RooflineChart | None:
     rows = tuple(r for r in analysis.roofline if r.limit_tokens_per_s and r.decode_tokens_per_s)
     if not rows:
         return None

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+
+if TYPE_CHECKING:
+    from workbench.analysis.run import RunAnalysis
+
 
 __all__ = ["SpeedupChart", "SpeedupPoint", "speedup_chart"]
 
@@ -65,7 +69,7 @@ class SpeedupChart(Chart):
         return any(p.lo is not None and p.hi is not None for p in self.points if p.metric == "e2e")
 
 
-def speedup_chart(analysis: Any) -> SpeedupChart | None:
+def speedup_chart(analysis: RunAnalysis) -> SpeedupChart | None:
     points = []
     for s in analysis.summaries:
         for metric, est in (("e2e", s.speedup_e2e), ("ttft", s.speedup_ttft), ("decode", s.speedup_decode)):

@@ -8,11 +8,15 @@ import operator
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.analysis.stats import bootstrap_median, fit_line
-from workbench.charts.base import Axis, Chart, _slug
+from workbench.charts.base import Axis, Chart, file_stem
 from workbench.store import TrialRecord
+
+if TYPE_CHECKING:
+    from workbench.analysis.run import RunAnalysis
+
 
 __all__ = ["ParameterSweepChart", "SweepChart", "SweepSeries", "parameter_sweep_charts", "sweep_charts"]
 
@@ -104,7 +108,7 @@ def _value_of(values: dict[str, float]) -> Callable[[TrialRecord], float]:
     return lambda t: values[t.variant]
 
 
-def sweep_charts(analysis: Any) -> list[SweepChart]:
+def sweep_charts(analysis: RunAnalysis) -> list[SweepChart]:
     """TTFT vs input length (from ``sweep-input`` when it ran, else every workload's prompts) and decode
     tok/s vs output length (from ``sweep-output``, else every trial)."""
     charts = []
@@ -116,7 +120,7 @@ def sweep_charts(analysis: Any) -> list[SweepChart]:
         trials = [t for t in analysis.trials if t.workload == sweep]
         source = sweep
         if not trials:
-            trials, source = analysis.trials, "all workloads"
+            trials, source = list(analysis.trials), "all workloads"
         series = _sweep(trials, operator.attrgetter(x_key), y_key)
         if not series:
             continue
@@ -163,10 +167,10 @@ class ParameterSweepChart(SweepChart):
 
     @property
     def name(self) -> str:
-        return f"{self.kind}-vs-{_slug(self.param)}-{_slug(self.base)}"
+        return f"{self.kind}-vs-{file_stem(self.param)}-{file_stem(self.base)}"
 
 
-def parameter_sweep_charts(analysis: Any) -> list[ParameterSweepChart]:
+def parameter_sweep_charts(analysis: RunAnalysis) -> list[ParameterSweepChart]:
     """For every spec sweep over a numeric parameter: decode tok/s and TTFT against its value."""
     import json
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from workbench.charts.base import Axis, Chart
+from workbench.charts.base import Axis, Chart, RunView
 from workbench.spec.targets import TARGET_METRICS
 
 __all__ = ["TargetBar", "TargetsChart", "targets_chart"]
@@ -66,9 +66,9 @@ class TargetsChart(Chart):
         ]
 
 
-def targets_chart(analysis: Any) -> TargetsChart | None:
+def targets_chart(analysis: RunView) -> TargetsChart | None:
     """The run's target attainment (None when no workload of the run has targets)."""
-    verdicts = list(getattr(analysis, "verdicts", None) or [])
+    verdicts = list(analysis.verdicts)
     if not verdicts:
         return None
     order = list(dict.fromkeys(v.workload for v in verdicts))

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from workbench.charts.base import Axis, Chart, _slug
+from workbench.charts.base import Axis, Chart, file_stem
+
+if TYPE_CHECKING:
+    from workbench.analysis.run import RunAnalysis, Timeline
+
 
 __all__ = ["TimelineChart", "timeline_charts"]
 
@@ -21,13 +25,13 @@ class TimelineChart(Chart):
     key: ClassVar[str] = "timeline"
     workload: str = ""
     prompt_id: str = ""
-    series: tuple[Any, ...] = ()  # workbench.analysis.run.Timeline, one per variant
+    series: tuple[Timeline, ...] = ()  # one per variant
     x_axis: Axis = Axis("time since the request", "ms")
     y_axis: Axis = Axis("tokens generated")
 
     @property
     def name(self) -> str:
-        return f"timeline-{_slug(self.workload)}"
+        return f"timeline-{file_stem(self.workload)}"
 
     def rows(self) -> list[dict[str, Any]]:
         return [
@@ -44,7 +48,7 @@ class TimelineChart(Chart):
         ]
 
 
-def timeline_charts(analysis: Any) -> list[TimelineChart]:
+def timeline_charts(analysis: RunAnalysis) -> list[TimelineChart]:
     charts = []
     variants = tuple(analysis.variant_names)
     for workload in dict.fromkeys(t.workload for t in analysis.timelines):

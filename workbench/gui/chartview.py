@@ -1,19 +1,17 @@
 """The charts of the run on screen, in tabs, drawn by the chart module (the same code as ``workbench
 export``: what the window shows is what the PNG/SVG files show), with hover read-outs, copy and export.
 
-Hovering a bar (or a point, or a moment on a timeline) shows its numbers in a tooltip. The read-out
-comes from the chart's data, not from the pixels: a bar's row is found by its position among the
-rows of the plot (row k is the k-th variant × workload of the chart's data, in drawing order).
+Hovering a bar (or a point, or a moment on a timeline) shows its numbers in a tooltip: the chart kind's
+read-out (``describe`` of its class in :mod:`workbench.gui.chartkinds`), which comes from the chart's
+data, not from the pixels. A chart's tab is its kind's ``tab``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, Qt, QTimer
 from PySide6.QtGui import QCursor, QImage
 from PySide6.QtWidgets import (
@@ -29,37 +27,31 @@ from PySide6.QtWidgets import (
 
 from workbench import charts as cd
 from workbench.gui import charts
-from workbench.spec.targets import TARGET_METRICS
+from workbench.gui.chartkinds import CHART_KINDS, kind_of
 
 __all__ = ["CHART_TABS", "ChartHover", "ChartPanel", "copy_chart", "describe", "export_chart"]
 
-#: tab title, the chart keys it holds, and what it says when the run has none of them
-CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
-    ("Headline", ("headline",), "No finished trials yet."),
-    ("Timeline", ("timeline",), "No token timelines: no trial finished with steps recorded."),
-    ("Sweeps", ("sweep",), "No sweep data: add the sweep-input or sweep-output workloads."),
-    (
-        "Speed-up",
-        ("speedup", "before-after"),
-        "No speed-ups: the run needs a baseline variant and another variant.",
-    ),
+#: the window's chart tabs, in order, and what each says when the run has none of its charts
+_TABS: list[tuple[str, str]] = [
+    ("Headline", "No finished trials yet."),
+    ("Timeline", "No token timelines: no trial finished with steps recorded."),
+    ("Sweeps", "No sweep data: add the sweep-input or sweep-output workloads."),
+    ("Speed-up", "No speed-ups: the run needs a baseline variant and another variant."),
     (
         "Quality",
-        ("quality",),
         "No quality figures: the run scored no lossy variant (a quality pass needs a baseline and a variant "
         "that changes the weights or the arithmetic; docs/metrics.md, Quality).",
     ),
-    (
-        "Acceptance",
-        ("accepted-length", "draft-positions"),
-        "No speculative variants (speculative, prompt-lookup) in this run.",
-    ),
-    ("Memory", ("memory", "roofline"), "No memory figures recorded."),
-    (
-        "Targets",
-        ("targets",),
-        "No experience targets: no workload of this run has targets (docs/targets.md).",
-    ),
+    ("Acceptance", "No speculative variants (speculative, prompt-lookup) in this run."),
+    ("Memory", "No memory figures recorded."),
+    ("Targets", "No experience targets: no workload of this run has targets (docs/targets.md)."),
+]
+
+#: tab title, the chart keys it holds (those of the chart kinds whose ``tab`` it is) and what it says
+#: when the run has none of them
+CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
+    (title, tuple(data.key for kind in CHART_KINDS if kind.tab == title for data in kind.data), empty)
+    for title, empty in _TABS
 ]
 
 
@@ -79,9 +71,16 @@ class ChartPanel(QTabWidget):
     drawn when their tab is opened.
     """
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        export: Callable[[cd.Chart, str], object] | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("chartTabs")
+        #: the context menu's "Export chart as PNG/SVG…": the window's export (it asks for the file)
+        self.export = export
         self.widgets: dict[str, Any] = {}  # chart name -> GraphicsLayoutWidget
         self.hovers: dict[str, ChartHover] = {}
         self.data: dict[str, cd.Chart] = {}
@@ -228,9 +227,10 @@ class ChartPanel(QTabWidget):
             return
         menu = QMenu(self)
         menu.addAction("Copy chart", lambda: copy_chart(chart))
-        window: Any = self.window()  # the main window, which owns exporting
-        menu.addAction("Export chart as PNG…", lambda: window.export_chart(chart, "png"))
-        menu.addAction("Export chart as SVG…", lambda: window.export_chart(chart, "svg"))
+        export = self.export
+        if export is not None:
+            menu.addAction("Export chart as PNG…", lambda: export(chart, "png"))
+            menu.addAction("Export chart as SVG…", lambda: export(chart, "svg"))
         menu.exec(QCursor.pos())
 
 
@@ -279,157 +279,8 @@ class ChartHover(QObject):
             QToolTip.hideText()
 
 
-def _rows(plot: Any) -> list[float]:
-    """The y of each row of a horizontal chart, top to bottom (bars' and points' centres)."""
-    ys: set[float] = set()
-    for item in plot.items:
-        if isinstance(item, pg.BarGraphItem):
-            ys.update(float(v) for v in np.atleast_1d(item.opts.get("y")) if v is not None)
-        elif isinstance(item, pg.PlotDataItem):
-            _, y = item.getData()
-            if y is not None and len(y) == 1:  # single points (the speed-up markers)
-                ys.add(float(y[0]))
-    return sorted(ys)
-
-
-def _row_at(plot: Any, y: float, half: float = 0.45) -> int | None:
-    for k, row in enumerate(_rows(plot)):
-        if abs(y - row) <= half:
-            return k
-    return None
-
-
-def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.1f} ms" if value < 100 else f"{value:,.0f} ms"
-
-
-def _ratio(value: float | None, lo: float | None, hi: float | None) -> str:
-    if value is None:
-        return "–"
-    ci = f" [{lo:.2f}–{hi:.2f}]" if lo is not None and hi is not None else ""
-    return f"{value:.2f}x{ci}"
-
-
 def describe(chart: cd.Chart, plot: Any, x: float, y: float) -> str | None:
-    """The read-out for the point (x, y) in ``plot``'s data coordinates, or None (nothing there)."""
-    if isinstance(chart, cd.HeadlineChart):
-        bars = [(g, b) for g in chart.groups for b in g.bars]
-        k = _row_at(plot, y, 0.33)
-        if k is None or k >= len(bars) or not 0 <= x <= bars[k][1].total_ms:
-            return None
-        group, bar = bars[k]
-        part = "prefill" if x <= bar.prefill_ms else "decode"
-        lines = [
-            f"<b>{bar.variant}</b> on <b>{group.workload}</b> ({bar.n} trials, medians)",
-            ("<u>" if part == "prefill" else "")
-            + f"prefill (TTFT): {_ms(bar.prefill_ms)}"
-            + ("</u>" if part == "prefill" else ""),
-            ("<u>" if part == "decode" else "")
-            + f"decode (after the first token): {_ms(bar.decode_ms)}"
-            + ("</u>" if part == "decode" else ""),
-            f"total {_ms(bar.total_ms)}, prefill {bar.prefill_share:.0%}",
-        ]
-        if group.label:
-            lines.append(group.label)
-        return "<br>".join(lines)
-    if isinstance(chart, cd.SpeedupChart):
-        e2e = [p for w in chart.workloads for p in chart.points if p.metric == "e2e" and p.workload == w]
-        k = _row_at(plot, y)
-        if k is None or k >= len(e2e):
-            return None
-        p = e2e[k]
-        lines = [f"<b>{p.variant}</b> on <b>{p.workload}</b> vs {chart.baseline}"]
-        for q in chart.points:
-            if q.variant == p.variant and q.workload == p.workload:
-                sig = "" if q.significant else " (not significant)" if q.lo is not None else ""
-                lines.append(f"{q.metric} speed-up: {_ratio(q.value, q.lo, q.hi)}{sig}")
-        return "<br>".join(lines)
-    if isinstance(chart, cd.MemoryChart):
-        k = _row_at(plot, y, 0.31)
-        if k is None or k >= len(chart.bars) or not 0 <= x <= chart.bars[k].peak_mb:
-            return None
-        b = chart.bars[k]
-        kind = {"cuda_allocator_peak": "CUDA allocator peak", "process_rss_peak": "worker process RSS peak"}
-        weights = f"<br>weights {b.weights_mb:,.0f} MB" if b.weights_mb else ""
-        return f"<b>{b.variant}</b><br>peak {b.peak_mb:,.0f} MB ({kind.get(b.kind, b.kind)}){weights}"
-    if isinstance(chart, cd.RooflineChart):
-        rows = [r for w in chart.workloads for r in chart.rows_ if r.workload == w]
-        k = _row_at(plot, y, 0.4)
-        if k is None or k >= len(rows):
-            return None
-        r = rows[k]
-        fraction = f" = {r.fraction:.0%} of the limit" if r.fraction is not None else ""
-        limit = f"{r.limit_tokens_per_s:,.1f}" if r.limit_tokens_per_s else "–"
-        decode = f"{r.decode_tokens_per_s:,.1f}" if r.decode_tokens_per_s else "–"
-        bandwidth = f", {r.bandwidth_gbs:,.1f} GB/s" if r.bandwidth_gbs else ""
-        return (
-            f"<b>{r.variant}</b> on <b>{r.workload}</b><br>decode {decode} tok/s{fraction}<br>"
-            f"memory-bandwidth limit {limit} tok/s{bandwidth}"
-        )
-    if isinstance(chart, cd.TargetsChart):
-        target_bars = [tb for w in chart.workloads for tb in chart.bars if tb.workload == w]
-        k = _row_at(plot, y, 0.4)
-        if k is None or k >= len(target_bars):
-            return None
-        tb = target_bars[k]
-        lines = [f"<b>{tb.variant}</b> on <b>{tb.workload}</b>: {tb.status}", tb.label]
-        for metric, status, measured, target in tb.checks:
-            label, unit, higher = TARGET_METRICS[metric]
-            value = "no data" if measured is None else f"{measured:,.4g} {unit}"
-            lines.append(
-                f"{label} p{tb.percentile:g}: {value} vs {'≥' if higher else '≤'} {target:,.4g} {unit} ({status})"
-            )
-        return "<br>".join(lines)
-    if isinstance(chart, cd.AcceptanceChart):
-        variants = list(chart.counts)
-        if not variants:
-            return None
-        length = round(x)
-        width = 0.8 / len(variants)
-        i = int((x - (length - 0.4)) // width)
-        if not 0 <= i < len(variants):
-            return None
-        share = chart.shares(variants[i]).get(length)
-        if share is None or not 0 <= y <= share * 1.05 + 1:
-            return None
-        steps = chart.counts[variants[i]][length]
-        return f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {share:.0f} % of steps ({steps})"
-    if isinstance(chart, cd.DraftPositionChart):
-        position = round(x)
-        rows = [
-            (s, s.rates[s.positions.index(position)], s.reached[s.positions.index(position)])
-            for s in chart.series
-            if position in s.positions
-        ]
-        if not rows or abs(x - position) > 0.3 or not -5 <= y <= 105:
-            return None
-        lines = [f"<b>draft position {position}</b>"]
-        lines += [f"{s.variant} on {s.workload}: {rate:.0f} % accepted (of {n} steps)" for s, rate, n in rows]
-        return "<br>".join(lines)
-    if isinstance(chart, cd.TimelineChart):
-        lines = []
-        for s in chart.series:
-            done = [n for t, n in zip(s.t_ms, s.tokens, strict=True) if t <= x]
-            if s.t_ms and x <= s.t_ms[-1] * 1.05:
-                lines.append(f"{s.variant}: {done[-1] if done else 0} tokens")
-        if not lines or x < 0:
-            return None
-        return f"<b>at {_ms(x)}</b> ({chart.workload}/{chart.prompt_id})<br>" + "<br>".join(lines)
-    if isinstance(chart, cd.SweepChart):
-        xs = sorted({v for s in chart.series for v in s.x})
-        if not xs:
-            return None
-        nearest = min(xs, key=lambda v: abs(v - x))
-        if abs(nearest - x) > 0.1 * (xs[-1] - xs[0] or nearest or 1):
-            return None
-        unit = chart.y_axis.unit
-        lines = [f"<b>{chart.x_axis.label} {nearest:,.0f} {chart.x_axis.unit}</b>"]
-        for s in chart.series:
-            if nearest in s.x:
-                i = s.x.index(nearest)
-                ci = (
-                    f" [{s.lo[i]:,.1f}–{s.hi[i]:,.1f}]" if s.lo[i] is not None and s.hi[i] is not None else ""
-                )
-                lines.append(f"{s.variant}: {s.y[i]:,.1f}{ci} {unit}")
-        return "<br>".join(lines)
-    return None
+    """The read-out for the point (x, y) in ``plot``'s data coordinates, or None (nothing there): the
+    chart kind's (:mod:`workbench.gui.chartkinds`)."""
+    kind = kind_of(chart)
+    return kind.describe(chart, plot, x, y) if kind is not None else None

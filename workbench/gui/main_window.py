@@ -400,7 +400,7 @@ class MainWindow(QMainWindow):
         experiment_layout.addWidget(self.builder)
         from workbench.gui.chartview import ChartPanel
 
-        self.charts = ChartPanel()
+        self.charts = ChartPanel(export=self.export_actions.export_chart)
         self.results_split.insertWidget(0, self.charts)
         self.results_split.setStretchFactor(0, 3)
         self.results_split.setStretchFactor(1, 2)
@@ -604,10 +604,3 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(self.settings.geometry)
         if self.settings.window_state is not None:
             self.restoreState(self.settings.window_state)
-
-    # -- for the chart panel ----------------------------------------------------------------------
-
-    def export_chart(self, chart: Any, kind: str = "png", *, path: Path | None = None) -> Path | None:
-        """The chart panel's context menu (``chartview.ChartPanel``) exports through its window: this
-        hands it to :meth:`ExportActions.export_chart <workbench.gui.export_actions.ExportActions.export_chart>`."""
-        return self.export_actions.export_chart(chart, kind, path=path)

@@ -1,0 +1,92 @@
+"""The headline chart: prefill and decode time stacked per variant, grouped by workload."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+
+from workbench.charts.base import OKABE_ITO, Axis, lighten
+from workbench.charts.headline import HeadlineChart
+from workbench.gui.chartkinds.base import (
+    FOREGROUND,
+    WIDTH,
+    ChartKind,
+    add_text,
+    axis_label,
+    grouped_rows,
+    new_plot,
+    row_at,
+    text_colour_on,
+    time_unit,
+)
+from workbench.gui.chartkinds.numbers import milliseconds, number
+
+__all__ = ["HeadlineKind"]
+
+
+class HeadlineKind(ChartKind[HeadlineChart]):
+    data = (HeadlineChart,)
+    tab = "Headline"
+
+    def size(self, chart: HeadlineChart) -> tuple[int, int]:
+        rows = sum(len(g.bars) + 1 for g in chart.groups)
+        return WIDTH, 150 + 34 * rows
+
+    def build(self, widget: pg.GraphicsLayoutWidget, chart: HeadlineChart) -> None:
+        plot = new_plot(widget)
+        plot.showGrid(x=True, y=False, alpha=0.15)
+        longest_ms = max((b.total_ms for g in chart.groups for b in g.bars), default=1.0) or 1.0
+        div, unit = time_unit(longest_ms)
+        axis_label(plot, "bottom", Axis(chart.x_axis.label, unit))
+        longest = longest_ms / div
+        colours = chart.colours
+        groups = [
+            (g.workload + (f"  —  {g.label}" if g.label else ""), [b.variant for b in g.bars])
+            for g in chart.groups
+        ]
+        edge = pg.mkPen("#333333", width=0.8)
+        for group, ys in zip(chart.groups, grouped_rows(plot, groups), strict=True):
+            dark = [colours.get(b.variant, OKABE_ITO[-1]) for b in group.bars]
+            light = [lighten(c) for c in dark]
+            prefill = [b.prefill_ms / div for b in group.bars]
+            decode = [b.decode_ms / div for b in group.bars]
+            pens = [edge] * len(ys)
+            plot.addItem(
+                pg.BarGraphItem(
+                    x0=[0.0] * len(ys), y=ys, height=0.66, width=prefill, brushes=light, pens=pens
+                )
+            )
+            plot.addItem(
+                pg.BarGraphItem(x0=prefill, y=ys, height=0.66, width=decode, brushes=dark, pens=pens)
+            )
+            for bar, y, p, d, dc, lc in zip(group.bars, ys, prefill, decode, dark, light, strict=True):
+                # values on the bars: inside a segment when it is wide enough, the total after the bar
+                for x0, width, fill_colour in ((0.0, p, lc), (p, d, dc)):
+                    if width >= 0.09 * longest:
+                        add_text(
+                            plot, x0 + width / 2, y, number(width), text_colour_on(fill_colour), (0.5, 0.5)
+                        )
+                label = f"{number(p + d)} {unit} · prefill {bar.prefill_share:.0%}"
+                add_text(plot, p + d + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+        plot.setXRange(0, longest * 1.32, padding=0)
+        plot.setLimits(xMin=0)
+
+    def describe(self, chart: HeadlineChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
+        bars = [(g, b) for g in chart.groups for b in g.bars]
+        k = row_at(plot, y, 0.33)
+        if k is None or k >= len(bars) or not 0 <= x <= bars[k][1].total_ms:
+            return None
+        group, bar = bars[k]
+        part = "prefill" if x <= bar.prefill_ms else "decode"
+        lines = [
+            f"<b>{bar.variant}</b> on <b>{group.workload}</b> ({bar.n} trials, medians)",
+            ("<u>" if part == "prefill" else "")
+            + f"prefill (TTFT): {milliseconds(bar.prefill_ms)}"
+            + ("</u>" if part == "prefill" else ""),
+            ("<u>" if part == "decode" else "")
+            + f"decode (after the first token): {milliseconds(bar.decode_ms)}"
+            + ("</u>" if part == "decode" else ""),
+            f"total {milliseconds(bar.total_ms)}, prefill {bar.prefill_share:.0%}",
+        ]
+        if group.label:
+            lines.append(group.label)
+        return "<br>".join(lines)

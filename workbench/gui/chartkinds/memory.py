@@ -1,0 +1,64 @@
+"""Memory: each variant's weights and peak memory."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+
+from workbench.charts.base import OKABE_ITO, lighten
+from workbench.charts.memory import MemoryChart
+from workbench.gui.chartkinds.base import (
+    FOREGROUND,
+    WIDTH,
+    ChartKind,
+    add_text,
+    axis_label,
+    grouped_rows,
+    new_plot,
+    row_at,
+)
+
+__all__ = ["MemoryKind"]
+
+
+class MemoryKind(ChartKind[MemoryChart]):
+    """A bar per variant: light the weights, full the peak."""
+
+    data = (MemoryChart,)
+    tab = "Memory"
+
+    def size(self, chart: MemoryChart) -> tuple[int, int]:
+        return WIDTH, 170 + 40 * len(chart.bars)
+
+    def build(self, widget: pg.GraphicsLayoutWidget, chart: MemoryChart) -> None:
+        plot = new_plot(widget)
+        plot.showGrid(x=True, y=False, alpha=0.15)
+        axis_label(plot, "bottom", chart.x_axis)
+        colours = chart.colours
+        ys = grouped_rows(plot, [("", [b.variant for b in chart.bars])], gap=0)[0]
+        longest = max((b.peak_mb for b in chart.bars), default=1.0) or 1.0
+        edge = pg.mkPen("#333333", width=0.8)
+        for b, y in zip(chart.bars, ys, strict=True):
+            colour = colours.get(b.variant, OKABE_ITO[-1])
+            weights = min(b.weights_mb or 0.0, b.peak_mb)
+            plot.addItem(
+                pg.BarGraphItem(x0=[0], y=[y], height=0.62, width=[weights], brush=lighten(colour), pen=edge)
+            )
+            plot.addItem(
+                pg.BarGraphItem(
+                    x0=[weights], y=[y], height=0.62, width=[b.peak_mb - weights], brush=colour, pen=edge
+                )
+            )
+            label = f"peak {b.peak_mb:,.0f} MB" + (
+                f" · weights {b.weights_mb:,.0f} MB" if b.weights_mb else ""
+            )
+            add_text(plot, b.peak_mb + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+        plot.setXRange(0, longest * 1.45, padding=0)
+
+    def describe(self, chart: MemoryChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
+        k = row_at(plot, y, 0.31)
+        if k is None or k >= len(chart.bars) or not 0 <= x <= chart.bars[k].peak_mb:
+            return None
+        b = chart.bars[k]
+        kind = {"cuda_allocator_peak": "CUDA allocator peak", "process_rss_peak": "worker process RSS peak"}
+        weights = f"<br>weights {b.weights_mb:,.0f} MB" if b.weights_mb else ""
+        return f"<b>{b.variant}</b><br>peak {b.peak_mb:,.0f} MB ({kind.get(b.kind, b.kind)}){weights}"

@@ -1,0 +1,91 @@
+"""Sweeps: a metric against a length, or against a swept strategy parameter, with CI bands and a
+fitted line per series."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pyqtgraph as pg
+from PySide6 import QtCore
+
+from workbench.charts.base import OKABE_ITO, Chart
+from workbench.charts.sweeps import ParameterSweepChart, SweepChart
+from workbench.gui.chartkinds.base import ChartKind, axis_label, legend, line, new_plot, qcolour
+
+__all__ = ["ParameterSweepKind", "SweepKind"]
+
+
+class SweepKind(ChartKind[SweepChart]):
+    """TTFT against input length, decode tok/s against output length."""
+
+    data: ClassVar[tuple[type[Chart], ...]] = (SweepChart,)
+    tab: ClassVar[str | None] = "Sweeps"
+
+    def build(self, widget: pg.GraphicsLayoutWidget, chart: SweepChart) -> None:
+        plot = new_plot(widget)
+        plot.getViewBox().setMouseEnabled(x=True, y=True)
+        plot.showGrid(x=True, y=True, alpha=0.15)
+        axis_label(plot, "bottom", chart.x_axis)
+        axis_label(plot, "left", chart.y_axis)
+        colours = chart.colours
+        entries = []
+        top = 0.0
+        for s in chart.series:
+            colour = colours.get(s.variant, OKABE_ITO[-1])
+            lo = [v if v is not None else y for v, y in zip(s.lo, s.y, strict=True)]
+            hi = [v if v is not None else y for v, y in zip(s.hi, s.y, strict=True)]
+            top = max(top, *hi)
+            low = pg.PlotCurveItem(list(s.x), lo, pen=pg.mkPen(None), antialias=True)
+            high = pg.PlotCurveItem(list(s.x), hi, pen=pg.mkPen(None), antialias=True)
+            plot.addItem(low)
+            plot.addItem(high)
+            plot.addItem(pg.FillBetweenItem(low, high, brush=qcolour(colour, 60)))
+            line(
+                plot,
+                list(s.x),
+                list(s.y),
+                pen=pg.mkPen(colour, width=2),
+                symbol="o",
+                symbolSize=7,
+                symbolBrush=colour,
+                symbolPen=pg.mkPen(colour),
+            )
+            if s.slope is not None and s.intercept is not None:
+                x0, x1 = min(s.x), max(s.x)
+                line(
+                    plot,
+                    [x0, x1],
+                    [s.intercept + s.slope * x0, s.intercept + s.slope * x1],
+                    pen=pg.mkPen(colour, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
+                )
+            slope = f": fit {s.slope:+.3g} {chart.slope_unit}" if s.slope is not None else ""
+            entries.append((colour, f"{s.variant}{slope}"))
+        plot.setLimits(xMin=0)
+        plot.setYRange(0, top * 1.08 or 1, padding=0)
+        legend(widget, entries, per_line=2, marker="o")
+
+    def describe(self, chart: SweepChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
+        xs = sorted({v for s in chart.series for v in s.x})
+        if not xs:
+            return None
+        nearest = min(xs, key=lambda v: abs(v - x))
+        if abs(nearest - x) > 0.1 * (xs[-1] - xs[0] or nearest or 1):
+            return None
+        unit = chart.y_axis.unit
+        lines = [f"<b>{chart.x_axis.label} {nearest:,.0f} {chart.x_axis.unit}</b>"]
+        for s in chart.series:
+            if nearest in s.x:
+                i = s.x.index(nearest)
+                lo, hi = s.lo[i], s.hi[i]
+                ci = f" [{lo:,.1f}–{hi:,.1f}]" if lo is not None and hi is not None else ""
+                lines.append(f"{s.variant}: {s.y[i]:,.1f}{ci} {unit}")
+        return "<br>".join(lines)
+
+
+class ParameterSweepKind(SweepKind):
+    """A metric against a swept variant parameter, one line per workload: drawn like the length sweeps.
+    The window has no tab for it (the Sweeps tab holds the length sweeps); the report and the export
+    show it."""
+
+    data = (ParameterSweepChart,)
+    tab = None

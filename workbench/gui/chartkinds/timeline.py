@@ -1,0 +1,65 @@
+"""Per-token timelines: tokens against time for one representative prompt, one line per variant."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+
+from workbench.charts.base import OKABE_ITO, Axis
+from workbench.charts.timeline import TimelineChart
+from workbench.gui.chartkinds.base import ChartKind, axis_label, legend, line, new_plot, time_unit
+from workbench.gui.chartkinds.numbers import milliseconds, number
+
+__all__ = ["TimelineKind"]
+
+
+class TimelineKind(ChartKind[TimelineChart]):
+    data = (TimelineChart,)
+    tab = "Timeline"
+
+    def build(self, widget: pg.GraphicsLayoutWidget, chart: TimelineChart) -> None:
+        plot = new_plot(widget)
+        plot.getViewBox().setMouseEnabled(x=True, y=True)
+        plot.showGrid(x=True, y=True, alpha=0.15)
+        div, unit = time_unit(max((s.t_ms[-1] for s in chart.series), default=1.0))
+        axis_label(plot, "bottom", Axis(chart.x_axis.label, unit))
+        axis_label(plot, "left", chart.y_axis)
+        colours = chart.colours
+        entries = []
+        for s in chart.series:
+            # a step function: the count jumps when a step delivers its tokens
+            xs, ys = [s.t_ms[0] / div], [s.tokens[0]]
+            for t, n in zip(s.t_ms[1:], s.tokens[1:], strict=True):
+                xs += [t / div, t / div]
+                ys += [ys[-1], n]
+            colour = colours.get(s.variant, OKABE_ITO[-1])
+            line(plot, xs, ys, pen=pg.mkPen(colour, width=2.5))
+            if len(s.t_ms) > 1:  # the first token: where prefill ends
+                line(
+                    plot,
+                    [s.t_ms[1] / div],
+                    [s.tokens[1]],
+                    pen=None,
+                    symbol="o",
+                    symbolSize=8,
+                    symbolBrush=colour,
+                    symbolPen=pg.mkPen(colour),
+                )
+                entries.append(
+                    (
+                        colour,
+                        f"{s.variant}: first token {number(s.t_ms[1] / div)} {unit}, "
+                        f"done {number(s.t_ms[-1] / div)} {unit}",
+                    )
+                )
+        plot.setLimits(xMin=0, yMin=0)
+        legend(widget, entries, per_line=2, marker="o")
+
+    def describe(self, chart: TimelineChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
+        lines = []
+        for s in chart.series:
+            done = [n for t, n in zip(s.t_ms, s.tokens, strict=True) if t <= x]
+            if s.t_ms and x <= s.t_ms[-1] * 1.05:
+                lines.append(f"{s.variant}: {done[-1] if done else 0} tokens")
+        if not lines or x < 0:
+            return None
+        return f"<b>at {milliseconds(x)}</b> ({chart.workload}/{chart.prompt_id})<br>" + "<br>".join(lines)
