@@ -23,6 +23,11 @@ def pytest_addoption(parser):
         action="store_true",
         help="run the tests that start a real vLLM server (venv from scripts/vllm_venv.sh; see docs/ci.md)",
     )
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/golden/ from the current output (tests/test_golden.py) instead of comparing",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

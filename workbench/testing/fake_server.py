@@ -30,6 +30,7 @@ import threading
 import time
 import zlib
 from collections import defaultdict
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -499,11 +500,7 @@ class _Handler(BaseHTTPRequestHandler):
         deadline = t_arrival + (app.prefill_ms + app.prefill_ms_per_token * len(prompt_ids)) / 1000
         per_token = app.decode_ms_per_token / 1000
         sent = chunks = 0
-        first_at = last_at = None
-        gaps: list[float] = []
-        drafts = draft_tokens = accepted = 0
-        per_pos: dict[int, float] = defaultdict(float)
-        spec = app.tokens_per_chunk - 1
+        stream = _StreamCounts(speculative=app.tokens_per_chunk - 1)
         while sent < len(tokens):
             size = 1 if sent == 0 else app.tokens_per_chunk
             piece = tokens[sent : sent + size]
@@ -519,43 +516,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             _sleep_until(deadline)
             sent += len(piece)
-            if sent > len(piece) and spec > 0:
-                drafts += 1
-                draft_tokens += spec
-                accepted += len(piece) - 1
-                for pos in range(len(piece) - 1):
-                    per_pos[pos] += 1
-            now = time.perf_counter()
-            if first_at is None:
-                first_at = now
-            else:
-                gaps.append(now - last_at)  # type: ignore[operator]
-            last_at = now
+            now = stream.sent(piece, first=sent == len(piece))
             done = sent == len(tokens)
             if done:  # the server counts the request as finished before its last chunk leaves
-                e2e = now - t_arrival
-                app._record(
-                    request_success=1,
-                    prompt_tokens=len(prompt_ids),
-                    generation_tokens=len(tokens),
-                    time_to_first_token_seconds=first_at - t_arrival,
-                    inter_token_latency_seconds=gaps,
-                    e2e_request_latency_seconds=e2e,
-                    request_queue_time_seconds=0.0,
-                    request_prefill_time_seconds=first_at - t_arrival,
-                    request_decode_time_seconds=now - first_at,
-                    request_time_per_output_token_seconds=(now - first_at) / max(len(tokens) - 1, 1),
-                    **(
-                        {
-                            "spec_decode_num_drafts": drafts,
-                            "spec_decode_num_draft_tokens": draft_tokens,
-                            "spec_decode_num_accepted_tokens": accepted,
-                            "per_pos": per_pos,
-                        }
-                        if spec > 0
-                        else {}
-                    ),
-                )
+                app._record(**stream.metrics(len(prompt_ids), len(tokens), t_arrival, now))
             self._event(chunk(piece, sent, finish if done else None))
             chunks += 1
         if usage_wanted:
@@ -565,6 +529,62 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk("data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+@dataclass
+class _StreamCounts:
+    """What one stream's chunks add up to, for the server's /metrics when the request finishes: the
+    first chunk's time, the gaps between chunks, and (``speculative`` tokens drafted per chunk) the
+    drafts and how many of their tokens each chunk accepted."""
+
+    speculative: int
+    first_at: float | None = None
+    last_at: float | None = None
+    gaps: list[float] = field(default_factory=list)
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    per_pos: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+
+    def sent(self, piece: list[int], *, first: bool) -> float:
+        """A chunk of ``piece`` tokens left now (returned: the time)."""
+        if not first and self.speculative > 0:
+            self.drafts += 1
+            self.draft_tokens += self.speculative
+            self.accepted += len(piece) - 1
+            for pos in range(len(piece) - 1):
+                self.per_pos[pos] += 1
+        now = time.perf_counter()
+        if self.first_at is None:
+            self.first_at = now
+        elif self.last_at is not None:
+            self.gaps.append(now - self.last_at)
+        self.last_at = now
+        return now
+
+    def metrics(self, prompt_tokens: int, tokens: int, t_arrival: float, now: float) -> dict[str, Any]:
+        """The finished request's figures, as :meth:`FakeOpenAIServer._record` takes them."""
+        first_at = self.first_at if self.first_at is not None else now
+        out: dict[str, Any] = {
+            "request_success": 1,
+            "prompt_tokens": prompt_tokens,
+            "generation_tokens": tokens,
+            "time_to_first_token_seconds": first_at - t_arrival,
+            "inter_token_latency_seconds": self.gaps,
+            "e2e_request_latency_seconds": now - t_arrival,
+            "request_queue_time_seconds": 0.0,
+            "request_prefill_time_seconds": first_at - t_arrival,
+            "request_decode_time_seconds": now - first_at,
+            "request_time_per_output_token_seconds": (now - first_at) / max(tokens - 1, 1),
+        }
+        if self.speculative > 0:
+            out.update(
+                spec_decode_num_drafts=self.drafts,
+                spec_decode_num_draft_tokens=self.draft_tokens,
+                spec_decode_num_accepted_tokens=self.accepted,
+                per_pos=self.per_pos,
+            )
+        return out
 
 
 def _sleep_until(deadline: float) -> None:
