@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from workbench.core.literals import FinishReason, TimingScope, TrialStatus
 
@@ -162,9 +162,35 @@ _COLUMN_SET = frozenset(TRIAL_COLUMNS)
 # -- a run and its variants, as analysis reads them back ----------------------------------------------
 
 
+R = TypeVar("R", bound="_Row")
+
+
+class _Row:
+    """A row of ``table`` as a frozen dataclass whose fields are the table's columns, in its order."""
+
+    table: ClassVar[str]
+
+    @classmethod
+    def from_row(cls: type[R], row: Mapping[str, Any]) -> R:
+        """A record from a row of the table; a key that is no column is an error."""
+        unknown = set(row) - set(cls.columns())
+        if unknown:
+            raise TypeError(f"not columns of {cls.table}: {', '.join(sorted(unknown))}")
+        return cls(**row)
+
+    @classmethod
+    def columns(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    def to_row(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.columns()}
+
+
 @dataclass(frozen=True)
-class RunRecord:
+class RunRecord(_Row):
     """One ``runs`` row (the run's spec text and environment JSON included), as analysis reads it."""
+
+    table: ClassVar[str] = "runs"
 
     id: int
     name: str | None = None
@@ -183,19 +209,13 @@ class RunRecord:
     workers: str | None = None  # per-repetition | one
     error: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
-        """A record from a ``runs`` row; a key that is no column is an error."""
-        return cls(**_known(row, RUN_COLUMNS, "runs"))
-
-    def to_row(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in RUN_COLUMNS}
-
 
 @dataclass(frozen=True)
-class VariantRecord:
+class VariantRecord(_Row):
     """One ``variants`` row: what a variant was and how it loaded (``params``, ``model_shape``,
     ``server`` and ``packages`` are JSON text)."""
+
+    table: ClassVar[str] = "variants"
 
     id: int | None = None
     run_id: int | None = None
@@ -223,22 +243,7 @@ class VariantRecord:
     python: str | None = None
     packages: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> VariantRecord:
-        """A record from a ``variants`` row; a key that is no column is an error."""
-        return cls(**_known(row, VARIANT_COLUMNS, "variants"))
-
-    def to_row(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in VARIANT_COLUMNS}
-
-
-def _known(row: Mapping[str, Any], columns: tuple[str, ...], table: str) -> dict[str, Any]:
-    unknown = set(row) - set(columns)
-    if unknown:
-        raise TypeError(f"not columns of {table}: {', '.join(sorted(unknown))}")
-    return dict(row)
-
 
 #: the ``runs`` and ``variants`` tables' columns, in the tables' order
-RUN_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunRecord))
-VARIANT_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(VariantRecord))
+RUN_COLUMNS: tuple[str, ...] = RunRecord.columns()
+VARIANT_COLUMNS: tuple[str, ...] = VariantRecord.columns()
