@@ -34,17 +34,6 @@ import sys
 from typing import Any
 
 import harness
-from harness import (
-    add_db,
-    add_repetitions,
-    check_verdict,
-    names,
-    result_db,
-    run_spec,
-    summary,
-    variant_toml,
-    workload_toml,
-)
 
 WORKLOADS = ("chat", "summarise", "code")
 
@@ -94,16 +83,16 @@ NEEDS = {"llama-q4_1": "llama_cpp", "ort-int4": "onnxruntime_genai", "ort-int8":
 def build_spec(variants: list[str], *, reps: int, n: int, limit: int, k: int, threads: int) -> str:
     parts = [HEAD.format(reps=reps)]
     for name in variants:
-        parts.append(variant_toml(name, VARIANTS[name].format(k=k, threads=threads)))
+        parts.append(harness.variant_toml(name, VARIANTS[name].format(k=k, threads=threads)))
     for workload in WORKLOADS:
-        parts.append(workload_toml(workload, n, limit))
+        parts.append(harness.workload_toml(workload, n, limit))
     return "".join(parts)
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     """The arguments, and the variants to run: ``--variants`` with the baseline, less those whose
     runtime is not installed (printed)."""
-    parser = harness.parser(summary(__doc__), show_defaults=True)
+    parser = harness.parser(harness.summary(__doc__), show_defaults=True)
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS)
     )
@@ -112,15 +101,15 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--max-new-tokens", "-n", type=int, default=64)
     parser.add_argument("--limit", type=int, default=2, help="prompts per workload")
-    add_repetitions(parser, 2)
+    harness.add_repetitions(parser, 2)
     parser.add_argument("--num-draft-tokens", "-k", type=int, default=6)
     parser.add_argument(
         "--draft-threads", type=int, default=1, help="threads of the runtime drafts (0: the variant's)"
     )
-    add_db(parser)
+    harness.add_db(parser)
     args = parser.parse_args(argv)
 
-    wanted = names(args.variants)
+    wanted = harness.names(args.variants)
     unknown = [v for v in wanted if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
@@ -221,16 +210,16 @@ def main(argv: list[str] | None = None) -> int:
         k=args.num_draft_tokens,
         threads=args.draft_threads,
     )
-    db = result_db(args.db, "cross_draft.db")
+    db = harness.result_db(args.db, "cross_draft.db")
     store = Store(db)
-    result = run_spec(text, store)
+    result = harness.run_spec(text, store)
     trials = [t for t in store.trials(result.run_id)]
     print(
         f"\ndemo:smollm2-135m float32 target, greedy, {args.max_new_tokens} new tokens, {args.limit} prompt(s) per "
         f"workload, {args.repetitions} rounds, k = {args.num_draft_tokens}, draft threads {args.draft_threads}; db {db}\n"
     )
     ratios, same = table(trials, variants)
-    return check_verdict(checks(ratios, same, variants, args.demo_variant))
+    return harness.check_verdict(checks(ratios, same, variants, args.demo_variant))
 
 
 if __name__ == "__main__":

@@ -48,19 +48,6 @@ import sys
 from pathlib import Path
 
 import harness
-from harness import (
-    add_db,
-    add_repetitions,
-    add_report,
-    check_verdict,
-    median,
-    names,
-    result_db,
-    run_spec,
-    summary,
-    variant_toml,
-    workload_toml,
-)
 
 HEAD = """
 name = "benchmark: the speculative draft's prefill"
@@ -101,10 +88,10 @@ DEMO = [name for name, _, _ in SETS["demo"]]
 def build_spec(variants: list[str], sets: list[str], *, reps: int, limit: int) -> str:
     parts = [HEAD.format(reps=reps)]
     for name in variants:
-        parts.append(variant_toml(name, VARIANTS[name]))
+        parts.append(harness.variant_toml(name, VARIANTS[name]))
     for group in sets:
         for workload, prompts, n in SETS[group]:
-            parts.append(workload_toml(workload, n, prompts or limit))
+            parts.append(harness.workload_toml(workload, n, prompts or limit))
     return "".join(parts)
 
 
@@ -142,15 +129,15 @@ def report(db: Path, winner: str) -> int:
                 continue
             pairs = [(t, b) for t in ok if (b := base.get((t.round, t.workload, t.prompt_id)))]
             fig = {
-                "ttft": median([b.ttft_ms / t.ttft_ms for t, b in pairs if t.ttft_ms and b.ttft_ms]),
-                "decode": median(
+                "ttft": harness.median([b.ttft_ms / t.ttft_ms for t, b in pairs if t.ttft_ms and b.ttft_ms]),
+                "decode": harness.median(
                     [
                         t.decode_tokens_per_s / b.decode_tokens_per_s
                         for t, b in pairs
                         if t.decode_tokens_per_s and b.decode_tokens_per_s
                     ]
                 ),
-                "e2e": median([b.e2e_ms / t.e2e_ms for t, b in pairs if t.e2e_ms and b.e2e_ms]),
+                "e2e": harness.median([b.e2e_ms / t.e2e_ms for t, b in pairs if t.e2e_ms and b.e2e_ms]),
             }
             figures[(variant, workload)] = fig
             proposed = sum(t.draft_tokens_proposed or 0 for t in ok)
@@ -164,8 +151,8 @@ def report(db: Path, winner: str) -> int:
                 identical = f"{n_same}/{len(ts)}"
             print(
                 f"{workload:<11} {span:>11} {variant:<12} {fig['ttft']:>6.2f}x {fig['decode']:>7.2f}x "
-                f"{fig['e2e']:>5.2f}x {median([t.ttft_ms for t in ok if t.ttft_ms]):>8.0f} "
-                f"{median([t.e2e_ms for t in ok if t.e2e_ms]):>8.0f} {acceptance:>7} {identical:>5}"
+                f"{fig['e2e']:>5.2f}x {harness.median([t.ttft_ms for t in ok if t.ttft_ms]):>8.0f} "
+                f"{harness.median([t.e2e_ms for t in ok if t.e2e_ms]):>8.0f} {acceptance:>7} {identical:>5}"
             )
     checks = []
     ran = [w for w in DEMO if (winner, w) in figures]
@@ -178,26 +165,26 @@ def report(db: Path, winner: str) -> int:
         checks.append((f"{winner}: no demo workload in this run", False))
     mine = [ok for (variant, _), ok in same.items() if variant == winner]
     checks.append((f"{winner}: identical output on every workload", bool(mine) and all(mine)))
-    return check_verdict(checks)
+    return harness.check_verdict(checks)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.parser(summary(__doc__), show_defaults=True)
+    parser = harness.parser(harness.summary(__doc__), show_defaults=True)
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS)
     )
     parser.add_argument("--set", default="demo,long,accept", help="workload sets: " + ", ".join(SETS))
     parser.add_argument("--winner", default="from-target", help="the variant held to the done-when figures")
     parser.add_argument("--limit", type=int, default=3, help="prompts of abstractive / copy-edit")
-    add_repetitions(parser, 2)
-    add_db(parser)
-    add_report(parser, "print the tables of a kept database")
+    harness.add_repetitions(parser, 2)
+    harness.add_db(parser)
+    harness.add_report(parser, "print the tables of a kept database")
     args = parser.parse_args(argv)
     if args.report:
         return report(args.report, args.winner)
 
-    wanted = names(args.variants)
-    sets = names(args.set)
+    wanted = harness.names(args.variants)
+    sets = harness.names(args.set)
     unknown = [v for v in wanted if v not in VARIANTS] + [s for s in sets if s not in SETS]
     if unknown:
         parser.error(f"unknown variant(s) or set(s) {', '.join(unknown)}")
@@ -206,10 +193,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from workbench.store import Store
 
-    db = result_db(args.db, "draft_prefill.db")
+    db = harness.result_db(args.db, "draft_prefill.db")
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"before: {load}", file=sys.stderr)
-    run_spec(build_spec(wanted, sets, reps=args.repetitions, limit=args.limit), Store(db))
+    harness.run_spec(build_spec(wanted, sets, reps=args.repetitions, limit=args.limit), Store(db))
     print(
         f"load before: {load}\nload after:  {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}"
     )
