@@ -18,6 +18,7 @@ from workbench.gui.chartkinds.base import (
     line,
     new_plot,
 )
+from workbench.report.formatting import count, fixed, times
 
 __all__ = ["AcceptanceKind", "DraftPositionKind"]
 
@@ -52,9 +53,9 @@ class AcceptanceKind(ChartKind[AcceptanceChart]):
                 pen=pg.mkPen("#333333", width=0.8),
             )
             plot.addItem(bars)
-            entries.append((colour, f"{variant}: mean {mean:.2f} tokens per step" if mean else variant))
+            entries.append((colour, f"{variant}: mean {fixed(mean, 2)} tokens per step" if mean else variant))
             for x, share in zip(xs, shares.values(), strict=True):
-                add_text(plot, x, share, f"{share:.0f}", FOREGROUND, (0.5, 1.0), px=FONT_PX - 1)
+                add_text(plot, x, share, count(share), FOREGROUND, (0.5, 1.0), px=FONT_PX - 1)
                 top = max(top, share)
         plot.getAxis("bottom").setTicks([[(k, str(k)) for k in lengths], []])
         plot.setXRange(min(lengths, default=1) - 0.6, max(lengths, default=1) + 0.6, padding=0)
@@ -74,7 +75,9 @@ class AcceptanceKind(ChartKind[AcceptanceChart]):
         if share is None or not 0 <= y <= share * 1.05 + 1:
             return None
         steps = chart.counts[variants[i]][length]
-        return f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {share:.0f} % of steps ({steps})"
+        return (
+            f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {count(share)} % of steps ({steps})"
+        )
 
 
 #: a dash pattern per workload of the draft-position chart (the colour is the variant's)
@@ -117,12 +120,12 @@ class DraftPositionKind(ChartKind[DraftPositionChart]):
             )
             figures = []
             if s.acceptance is not None:
-                figures.append(f"accepted {s.acceptance:.0f} %")
+                figures.append(f"accepted {count(s.acceptance)} %")
             if s.needed is not None:
-                figures.append(f"needed {s.needed:.0f} %" if s.needed <= 100 else "needed > 100 %")
+                figures.append(f"needed {count(s.needed)} %" if s.needed <= 100 else "needed > 100 %")
             # decode and end to end: drafting can pay on decode and lose the whole request (its prefill)
             speedups = [
-                f"{label} {value:.2f}x"
+                f"{label} {times(value)}"
                 for label, value in (("decode", s.speedup_decode), ("e2e", s.speedup_e2e))
                 if value is not None
             ]
@@ -147,5 +150,7 @@ class DraftPositionKind(ChartKind[DraftPositionChart]):
         if not rows or abs(x - position) > 0.3 or not -5 <= y <= 105:
             return None
         lines = [f"<b>draft position {position}</b>"]
-        lines += [f"{s.variant} on {s.workload}: {rate:.0f} % accepted (of {n} steps)" for s, rate, n in rows]
+        lines += [
+            f"{s.variant} on {s.workload}: {count(rate)} % accepted (of {n} steps)" for s, rate, n in rows
+        ]
         return "<br>".join(lines)

@@ -18,7 +18,7 @@ from workbench.gui.chartkinds.base import (
     text_colour_on,
     time_unit,
 )
-from workbench.gui.chartkinds.numbers import milliseconds, number
+from workbench.report.formatting import chart_value, ms_text, percent
 
 __all__ = ["HeadlineKind"]
 
@@ -63,9 +63,14 @@ class HeadlineKind(ChartKind[HeadlineChart]):
                 for x0, width, fill_colour in ((0.0, p, lc), (p, d, dc)):
                     if width >= 0.09 * longest:
                         add_text(
-                            plot, x0 + width / 2, y, number(width), text_colour_on(fill_colour), (0.5, 0.5)
+                            plot,
+                            x0 + width / 2,
+                            y,
+                            chart_value(width),
+                            text_colour_on(fill_colour),
+                            (0.5, 0.5),
                         )
-                label = f"{number(p + d)} {unit} · prefill {bar.prefill_share:.0%}"
+                label = f"{chart_value(p + d)} {unit} · prefill {percent(bar.prefill_share)}"
                 add_text(plot, p + d + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
         plot.setXRange(0, longest * 1.32, padding=0)
         plot.setLimits(xMin=0)
@@ -80,12 +85,12 @@ class HeadlineKind(ChartKind[HeadlineChart]):
         lines = [
             f"<b>{bar.variant}</b> on <b>{group.workload}</b> ({bar.n} trials, medians)",
             ("<u>" if part == "prefill" else "")
-            + f"prefill (TTFT): {milliseconds(bar.prefill_ms)}"
+            + f"prefill (TTFT): {ms_text(bar.prefill_ms)}"
             + ("</u>" if part == "prefill" else ""),
             ("<u>" if part == "decode" else "")
-            + f"decode (after the first token): {milliseconds(bar.decode_ms)}"
+            + f"decode (after the first token): {ms_text(bar.decode_ms)}"
             + ("</u>" if part == "decode" else ""),
-            f"total {milliseconds(bar.total_ms)}, prefill {bar.prefill_share:.0%}",
+            f"total {ms_text(bar.total_ms)}, prefill {percent(bar.prefill_share)}",
         ]
         if group.label:
             lines.append(group.label)

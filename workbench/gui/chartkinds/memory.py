@@ -16,6 +16,7 @@ from workbench.gui.chartkinds.base import (
     new_plot,
     row_at,
 )
+from workbench.report.formatting import fmt
 
 __all__ = ["MemoryKind"]
 
@@ -48,8 +49,8 @@ class MemoryKind(ChartKind[MemoryChart]):
                     x0=[weights], y=[y], height=0.62, width=[b.peak_mb - weights], brush=colour, pen=edge
                 )
             )
-            label = f"peak {b.peak_mb:,.0f} MB" + (
-                f" · weights {b.weights_mb:,.0f} MB" if b.weights_mb else ""
+            label = f"peak {fmt(b.peak_mb, 0)} MB" + (
+                f" · weights {fmt(b.weights_mb, 0)} MB" if b.weights_mb else ""
             )
             add_text(plot, b.peak_mb + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
         plot.setXRange(0, longest * 1.45, padding=0)
@@ -60,5 +61,5 @@ class MemoryKind(ChartKind[MemoryChart]):
             return None
         b = chart.bars[k]
         kind = {"cuda_allocator_peak": "CUDA allocator peak", "process_rss_peak": "worker process RSS peak"}
-        weights = f"<br>weights {b.weights_mb:,.0f} MB" if b.weights_mb else ""
-        return f"<b>{b.variant}</b><br>peak {b.peak_mb:,.0f} MB ({kind.get(b.kind, b.kind)}){weights}"
+        weights = f"<br>weights {fmt(b.weights_mb, 0)} MB" if b.weights_mb else ""
+        return f"<b>{b.variant}</b><br>peak {fmt(b.peak_mb, 0)} MB ({kind.get(b.kind, b.kind)}){weights}"

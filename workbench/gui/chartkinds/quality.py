@@ -24,6 +24,7 @@ from workbench.gui.chartkinds.base import (
     line,
     new_plot,
 )
+from workbench.report.formatting import power_of_ten, times
 
 __all__ = ["QualityKind"]
 
@@ -80,7 +81,7 @@ def _panel(
         return float(np.log10(kld)) if kld > 0 else floor
 
     colours = chart.colours
-    ticks = [(floor, "0")] + [(float(e), f"1e{int(e)}") for e in np.arange(floor + 1, top + 1)]
+    ticks = [(floor, "0")] + [(float(e), power_of_ten(int(e))) for e in np.arange(floor + 1, top + 1)]
     plot = new_plot(widget, row=1, col=col)
     plot.getViewBox().setMouseEnabled(x=False, y=False)
     plot.showGrid(x=True, y=True, alpha=0.15)
@@ -134,6 +135,6 @@ def _panel(
             symbolBrush=colour if p.pareto else BACKGROUND,
         )
         if p.status == "scored":
-            add_text(plot, x + 0.08, p.speedup, f"{p.speedup:.2f}x", FOREGROUND, (0, 0.5), px=FONT_PX - 1)
+            add_text(plot, x + 0.08, p.speedup, times(p.speedup), FOREGROUND, (0, 0.5), px=FONT_PX - 1)
     plot.setXRange(floor - 0.5, top + 0.7, padding=0)
     plot.setYRange(0, max(highs) * 1.12, padding=0)

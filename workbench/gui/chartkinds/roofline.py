@@ -17,7 +17,7 @@ from workbench.gui.chartkinds.base import (
     new_plot,
     row_at,
 )
-from workbench.gui.chartkinds.numbers import number
+from workbench.report.formatting import chart_value, fmt, percent
 
 __all__ = ["RooflineKind"]
 
@@ -65,8 +65,8 @@ class RooflineKind(ChartKind[RooflineChart]):
                 )
                 end = max(r.limit_tokens_per_s, r.decode_tokens_per_s)
                 label = (
-                    f"{number(r.decode_tokens_per_s)} tok/s · {r.fraction:.0%} of the "
-                    f"{number(r.limit_tokens_per_s)} tok/s limit"
+                    f"{chart_value(r.decode_tokens_per_s)} tok/s · {percent(r.fraction)} of the "
+                    f"{chart_value(r.limit_tokens_per_s)} tok/s limit"
                 )
                 add_text(plot, end + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
         plot.setXRange(0, longest * 1.5, padding=0)
@@ -77,10 +77,10 @@ class RooflineKind(ChartKind[RooflineChart]):
         if k is None or k >= len(rows):
             return None
         r = rows[k]
-        fraction = f" = {r.fraction:.0%} of the limit" if r.fraction is not None else ""
-        limit = f"{r.limit_tokens_per_s:,.1f}" if r.limit_tokens_per_s else "–"
-        decode = f"{r.decode_tokens_per_s:,.1f}" if r.decode_tokens_per_s else "–"
-        bandwidth = f", {r.bandwidth_gbs:,.1f} GB/s" if r.bandwidth_gbs else ""
+        fraction = f" = {percent(r.fraction)} of the limit" if r.fraction is not None else ""
+        limit = fmt(r.limit_tokens_per_s, 1) if r.limit_tokens_per_s else "–"
+        decode = fmt(r.decode_tokens_per_s, 1) if r.decode_tokens_per_s else "–"
+        bandwidth = f", {fmt(r.bandwidth_gbs, 1)} GB/s" if r.bandwidth_gbs else ""
         return (
             f"<b>{r.variant}</b> on <b>{r.workload}</b><br>decode {decode} tok/s{fraction}<br>"
             f"memory-bandwidth limit {limit} tok/s{bandwidth}"

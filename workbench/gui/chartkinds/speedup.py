@@ -22,7 +22,7 @@ from workbench.gui.chartkinds.base import (
     new_plot,
     row_at,
 )
-from workbench.gui.chartkinds.numbers import ratio
+from workbench.report.formatting import interval_ratio, times
 
 __all__ = ["SpeedupKind"]
 
@@ -86,9 +86,9 @@ class SpeedupKind(ChartKind[SpeedupChart]):
                 )
                 if p.lo is not None and p.hi is not None:
                     verdict = ("faster" if p.value > 1 else "slower") if p.significant else "not significant"
-                    label = f"{p.value:.2f}x [{p.lo:.2f}–{p.hi:.2f}] · {verdict}"
+                    label = f"{interval_ratio(p.value, p.lo, p.hi)} · {verdict}"
                 else:  # one trial per prompt: no interval, so nothing is known to be faster or slower
-                    label = f"{p.value:.2f}x · no interval"
+                    label = f"{times(p.value)} · no interval"
                 end = max(p.hi if p.hi is not None else p.value, p.value)
                 add_text(plot, end + 0.02 * span, y, label, FOREGROUND, (0, 0.5))
                 if end + 0.02 * span < 1.0:
@@ -110,7 +110,7 @@ class SpeedupKind(ChartKind[SpeedupChart]):
         for q in chart.points:
             if q.variant == p.variant and q.workload == p.workload:
                 sig = "" if q.significant else " (not significant)" if q.lo is not None else ""
-                lines.append(f"{q.metric} speed-up: {ratio(q.value, q.lo, q.hi)}{sig}")
+                lines.append(f"{q.metric} speed-up: {interval_ratio(q.value, q.lo, q.hi)}{sig}")
         return "<br>".join(lines)
 
 

@@ -18,6 +18,7 @@ from workbench.gui.chartkinds.base import (
     new_plot,
     row_at,
 )
+from workbench.report.formatting import significant
 from workbench.spec.targets import TARGET_METRICS
 
 __all__ = ["TargetsKind"]
@@ -69,8 +70,9 @@ class TargetsKind(ChartKind[TargetsChart]):
         lines = [f"<b>{tb.variant}</b> on <b>{tb.workload}</b>: {tb.status}", tb.label]
         for metric, status, measured, target in tb.checks:
             label, unit, higher = TARGET_METRICS[metric]
-            value = "no data" if measured is None else f"{measured:,.4g} {unit}"
+            value = "no data" if measured is None else f"{significant(measured, 4, grouped=True)} {unit}"
             lines.append(
-                f"{label} p{tb.percentile:g}: {value} vs {'≥' if higher else '≤'} {target:,.4g} {unit} ({status})"
+                f"{label} p{significant(tb.percentile, 6)}: {value} vs {'≥' if higher else '≤'} "
+                f"{significant(target, 4, grouped=True)} {unit} ({status})"
             )
         return "<br>".join(lines)
