@@ -10,7 +10,7 @@ from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO, Chart
 from workbench.charts.sweeps import ParameterSweepChart, SweepChart
-from workbench.gui.chartkinds.base import ChartKind, axis_label, legend, line, new_plot, qcolour
+from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, qcolour
 from workbench.report.formatting import ci_suffix, fmt, significant
 
 __all__ = ["ParameterSweepKind", "SweepKind"]
@@ -23,11 +23,8 @@ class SweepKind(ChartKind[SweepChart]):
     tab: ClassVar[str | None] = "Sweeps"
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: SweepChart) -> None:
-        plot = new_plot(widget)
+        plot = new_plot(widget, grid=(True, True), bottom=chart.x_axis, left=chart.y_axis)
         plot.getViewBox().setMouseEnabled(x=True, y=True)
-        plot.showGrid(x=True, y=True, alpha=0.15)
-        axis_label(plot, "bottom", chart.x_axis)
-        axis_label(plot, "left", chart.y_axis)
         colours = chart.colours
         entries = []
         top = 0.0

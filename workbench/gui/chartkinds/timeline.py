@@ -6,7 +6,7 @@ import pyqtgraph as pg
 
 from workbench.charts.base import OKABE_ITO, Axis
 from workbench.charts.timeline import TimelineChart
-from workbench.gui.chartkinds.base import ChartKind, axis_label, legend, line, new_plot, time_unit
+from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, time_unit
 from workbench.report.formatting import chart_value, ms_text
 
 __all__ = ["TimelineKind"]
@@ -17,12 +17,9 @@ class TimelineKind(ChartKind[TimelineChart]):
     tab = "Timeline"
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: TimelineChart) -> None:
-        plot = new_plot(widget)
-        plot.getViewBox().setMouseEnabled(x=True, y=True)
-        plot.showGrid(x=True, y=True, alpha=0.15)
         div, unit = time_unit(max((s.t_ms[-1] for s in chart.series), default=1.0))
-        axis_label(plot, "bottom", Axis(chart.x_axis.label, unit))
-        axis_label(plot, "left", chart.y_axis)
+        plot = new_plot(widget, grid=(True, True), bottom=Axis(chart.x_axis.label, unit), left=chart.y_axis)
+        plot.getViewBox().setMouseEnabled(x=True, y=True)
         colours = chart.colours
         entries = []
         for s in chart.series:
