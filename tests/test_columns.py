@@ -13,7 +13,20 @@ from types import SimpleNamespace
 import pytest
 
 from workbench.report.columns import COLUMNS
-from workbench.report.formatting import num, percent, plus_minus, ratio, times, trials_text
+from workbench.report.formatting import (
+    chart_value,
+    ci_suffix,
+    interval_ratio,
+    ms_text,
+    num,
+    percent,
+    plus_minus,
+    power_of_ten,
+    ratio,
+    significant,
+    times,
+    trials_text,
+)
 from workbench.report.run_report import WIDE, main_table
 
 SAMPLE = Path(__file__).resolve().parent.parent / "resources" / "sample" / "demo.db"
@@ -49,6 +62,38 @@ def test_readable_numbers_and_ratios():
     assert trials_text(row) == "12 (1 failed) (2 disturbed, out)"
     row.disturbed_excluded = False
     assert trials_text(row) == "12 (1 failed) (2 disturbed)"
+
+
+def test_the_charts_numbers():
+    # on a bar or in a legend: no decimals from 100 (separated), one from 10, else two
+    assert [chart_value(v) for v in (1234.5, 100.0, 12.34, 9.996, 0.5)] == [
+        "1,234",
+        "100",
+        "12.3",
+        "10.00",
+        "0.50",
+    ]
+    # a time in a read-out: the main table's ms precision with the unit; – when unknown
+    assert (ms_text(12.34), ms_text(99.96), ms_text(1234.5), ms_text(None)) == (
+        "12.3 ms",
+        "100.0 ms",
+        "1,234 ms",
+        "–",
+    )
+    # a speed-up in a read-out: no significance mark (ratio's *), – when unknown
+    assert interval_ratio(1.62, 1.4, 1.851) == "1.62x [1.40–1.85]"
+    assert interval_ratio(0.5, None, 0.7) == "0.50x" and interval_ratio(None, 1.0, 2.0) == "–"
+    assert ci_suffix(0.9, 1.1) == " [0.90–1.10]" and ci_suffix(None, 1.1) == ""
+    assert ci_suffix(1234.56, 1301.0, 1, grouped=True) == " [1,234.6–1,301.0]"
+    # significant digits: signed (a fitted slope), grouped (a target), six (a percentile, as :g writes it)
+    assert significant(0.0123456) == "0.0123" and significant(0.0123456, signed=True) == "+0.0123"
+    assert significant(-0.0123456, signed=True) == "-0.0123"
+    assert (
+        significant(1500.0, 4, grouped=True) == "1,500"
+        and significant(123456.0, 4, grouped=True) == "1.235e+05"
+    )
+    assert significant(99.9, 6) == "99.9" and significant(90, 6) == "90"
+    assert power_of_ten(-3) == "1e-3" and power_of_ten(0) == "1e0"
 
 
 def test_a_column_has_a_short_and_a_long_label():

@@ -42,6 +42,7 @@ from workbench.gui.draft import SpecDraft, is_suggested_name, suggested_name, un
 from workbench.gui.forms import ModelSourceEdit, ParamForm, spin
 from workbench.gui.glossary import explain
 from workbench.gui.prompts import PromptsDialog
+from workbench.report.formatting import percent
 from workbench.spec.parse import DTYPES, WORKERS, Spec
 
 __all__ = ["ExperimentBuilder"]
@@ -470,7 +471,7 @@ class ExperimentBuilder(QWidget):
             p = self.predictions.get(name) if self.builtin_boxes[name].isChecked() else None
             text = f"<span style='color:{muted}'>{html.escape(_short(description))}</span>"
             if p is not None:
-                text += f"<br>predicted <b>{p.label}</b>, prefill ~{p.prefill_share:.0%}"
+                text += f"<br>predicted <b>{p.label}</b>, prefill ~{percent(p.prefill_share)}"
             text += f"<br>{html.escape(self._targets_line(name, spec))}"
             label.setText(text)
             label.setToolTip(description + (f"\n\n{prediction_text(p)}" if p else ""))
@@ -479,7 +480,7 @@ class ExperimentBuilder(QWidget):
             table = item.data(Qt.ItemDataRole.UserRole)
             p = self.predictions.get(table.get("name"))
             base = item.text().split(" → predicted")[0]
-            item.setText(base + (f" → predicted {p.label}, prefill ~{p.prefill_share:.0%}" if p else ""))
+            item.setText(base + (f" → predicted {p.label}, prefill ~{percent(p.prefill_share)}" if p else ""))
             workload = next((w for w in spec.workloads if w.name == table.get("name")), None)
             targets = workload.targets.describe() if workload is not None and workload.targets else "none"
             item.setToolTip((prediction_text(p) + "\n" if p else "") + f"targets: {targets}")

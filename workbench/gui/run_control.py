@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from PySide6.QtCore import QObject, SignalInstance
 from PySide6.QtWidgets import QApplication, QLabel, QProgressBar, QPushButton, QWidget
 
+from workbench.report.formatting import plus_minus
+
 if TYPE_CHECKING:
     from workbench.gui.builder import ExperimentBuilder
     from workbench.gui.history_actions import HistoryActions
@@ -162,8 +164,8 @@ class RunControl(QObject):
         if eta:
             parts.append(f"ETA {eta}")
         if info.ci_target is not None:  # repetitions = "auto": the interval narrowing, live
-            now = f"±{info.interval:.1%}" if info.interval is not None else "not yet known"
-            parts.append(f"widest CI {now} (target ±{info.ci_target:.0%})")
+            now = plus_minus(info.interval, 1) if info.interval is not None else "not yet known"
+            parts.append(f"widest CI {now} (target {plus_minus(info.ci_target, 0)})")
         if info.message:
             parts.append(info.message)
         w.progress_label.setText(" · ".join(parts))

@@ -3,9 +3,12 @@ the charts' read-outs show is written by one of these, so a number reads the sam
 and light (no numpy, no Qt).
 
 Plain numbers: :func:`fmt` (fixed digits), :func:`num` (a readable precision: 1,290 · 77.5 · 0.0484),
-:func:`ms` (a time in ms at the main table's precision). Ratios: :func:`times` (``1.23x``),
-:func:`ratio` (a speed-up with its CI). Shares: :func:`percent` (``38%``), :func:`plus_minus`
-(``±6.2%``), :func:`mde_text`. A summary's cells: :func:`trials_text` (n with the failed and disturbed
+:func:`significant` (``0.00375``, ``+0.012``), :func:`ms` (a time in ms at the main table's precision).
+Ratios: :func:`times` (``1.23x``), :func:`ratio` (a speed-up with its CI), :func:`ci_suffix` (an
+interval after its value). Shares: :func:`percent` (``38%``), :func:`plus_minus` (``±6.2%``),
+:func:`mde_text`. The charts' own: :func:`chart_value` (a value on a bar or in a legend),
+:func:`ms_text` (a time with its unit, ``12.3 ms``), :func:`interval_ratio` (a speed-up and its CI in
+a read-out), :func:`power_of_ten` (a log axis's tick). A summary's cells: :func:`trials_text` (n with the failed and disturbed
 trials), :func:`acceptance_text`, :func:`match_text`; quality: :func:`kld_text`. The columns these fill
 are defined once in :mod:`workbench.report.columns`.
 """
@@ -18,11 +21,14 @@ from typing import Any
 
 __all__ = [
     "acceptance_text",
+    "chart_value",
+    "ci_suffix",
     "count",
     "environment_lines",
     "fixed",
     "fmt",
     "host_environment",
+    "interval_ratio",
     "json_text",
     "kld_text",
     "libraries",
@@ -30,9 +36,11 @@ __all__ = [
     "match_text",
     "mde_text",
     "ms",
+    "ms_text",
     "num",
     "percent",
     "plus_minus",
+    "power_of_ten",
     "ratio",
     "seconds",
     "significant",
@@ -90,7 +98,7 @@ def tokens(value: float) -> str:
 
 
 def count(value: float) -> str:
-    """A median count without separators: ``48``."""
+    """A whole number without separators: a median count ``48``, a share already in percent ``31``."""
     return f"{value:.0f}"
 
 
@@ -99,9 +107,10 @@ def fixed(value: float, decimals: int) -> str:
     return f"{value:.{decimals}f}"
 
 
-def significant(value: float, digits: int = 3) -> str:
-    """``digits`` significant digits: a KLD ``0.00375``, a fitted slope."""
-    return f"{value:.{digits}g}"
+def significant(value: float, digits: int = 3, *, signed: bool = False, grouped: bool = False) -> str:
+    """``digits`` significant digits: a KLD ``0.00375``; ``signed``: with its sign, a fitted slope
+    ``+0.012``; ``grouped``: thousands separated, a target ``1,500``."""
+    return f"{value:{'+' if signed else ''}{',' if grouped else ''}.{digits}g}"
 
 
 def seconds(ms: float) -> str:
@@ -112,6 +121,27 @@ def seconds(ms: float) -> str:
 def ms(value: float | None) -> str:
     """A time in ms as the main table writes it: one decimal under 100 ms, none from 100 ms on."""
     return fmt(value, 1 if (value or 0) < 100 else 0)
+
+
+def ms_text(value: float | None) -> str:
+    """A time in ms with its unit, as a chart's read-out writes it: ``12.3 ms``, ``1,234 ms`` from
+    100 ms (:func:`ms`); ``–`` when unknown."""
+    return "–" if value is None else f"{ms(value)} ms"
+
+
+def chart_value(value: float) -> str:
+    """A value on a chart's bar or in its legend (ms, s, tok/s): no decimals from 100 (``1,234``), one
+    from 10 (``12.3``), else two (``1.23``)."""
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def power_of_ten(exponent: int) -> str:
+    """A tick of a log-scale axis: 10 to the ``exponent``, ``1e-3``."""
+    return f"1e{exponent}"
 
 
 # -- ratios and shares ----------------------------------------------------------------------------
@@ -127,13 +157,29 @@ def ratio(est: Any, *, interval: bool = True) -> str:
     when the CI excludes 1; without ``interval`` ``1.62x*``; ``""`` when unknown."""
     if est is None or est.value is None:
         return ""
-    text = f"{est.value:.2f}x"
+    text = times(est.value)
     if est.lo is not None and est.hi is not None:
         if interval:
-            text += f" [{est.lo:.2f}–{est.hi:.2f}]"
+            text += ci_suffix(est.lo, est.hi)
         if not est.lo <= 1.0 <= est.hi:
             text += "*"
     return text
+
+
+def interval_ratio(value: float | None, lo: float | None, hi: float | None) -> str:
+    """A speed-up with its interval, as a chart writes it (no mark for significance):
+    ``1.62x [1.40–1.85]``, ``1.62x`` without an interval; ``–`` when unknown."""
+    return "–" if value is None else times(value) + ci_suffix(lo, hi)
+
+
+def ci_suffix(lo: float | None, hi: float | None, digits: int = 2, *, grouped: bool = False) -> str:
+    """An interval to follow its value, with its leading space: `` [1.40–1.88]`` (``digits`` decimals;
+    ``grouped``: thousands separated, `` [1,234.5–1,301.0]``); ``""`` when either end is unknown."""
+    if lo is None or hi is None:
+        return ""
+    if grouped:
+        return f" [{fmt(lo, digits)}–{fmt(hi, digits)}]"
+    return f" [{fixed(lo, digits)}–{fixed(hi, digits)}]"
 
 
 def percent(value: float | None, digits: int = 0, *, signed: bool = False) -> str:

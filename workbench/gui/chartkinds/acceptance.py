@@ -8,31 +8,20 @@ from PySide6 import QtCore
 
 from workbench.charts.acceptance import AcceptanceChart, DraftPositionChart
 from workbench.charts.base import OKABE_ITO
-from workbench.gui.chartkinds.base import (
-    FONT_PX,
-    FOREGROUND,
-    ChartKind,
-    add_text,
-    axis_label,
-    legend,
-    line,
-    new_plot,
-)
+from workbench.gui.chartkinds import base as kb
+from workbench.report.formatting import count, fixed, times
 
 __all__ = ["AcceptanceKind", "DraftPositionKind"]
 
 
-class AcceptanceKind(ChartKind[AcceptanceChart]):
+class AcceptanceKind(kb.ChartKind[AcceptanceChart]):
     """Bars per variant: the share of verify steps that yielded 1, 2, … tokens."""
 
     data = (AcceptanceChart,)
     tab = "Acceptance"
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: AcceptanceChart) -> None:
-        plot = new_plot(widget)
-        plot.showGrid(x=False, y=True, alpha=0.15)
-        axis_label(plot, "bottom", chart.x_axis)
-        axis_label(plot, "left", chart.y_axis)
+        plot = kb.new_plot(widget, grid=(False, True), bottom=chart.x_axis, left=chart.y_axis)
         colours = chart.colours
         variants = list(chart.counts)
         entries = []
@@ -52,14 +41,14 @@ class AcceptanceKind(ChartKind[AcceptanceChart]):
                 pen=pg.mkPen("#333333", width=0.8),
             )
             plot.addItem(bars)
-            entries.append((colour, f"{variant}: mean {mean:.2f} tokens per step" if mean else variant))
+            entries.append((colour, f"{variant}: mean {fixed(mean, 2)} tokens per step" if mean else variant))
             for x, share in zip(xs, shares.values(), strict=True):
-                add_text(plot, x, share, f"{share:.0f}", FOREGROUND, (0.5, 1.0), px=FONT_PX - 1)
+                kb.add_text(plot, x, share, count(share), kb.FOREGROUND, (0.5, 1.0), px=kb.FONT_PX - 1)
                 top = max(top, share)
         plot.getAxis("bottom").setTicks([[(k, str(k)) for k in lengths], []])
         plot.setXRange(min(lengths, default=1) - 0.6, max(lengths, default=1) + 0.6, padding=0)
         plot.setYRange(0, top * 1.12 or 1, padding=0)
-        legend(widget, entries, per_line=3)
+        kb.legend(widget, entries, per_line=3)
 
     def describe(self, chart: AcceptanceChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
         variants = list(chart.counts)
@@ -74,7 +63,9 @@ class AcceptanceKind(ChartKind[AcceptanceChart]):
         if share is None or not 0 <= y <= share * 1.05 + 1:
             return None
         steps = chart.counts[variants[i]][length]
-        return f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {share:.0f} % of steps ({steps})"
+        return (
+            f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {count(share)} % of steps ({steps})"
+        )
 
 
 #: a dash pattern per workload of the draft-position chart (the colour is the variant's)
@@ -88,24 +79,21 @@ _DASHES = (
 _SYMBOLS = ("o", "s", "t", "d", "+")
 
 
-class DraftPositionKind(ChartKind[DraftPositionChart]):
+class DraftPositionKind(kb.ChartKind[DraftPositionChart]):
     """A line per speculative variant × workload: the acceptance at each draft position."""
 
     data = (DraftPositionChart,)
     tab = "Acceptance"
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: DraftPositionChart) -> None:
-        plot = new_plot(widget)
-        plot.showGrid(x=False, y=True, alpha=0.15)
-        axis_label(plot, "bottom", chart.x_axis)
-        axis_label(plot, "left", chart.y_axis)
+        plot = kb.new_plot(widget, grid=(False, True), bottom=chart.x_axis, left=chart.y_axis)
         colours = chart.colours
         style = {w: i % len(_DASHES) for i, w in enumerate(chart.workloads)}
         entries = []
         for s in chart.series:
             colour = colours.get(s.variant, OKABE_ITO[-1])
             i = style.get(s.workload, 0)
-            line(
+            kb.line(
                 plot,
                 list(s.positions),
                 list(s.rates),
@@ -117,12 +105,12 @@ class DraftPositionKind(ChartKind[DraftPositionChart]):
             )
             figures = []
             if s.acceptance is not None:
-                figures.append(f"accepted {s.acceptance:.0f} %")
+                figures.append(f"accepted {count(s.acceptance)} %")
             if s.needed is not None:
-                figures.append(f"needed {s.needed:.0f} %" if s.needed <= 100 else "needed > 100 %")
+                figures.append(f"needed {count(s.needed)} %" if s.needed <= 100 else "needed > 100 %")
             # decode and end to end: drafting can pay on decode and lose the whole request (its prefill)
             speedups = [
-                f"{label} {value:.2f}x"
+                f"{label} {times(value)}"
                 for label, value in (("decode", s.speedup_decode), ("e2e", s.speedup_e2e))
                 if value is not None
             ]
@@ -135,7 +123,7 @@ class DraftPositionKind(ChartKind[DraftPositionChart]):
         plot.getAxis("bottom").setTicks([[(k, str(k)) for k in range(1, longest + 1)], []])
         plot.setXRange(0.6, longest + 0.4, padding=0)
         plot.setYRange(0, 105, padding=0)
-        legend(widget, entries, per_line=2)  # each entry with its workload's marker
+        kb.legend(widget, entries, per_line=2)  # each entry with its workload's marker
 
     def describe(self, chart: DraftPositionChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
         position = round(x)
@@ -147,5 +135,7 @@ class DraftPositionKind(ChartKind[DraftPositionChart]):
         if not rows or abs(x - position) > 0.3 or not -5 <= y <= 105:
             return None
         lines = [f"<b>draft position {position}</b>"]
-        lines += [f"{s.variant} on {s.workload}: {rate:.0f} % accepted (of {n} steps)" for s, rate, n in rows]
+        lines += [
+            f"{s.variant} on {s.workload}: {count(rate)} % accepted (of {n} steps)" for s, rate, n in rows
+        ]
         return "<br>".join(lines)

@@ -114,8 +114,17 @@ def time_unit(longest_ms: float) -> tuple[float, str]:
 # -- drawing -------------------------------------------------------------------------------------------
 
 
-def new_plot(widget: pg.GraphicsLayoutWidget, row: int | None = None, col: int | None = None) -> pg.PlotItem:
-    """A plot panel in the chart's style: no menu or buttons, horizontal panning only, no SI prefixes."""
+def new_plot(
+    widget: pg.GraphicsLayoutWidget,
+    row: int | None = None,
+    col: int | None = None,
+    *,
+    grid: tuple[bool, bool] | None = None,
+    bottom: Axis | None = None,
+    left: Axis | None = None,
+) -> pg.PlotItem:
+    """A plot panel in the chart's style: no menu or buttons, horizontal panning only, no SI prefixes;
+    ``grid``: (x, y) grid lines; ``bottom``, ``left``: the axes' titles."""
     plot = widget.addPlot(row=row, col=col)
     plot.setMenuEnabled(False)
     plot.hideButtons()
@@ -126,6 +135,12 @@ def new_plot(widget: pg.GraphicsLayoutWidget, row: int | None = None, col: int |
         axis.setTextPen(pg.mkPen(FOREGROUND))
         axis.setTickFont(font(FONT_PX))
         axis.enableAutoSIPrefix(False)
+    if grid is not None:
+        plot.showGrid(x=grid[0], y=grid[1], alpha=0.15)
+    if bottom is not None:
+        axis_label(plot, "bottom", bottom)
+    if left is not None:
+        axis_label(plot, "left", left)
     return plot
 
 

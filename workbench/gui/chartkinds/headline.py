@@ -6,37 +6,24 @@ import pyqtgraph as pg
 
 from workbench.charts.base import OKABE_ITO, Axis, lighten
 from workbench.charts.headline import HeadlineChart
-from workbench.gui.chartkinds.base import (
-    FOREGROUND,
-    WIDTH,
-    ChartKind,
-    add_text,
-    axis_label,
-    grouped_rows,
-    new_plot,
-    row_at,
-    text_colour_on,
-    time_unit,
-)
-from workbench.gui.chartkinds.numbers import milliseconds, number
+from workbench.gui.chartkinds import base as kb
+from workbench.report.formatting import chart_value, ms_text, percent
 
 __all__ = ["HeadlineKind"]
 
 
-class HeadlineKind(ChartKind[HeadlineChart]):
+class HeadlineKind(kb.ChartKind[HeadlineChart]):
     data = (HeadlineChart,)
     tab = "Headline"
 
     def size(self, chart: HeadlineChart) -> tuple[int, int]:
         rows = sum(len(g.bars) + 1 for g in chart.groups)
-        return WIDTH, 150 + 34 * rows
+        return kb.WIDTH, 150 + 34 * rows
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: HeadlineChart) -> None:
-        plot = new_plot(widget)
-        plot.showGrid(x=True, y=False, alpha=0.15)
         longest_ms = max((b.total_ms for g in chart.groups for b in g.bars), default=1.0) or 1.0
-        div, unit = time_unit(longest_ms)
-        axis_label(plot, "bottom", Axis(chart.x_axis.label, unit))
+        div, unit = kb.time_unit(longest_ms)
+        plot = kb.new_plot(widget, grid=(True, False), bottom=Axis(chart.x_axis.label, unit))
         longest = longest_ms / div
         colours = chart.colours
         groups = [
@@ -44,7 +31,7 @@ class HeadlineKind(ChartKind[HeadlineChart]):
             for g in chart.groups
         ]
         edge = pg.mkPen("#333333", width=0.8)
-        for group, ys in zip(chart.groups, grouped_rows(plot, groups), strict=True):
+        for group, ys in zip(chart.groups, kb.grouped_rows(plot, groups), strict=True):
             dark = [colours.get(b.variant, OKABE_ITO[-1]) for b in group.bars]
             light = [lighten(c) for c in dark]
             prefill = [b.prefill_ms / div for b in group.bars]
@@ -62,17 +49,22 @@ class HeadlineKind(ChartKind[HeadlineChart]):
                 # values on the bars: inside a segment when it is wide enough, the total after the bar
                 for x0, width, fill_colour in ((0.0, p, lc), (p, d, dc)):
                     if width >= 0.09 * longest:
-                        add_text(
-                            plot, x0 + width / 2, y, number(width), text_colour_on(fill_colour), (0.5, 0.5)
+                        kb.add_text(
+                            plot,
+                            x0 + width / 2,
+                            y,
+                            chart_value(width),
+                            kb.text_colour_on(fill_colour),
+                            (0.5, 0.5),
                         )
-                label = f"{number(p + d)} {unit} · prefill {bar.prefill_share:.0%}"
-                add_text(plot, p + d + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+                label = f"{chart_value(p + d)} {unit} · prefill {percent(bar.prefill_share)}"
+                kb.add_text(plot, p + d + 0.01 * longest, y, label, kb.FOREGROUND, (0, 0.5))
         plot.setXRange(0, longest * 1.32, padding=0)
         plot.setLimits(xMin=0)
 
     def describe(self, chart: HeadlineChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
         bars = [(g, b) for g in chart.groups for b in g.bars]
-        k = row_at(plot, y, 0.33)
+        k = kb.row_at(plot, y, 0.33)
         if k is None or k >= len(bars) or not 0 <= x <= bars[k][1].total_ms:
             return None
         group, bar = bars[k]
@@ -80,12 +72,12 @@ class HeadlineKind(ChartKind[HeadlineChart]):
         lines = [
             f"<b>{bar.variant}</b> on <b>{group.workload}</b> ({bar.n} trials, medians)",
             ("<u>" if part == "prefill" else "")
-            + f"prefill (TTFT): {milliseconds(bar.prefill_ms)}"
+            + f"prefill (TTFT): {ms_text(bar.prefill_ms)}"
             + ("</u>" if part == "prefill" else ""),
             ("<u>" if part == "decode" else "")
-            + f"decode (after the first token): {milliseconds(bar.decode_ms)}"
+            + f"decode (after the first token): {ms_text(bar.decode_ms)}"
             + ("</u>" if part == "decode" else ""),
-            f"total {milliseconds(bar.total_ms)}, prefill {bar.prefill_share:.0%}",
+            f"total {ms_text(bar.total_ms)}, prefill {percent(bar.prefill_share)}",
         ]
         if group.label:
             lines.append(group.label)

@@ -6,35 +6,25 @@ import pyqtgraph as pg
 
 from workbench.charts.base import OKABE_ITO, lighten
 from workbench.charts.memory import MemoryChart
-from workbench.gui.chartkinds.base import (
-    FOREGROUND,
-    WIDTH,
-    ChartKind,
-    add_text,
-    axis_label,
-    grouped_rows,
-    new_plot,
-    row_at,
-)
+from workbench.gui.chartkinds import base as kb
+from workbench.report.formatting import fmt
 
 __all__ = ["MemoryKind"]
 
 
-class MemoryKind(ChartKind[MemoryChart]):
+class MemoryKind(kb.ChartKind[MemoryChart]):
     """A bar per variant: light the weights, full the peak."""
 
     data = (MemoryChart,)
     tab = "Memory"
 
     def size(self, chart: MemoryChart) -> tuple[int, int]:
-        return WIDTH, 170 + 40 * len(chart.bars)
+        return kb.WIDTH, 170 + 40 * len(chart.bars)
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: MemoryChart) -> None:
-        plot = new_plot(widget)
-        plot.showGrid(x=True, y=False, alpha=0.15)
-        axis_label(plot, "bottom", chart.x_axis)
+        plot = kb.new_plot(widget, grid=(True, False), bottom=chart.x_axis)
         colours = chart.colours
-        ys = grouped_rows(plot, [("", [b.variant for b in chart.bars])], gap=0)[0]
+        ys = kb.grouped_rows(plot, [("", [b.variant for b in chart.bars])], gap=0)[0]
         longest = max((b.peak_mb for b in chart.bars), default=1.0) or 1.0
         edge = pg.mkPen("#333333", width=0.8)
         for b, y in zip(chart.bars, ys, strict=True):
@@ -48,17 +38,17 @@ class MemoryKind(ChartKind[MemoryChart]):
                     x0=[weights], y=[y], height=0.62, width=[b.peak_mb - weights], brush=colour, pen=edge
                 )
             )
-            label = f"peak {b.peak_mb:,.0f} MB" + (
-                f" · weights {b.weights_mb:,.0f} MB" if b.weights_mb else ""
+            label = f"peak {fmt(b.peak_mb, 0)} MB" + (
+                f" · weights {fmt(b.weights_mb, 0)} MB" if b.weights_mb else ""
             )
-            add_text(plot, b.peak_mb + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+            kb.add_text(plot, b.peak_mb + 0.01 * longest, y, label, kb.FOREGROUND, (0, 0.5))
         plot.setXRange(0, longest * 1.45, padding=0)
 
     def describe(self, chart: MemoryChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
-        k = row_at(plot, y, 0.31)
+        k = kb.row_at(plot, y, 0.31)
         if k is None or k >= len(chart.bars) or not 0 <= x <= chart.bars[k].peak_mb:
             return None
         b = chart.bars[k]
         kind = {"cuda_allocator_peak": "CUDA allocator peak", "process_rss_peak": "worker process RSS peak"}
-        weights = f"<br>weights {b.weights_mb:,.0f} MB" if b.weights_mb else ""
-        return f"<b>{b.variant}</b><br>peak {b.peak_mb:,.0f} MB ({kind.get(b.kind, b.kind)}){weights}"
+        weights = f"<br>weights {fmt(b.weights_mb, 0)} MB" if b.weights_mb else ""
+        return f"<b>{b.variant}</b><br>peak {fmt(b.peak_mb, 0)} MB ({kind.get(b.kind, b.kind)}){weights}"

@@ -11,26 +11,15 @@ from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO, Axis
 from workbench.charts.quality import QualityChart
-from workbench.gui.chartkinds.base import (
-    BACKGROUND,
-    FONT_PX,
-    FOREGROUND,
-    GLYPHS,
-    LABEL_PX,
-    WIDTH,
-    ChartKind,
-    add_text,
-    axis_label,
-    line,
-    new_plot,
-)
+from workbench.gui.chartkinds import base as kb
+from workbench.report.formatting import power_of_ten, times
 
 __all__ = ["QualityKind"]
 
 _WORKLOAD_SYMBOLS = ("o", "s", "t", "d", "star", "p", "h")
 
 
-class QualityKind(ChartKind[QualityChart]):
+class QualityKind(kb.ChartKind[QualityChart]):
     """Two panels (e2e, decode): speed-up against log10 KLD; KLD 0 (the baseline, lossless variants)
     on a column at the left edge. Marker shape = workload, colour = variant; the Pareto front of each
     workload filled and joined by a dashed line. No read-out: the points carry their speed-ups."""
@@ -39,7 +28,7 @@ class QualityKind(ChartKind[QualityChart]):
     tab = "Quality"
 
     def size(self, chart: QualityChart) -> tuple[int, int]:
-        return WIDTH, 560
+        return kb.WIDTH, 560
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: QualityChart) -> None:
         scored = [p.kld for p in chart.points if p.kld > 0]
@@ -50,17 +39,17 @@ class QualityKind(ChartKind[QualityChart]):
             _panel(widget, chart, col, metric, (floor, top), symbols)
         # a colour bar per variant, not a marker: the marker's shape is the workload
         variants = [
-            f'<span style="color:{chart.colours.get(v, OKABE_ITO[-1])}">{GLYPHS["line"]}</span>&nbsp;{html.escape(v)}'
+            f'<span style="color:{chart.colours.get(v, OKABE_ITO[-1])}">{kb.GLYPHS["line"]}</span>&nbsp;{html.escape(v)}'
             for v in dict.fromkeys(p.variant for p in chart.points)
         ]
-        workloads = [f"{GLYPHS[symbols[w]]}&nbsp;{html.escape(w)}" for w in chart.workloads]
+        workloads = [f"{kb.GLYPHS[symbols[w]]}&nbsp;{html.escape(w)}" for w in chart.workloads]
         gap = "&nbsp;&nbsp;&nbsp;&nbsp;"
         widget.nextRow()
         widget.addLabel(
             f"variant: {gap.join(variants)}<br>workload (marker): {gap.join(workloads)}",
             colspan=2,
-            size=f"{FONT_PX + 1}px",
-            color=FOREGROUND,
+            size=f"{kb.FONT_PX + 1}px",
+            color=kb.FOREGROUND,
         )
 
 
@@ -80,13 +69,17 @@ def _panel(
         return float(np.log10(kld)) if kld > 0 else floor
 
     colours = chart.colours
-    ticks = [(floor, "0")] + [(float(e), f"1e{int(e)}") for e in np.arange(floor + 1, top + 1)]
-    plot = new_plot(widget, row=1, col=col)
+    ticks = [(floor, "0")] + [(float(e), power_of_ten(int(e))) for e in np.arange(floor + 1, top + 1)]
+    plot = kb.new_plot(
+        widget,
+        row=1,
+        col=col,
+        grid=(True, True),
+        bottom=chart.x_axis if col == 0 else Axis("KLD (log scale)"),
+        left=Axis(f"{metric} speed-up (> 1 is faster)"),
+    )
     plot.getViewBox().setMouseEnabled(x=False, y=False)
-    plot.showGrid(x=True, y=True, alpha=0.15)
-    axis_label(plot, "bottom", chart.x_axis if col == 0 else Axis("KLD (log scale)"))
-    axis_label(plot, "left", Axis(f"{metric} speed-up (> 1 is faster)"))
-    plot.setTitle(f"{metric} speed-up vs KLD", size=f"{LABEL_PX}px", color=FOREGROUND)
+    plot.setTitle(f"{metric} speed-up vs KLD", size=f"{kb.LABEL_PX}px", color=kb.FOREGROUND)
     plot.getAxis("bottom").setTicks([ticks, []])
     dash = pg.mkPen("#555555", width=1.0, style=QtCore.Qt.PenStyle.DashLine)
     plot.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=dash))
@@ -94,7 +87,7 @@ def _panel(
     for workload in chart.workloads:
         front = sorted((p for p in points if p.workload == workload and p.pareto), key=lambda p: p.kld)
         if len(front) > 1:
-            line(plot, [x_of(p.kld) for p in front], [p.speedup for p in front], pen=dash)
+            kb.line(plot, [x_of(p.kld) for p in front], [p.speedup for p in front], pen=dash)
     highs = [1.0]
     for p in points:
         colour = colours.get(p.variant, OKABE_ITO[-1])
@@ -123,7 +116,7 @@ def _panel(
                 )
             )
         highs.append(p.speedup)
-        line(
+        kb.line(
             plot,
             [x],
             [p.speedup],
@@ -131,9 +124,11 @@ def _panel(
             symbol=symbols[p.workload],
             symbolSize=12,
             symbolPen=pg.mkPen(colour, width=2),
-            symbolBrush=colour if p.pareto else BACKGROUND,
+            symbolBrush=colour if p.pareto else kb.BACKGROUND,
         )
         if p.status == "scored":
-            add_text(plot, x + 0.08, p.speedup, f"{p.speedup:.2f}x", FOREGROUND, (0, 0.5), px=FONT_PX - 1)
+            kb.add_text(
+                plot, x + 0.08, p.speedup, times(p.speedup), kb.FOREGROUND, (0, 0.5), px=kb.FONT_PX - 1
+            )
     plot.setXRange(floor - 0.5, top + 0.7, padding=0)
     plot.setYRange(0, max(highs) * 1.12, padding=0)

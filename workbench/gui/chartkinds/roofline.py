@@ -7,40 +7,29 @@ from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO
 from workbench.charts.roofline import RooflineChart
-from workbench.gui.chartkinds.base import (
-    FOREGROUND,
-    WIDTH,
-    ChartKind,
-    add_text,
-    axis_label,
-    grouped_rows,
-    new_plot,
-    row_at,
-)
-from workbench.gui.chartkinds.numbers import number
+from workbench.gui.chartkinds import base as kb
+from workbench.report.formatting import chart_value, fmt, percent
 
 __all__ = ["RooflineKind"]
 
 
-class RooflineKind(ChartKind[RooflineChart]):
+class RooflineKind(kb.ChartKind[RooflineChart]):
     """A bar per variant × workload (its decode tok/s) in a dashed outline (the bandwidth limit)."""
 
     data = (RooflineChart,)
     tab = "Memory"
 
     def size(self, chart: RooflineChart) -> tuple[int, int]:
-        return WIDTH, 150 + 34 * (len(chart.rows_) + len(chart.workloads))
+        return kb.WIDTH, 150 + 34 * (len(chart.rows_) + len(chart.workloads))
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: RooflineChart) -> None:
-        plot = new_plot(widget)
-        plot.showGrid(x=True, y=False, alpha=0.15)
-        axis_label(plot, "bottom", chart.x_axis)
+        plot = kb.new_plot(widget, grid=(True, False), bottom=chart.x_axis)
         colours = chart.colours
         groups = [(w, [r.variant for r in chart.rows_ if r.workload == w]) for w in chart.workloads]
         longest = (
             max((max(r.limit_tokens_per_s, r.decode_tokens_per_s) for r in chart.rows_), default=1.0) or 1.0
         )
-        for (workload, _), ys in zip(groups, grouped_rows(plot, groups), strict=True):
+        for (workload, _), ys in zip(groups, kb.grouped_rows(plot, groups), strict=True):
             for r, y in zip([r for r in chart.rows_ if r.workload == workload], ys, strict=True):
                 colour = colours.get(r.variant, OKABE_ITO[-1])
                 plot.addItem(
@@ -65,22 +54,22 @@ class RooflineKind(ChartKind[RooflineChart]):
                 )
                 end = max(r.limit_tokens_per_s, r.decode_tokens_per_s)
                 label = (
-                    f"{number(r.decode_tokens_per_s)} tok/s · {r.fraction:.0%} of the "
-                    f"{number(r.limit_tokens_per_s)} tok/s limit"
+                    f"{chart_value(r.decode_tokens_per_s)} tok/s · {percent(r.fraction)} of the "
+                    f"{chart_value(r.limit_tokens_per_s)} tok/s limit"
                 )
-                add_text(plot, end + 0.01 * longest, y, label, FOREGROUND, (0, 0.5))
+                kb.add_text(plot, end + 0.01 * longest, y, label, kb.FOREGROUND, (0, 0.5))
         plot.setXRange(0, longest * 1.5, padding=0)
 
     def describe(self, chart: RooflineChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
         rows = [r for w in chart.workloads for r in chart.rows_ if r.workload == w]
-        k = row_at(plot, y, 0.4)
+        k = kb.row_at(plot, y, 0.4)
         if k is None or k >= len(rows):
             return None
         r = rows[k]
-        fraction = f" = {r.fraction:.0%} of the limit" if r.fraction is not None else ""
-        limit = f"{r.limit_tokens_per_s:,.1f}" if r.limit_tokens_per_s else "–"
-        decode = f"{r.decode_tokens_per_s:,.1f}" if r.decode_tokens_per_s else "–"
-        bandwidth = f", {r.bandwidth_gbs:,.1f} GB/s" if r.bandwidth_gbs else ""
+        fraction = f" = {percent(r.fraction)} of the limit" if r.fraction is not None else ""
+        limit = fmt(r.limit_tokens_per_s, 1) if r.limit_tokens_per_s else "–"
+        decode = fmt(r.decode_tokens_per_s, 1) if r.decode_tokens_per_s else "–"
+        bandwidth = f", {fmt(r.bandwidth_gbs, 1)} GB/s" if r.bandwidth_gbs else ""
         return (
             f"<b>{r.variant}</b> on <b>{r.workload}</b><br>decode {decode} tok/s{fraction}<br>"
             f"memory-bandwidth limit {limit} tok/s{bandwidth}"

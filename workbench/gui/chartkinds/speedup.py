@@ -10,24 +10,13 @@ from PySide6 import QtCore
 from workbench.charts.base import OKABE_ITO
 from workbench.charts.before_after import BeforeAfterChart
 from workbench.charts.speedup import SpeedupChart
-from workbench.gui.chartkinds.base import (
-    BACKGROUND,
-    FOREGROUND,
-    WIDTH,
-    ChartKind,
-    add_text,
-    axis_label,
-    grouped_rows,
-    line,
-    new_plot,
-    row_at,
-)
-from workbench.gui.chartkinds.numbers import ratio
+from workbench.gui.chartkinds import base as kb
+from workbench.report.formatting import interval_ratio, times
 
 __all__ = ["SpeedupKind"]
 
 
-class SpeedupKind(ChartKind[SpeedupChart]):
+class SpeedupKind(kb.ChartKind[SpeedupChart]):
     """One row per variant × workload: the e2e speed-up, its CI whiskers, the line at 1."""
 
     data = (SpeedupChart, BeforeAfterChart)  # RUN_B over RUN_A per variant: the same rows and whiskers
@@ -37,12 +26,10 @@ class SpeedupKind(ChartKind[SpeedupChart]):
         rows = len({(p.workload, p.variant) for p in chart.points if p.metric == "e2e"}) + len(
             chart.workloads
         )
-        return WIDTH, 150 + 34 * rows
+        return kb.WIDTH, 150 + 34 * rows
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: SpeedupChart) -> None:
-        plot = new_plot(widget)
-        plot.showGrid(x=True, y=False, alpha=0.15)
-        axis_label(plot, "bottom", chart.x_axis)
+        plot = kb.new_plot(widget, grid=(True, False), bottom=chart.x_axis)
         colours = chart.colours
         e2e = [p for p in chart.points if p.metric == "e2e"]
         groups = [
@@ -55,7 +42,7 @@ class SpeedupKind(ChartKind[SpeedupChart]):
         left, right = min(lows, default=0.5), max(highs, default=2.0)
         span = max(right - left, 0.2)
         x_min, x_max = max(0.0, left - 0.08 * span), right + 0.55 * span
-        rows = grouped_rows(plot, groups, x=x_min)
+        rows = kb.grouped_rows(plot, groups, x=x_min)
         # rows the x = 1 line must not cross: the workloads' headers (at the left edge) and the points
         # whose label starts left of 1 (a point below 1, its label to its right)
         blocked = [ys[0] - 1 for ys in rows if ys]
@@ -74,7 +61,7 @@ class SpeedupKind(ChartKind[SpeedupChart]):
                             pen=pg.mkPen(colour, width=2),
                         )
                     )
-                line(
+                kb.line(
                     plot,
                     [p.value],
                     [y],
@@ -82,27 +69,27 @@ class SpeedupKind(ChartKind[SpeedupChart]):
                     symbol="o",
                     symbolSize=13,
                     symbolPen=pg.mkPen(colour, width=2),
-                    symbolBrush=colour if p.significant else BACKGROUND,
+                    symbolBrush=colour if p.significant else kb.BACKGROUND,
                 )
                 if p.lo is not None and p.hi is not None:
                     verdict = ("faster" if p.value > 1 else "slower") if p.significant else "not significant"
-                    label = f"{p.value:.2f}x [{p.lo:.2f}–{p.hi:.2f}] · {verdict}"
+                    label = f"{interval_ratio(p.value, p.lo, p.hi)} · {verdict}"
                 else:  # one trial per prompt: no interval, so nothing is known to be faster or slower
-                    label = f"{p.value:.2f}x · no interval"
+                    label = f"{times(p.value)} · no interval"
                 end = max(p.hi if p.hi is not None else p.value, p.value)
-                add_text(plot, end + 0.02 * span, y, label, FOREGROUND, (0, 0.5))
+                kb.add_text(plot, end + 0.02 * span, y, label, kb.FOREGROUND, (0, 0.5))
                 if end + 0.02 * span < 1.0:
                     blocked.append(y)
         # x = 1, dashed, broken where a label or a header sits on it
         dash = pg.mkPen("#555555", width=1.2, style=QtCore.Qt.PenStyle.DashLine)
         top, bottom = -0.7, (rows[-1][-1] if rows and rows[-1] else 0.0) + 0.7
         for a, b in _gaps(top, bottom, sorted(blocked), half=0.5):
-            line(plot, [1.0, 1.0], [a, b], pen=dash)
+            kb.line(plot, [1.0, 1.0], [a, b], pen=dash)
         plot.setXRange(x_min, x_max, padding=0)
 
     def describe(self, chart: SpeedupChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
         e2e = [p for w in chart.workloads for p in chart.points if p.metric == "e2e" and p.workload == w]
-        k = row_at(plot, y)
+        k = kb.row_at(plot, y)
         if k is None or k >= len(e2e):
             return None
         p = e2e[k]
@@ -110,7 +97,7 @@ class SpeedupKind(ChartKind[SpeedupChart]):
         for q in chart.points:
             if q.variant == p.variant and q.workload == p.workload:
                 sig = "" if q.significant else " (not significant)" if q.lo is not None else ""
-                lines.append(f"{q.metric} speed-up: {ratio(q.value, q.lo, q.hi)}{sig}")
+                lines.append(f"{q.metric} speed-up: {interval_ratio(q.value, q.lo, q.hi)}{sig}")
         return "<br>".join(lines)
 
 

@@ -10,7 +10,8 @@ from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO, Chart
 from workbench.charts.sweeps import ParameterSweepChart, SweepChart
-from workbench.gui.chartkinds.base import ChartKind, axis_label, legend, line, new_plot, qcolour
+from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, qcolour
+from workbench.report.formatting import ci_suffix, fmt, significant
 
 __all__ = ["ParameterSweepKind", "SweepKind"]
 
@@ -22,11 +23,8 @@ class SweepKind(ChartKind[SweepChart]):
     tab: ClassVar[str | None] = "Sweeps"
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: SweepChart) -> None:
-        plot = new_plot(widget)
+        plot = new_plot(widget, grid=(True, True), bottom=chart.x_axis, left=chart.y_axis)
         plot.getViewBox().setMouseEnabled(x=True, y=True)
-        plot.showGrid(x=True, y=True, alpha=0.15)
-        axis_label(plot, "bottom", chart.x_axis)
-        axis_label(plot, "left", chart.y_axis)
         colours = chart.colours
         entries = []
         top = 0.0
@@ -58,7 +56,11 @@ class SweepKind(ChartKind[SweepChart]):
                     [s.intercept + s.slope * x0, s.intercept + s.slope * x1],
                     pen=pg.mkPen(colour, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
                 )
-            slope = f": fit {s.slope:+.3g} {chart.slope_unit}" if s.slope is not None else ""
+            slope = (
+                f": fit {significant(s.slope, 3, signed=True)} {chart.slope_unit}"
+                if s.slope is not None
+                else ""
+            )
             entries.append((colour, f"{s.variant}{slope}"))
         plot.setLimits(xMin=0)
         plot.setYRange(0, top * 1.08 or 1, padding=0)
@@ -72,13 +74,12 @@ class SweepKind(ChartKind[SweepChart]):
         if abs(nearest - x) > 0.1 * (xs[-1] - xs[0] or nearest or 1):
             return None
         unit = chart.y_axis.unit
-        lines = [f"<b>{chart.x_axis.label} {nearest:,.0f} {chart.x_axis.unit}</b>"]
+        lines = [f"<b>{chart.x_axis.label} {fmt(nearest, 0)} {chart.x_axis.unit}</b>"]
         for s in chart.series:
             if nearest in s.x:
                 i = s.x.index(nearest)
-                lo, hi = s.lo[i], s.hi[i]
-                ci = f" [{lo:,.1f}–{hi:,.1f}]" if lo is not None and hi is not None else ""
-                lines.append(f"{s.variant}: {s.y[i]:,.1f}{ci} {unit}")
+                ci = ci_suffix(s.lo[i], s.hi[i], 1, grouped=True)
+                lines.append(f"{s.variant}: {fmt(s.y[i], 1)}{ci} {unit}")
         return "<br>".join(lines)
 
 

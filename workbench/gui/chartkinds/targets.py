@@ -7,39 +7,28 @@ from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO, lighten
 from workbench.charts.targets import TargetsChart
-from workbench.gui.chartkinds.base import (
-    FOREGROUND,
-    WIDTH,
-    ChartKind,
-    add_text,
-    axis_label,
-    grouped_rows,
-    line,
-    new_plot,
-    row_at,
-)
+from workbench.gui.chartkinds import base as kb
+from workbench.report.formatting import significant
 from workbench.spec.targets import TARGET_METRICS
 
 __all__ = ["TargetsKind"]
 
 
-class TargetsKind(ChartKind[TargetsChart]):
+class TargetsKind(kb.ChartKind[TargetsChart]):
     """Horizontal goodput bars per variant, grouped by workload; a dashed mark at the percentile."""
 
     data = (TargetsChart,)
     tab = "Targets"
 
     def size(self, chart: TargetsChart) -> tuple[int, int]:
-        return WIDTH, 170 + 34 * (len(chart.bars) + len(chart.workloads))
+        return kb.WIDTH, 170 + 34 * (len(chart.bars) + len(chart.workloads))
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: TargetsChart) -> None:
-        plot = new_plot(widget)
-        plot.showGrid(x=True, y=False, alpha=0.15)
-        axis_label(plot, "bottom", chart.x_axis)
+        plot = kb.new_plot(widget, grid=(True, False), bottom=chart.x_axis)
         colours = chart.colours
         groups = [(w, [b.variant for b in chart.bars if b.workload == w]) for w in chart.workloads]
         dash = pg.mkPen("#555555", width=1.2, style=QtCore.Qt.PenStyle.DashLine)
-        for (workload, _), ys in zip(groups, grouped_rows(plot, groups), strict=True):
+        for (workload, _), ys in zip(groups, kb.grouped_rows(plot, groups), strict=True):
             bars = [b for b in chart.bars if b.workload == workload]
             for b, y in zip(bars, ys, strict=True):
                 colour = colours.get(b.variant, OKABE_ITO[-1])
@@ -55,22 +44,23 @@ class TargetsKind(ChartKind[TargetsChart]):
                     )
                 )
                 # the share each target asks for, across this row
-                line(plot, [b.percentile, b.percentile], [y - 0.42, y + 0.42], pen=dash)
-                add_text(plot, max(share, b.percentile) + 1.5, y, b.label, FOREGROUND, (0, 0.5))
+                kb.line(plot, [b.percentile, b.percentile], [y - 0.42, y + 0.42], pen=dash)
+                kb.add_text(plot, max(share, b.percentile) + 1.5, y, b.label, kb.FOREGROUND, (0, 0.5))
         plot.setXRange(0, 175, padding=0)
         plot.getAxis("bottom").setTicks([[(v, f"{v}") for v in range(0, 101, 20)], []])
 
     def describe(self, chart: TargetsChart, plot: pg.PlotItem, x: float, y: float) -> str | None:
         target_bars = [tb for w in chart.workloads for tb in chart.bars if tb.workload == w]
-        k = row_at(plot, y, 0.4)
+        k = kb.row_at(plot, y, 0.4)
         if k is None or k >= len(target_bars):
             return None
         tb = target_bars[k]
         lines = [f"<b>{tb.variant}</b> on <b>{tb.workload}</b>: {tb.status}", tb.label]
         for metric, status, measured, target in tb.checks:
             label, unit, higher = TARGET_METRICS[metric]
-            value = "no data" if measured is None else f"{measured:,.4g} {unit}"
+            value = "no data" if measured is None else f"{significant(measured, 4, grouped=True)} {unit}"
             lines.append(
-                f"{label} p{tb.percentile:g}: {value} vs {'≥' if higher else '≤'} {target:,.4g} {unit} ({status})"
+                f"{label} p{significant(tb.percentile, 6)}: {value} vs {'≥' if higher else '≤'} "
+                f"{significant(target, 4, grouped=True)} {unit} ({status})"
             )
         return "<br>".join(lines)

@@ -6,8 +6,8 @@ import pyqtgraph as pg
 
 from workbench.charts.base import OKABE_ITO, Axis
 from workbench.charts.timeline import TimelineChart
-from workbench.gui.chartkinds.base import ChartKind, axis_label, legend, line, new_plot, time_unit
-from workbench.gui.chartkinds.numbers import milliseconds, number
+from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, time_unit
+from workbench.report.formatting import chart_value, ms_text
 
 __all__ = ["TimelineKind"]
 
@@ -17,12 +17,9 @@ class TimelineKind(ChartKind[TimelineChart]):
     tab = "Timeline"
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: TimelineChart) -> None:
-        plot = new_plot(widget)
-        plot.getViewBox().setMouseEnabled(x=True, y=True)
-        plot.showGrid(x=True, y=True, alpha=0.15)
         div, unit = time_unit(max((s.t_ms[-1] for s in chart.series), default=1.0))
-        axis_label(plot, "bottom", Axis(chart.x_axis.label, unit))
-        axis_label(plot, "left", chart.y_axis)
+        plot = new_plot(widget, grid=(True, True), bottom=Axis(chart.x_axis.label, unit), left=chart.y_axis)
+        plot.getViewBox().setMouseEnabled(x=True, y=True)
         colours = chart.colours
         entries = []
         for s in chart.series:
@@ -47,8 +44,8 @@ class TimelineKind(ChartKind[TimelineChart]):
                 entries.append(
                     (
                         colour,
-                        f"{s.variant}: first token {number(s.t_ms[1] / div)} {unit}, "
-                        f"done {number(s.t_ms[-1] / div)} {unit}",
+                        f"{s.variant}: first token {chart_value(s.t_ms[1] / div)} {unit}, "
+                        f"done {chart_value(s.t_ms[-1] / div)} {unit}",
                     )
                 )
         plot.setLimits(xMin=0, yMin=0)
@@ -62,4 +59,4 @@ class TimelineKind(ChartKind[TimelineChart]):
                 lines.append(f"{s.variant}: {done[-1] if done else 0} tokens")
         if not lines or x < 0:
             return None
-        return f"<b>at {milliseconds(x)}</b> ({chart.workload}/{chart.prompt_id})<br>" + "<br>".join(lines)
+        return f"<b>at {ms_text(x)}</b> ({chart.workload}/{chart.prompt_id})<br>" + "<br>".join(lines)
