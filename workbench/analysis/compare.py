@@ -15,7 +15,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from workbench.analysis.paired import Disturbance, disturbance, usable
 from workbench.analysis.quality import attach_quality, run_quality
@@ -37,6 +37,7 @@ __all__ = [
     "RunDifference",
     "SideBySide",
     "TwoRuns",
+    "Unmatched",
     "compare_runs",
     "compare_two_runs",
     "merge_runs",
@@ -99,10 +100,10 @@ _COMPARED = ("e2e_ms", "ttft_ms", "tpot_ms", "decode_tokens_per_s")
 
 def compare_runs(
     trials_a: Sequence[TrialRecord], trials_b: Sequence[TrialRecord], run_a: int, run_b: int
-) -> tuple[list[RunComparison], list[str]]:
+) -> tuple[list[RunComparison], list[Unmatched]]:
     """Variants matched by name across two runs (e.g. before and after a driver or library upgrade),
     per workload both ran: RUN_B's speed-ups over RUN_A with bootstrap CIs (stratified by prompt).
-    Returns the comparisons and the variant names found in only one run."""
+    Returns the comparisons and the variants found in only one run (with that run)."""
 
     def groups(trials: Sequence[TrialRecord]) -> dict[tuple[str, str], list[TrialRecord]]:
         out: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
@@ -137,11 +138,24 @@ def compare_runs(
                 ),
             )
         )
-    names_a = {t.variant for t in trials_a}
-    names_b = {t.variant for t in trials_b}
-    unmatched = [f"{n} (only in run {run_a})" for n in sorted(names_a - names_b)]
-    unmatched += [f"{n} (only in run {run_b})" for n in sorted(names_b - names_a)]
-    return results, unmatched
+    return results, _unmatched(trials_a, trials_b, run_a, run_b)
+
+
+def _unmatched(
+    trials_a: Sequence[TrialRecord], trials_b: Sequence[TrialRecord], run_a: int, run_b: int
+) -> list[Unmatched]:
+    """The variants only one of two runs has, RUN_A's first, each with the run that has it."""
+    names_a, names_b = {t.variant for t in trials_a}, {t.variant for t in trials_b}
+    return [Unmatched(n, run_a) for n in sorted(names_a - names_b)] + [
+        Unmatched(n, run_b) for n in sorted(names_b - names_a)
+    ]
+
+
+class Unmatched(NamedTuple):
+    """A variant only one of two runs has, and that run."""
+
+    variant: str
+    run: int
 
 
 @dataclass
@@ -376,36 +390,26 @@ def run_differences(
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class TwoRuns:
-    """Two runs compared (:func:`compare_two_runs`): RUN_B against RUN_A, variants matched by name."""
+    """Two runs compared (:func:`compare_two_runs`): RUN_B against RUN_A, variants matched by name.
+    Built once; ``workbench.report.comparison`` words it and writes its JSON."""
 
-    run_a: dict[str, Any]
-    run_b: dict[str, Any]
-    comparisons: list[RunComparison]
-    unmatched: list[str]  # variants only one of the runs has
+    run_a: RunRecord
+    run_b: RunRecord
+    comparisons: tuple[RunComparison, ...]
+    unmatched: tuple[Unmatched, ...]  # variants only one of the runs has
     disturbed: tuple[Disturbance, Disturbance]  # each run's own rule: (RUN_A's, RUN_B's)
-    differences: list[RunDifference] = field(default_factory=list)
+    differences: tuple[RunDifference, ...] = ()
     #: what could not be compared and why: (variant, workload or None for the whole variant, reason)
-    not_compared: list[tuple[str, str | None, str]] = field(default_factory=list)
+    not_compared: tuple[tuple[str, str | None, str], ...] = ()
     #: every variant name of both runs in run order (RUN_A's spec order, then RUN_B's new ones): what
     #: fixes each variant's colour, the same as the runs' side by side
-    variant_names: list[str] = field(default_factory=list)
+    variant_names: tuple[str, ...] = ()
 
     @property
     def ids(self) -> tuple[int, int]:
-        return self.run_a["id"], self.run_b["id"]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_a": self.run_a["id"],
-            "run_b": self.run_b["id"],
-            "comparisons": [c.to_dict() for c in self.comparisons],
-            "unmatched": self.unmatched,
-            "disturbed": {"run_a": self.disturbed[0].to_dict(), "run_b": self.disturbed[1].to_dict()},
-            "differences": [d.to_dict() for d in self.differences],
-            "not_compared": [{"variant": v, "workload": w, "reason": why} for v, w, why in self.not_compared],
-        }
+        return self.run_a.id, self.run_b.id
 
 
 def compare_two_runs(
@@ -425,8 +429,7 @@ def compare_two_runs(
     # names only one run has at all (usable() may drop a variant whose every trial failed)
     ids = run_a["id"], run_b["id"]
     names = {t.variant for t in trials_a}, {t.variant for t in trials_b}
-    unmatched = [f"{n} (only in run {ids[0]})" for n in sorted(names[0] - names[1])]
-    unmatched += [f"{n} (only in run {ids[1]})" for n in sorted(names[1] - names[0])]
+    unmatched = _unmatched(trials_a, trials_b, *ids)
     not_compared: list[tuple[str, str | None, str]] = [
         (n, None, f"only in run {ids[side]}")
         for side in (0, 1)
@@ -459,4 +462,13 @@ def compare_two_runs(
     # in the runs' order (variants as in the spec, workloads as they ran), not in the trials' order
     comparisons.sort(key=lambda c: (order.index(c.variant), workloads.index(c.workload)))
     differences = run_differences(run_a, run_b, rows_a, rows_b)
-    return TwoRuns(run_a, run_b, comparisons, unmatched, rules, differences, not_compared, order)
+    return TwoRuns(
+        RunRecord.from_row(run_a),
+        RunRecord.from_row(run_b),
+        tuple(comparisons),
+        tuple(unmatched),
+        rules,
+        tuple(differences),
+        tuple(not_compared),
+        tuple(order),
+    )

@@ -26,9 +26,11 @@ __all__ = [
     "ONE_RUN_ADVICE",
     "build_comparison_report",
     "comparison_charts",
+    "comparison_data",
     "comparison_html",
     "comparison_markdown",
     "export_comparison",
+    "unmatched_names",
 ]
 
 #: why two runs' speed-ups are weaker evidence than one run's
@@ -70,8 +72,8 @@ def verdict_section(two: TwoRuns) -> Section:
     if two.comparisons and not compared:
         section.add(Text("No interval anywhere: one trial per prompt in a run. Run with `repetitions = 3`."))
     disturbed = [
-        f"run {run['id']}: {rule.disturbed} of {rule.measured} {'left out' if rule.excluded else 'kept'}"
-        for run, rule in zip((two.run_a, two.run_b), two.disturbed, strict=True)
+        f"run {run}: {rule.disturbed} of {rule.measured} {'left out' if rule.excluded else 'kept'}"
+        for run, rule in zip(two.ids, two.disturbed, strict=True)
         if rule.disturbed
     ]
     section.add(
@@ -142,35 +144,53 @@ def notes_section(two: TwoRuns) -> Section:
                 "ran from another venv)."
             )
         )
-    for run, rule in zip((two.run_a, two.run_b), two.disturbed, strict=True):
+    for run, rule in zip(two.ids, two.disturbed, strict=True):
         line = disturbance_line(rule)
-        section.add(
-            Text(f"Run {run['id']}: {line}." if line else f"Run {run['id']}: no trial disturbed.", note=True)
-        )
+        section.add(Text(f"Run {run}: {line}." if line else f"Run {run}: no trial disturbed.", note=True))
     if two.unmatched:
         section.add(
-            Text(f"Not matched (no variant of that name in the other run): {', '.join(two.unmatched)}.")
+            Text(
+                f"Not matched (no variant of that name in the other run): {', '.join(unmatched_names(two))}."
+            )
         )
     section.add(Text(f"{NOT_PAIRED} {ONE_RUN_ADVICE}"))
     return section
 
 
+def unmatched_names(two: TwoRuns) -> list[str]:
+    """The variants only one run has: ``int8 (only in run 3)``."""
+    return [f"{u.variant} (only in run {u.run})" for u in two.unmatched]
+
+
+def comparison_data(two: TwoRuns) -> dict[str, Any]:
+    """The comparison as JSON-ready data (``comparison.json`` of ``compare A B --out``)."""
+    return {
+        "run_a": two.run_a.id,
+        "run_b": two.run_b.id,
+        "comparisons": [c.to_dict() for c in two.comparisons],
+        "unmatched": unmatched_names(two),
+        "disturbed": {"run_a": two.disturbed[0].to_dict(), "run_b": two.disturbed[1].to_dict()},
+        "differences": [d.to_dict() for d in two.differences],
+        "not_compared": [{"variant": v, "workload": w, "reason": why} for v, w, why in two.not_compared],
+    }
+
+
 def _title(two: TwoRuns) -> str:
     a, b = two.run_a, two.run_b
-    return f"Run {b['id']} '{b.get('name') or ''}' against run {a['id']} '{a.get('name') or ''}'"
+    return f"Run {b.id} '{b.name or ''}' against run {a.id} '{a.name or ''}'"
 
 
 def _meta(two: TwoRuns) -> list[str]:
     lines = []
     for run in (two.run_a, two.run_b):
-        started = (run.get("started_at") or "")[:16].replace("T", " ")
-        lines.append(f"Run {run['id']}: {run.get('status')}, started {started} UTC")
-    machines = [machine_line(host_environment(r.get("environment"))) for r in (two.run_a, two.run_b)]
+        started = (run.started_at or "")[:16].replace("T", " ")
+        lines.append(f"Run {run.id}: {run.status}, started {started} UTC")
+    machines = [machine_line(host_environment(r.environment)) for r in (two.run_a, two.run_b)]
     if machines[0] and machines[0] == machines[1]:
         lines.append(f"Machine (both): {machines[0]}")
     else:
         lines += [
-            f"Machine of run {r['id']}: {m}"
+            f"Machine of run {r.id}: {m}"
             for r, m in zip((two.run_a, two.run_b), machines, strict=True)
             if m
         ]
@@ -282,7 +302,7 @@ def export_comparison(
     charts = comparison_charts(two)
     if "csv" in formats:
         wrote(write_csv(out_dir / "comparison.csv", comparison_rows(two)))
-        wrote(write_file(out_dir / "comparison.json", json_text(two.to_dict()).encode("utf-8")))
+        wrote(write_file(out_dir / "comparison.json", json_text(comparison_data(two)).encode("utf-8")))
         for chart in charts:
             wrote(write_csv(out_dir / f"{chart.name}.csv", chart.rows()))
     write_documents(
