@@ -190,9 +190,7 @@ def _meta(two: TwoRuns) -> list[str]:
         lines.append(f"Machine (both): {machines[0]}")
     else:
         lines += [
-            f"Machine of run {r.id}: {m}"
-            for r, m in zip((two.run_a, two.run_b), machines, strict=True)
-            if m
+            f"Machine of run {r.id}: {m}" for r, m in zip((two.run_a, two.run_b), machines, strict=True) if m
         ]
     return lines
 
