@@ -1,6 +1,6 @@
 """One formatting module, one definition per column: the CLI's main table and the GUI's results table
 write a shared column's cell with the same function (report.columns), under the column's short label
-(CLI) and long label (GUI); the numbers come from report.formatting."""
+(CLI) and long label (GUI); the numbers come from workbench.formatting."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbench.report.columns import COLUMNS
-from workbench.report.formatting import (
+from workbench.formatting import (
     chart_value,
     ci_suffix,
     interval_ratio,
@@ -27,6 +26,7 @@ from workbench.report.formatting import (
     times,
     trials_text,
 )
+from workbench.report.columns import COLUMNS
 from workbench.report.run_report import WIDE, main_table
 
 SAMPLE = Path(__file__).resolve().parent.parent / "resources" / "sample" / "demo.db"

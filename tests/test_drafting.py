@@ -14,8 +14,8 @@ import pytest
 from workbench.analysis.drafting import MIN_PLAIN_STEPS, break_even
 from workbench.analysis.paired import PairedEstimate
 from workbench.analysis.summary import GroupSummary
+from workbench.formatting import spaced_percent as pct
 from workbench.report.drafting import drafting_advice
-from workbench.report.formatting import spaced_percent as pct
 from workbench.store import TrialRecord
 from workbench.testing.helpers import text_section
 

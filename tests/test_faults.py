@@ -473,7 +473,7 @@ def test_json_output_never_holds_nan_or_infinity(tmp_path):
 
 
 def test_json_text_writes_null_for_what_is_not_a_number():
-    from workbench.report.formatting import json_text
+    from workbench.formatting import json_text
 
     data = {"a": math.nan, "b": [math.inf, -math.inf, 1.5], "c": (2,), "d": {"e": math.nan}}
     assert strict_json(json_text(data)) == {"a": None, "b": [None, None, 1.5], "c": [2], "d": {"e": None}}

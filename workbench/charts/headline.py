@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+from workbench.formatting import percent
 
 if TYPE_CHECKING:
     from workbench.analysis.phases import WorkloadPhase
@@ -17,7 +18,7 @@ __all__ = ["HeadlineBar", "HeadlineChart", "HeadlineGroup", "headline_chart", "p
 
 def phase_caption(phase: WorkloadPhase) -> str:
     """A workload's group label in the headline chart, e.g. ``decode-heavy: prefill 12% of e2e``."""
-    return f"{phase.label}: prefill {phase.prefill_share:.0%} of e2e"
+    return f"{phase.label}: prefill {percent(phase.prefill_share)} of e2e"
 
 
 # -- (i) the headline: where the time goes, per variant × workload -----------------------------------

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+from workbench.formatting import significant
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
@@ -36,7 +37,7 @@ def roofline_chart(analysis: RunAnalysis) -> RooflineChart | None:
     if not rows:
         return None
     bandwidths = sorted({round(r.bandwidth_gbs, 1) for r in rows if r.bandwidth_gbs})
-    bw = ", ".join(f"{b:g}" for b in bandwidths)
+    bw = ", ".join(significant(b, 6) for b in bandwidths)
     return RooflineChart(
         title="Decode speed vs the memory-bandwidth limit",
         variants=tuple(analysis.variant_names),

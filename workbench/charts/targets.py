@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from workbench.charts.base import Axis, Chart, RunView
+from workbench.formatting import percent
 from workbench.spec.targets import TARGET_METRICS
 
 __all__ = ["TargetBar", "TargetsChart", "targets_chart"]
@@ -29,7 +30,7 @@ class TargetBar:
             f"{TARGET_METRICS[m][0]} {'✓' if s == 'met' else '✗' if s == 'missed' else '?'}"
             for m, s, _, _ in self.checks
         )
-        head = "no data" if self.goodput is None else f"goodput {self.goodput:.0%}"
+        head = "no data" if self.goodput is None else f"goodput {percent(self.goodput)}"
         return f"{head} · {marks}" if marks else head
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart, file_stem
+from workbench.formatting import tokens
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis, Timeline
@@ -54,7 +55,7 @@ def timeline_charts(analysis: RunAnalysis) -> list[TimelineChart]:
     for workload in dict.fromkeys(t.workload for t in analysis.timelines):
         series = tuple(t for t in analysis.timelines if t.workload == workload)
         first = series[0]
-        tokens_in = f", {first.input_tokens:,} input tokens" if first.input_tokens else ""
+        tokens_in = f", {tokens(first.input_tokens)} input tokens" if first.input_tokens else ""
         charts.append(
             TimelineChart(
                 title=f"Tokens over time — {workload} (prompt {first.prompt_id}{tokens_in})",

@@ -11,7 +11,7 @@ import click
 from workbench.cli.common import db_option, detail_options, disturbed_option, json_option, open_store
 from workbench.cli.output import export_files, print_comparison, wrote_line
 from workbench.core.errors import WorkbenchError
-from workbench.report.formatting import json_text
+from workbench.formatting import json_text
 from workbench.report.text import text_table
 
 

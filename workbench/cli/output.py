@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from workbench.report.formatting import json_text
+from workbench.formatting import json_text
 
 if TYPE_CHECKING:
     from workbench.store import Store

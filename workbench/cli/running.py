@@ -22,7 +22,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.output import export_files, print_comparison
 from workbench.core.errors import WorkbenchError
-from workbench.report.formatting import json_text, percent, plus_minus
+from workbench.formatting import count, json_text, percent, plus_minus, significant
 from workbench.report.text import noise_table, text_table
 
 
@@ -273,7 +273,8 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
     if spec.auto_repetitions:
         budget = f", budget {_duration_words(spec.budget_s)}" if spec.budget_s is not None else ""
         auto = (
-            f" (repetitions: auto, until every speed-up CI is within ±{spec.ci_target * 100:.4g}%, at most "
+            f" (repetitions: auto, until every speed-up CI is within ±{significant(spec.ci_target * 100, 4)}%, "
+            "at most "
             f"{spec.repetitions}{budget})"
         )
     click.echo(
@@ -296,7 +297,7 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
             else:
                 click.echo(
                     f"\nCancelling ({signal.Signals(signum).name}): finishing at the next step, workers "
-                    f"still busy in {cancel_grace_s():.0f} s are killed (Ctrl-C again to stop at once)…",
+                    f"still busy in {count(cancel_grace_s())} s are killed (Ctrl-C again to stop at once)…",
                     err=True,
                 )
         except OSError:
@@ -318,7 +319,7 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
 
 
 def _duration_words(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    return f"{count(seconds)} s" if seconds < 90 else f"{count(seconds / 60)} min"
 
 
 class _ProgressBar:

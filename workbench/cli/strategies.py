@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from workbench.cli.common import json_option
-from workbench.report.formatting import json_text
+from workbench.formatting import json_text
 from workbench.report.text import text_table
 
 

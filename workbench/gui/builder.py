@@ -38,11 +38,11 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.errors import WorkbenchError
+from workbench.formatting import percent
 from workbench.gui.draft import SpecDraft, is_suggested_name, suggested_name, unique_name
 from workbench.gui.forms import ModelSourceEdit, ParamForm, spin
 from workbench.gui.glossary import explain
 from workbench.gui.prompts import PromptsDialog
-from workbench.report.formatting import percent
 from workbench.spec.parse import DTYPES, WORKERS, Spec
 
 __all__ = ["ExperimentBuilder"]

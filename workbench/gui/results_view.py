@@ -129,7 +129,7 @@ class ResultsView(QObject):
         if isinstance(data, Exception):
             w.show_error("Results", str(data))
             return
-        from workbench.report.formatting import host_environment, machine_line
+        from workbench.formatting import host_environment, machine_line
 
         w.results = data
         w.results_title.setText(data.title)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from PySide6.QtCore import QObject, SignalInstance
 from PySide6.QtWidgets import QApplication, QLabel, QProgressBar, QPushButton, QWidget
 
-from workbench.report.formatting import plus_minus
+from workbench.formatting import plus_minus
 
 if TYPE_CHECKING:
     from workbench.gui.builder import ExperimentBuilder

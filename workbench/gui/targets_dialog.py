@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.formatting import significant
 from workbench.spec.targets import DEFAULT_PERCENTILE, TARGET_METRICS, Targets
 
 __all__ = ["TargetsDialog", "targets_text"]
@@ -77,7 +78,7 @@ class TargetsDialog(QDialog):
             edit.setValidator(validator)
             edit.setToolTip(_HELP[metric])
             default = defaults.limit(metric) if defaults else None
-            edit.setPlaceholderText(f"built-in {default:g}" if default else "no target")
+            edit.setPlaceholderText(f"built-in {significant(default, 6)}" if default else "no target")
             form.addRow(f"{label} {'≥' if higher else '≤'}" + (f" ({unit})" if unit else " (0–1)"), edit)
             self.edits[metric] = edit
         self.percentile = QDoubleSpinBox()
@@ -104,7 +105,7 @@ class TargetsDialog(QDialog):
         source = table if table is not None else (self._defaults.to_table() if self._defaults else {})
         for metric, edit in self.edits.items():
             value = source.get(metric)
-            edit.setText("" if value is None else f"{value:g}")
+            edit.setText("" if value is None else significant(value, 6))
         percentile = source.get("percentile")
         if percentile is None and table is None and self._defaults is not None:
             percentile = self._defaults.percentile

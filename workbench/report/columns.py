@@ -3,7 +3,7 @@ table, ``e2e x``), its long label (the GUI's results table, ``e2e speed-up``), t
 explains it and the function that writes a row's cell. The CLI's table
 (:func:`workbench.report.run_report.main_table`) and the GUI's (:mod:`workbench.gui.results`) take
 their cells from here, so a cell reads the same in both. Headless and light (no numpy, no Qt); the
-numbers are written by :mod:`workbench.report.formatting`.
+numbers are written by :mod:`workbench.formatting`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.report.formatting import (
+from workbench.formatting import (
     acceptance_text,
     fmt,
     match_text,

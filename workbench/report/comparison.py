@@ -17,8 +17,8 @@ from typing import Any
 from workbench.analysis.compare import RunComparison, TwoRuns
 from workbench.charts import BeforeAfterChart, before_after_chart, variant_colours
 from workbench.charts.base import Chart
+from workbench.formatting import fmt, host_environment, machine_line, ratio
 from workbench.report.design import disturbance_line
-from workbench.report.formatting import fmt, host_environment, machine_line, ratio
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
 
 __all__ = [
@@ -279,6 +279,7 @@ def export_comparison(
     data; ``md`` summary.md; ``png``/``svg`` the before → after chart; ``html`` report.html (one
     self-contained page). ``formats`` None: every format this install can write (PNG, SVG and HTML
     need ``renderer``, the GUI's chart module). Returns the files written and notes."""
+    from workbench.formatting import json_text
     from workbench.report.export import (
         prepare_out_dir,
         resolve_formats,
@@ -286,7 +287,6 @@ def export_comparison(
         write_documents,
         write_file,
     )
-    from workbench.report.formatting import json_text
 
     formats, notes = resolve_formats(formats, renderer, no_renderer)
     prepare_out_dir(out_dir)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from workbench.analysis.paired import Disturbance
 from workbench.analysis.run import Design
+from workbench.formatting import fixed, percent
 
 __all__ = ["ORDER_TEXT", "design_lines", "disturbance_line"]
 
@@ -27,7 +28,7 @@ def disturbance_line(rule: Disturbance) -> str | None:
         return None
     share = rule.disturbed / rule.measured if rule.measured else 0.0
     what = "left out of the speed-ups" if rule.excluded else f"kept in the speed-ups ({rule.kept_because})"
-    return f"{rule.disturbed} of {rule.measured} trials disturbed ({share:.0%}), {what}"
+    return f"{rule.disturbed} of {rule.measured} trials disturbed ({percent(share)}), {what}"
 
 
 def design_lines(design: Design) -> list[str]:
@@ -48,7 +49,7 @@ def design_lines(design: Design) -> list[str]:
         out.append(design.note[:1].upper() + design.note[1:] + ".")
     if design.drift is not None:
         out.append(
-            f"Drift: the baseline's last rounds took {design.drift:.2f} times as long as its first "
+            f"Drift: the baseline's last rounds took {fixed(design.drift, 2)} times as long as its first "
             + ("(the machine's speed moved during the run)." if abs(design.drift - 1) > 0.05 else "(steady).")
         )
     line = disturbance_line(design.disturbance)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from workbench.analysis.drafting import BreakEven
-from workbench.report.formatting import count, fixed, fmt, percent, ratio, seconds, spaced_percent, times
+from workbench.formatting import count, fixed, fmt, percent, ratio, seconds, spaced_percent, times
 from workbench.report.model import TableRows
 
 __all__ = ["DRAFTING_NOTE", "break_even_table", "draft_length_table", "drafting_advice", "hint_text"]
@@ -35,7 +35,7 @@ def break_even_table(results: Sequence[Any]) -> TableRows:
     rows = []
     for b in results:
         fit = b.verify_fit
-        verify = f"{fit[0]:.2f} {'−' if fit[1] < 0 else '+'} {abs(fit[1]):.2f}·k" if fit else "–"
+        verify = f"{fixed(fit[0], 2)} {'−' if fit[1] < 0 else '+'} {fixed(abs(fit[1]), 2)}·k" if fit else "–"
         unit = "–"
         if b.target_step_ms is not None:
             unit = f"{fmt(b.target_step_ms, 1)} ({'plain' if b.unit == 'plain steps' else 'baseline'})"

@@ -30,8 +30,8 @@ from workbench.analysis.run import RunAnalysis, analyze_run
 from workbench.charts import run_charts
 from workbench.charts.base import Chart
 from workbench.core.errors import WorkbenchError
+from workbench.formatting import json_text
 from workbench.report.data import phase_data, run_data
-from workbench.report.formatting import json_text
 from workbench.store import Store
 
 __all__ = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workbench.analysis.phases import CostModel, LeverResult, Prediction, WorkloadPhase
+from workbench.formatting import ci_suffix, fmt, num, percent, times
 
 __all__ = ["LEVER_ADVICE", "advice", "lever_text", "prediction_text"]
 
@@ -21,19 +22,10 @@ LEVER_ADVICE = {
 }
 
 
-def _num(value: float) -> str:
-    """A measured number at a readable precision: 1,290 · 77.5 · 0.0484."""
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3g}"
-
-
 def prediction_text(prediction: Prediction) -> str:
     return (
-        f"predicted {prediction.label} (prefill ~{prediction.prefill_share:.0%} of e2e) from "
-        f"~{prediction.input_tokens:,.0f} input and ~{prediction.output_tokens:,.0f} output tokens"
+        f"predicted {prediction.label} (prefill ~{percent(prediction.prefill_share)} of e2e) from "
+        f"~{fmt(prediction.input_tokens, 0)} input and ~{fmt(prediction.output_tokens, 0)} output tokens"
     )
 
 
@@ -42,32 +34,32 @@ def lever_text(lever: LeverResult) -> str:
     est = lever.speedup_e2e
     if est is None or est.value is None:
         return f"{lever.variant} ({lever.lever}): no comparable trials"
-    ci = f" [{est.lo:.2f}–{est.hi:.2f}]" if est.lo is not None else ""  # the verdict says "no interval" once
+    ci = ci_suffix(est.lo, est.hi)  # the verdict says "no interval" once
     parts = []
     for name, e in (("TTFT", lever.speedup_ttft), ("decode", lever.speedup_decode)):
         if e is not None and e.value is not None:  # a speed-up below 1 is a phase that got slower
-            parts.append(f"{name} {e.value:.2f}x" + (" (slower)" if e.value < 0.95 else ""))
+            parts.append(f"{name} {times(e.value)}" + (" (slower)" if e.value < 0.95 else ""))
     split = "".join(f", {part}" for part in parts)
-    return f"{lever.variant} ({lever.lever}): e2e {est.value:.2f}x{ci}{split}"
+    return f"{lever.variant} ({lever.lever}): e2e {times(est.value)}{ci}{split}"
 
 
 def advice(phase: WorkloadPhase) -> list[str]:
     """Plain-words advice for one workload, citing the measured numbers."""
     lines = []
-    tokens_in = f" at {phase.input_tokens:,.0f} input tokens" if phase.input_tokens else ""
-    tokens_out = f" at {phase.output_tokens:,.0f} output tokens" if phase.output_tokens else ""
+    tokens_in = f" at {fmt(phase.input_tokens, 0)} input tokens" if phase.input_tokens else ""
+    tokens_out = f" at {fmt(phase.output_tokens, 0)} output tokens" if phase.output_tokens else ""
     slope = (
-        f"; TTFT grows {_num(phase.ttft_ms_per_input_token)} ms per input token"
+        f"; TTFT grows {num(phase.ttft_ms_per_input_token, whole=False)} ms per input token"
         if phase.ttft_ms_per_input_token
         else ""
     )
     per_token = (
-        f"; {_num(phase.decode_ms_per_token)} ms per output token (median TPOT, "
-        f"{_num(1000 / phase.decode_ms_per_token)} tok/s)"
+        f"; {num(phase.decode_ms_per_token, whole=False)} ms per output token (median TPOT, "
+        f"{num(1000 / phase.decode_ms_per_token, whole=False)} tok/s)"
         if phase.decode_ms_per_token
         else ""
     )
-    prefill_pct, decode_pct = f"{phase.prefill_share:.0%}", f"{1 - phase.prefill_share:.0%}"
+    prefill_pct, decode_pct = percent(phase.prefill_share), percent(1 - phase.prefill_share)
     if phase.label == "prefill-heavy":
         lines.append(f"Prefill is {prefill_pct} of e2e{tokens_in}{slope}.")
         lines.append(f"Levers for prefill: {LEVER_ADVICE['prefill']}.")
@@ -116,14 +108,15 @@ def _disagreement(phase: WorkloadPhase, prediction: Prediction, measured: CostMo
     reasons = []
     if phase.output_tokens and phase.max_new_tokens and phase.output_tokens < 0.67 * phase.max_new_tokens:
         reasons.append(
-            f"outputs stopped at a median {phase.output_tokens:,.0f} of {phase.max_new_tokens:,.0f} allowed tokens"
+            f"outputs stopped at a median {fmt(phase.output_tokens, 0)} of {fmt(phase.max_new_tokens, 0)} "
+            "allowed tokens"
         )
     cost = ""
     if measured is not None:
         expected, actual = prediction.model.decode_to_prefill, measured.decode_to_prefill
         cost = (
-            f"a decode token costs as much as {_num(actual)} prompt tokens here (the default assumes "
-            f"{_num(expected)})"
+            f"a decode token costs as much as {num(actual, whole=False)} prompt tokens here (the default assumes "
+            f"{num(expected, whole=False)})"
         )
         if actual > 1.5 * expected or actual < expected / 1.5:
             reasons.append(cost)
@@ -131,10 +124,10 @@ def _disagreement(phase: WorkloadPhase, prediction: Prediction, measured: CostMo
         reasons.append("the share is close to a threshold" + (f"; {cost}" if cost else ""))
         if measured is not None and measured.prefill_fixed_ms > 0:
             reasons.append(
-                f"TTFT has a fixed part of {_num(measured.prefill_fixed_ms)} ms that the default ignores"
+                f"TTFT has a fixed part of {num(measured.prefill_fixed_ms, whole=False)} ms that the default ignores"
             )
     why = "; ".join(reasons)
     return (
         f"Finding: {prediction_text(prediction)}, but measured {phase.label} "
-        f"(prefill {phase.prefill_share:.0%}). Why: {why}."
+        f"(prefill {percent(phase.prefill_share)}). Why: {why}."
     )

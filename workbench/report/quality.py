@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.report.formatting import fmt, kld_text, percent, times
+from workbench.formatting import count, fixed, fmt, kld_text, percent, times
 
 __all__ = [
     "QUALITY_HEADERS",
@@ -89,7 +89,7 @@ def quality_table(figures: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
                 fmt(f.ppl_ratio, 3) + _ci(f.ppl_ratio_ci, lambda v: fmt(v, 3)),
                 "none"
                 if f.first_divergence is None
-                else f"tok {f.first_divergence:.0f} ({f.diverged_prompts}/{f.prompts})",
+                else f"tok {count(f.first_divergence)} ({f.diverged_prompts}/{f.prompts})",
             ]
         )
     return headers, rows
@@ -108,14 +108,15 @@ def quality_lines(quality: Any) -> list[str]:
             continue
         out.append(
             f"{f.variant} on {f.workload} ({f.prompts} chunks, {f.positions} tokens): perplexity "
-            f"{f.ppl:.3f} vs the baseline's {f.ppl_base:.3f} (ratio {fmt(f.ppl_ratio, 4)}), KLD {kld_text(f.kld_mean)}"
+            f"{fixed(f.ppl, 3)} vs the baseline's {fixed(f.ppl_base, 3)} (ratio {fmt(f.ppl_ratio, 4)}), "
+            f"KLD {kld_text(f.kld_mean)}"
         )
     return out
 
 
 def _range(values: Sequence[float]) -> str:
     lo, hi = min(values), max(values)
-    return times(lo) if abs(hi - lo) < 0.005 else f"{lo:.2f}–{times(hi)}"
+    return times(lo) if abs(hi - lo) < 0.005 else f"{fixed(lo, 2)}–{times(hi)}"
 
 
 def tradeoff_lines(summaries: Sequence[Any], quality: Any) -> list[str]:

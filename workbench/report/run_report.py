@@ -17,9 +17,7 @@ from workbench.analysis.compare import SideBySide
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import Trust, WorkloadVerdict
-from workbench.report.columns import COLUMNS
-from workbench.report.design import design_lines
-from workbench.report.formatting import (
+from workbench.formatting import (
     fmt,
     host_environment,
     kld_text,
@@ -30,6 +28,8 @@ from workbench.report.formatting import (
     ratio,
     times,
 )
+from workbench.report.columns import COLUMNS
+from workbench.report.design import design_lines
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
 from workbench.report.phases import LEVER_ADVICE, advice
 from workbench.report.quality import (

@@ -10,7 +10,7 @@ from typing import Any
 
 from workbench.analysis.projection import Projection, ProjectionCause
 from workbench.analysis.targets import Check, TargetGap, TargetMiss, Verdict
-from workbench.report.formatting import fixed, num, percent, significant, times, tokens
+from workbench.formatting import fixed, fmt, num, percent, significant, times, tokens
 from workbench.report.model import TableRows
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 
@@ -192,8 +192,8 @@ def projection_table(projections: Sequence[Projection]) -> TableRows:
             est(p.ttft),
             est(p.decode),
             est(p.e2e),
-            f"{p.ttft_line.slope:.3g}" if p.ttft_line else "–",
-            f"{p.decode_line.slope:.3g}" if p.decode_line else "–",
+            significant(p.ttft_line.slope) if p.ttft_line else "–",
+            significant(p.decode_line.slope) if p.decode_line else "–",
         ]
         for p in projections
     ]
@@ -224,7 +224,7 @@ _ROW_CAUSES = {
 
 def _range(cause: ProjectionCause) -> str:
     """The measured lengths a projection lies outside of: ``120–980``; ``""`` for other causes."""
-    return "" if cause.measured is None else f"{cause.measured[0]:,.0f}–{cause.measured[1]:,.0f}"
+    return "" if cause.measured is None else f"{fmt(cause.measured[0], 0)}–{fmt(cause.measured[1], 0)}"
 
 
 def _length(p: Projection, cause: ProjectionCause) -> float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.report.formatting import mde_text, plus_minus, ratio
+from workbench.formatting import mde_text, plus_minus, ratio
 from workbench.report.model import TableRows, text_table
 
 __all__ = ["NOISE_REPETITIONS", "noise_table", "text_table"]

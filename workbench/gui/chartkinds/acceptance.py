@@ -8,8 +8,8 @@ from PySide6 import QtCore
 
 from workbench.charts.acceptance import AcceptanceChart, DraftPositionChart
 from workbench.charts.base import OKABE_ITO
+from workbench.formatting import count, fixed, times
 from workbench.gui.chartkinds import base as kb
-from workbench.report.formatting import count, fixed, times
 
 __all__ = ["AcceptanceKind", "DraftPositionKind"]
 

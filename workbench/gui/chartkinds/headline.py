@@ -6,8 +6,8 @@ import pyqtgraph as pg
 
 from workbench.charts.base import OKABE_ITO, Axis, lighten
 from workbench.charts.headline import HeadlineChart
+from workbench.formatting import chart_value, ms_text, percent
 from workbench.gui.chartkinds import base as kb
-from workbench.report.formatting import chart_value, ms_text, percent
 
 __all__ = ["HeadlineKind"]
 

@@ -6,8 +6,8 @@ import pyqtgraph as pg
 
 from workbench.charts.base import OKABE_ITO, lighten
 from workbench.charts.memory import MemoryChart
+from workbench.formatting import fmt
 from workbench.gui.chartkinds import base as kb
-from workbench.report.formatting import fmt
 
 __all__ = ["MemoryKind"]
 

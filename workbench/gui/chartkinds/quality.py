@@ -11,8 +11,8 @@ from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO, Axis
 from workbench.charts.quality import QualityChart
+from workbench.formatting import power_of_ten, times
 from workbench.gui.chartkinds import base as kb
-from workbench.report.formatting import power_of_ten, times
 
 __all__ = ["QualityKind"]
 

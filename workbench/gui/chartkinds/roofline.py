@@ -7,8 +7,8 @@ from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO
 from workbench.charts.roofline import RooflineChart
+from workbench.formatting import chart_value, fmt, percent
 from workbench.gui.chartkinds import base as kb
-from workbench.report.formatting import chart_value, fmt, percent
 
 __all__ = ["RooflineKind"]
 

@@ -10,8 +10,8 @@ from PySide6 import QtCore
 from workbench.charts.base import OKABE_ITO
 from workbench.charts.before_after import BeforeAfterChart
 from workbench.charts.speedup import SpeedupChart
+from workbench.formatting import interval_ratio, times
 from workbench.gui.chartkinds import base as kb
-from workbench.report.formatting import interval_ratio, times
 
 __all__ = ["SpeedupKind"]
 

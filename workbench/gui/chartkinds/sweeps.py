@@ -10,8 +10,8 @@ from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO, Chart
 from workbench.charts.sweeps import ParameterSweepChart, SweepChart
+from workbench.formatting import ci_suffix, fmt, significant
 from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, qcolour
-from workbench.report.formatting import ci_suffix, fmt, significant
 
 __all__ = ["ParameterSweepKind", "SweepKind"]
 

@@ -7,8 +7,8 @@ from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO, lighten
 from workbench.charts.targets import TargetsChart
+from workbench.formatting import significant
 from workbench.gui.chartkinds import base as kb
-from workbench.report.formatting import significant
 from workbench.spec.targets import TARGET_METRICS
 
 __all__ = ["TargetsKind"]

@@ -6,8 +6,8 @@ import pyqtgraph as pg
 
 from workbench.charts.base import OKABE_ITO, Axis
 from workbench.charts.timeline import TimelineChart
+from workbench.formatting import chart_value, ms_text
 from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, time_unit
-from workbench.report.formatting import chart_value, ms_text
 
 __all__ = ["TimelineKind"]
 

@@ -1,6 +1,7 @@
-"""How figures are written in text: every number the CLI, the Markdown/HTML reports, the GUI's table and
-the charts' read-outs show is written by one of these, so a number reads the same everywhere. Headless
-and light (no numpy, no Qt).
+"""How figures are written in text: every number the CLI, the Markdown/HTML reports, the GUI's table,
+the charts' captions and labels and their read-outs show is written by one of these, so a number
+reads the same everywhere. Headless and light (no numpy, no Qt, nothing of the workbench): the bottom
+layer, beside the core, so that the charts' headless data (below the report) can use it too.
 
 Plain numbers: :func:`fmt` (fixed digits), :func:`num` (a readable precision: 1,290 · 77.5 · 0.0484),
 :func:`significant` (``0.00375``, ``+0.012``), :func:`ms` (a time in ms at the main table's precision).
