@@ -32,26 +32,19 @@ class RooflineKind(kb.ChartKind[RooflineChart]):
         for (workload, _), ys in zip(groups, kb.grouped_rows(plot, groups), strict=True):
             for r, y in zip([r for r in chart.rows_ if r.workload == workload], ys, strict=True):
                 colour = colours.get(r.variant, OKABE_ITO[-1])
-                plot.addItem(
-                    pg.BarGraphItem(
-                        x0=[0],
-                        y=[y],
-                        height=0.62,
-                        width=[r.decode_tokens_per_s],
-                        brush=colour,
-                        pen=pg.mkPen("#333333", width=0.8),
+                # the measured bar, then the limit as a dashed outline around it
+                for height, width, brush, pen in (
+                    (0.62, r.decode_tokens_per_s, colour, pg.mkPen("#333333", width=0.8)),
+                    (
+                        0.8,
+                        r.limit_tokens_per_s,
+                        pg.mkBrush(None),
+                        pg.mkPen(colour, width=2, style=QtCore.Qt.PenStyle.DashLine),
+                    ),
+                ):
+                    plot.addItem(
+                        pg.BarGraphItem(x0=[0], y=[y], height=height, width=[width], brush=brush, pen=pen)
                     )
-                )
-                plot.addItem(
-                    pg.BarGraphItem(
-                        x0=[0],
-                        y=[y],
-                        height=0.8,
-                        width=[r.limit_tokens_per_s],
-                        brush=pg.mkBrush(None),
-                        pen=pg.mkPen(colour, width=2, style=QtCore.Qt.PenStyle.DashLine),
-                    )
-                )
                 end = max(r.limit_tokens_per_s, r.decode_tokens_per_s)
                 label = (
                     f"{chart_value(r.decode_tokens_per_s)} tok/s · {percent(r.fraction)} of the "
