@@ -11,6 +11,7 @@ drawing order).
 from __future__ import annotations
 
 import html
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -52,7 +53,7 @@ WIDTH = 1000  # default logical width of an exported chart (px; PNG is scale x t
 C = TypeVar("C", bound=Chart)
 
 
-class ChartKind(Generic[C]):
+class ChartKind(ABC, Generic[C]):
     """One kind of chart, on screen and in exported files alike: how it is drawn (:meth:`build`), the
     size that fits its labels (:meth:`size`) and what the mouse reads off it (:meth:`describe`).
 
@@ -65,9 +66,9 @@ class ChartKind(Generic[C]):
     data: ClassVar[tuple[type[Chart], ...]] = ()
     tab: ClassVar[str | None] = None
 
+    @abstractmethod
     def build(self, widget: pg.GraphicsLayoutWidget, chart: C) -> None:
         """Draw ``chart`` into ``widget`` (cleared, its title row added): plots, labels, a legend row."""
-        raise NotImplementedError
 
     def size(self, chart: C) -> tuple[int, int]:
         """Logical size (px) that fits ``chart`` without overlapping labels."""
