@@ -93,7 +93,6 @@ class RunAnalysis:
     trust: Trust
     design: Design
     phases: tuple[WorkloadPhase, ...]  # one per workload, measured on the reference variant
-    cost_model: CostModel | None  # measured on the reference variant
     roofline: tuple[RooflineRow, ...]  # per variant × workload
     timelines: tuple[Timeline, ...]  # per workload, one representative prompt, every variant
     accepted_lengths: Mapping[str, Mapping[int, int]]  # variant → {accepted draft tokens: steps}
@@ -109,6 +108,11 @@ class RunAnalysis:
     def verdict(self, variant: str, workload: str) -> Verdict | None:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
         return next((v for v in self.verdicts if (v.variant, v.workload) == (variant, workload)), None)
+
+    @property
+    def cost_model(self) -> CostModel | None:
+        """The cost model measured on the reference variant (the one each phase's advice cites)."""
+        return self.phases[0].measured if self.phases else None
 
     @property
     def disturbance(self) -> Disturbance:
@@ -175,7 +179,6 @@ def analyze_run(
         auto=recorded_auto_repetitions(run.spec or ""),
     )
     device = _device(variants, reference)
-    ok_ref = [t for t in trials if t.variant == ref and t.status == "ok"]
     targets = recorded_targets(run.spec or "")
     verdicts = _target_verdicts(trials, summaries, targets, exclude_disturbed)
     accepted: dict[str, dict[int, int]] = {}
@@ -192,7 +195,6 @@ def analyze_run(
         trust=trust(summaries, reference, design),
         design=design,
         phases=tuple(measure_phases(summaries, trials, ref, strategies=strategies, device=device)),
-        cost_model=CostModel.from_trials(ok_ref, source=ref or "measured"),
         roofline=tuple(roofline_rows(summaries, variants)),
         timelines=tuple(_timelines(store, trials, ref, [v.name for v in variants])),
         accepted_lengths=accepted,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.store import TrialRecord
 
 if TYPE_CHECKING:  # imported by the loader (a child process, or the UI thread before it starts)
-    from workbench.analysis.compare import RunComparison, TwoRuns, Unmatched
+    from workbench.analysis.compare import RunComparison, TwoRuns
     from workbench.analysis.phases import WorkloadPhase
     from workbench.analysis.run import RunAnalysis
     from workbench.analysis.summary import GroupSummary
@@ -59,11 +59,6 @@ class ResultsData:
     def comparisons(self) -> list[RunComparison]:
         """Two runs: each variant × workload of RUN_B against RUN_A (matched by name)."""
         return list(self.two_runs.comparisons) if self.two_runs is not None else []
-
-    @property
-    def unmatched(self) -> list[Unmatched]:
-        """Two runs: the variants only one of them has."""
-        return list(self.two_runs.unmatched) if self.two_runs is not None else []
 
     @property
     def phases(self) -> Sequence[WorkloadPhase]:

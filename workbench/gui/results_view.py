@@ -143,9 +143,7 @@ class ResultsView(QObject):
             )
             or ""
         )
-        w.table_model.set_summaries(
-            data.summaries, {p.workload: p.label for p in data.phases}, getattr(data, "verdicts", ())
-        )
+        w.table_model.set_summaries(data.summaries, {p.workload: p.label for p in data.phases}, data.verdicts)
         verdict = verdict_html(data)
         w.verdict.setText(verdict)
         w.verdict.setVisible(bool(verdict))
