@@ -23,6 +23,7 @@ from workbench.formatting import (
     trials_text,
 )
 from workbench.report.quality import quality_cells
+from workbench.report.targets import metric_names
 
 __all__ = [
     "COLUMNS",
@@ -175,9 +176,7 @@ def targets_text(v: Any) -> str:
     if v.status == "met":
         head = f"met {met}/{n} targets"
     elif v.status == "missed":
-        from workbench.spec.targets import TARGET_METRICS
-
-        head = "missed " + ", ".join(TARGET_METRICS[c.metric][0] for c in v.missed)
+        head = "missed " + metric_names(v.missed)
     else:
         head = f"met {met}/{n} targets, no data for the rest"
     if v.goodput is None:

@@ -397,8 +397,7 @@ def quality_section(analysis: RunAnalysis) -> Section:
 def targets_section(
     verdicts: Sequence[Verdict], advice: Mapping[str, Sequence[str]] | None = None
 ) -> Section:
-    from workbench.report.targets import TARGETS_NOTE, targets_table
-    from workbench.spec.targets import TARGET_METRICS
+    from workbench.report.targets import TARGETS_NOTE, metric_names, targets_table
 
     section = Section("targets", "Experience targets (per workload: which variants meet them)")
     if not verdicts:
@@ -411,7 +410,7 @@ def targets_section(
         missed = [v for v in group if v.status == "missed"]
         line = f"{workload} ({group[0].targets.describe()}): "
         line += ("met by " + ", ".join(met)) if met else "no variant meets them"
-        why = {v.variant: ", ".join(TARGET_METRICS[c.metric][0] for c in v.missed) for v in missed}
+        why = {v.variant: metric_names(v.missed) for v in missed}
         if missed and len(missed) == len(group) and len(set(why.values())) == 1:
             line += f" — every variant misses {next(iter(why.values()))}"
         elif missed:

@@ -21,6 +21,7 @@ __all__ = [
     "check_text",
     "limit_text",
     "measured_text",
+    "metric_names",
     "projection_data",
     "projection_notes",
     "projection_table",
@@ -101,7 +102,7 @@ def verdict_short(verdict: Verdict) -> str:
     head = (
         f"met {met}/{len(verdict.checks)}"
         if verdict.status == "met"
-        else "missed " + _metric_names(verdict.missed)
+        else "missed " + metric_names(verdict.missed)
         if verdict.status == "missed"
         else f"met {met}/{len(verdict.checks)}, no data for the rest"
     )
@@ -109,7 +110,8 @@ def verdict_short(verdict: Verdict) -> str:
     return head + (f" · goodput {percent(gp)}" if gp is not None else "")
 
 
-def _metric_names(checks: Sequence[Check]) -> str:
+def metric_names(checks: Sequence[Check]) -> str:
+    """The targets' metrics by name: ``TTFT, TPOT``."""
     return ", ".join(TARGET_METRICS[c.metric][0] for c in checks)
 
 
@@ -293,7 +295,7 @@ def _who_meets(group: Sequence[Verdict], targets: Targets) -> str:
         parts.append("No variant meets every target")
     misses = [v for v in group if v.status == "missed"]
     if misses:
-        parts[-1] += "; missed by " + ", ".join(f"{v.variant} ({_metric_names(v.missed)})" for v in misses)
+        parts[-1] += "; missed by " + ", ".join(f"{v.variant} ({metric_names(v.missed)})" for v in misses)
     unknown = [v.variant for v in group if v.status == "unknown"]
     if unknown:
         parts[-1] += "; no data to judge " + ", ".join(unknown)
