@@ -49,6 +49,7 @@ __all__ = [
     "times",
     "tokens",
     "trials_text",
+    "written_percent",
 ]
 
 
@@ -188,6 +189,11 @@ def percent(value: float | None, digits: int = 0, *, signed: bool = False) -> st
     if value is None:
         return ""
     return f"{value:+.{digits}%}" if signed else f"{value:.{digits}%}"
+
+
+def written_percent(fraction: float) -> str:
+    """A share as a person wrote it in a spec (``ci_target = 0.025``): ``2.5%``, ``3%``, ``0.01%``."""
+    return f"{significant(fraction * 100, 4)}%"
 
 
 def spaced_percent(value: float | None) -> str:

@@ -22,7 +22,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.output import export_files, print_comparison
 from workbench.core.errors import WorkbenchError
-from workbench.formatting import count, json_text, percent, plus_minus, significant
+from workbench.formatting import count, json_text, percent, plus_minus, written_percent
 from workbench.report.text import noise_table, text_table
 
 
@@ -273,7 +273,7 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
     if spec.auto_repetitions:
         budget = f", budget {_duration_words(spec.budget_s)}" if spec.budget_s is not None else ""
         auto = (
-            f" (repetitions: auto, until every speed-up CI is within ±{significant(spec.ci_target * 100, 4)}%, "
+            f" (repetitions: auto, until every speed-up CI is within ±{written_percent(spec.ci_target)}, "
             "at most "
             f"{spec.repetitions}{budget})"
         )

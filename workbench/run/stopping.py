@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from workbench.analysis.paired import widest_ci
+from workbench.formatting import plus_minus, written_percent
 from workbench.spec.parse import AUTO_MIN_REPETITIONS, Spec
 from workbench.store import Store
 
@@ -68,17 +69,17 @@ class AutoRepetitions:
             return None
         spec = self.spec
         widest = widest_ci(self.store.trials(run_id, status="ok"), spec.baseline_variant)
-        target = f"target ±{_percent(spec.ci_target)}"
+        target = f"target ±{written_percent(spec.ci_target)}"
         elapsed = now - self._started
         if widest is not None and widest <= spec.ci_target:
             return Verdict(
                 widest,
                 stop=(
                     f'repetitions = "auto": stopped after {done} repetitions in {_minutes(elapsed)}, every '
-                    f"speed-up CI within ±{widest:.1%} ({target})"
+                    f"speed-up CI within {plus_minus(widest)} ({target})"
                 ),
             )
-        width = f"±{widest:.1%}" if widest is not None else "not known yet"
+        width = plus_minus(widest) if widest is not None else "not known yet"
         budget = spec.budget_s
         if budget is not None and done < spec.repetitions:
             last = self._finished_at[-1] - self._finished_at[-2]
@@ -136,8 +137,3 @@ def _minutes(seconds: float) -> str:
 
 def _iso(text: str) -> float:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def _percent(fraction: float) -> str:
-    """A target as a person wrote it: 3%, 2.5%, 0.01%."""
-    return f"{fraction * 100:.4g}%"
