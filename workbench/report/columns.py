@@ -3,7 +3,9 @@ table, ``e2e x``), its long label (the GUI's results table, ``e2e speed-up``), t
 explains it and the function that writes a row's cell. The CLI's table
 (:func:`workbench.report.run_report.main_table`) and the GUI's (:mod:`workbench.gui.results`) take
 their cells from here, so a cell reads the same in both. Headless and light (no numpy, no Qt); the
-numbers are written by :mod:`workbench.formatting`.
+numbers are written by :mod:`workbench.formatting`. The GUI builds its table from these before its
+window first shows, so this module imports nothing heavy at import time (the quality and targets
+wording, which import the analysis and numpy, are imported when a cell needs them).
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from workbench.formatting import (
     ratio,
     trials_text,
 )
-from workbench.report.quality import quality_cells
-from workbench.report.targets import metric_names
 
 __all__ = [
     "COLUMNS",
@@ -135,6 +135,8 @@ def _draft_verify(s: Any) -> tuple[str, float | None]:
 
 def _kld(s: Any) -> tuple[str, float | None]:
     """KLD from the baseline (sorts lossless and the reference first, unscored last)."""
+    from workbench.report.quality import quality_cells
+
     q = s.quality or {}
     text = quality_cells(s)[0]
     if q.get("status") == "scored":
@@ -143,6 +145,8 @@ def _kld(s: Any) -> tuple[str, float | None]:
 
 
 def _same_top(s: Any) -> tuple[str, float | None]:
+    from workbench.report.quality import quality_cells
+
     q = s.quality or {}
     return (quality_cells(s)[1], q["same_top"] if q.get("status") == "scored" else None)
 
@@ -176,6 +180,8 @@ def targets_text(v: Any) -> str:
     if v.status == "met":
         head = f"met {met}/{n} targets"
     elif v.status == "missed":
+        from workbench.report.targets import metric_names
+
         head = "missed " + metric_names(v.missed)
     else:
         head = f"met {met}/{n} targets, no data for the rest"
