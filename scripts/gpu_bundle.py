@@ -10,9 +10,11 @@ Run through ``scripts/gpu_bundle.sh [DIR]`` (default ``.gpu-bundle``, git-ignore
   random-weight models (scripts/gpu_models.py) use them.
 - ``BUNDLE.txt``: what is in it and why.
 
-It then checks the bundle is complete: every requirement of every bundled wheel (and of the
+It then completes the bundle and checks it: every requirement of every bundled wheel (and of the
 project's ``engine`` extra) is either bundled or listed in ``IMAGE`` (the image's packages, from the
-device tool's KINDS.md), and at a known image version that satisfies it. ``gpu_check.sh
+device tool's KINDS.md) at a known image version that satisfies it; a requirement that is neither is
+downloaded (the version installed here when it satisfies it, else pip's newest that does), round by
+round, and named in ``BUNDLE.txt`` with what pulled it in. ``gpu_check.sh
 --from-bundle DIR`` installs from it with ``pip --no-index``.
 """
 
@@ -28,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.markers import default_environment
@@ -95,6 +98,7 @@ CARRY = {
     "tqdm": "fallback: transformers needs >= 4.60",
     "httpx": "fallback: the project needs >= 0.27, < 1",
     "psutil": "fallback: the engine needs >= 6",
+    "tokenizers": "the image's 0.23.2 needs huggingface-hub < 2; transformers >= 5.25 needs >= 2.4",
 }
 
 #: bitsandbytes libraries kept: the image's torch is built for CUDA 13.0.
@@ -110,16 +114,21 @@ PLATFORMS = [
     "manylinux1_x86_64",
 ]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
-#: the image's Python, for the markers of the bundled wheels' requirements
-PY312: dict[str, str] = {
-    **{k: str(v) for k, v in default_environment().items()},
-    "python_version": "3.12",
-    "python_full_version": "3.12.3",
-    "sys_platform": "linux",
-    "platform_system": "Linux",
-    "platform_machine": "x86_64",
-    "os_name": "posix",
-}
+#: the image's Python (3.12), for the markers of the bundled wheels' requirements; ``--python``
+#: builds for another one (the dry run's stand-in image runs this machine's Python)
+PYTHON = "3.12"
+
+
+def markers(python: str) -> dict[str, str]:
+    return {
+        **{k: str(v) for k, v in default_environment().items()},
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "os_name": "posix",
+    }
 
 
 def log(msg: str) -> None:
@@ -182,17 +191,34 @@ def metadata(wheel: Path) -> list[Requirement]:
     ]
 
 
-def check_complete(wheels: Path, roots: list[Requirement]) -> list[str]:
-    """Problems that would stop ``pip install --no-index`` on the image: requirements neither bundled
-    nor in the image at a version known to satisfy them."""
+@dataclass(frozen=True)
+class Missing:
+    """A requirement neither bundled nor in the image at a version known to satisfy it."""
+
+    req: Requirement
+    wanted_by: str
+    image_version: str | None
+    bundled: Version | None
+
+    def __str__(self) -> str:
+        return (
+            f"{self.req} (wanted by {self.wanted_by}): image has {self.image_version}, "
+            f"bundle has {self.bundled or 'none'}"
+        )
+
+
+def check_complete(wheels: Path, roots: list[Requirement], python: str = PYTHON) -> list[Missing] | str:
+    """What would stop ``pip install --no-index`` on the image: requirements neither bundled nor in
+    the image at a version known to satisfy them (or, as a string, a bundle that is malformed)."""
     bundled: dict[str, Version] = {}
     files: dict[str, Path] = {}
     for w in wheels.glob("*.whl"):
         name, version, _, _ = parse_wheel_filename(w.name)
         if name in bundled:
-            return [f"two wheels of {name} in the bundle"]
+            return f"two wheels of {name} in the bundle"
         bundled[name], files[name] = version, w
-    problems: list[str] = []
+    problems: list[Missing] = []
+    env = markers(python)
     todo = [(r, "the check") for r in roots]
     seen: set[tuple[str, str]] = set()
     while todo:
@@ -209,17 +235,34 @@ def check_complete(wheels: Path, roots: list[Requirement]) -> list[str]:
             continue  # the image's satisfies it
         if name in bundled and spec.contains(bundled[name], prereleases=True):
             for sub in metadata(files[name]):
-                if sub.marker is None or any(
-                    sub.marker.evaluate({**PY312, "extra": e}) for e in extras | {""}
-                ):
+                if sub.marker is None or any(sub.marker.evaluate({**env, "extra": e}) for e in extras | {""}):
                     todo.append((sub, name))
             continue
         if image_version is None and name not in bundled:
             continue  # in the image, version unknown: assumed to satisfy (a fallback wheel is cheap)
-        problems.append(
-            f"{req} (wanted by {wanted_by}): image has {image_version}, bundle has {bundled.get(name, 'none')}"
-        )
+        problems.append(Missing(req, wanted_by, image_version, bundled.get(name)))
     return problems
+
+
+def wanted(req: Requirement) -> str:
+    """What to download for a missing requirement: the version installed here when it satisfies it
+    (the one the test suite ran with), else the newest pip finds that does."""
+    try:
+        here = md.version(req.name)
+    except md.PackageNotFoundError:
+        here = None
+    if here is not None and req.specifier.contains(here, prereleases=True):
+        return f"{req.name}=={here}"
+    return f"{req.name}{req.specifier}"
+
+
+def download(wheels: Path, reqs: list[str], python: str = PYTHON) -> None:
+    plat = [a for p in PLATFORMS for a in ("--platform", p)]
+    abi = "cp" + python.replace(".", "")
+    pip(
+        "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", python,
+        "--implementation", "cp", "--abi", abi, *plat, "-d", str(wheels), *reqs,
+    )  # fmt: skip
 
 
 def tree_bytes() -> int:
@@ -256,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         "--max-mib", type=float, default=40.0, help="fail above this size (the call's limit is 64)"
     )
     ap.add_argument("--source-hash", action="store_true", help="print the sources' digest and stop")
+    ap.add_argument(
+        "--python",
+        default=PYTHON,
+        help=f"the Python the wheels are for (default {PYTHON}, the GPU image's); the dry run's "
+        "stand-in image gives this machine's",
+    )
     args = ap.parse_args(argv)
     if args.source_hash:
         print(source_hash())
@@ -271,12 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     pip("wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT))
 
     reqs = [pinned(n) for n in CARRY]
-    log("downloading (Python 3.12, manylinux x86-64): " + " ".join(reqs))
-    plat = [a for p in PLATFORMS for a in ("--platform", p)]
-    pip(
-        "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-        "--implementation", "cp", "--abi", "cp312", *plat, "-d", str(wheels), *reqs,
-    )  # fmt: skip
+    log(f"downloading (Python {args.python}, manylinux x86-64): " + " ".join(reqs))
+    download(wheels, reqs, args.python)
     for bnb in wheels.glob("bitsandbytes-*.whl"):
         before, after = trim_wheel(bnb, BNB_KEEP, BNB_DROP)
         if not record_ok(bnb):
@@ -294,14 +339,30 @@ def main(argv: list[str] | None = None) -> int:
     project = next(wheels.glob("llm_workbench-*.whl"))
     roots = [Requirement(f"llm-workbench[engine]=={parse_wheel_filename(project.name)[1]}")]
     roots += [Requirement(r) for r in (pinned("torchao"), pinned("bitsandbytes"))]
-    problems = check_complete(wheels, roots)
+    # A carried package's new release can need packages the image lacks (transformers 5.25 wants
+    # kernels and huggingface-hub >= 2.4, which wants hf-xet and httpx2): those are pulled in too,
+    # round by round, each for the reason the check gives, instead of failing on a list kept by hand.
+    pulled: dict[str, str] = {}
+    for _ in range(6):
+        problems = check_complete(wheels, roots, args.python)
+        if isinstance(problems, str):
+            log(f"incomplete: {problems}")
+            return 1
+        fetch = [m for m in problems if m.bundled is None and canonicalize_name(m.req.name) not in pulled]
+        if not fetch:
+            break
+        reqs = sorted({wanted(m.req) for m in fetch})
+        log("pulling in what the carried wheels need: " + " ".join(reqs))
+        download(wheels, reqs, args.python)
+        for m in fetch:
+            pulled[canonicalize_name(m.req.name)] = f"pulled in: {m.wanted_by} needs {m.req}"
     if problems:
         for p in problems:
             log(f"incomplete: {p}")
         return 1
 
     lines = [f"{w.name}  {w.stat().st_size / 2**20:.2f} MiB" for w in sorted(wheels.glob("*.whl"))]
-    why = [f"  {n}: {r}" for n, r in CARRY.items()]
+    why = [f"  {n}: {r}" for n, r in {**CARRY, **pulled}.items()]
     (out / "source.sha256").write_text(source_hash() + "\n")
     (out / "BUNDLE.txt").write_text(
         "GPU check bundle (scripts/gpu_bundle.sh; docs/ci.md). Install: scripts/gpu_check.sh --from-bundle DIR\n\n"

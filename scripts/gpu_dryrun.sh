@@ -31,7 +31,13 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-scripts/gpu_bundle.sh "$out/bundle"
+# The bundle the GPU machine would get (Python 3.12: complete against the image's list, under the
+# size limit), then the same versions for the stand-in's Python, which installs them: the stand-in
+# runs this machine's Python, since its torch wheel is this machine's (cp311), and a dependency with
+# compiled code (kernels, regex) has one wheel per Python.
+scripts/gpu_bundle.sh "$out/bundle-gpu"
+stand_in_py=$("$image/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+scripts/gpu_bundle.sh --python "$stand_in_py" "$out/bundle"
 PYTHON="$image/bin/python" GPU_CHECK_WORK="$out/work" GPU_CHECK_RUN_S=600 GPU_CHECK_DEADLINE_S=1200 \
     scripts/gpu_check.sh --from-bundle "$out/bundle" --cpu "$out/check"
 # Every variant ran its trials, from the bundle's packages (not the stand-in image's).

@@ -95,14 +95,32 @@ def test_completeness_check_against_the_image(tmp_path):
     # sqlite-utils is not in the image and not bundled; transformers is bundled (the image's 5.17 is
     # too old), its tokenizers pin is met by the image's 0.23.2, typer is there (version unknown),
     # tomli's marker is false on the image's 3.12
-    assert bundle.check_complete(tmp_path, roots) == [
+    assert [str(m) for m in bundle.check_complete(tmp_path, roots)] == [
         "sqlite-utils>=4.2 (wanted by app): image has absent, bundle has none"
     ]
     make_wheel(tmp_path, "sqlite-utils", "4.2.1", {})
     assert bundle.check_complete(tmp_path, roots) == []
     (tmp_path / "transformers-5.24.0-py3-none-any.whl").unlink()
     problems = bundle.check_complete(tmp_path, roots)
-    assert problems == ["transformers>=5.24 (wanted by app): image has 5.17.0, bundle has none"]
+    assert [str(m) for m in problems] == [
+        "transformers>=5.24 (wanted by app): image has 5.17.0, bundle has none"
+    ]
+    # a bundled wheel at a version that does not satisfy the requirement is reported with it
+    make_wheel(tmp_path, "transformers", "5.20.0", {})
+    (problem,) = bundle.check_complete(tmp_path, roots)
+    assert problem.bundled == bundle.Version("5.20.0") and problem.image_version == "5.17.0"
+    make_wheel(tmp_path, "transformers", "5.24.0", {})
+    assert bundle.check_complete(tmp_path, roots) == "two wheels of transformers in the bundle"
+
+
+def test_a_missing_requirement_is_fetched_at_the_version_the_tests_ran_with():
+    import importlib.metadata as md
+
+    here = md.version("packaging")
+    assert bundle.wanted(Requirement("packaging>=1")) == f"packaging=={here}"
+    # installed here at a version that does not satisfy it: pip picks the newest that does
+    assert bundle.wanted(Requirement(f"packaging>{here}")) == f"packaging>{here}"
+    assert bundle.wanted(Requirement("no-such-package-here>=2")) == "no-such-package-here>=2"
 
 
 def test_random_models_have_the_stated_shapes():
