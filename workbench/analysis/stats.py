@@ -16,7 +16,6 @@ distribution directly — the same interval, without resampling thousands of tim
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from math import erf, sqrt
