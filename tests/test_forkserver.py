@@ -216,7 +216,7 @@ KILLERS = """
         def generate(self, request, probe):
             killer = os.environ.get("KILL_WORKER")
             if killer and self._trials == 1 and os.environ.get("WORKBENCH_WORKER") == "1":
-                if killer == "KILL" and forked():
+                if killer == "KILL" and self.forked:
                     os.kill(os.getpid(), signal.SIGKILL)  # a forked worker killed mid-trial
                 if killer == "TERM":
                     os.kill(os.getpid(), signal.SIGTERM)  # a signal from outside: nobody cancelled
@@ -226,7 +226,9 @@ KILLERS = """
         name = "killable"
 
         def load(self, variant, device):
-            return Session(variant.config)
+            session = Session(variant.config)
+            session.forked = forked()  # now: its server may be gone by the time it generates
+            return session
 """
 
 
@@ -358,4 +360,20 @@ def test_a_worker_stopped_by_a_signal_nobody_in_the_run_sent_is_no_cancel(tmp_pa
         assert variant["status"] == "failed"
         assert "a signal this run did not send" in variant["error"]
     assert len(store.trials(result.run_id)) == 24
+    assert not any("workbench.run" in c for c in children_of_us())
+
+
+def test_a_forked_worker_killed_after_its_server_is_seen_through_its_pidfd(tmp_path, monkeypatch):
+    # the server SIGKILLed once the forked workers have loaded, then a forked worker SIGKILLed
+    # mid-trial: nobody is left to report its exit status, the parent still sees it end (a pidfd)
+    # and fails its variant with the reason instead of waiting for it
+    text = killers(tmp_path, monkeypatch, KILL_WORKER="KILL")
+    started = time.monotonic()
+    store, result, _, killed = run_killing(text, tmp_path / "o.db", lambda m: m.endswith("(forked)"))
+    assert killed
+    assert result.status in ("failed", "partial") and run_exit_code(result) != 0
+    errors = [v["error"] for v in store.variants(result.run_id)]
+    assert all(e and "its exit status is unknown" in e for e in errors), errors
+    assert len(store.trials(result.run_id)) == 24
+    assert time.monotonic() - started < 120
     assert not any("workbench.run" in c for c in children_of_us())
