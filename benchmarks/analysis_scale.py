@@ -19,6 +19,7 @@ their own Monte-Carlo error (0.5 % here).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -105,12 +106,36 @@ def build(path: Path, prompts: int, repetitions: int, tokens: int, seed: int = 1
 
 
 def timed(args: list[str], runs: int = 3) -> float:
+    """The median wall time of ``python -m workbench ARGS``, as a user's shell runs it: the modules'
+    bytecode cached (a first, untimed run writes it; PYTHONDONTWRITEBYTECODE, which some CI and
+    sandbox shells set, would make every run compile the workbench's sources again: +0.3-0.4 s)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    command = [sys.executable, "-m", "workbench", *args]
+    subprocess.run(command, check=True, capture_output=True, env=env)
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "workbench", *args], check=True, capture_output=True)
+        subprocess.run(command, check=True, capture_output=True, env=env)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def host_line() -> str:
+    """The CPU, its vector extensions and the load now: show's time depends on all three."""
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not model:
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    vector = sorted(f for f in flags if f.startswith(("avx", "fma", "f16c")))
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return f"host: {model or '?'}, {os.cpu_count()} cores, {' '.join(vector) or 'no AVX'}; load {load}"
 
 
 def gui_load_s(db: Path, run_id: int, runs: int = 3) -> float:
@@ -159,6 +184,7 @@ def main() -> int:
     parser.add_argument("--limit-s", type=float, default=2.0, help="show's budget at the large run")
     parser.add_argument("--keep", type=Path, help="keep the databases in this folder")
     args = parser.parse_args()
+    print(host_line(), flush=True)
     folder = args.keep or Path(tempfile.mkdtemp())
     folder.mkdir(parents=True, exist_ok=True)
     results = {}
@@ -204,6 +230,7 @@ def main() -> int:
         if row["CI vs bootstrap"] > 0.005:
             problems.append(f"CI bounds differ from the plain bootstrap by {row['CI vs bootstrap']:.2%}")
     print(f"\nshow grew {growth:.2f}x for {args.repetitions / args.small:.0f}x the trials")
+    print(host_line())
     return verdict(problems, inline=True)
 
 

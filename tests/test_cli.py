@@ -48,11 +48,32 @@ def test_strategies_lists_baseline_and_fake():
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].split()[:2] == ["strategy", "available"]
-    by_name = {line.split()[0]: line for line in lines[2:] if line.strip()}
+    by_name = {line.split()[0]: line for line in lines[2:] if line.strip() and not line[0].isspace()}
     assert set(by_name) >= {"baseline", "fake"}
     assert by_name["fake"].split()[1] == "yes"
     assert by_name["baseline"].split()[1] in ("yes", "no:")
     assert "prefill_ms" not in result.output  # parameters only with -v
+
+
+def test_strategies_fit_120_columns_with_the_reason_wrapped(monkeypatch):
+    from workbench.core import registry
+
+    reason = "needs " + " ".join(f"part{i}" for i in range(40)) + " (docs/runtimes.md)"
+    listed = registry.list_strategies()
+    long = registry.StrategyInfo(
+        "slow-thing", "somewhere:Slow", "A strategy that cannot run here", reason, None
+    )
+    monkeypatch.setattr(registry, "list_strategies", lambda: [*listed, long])
+    result = invoke("strategies")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    start = next(i for i, line in enumerate(lines) if line.startswith("slow-thing "))
+    column = lines[0].index("available")
+    rows = [lines[start]] + [line for line in lines[start + 1 :] if line.startswith(" ")]
+    assert len(rows) > 2  # wrapped onto further lines of its row, in its column
+    shown = " ".join(line[column : lines[0].index("description")].strip() for line in rows)
+    assert shown.split() == f"no: {reason}".split()
 
 
 def test_strategies_json():

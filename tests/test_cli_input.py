@@ -214,3 +214,29 @@ def test_demo_help_offers_full():
     result = invoke("demo", "--help")
     assert result.exit_code == 0
     assert "--full" in result.output and "demo-full.toml" in result.output
+
+
+def test_the_demo_keeps_its_intervals_in_fewer_trials():
+    """The short demo: 3 repetitions with fresh workers (three process pairs: every speed-up has an
+    interval), one prompt each of chat and code and the summarise document."""
+    from workbench.core.resources import resource_path
+    from workbench.run.design import planned_trials
+    from workbench.run.plan import plan_run
+    from workbench.spec.parse import load_spec
+
+    spec = load_spec(resource_path("specs", "demo.toml"))
+    assert spec.repetitions == 3 and spec.workers == "per-repetition"
+    assert {w.name: len(w.items) for w in spec.workloads} == {"chat": 1, "summarise": 1, "code": 1}
+    plans = plan_run(spec)
+    measured = sum(not t.warmup for p in plans for t in p.trials)
+    assert measured == len(spec.variants) * 3 * 3
+    assert planned_trials(spec, plans) <= 2 * measured
+
+
+def test_the_demo_hint_says_how_much_longer_a_busy_machine_takes():
+    from workbench.cli.running import DEMO_QUIET, demo_hint
+
+    assert demo_hint(False, load=0.3, cores=2) == DEMO_QUIET
+    busy = demo_hint(False, load=8.0, cores=2)
+    assert busy.startswith(DEMO_QUIET) and "load 8.0 on 2 cores" in busy and "5.0x" in busy
+    assert "40-60 min" in demo_hint(True, load=0.0, cores=2)

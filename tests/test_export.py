@@ -200,3 +200,31 @@ def test_without_qt_csv_and_md_still_work_and_charts_say_what_to_install(fake_ru
     assert result.exit_code == 0, result.output
     assert "PNG, SVG and HTML skipped" in result.output
     assert {p.suffix for p in (tmp_path / "b").iterdir()} == {".csv", ".json", ".md"}
+
+
+def test_names_and_prompts_are_escaped_in_summary_md_as_in_report_html(tmp_path):
+    # a run, variant, workload and prompt id named like HTML and Markdown: summary.md must not
+    # carry a tag, an entity or a link a Markdown renderer would run or follow (report.html escapes)
+    from workbench.run.execute import RunExecutor
+    from workbench.spec.parse import parse_spec
+
+    hostile = '<img src=x onerror="alert(1)">'
+    link = "[click](javascript:alert(2))"
+    spec = (
+        f"name = {json.dumps('run ' + hostile)}\nrepetitions = 2\nwarmup = 0\n"
+        f'[[variants]]\nname = "base"\nstrategy = "fake"\n'
+        f'[[variants]]\nname = {json.dumps("v " + hostile)}\nstrategy = "fake"\nprefill_ms = 5\n'
+        f"[[workloads]]\nname = {json.dumps('w&amp;' + link)}\nmax_new_tokens = 4\n"
+        f'prompts = [{{id = {json.dumps("p " + hostile)}, prompt = "hello there"}}]\n'
+    )
+    db = tmp_path / "x.db"
+    result = RunExecutor(parse_spec(spec), Store(db)).run()
+    assert result.status == "ok"
+    out = tmp_path / "o"
+    done = invoke("export", str(result.run_id), "--out", out, "--format", "md", "--db", db)
+    assert done.exit_code == 0, done.output
+    markdown = (out / "summary.md").read_text(encoding="utf-8")
+    assert "v &lt;img src=x" in markdown  # the variant's name, as it reads
+    assert "<img" not in markdown
+    assert not re.search(r"(?<!\\)\]\(", markdown)  # no link: every ]( escaped
+    assert "w&amp;amp;[click\\](javascript:alert(2))" in markdown  # the workload's name, as it reads

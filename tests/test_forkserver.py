@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from workbench.cli.common import run_exit_code
 from workbench.run import process
 from workbench.run.execute import RunExecutor
 from workbench.run.forkserver import ForkServer, fork_supported
@@ -194,3 +195,185 @@ def test_a_forked_worker_counts_its_memory_as_a_spawned_one(tmp_path, tiny_model
     spawned = min(peaks[0])
     for worker in (1, 2):
         assert abs(min(peaks[worker]) / spawned - 1) < 0.03, peaks
+
+
+# -- children killed from outside (the OOM killer's pick): a real SIGKILL of the real process ---------
+
+KILLERS = """
+    import os, signal, sys
+    from workbench.testing import FakeStrategy
+    from workbench.testing import FakeSession
+
+    if "workbench.run.forkserver" in " ".join(sys.orig_argv):
+        if os.environ.get("KILL_SERVER_AT_IMPORT"):
+            os.kill(os.getpid(), signal.SIGKILL)  # the fork server dies while the restart waits on it
+
+    def forked():
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            return b"workbench.run.forkserver" in f.read()
+
+    class Session(FakeSession):
+        def generate(self, request, probe):
+            killer = os.environ.get("KILL_WORKER")
+            if killer and self._trials == 1 and os.environ.get("WORKBENCH_WORKER") == "1":
+                if killer == "KILL" and self.forked:
+                    os.kill(os.getpid(), signal.SIGKILL)  # a forked worker killed mid-trial
+                if killer == "TERM":
+                    os.kill(os.getpid(), signal.SIGTERM)  # a signal from outside: nobody cancelled
+            return super().generate(request, probe)
+
+    class Killable(FakeStrategy):
+        name = "killable"
+
+        def load(self, variant, device):
+            session = Session(variant.config)
+            session.forked = forked()  # now: its server may be gone by the time it generates
+            return session
+"""
+
+
+def the_issue_spec(strategy: str = "fake") -> str:
+    """Two fake variants, 4 repetitions x 3 prompts, interleaved with fresh workers: 24 trials."""
+    variants = "".join(
+        f'[[variants]]\nname = "{name}"\nstrategy = "{strategy}"\nprefill_ms = 2\ndecode_ms_per_token = 0.5\n'
+        for name in ("a", "b")
+    )
+    return (
+        f'name = "fork"\nrepetitions = 4\nwarmup = 1\nworkers = "per-repetition"\n{variants}'
+        '[[workloads]]\nname = "code"\nlimit = 3\nmax_new_tokens = 6\n'
+    )
+
+
+def fork_servers() -> list[int]:
+    """The pids of this process's fork servers."""
+    found = []
+    me = str(os.getpid())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                ppid = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                server = b"workbench.run.forkserver" in f.read()
+        except (OSError, IndexError):
+            continue
+        if ppid == me and server:
+            found.append(int(pid))
+    return found
+
+
+def run_killing(text, db_path, when):
+    """Run ``text``, SIGKILLing the fork server the first time ``when(progress message)`` is true."""
+    logs, killed = [], []
+    store = Store(db_path)
+
+    def on_progress(progress):
+        if not killed and when(progress.message):
+            for pid in fork_servers():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    executor = RunExecutor(parse_spec(text), store, on_log=logs.append, on_progress=on_progress)
+    return store, executor.run(), logs, killed
+
+
+def assert_complete(store, result, logs):
+    assert result.status == "ok", [v["error"] for v in store.variants(result.run_id)]
+    trials = store.trials(result.run_id)
+    assert len(trials) == 24 and all(t.status == "ok" for t in trials)
+    assert sorted((t.variant, t.repetition) for t in trials) == sorted(
+        (v, r) for v in "ab" for r in range(4) for _ in range(3)
+    )
+    assert not any(t.status == "cancelled" for t in store.trials(result.run_id, include_warmup=True))
+    assert run_exit_code(result) == 0
+    assert not any("workbench.run" in c for c in children_of_us())
+
+
+def test_a_fork_server_killed_under_its_workers_costs_only_its_forks(tmp_path):
+    # the issue's case: once the second repetition's forked workers have loaded, the fork server is
+    # SIGKILLed. Its workers live on (they end with the run, not with their server) and finish the
+    # repetition; the later repetitions' workers are spawned.
+    store, result, logs, killed = run_killing(
+        the_issue_spec(), tmp_path / "k.db", lambda m: m.endswith("(forked)")
+    )
+    assert killed
+    assert_complete(store, result, logs)
+    assert any("the fork server ended (killed by SIGKILL)" in line for line in logs), logs
+    workers = {(t.variant, t.repetition): t.worker for t in store.trials(result.run_id)}
+    assert {workers[v, r] for v in "ab" for r in range(4)} == {0, 1, 2, 3}
+
+
+def test_a_fork_server_killed_between_repetitions(tmp_path):
+    # killed while the second repetition's forked workers are idle, before the third one's restart
+    seen = []
+
+    def when(message):
+        seen.append(message == "next repetition: fresh worker processes")
+        return sum(seen) == 2
+
+    store, result, logs, killed = run_killing(the_issue_spec(), tmp_path / "b.db", when)
+    assert killed
+    assert_complete(store, result, logs)
+    assert any("the fork server ended (killed by SIGKILL)" in line for line in logs), logs
+
+
+def killers(tmp_path, monkeypatch, **env):
+    (tmp_path / "killersmod.py").write_text(textwrap.dedent(KILLERS), encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return the_issue_spec("killersmod:Killable")
+
+
+def test_a_fork_server_killed_while_the_restart_waits_on_it(tmp_path, monkeypatch):
+    # the server SIGKILLs itself while it imports the first workers' modules (the restart waits for
+    # it to be ready): the fresh workers are spawned
+    text = killers(tmp_path, monkeypatch, KILL_SERVER_AT_IMPORT="1")
+    store, result, logs, _ = run_killing(text, tmp_path / "w.db", lambda m: False)
+    assert_complete(store, result, logs)
+    assert any("the fork server did not start" in line for line in logs), logs
+    assert not any("fork server ready" in line for line in logs)
+
+
+def test_a_forked_worker_killed_mid_trial_fails_its_variant_with_the_reason(tmp_path, monkeypatch):
+    text = killers(tmp_path, monkeypatch, KILL_WORKER="KILL")
+    store, result, _, _ = run_killing(text, tmp_path / "f.db", lambda m: False)
+    assert result.status in ("failed", "partial")
+    assert run_exit_code(result) != 0
+    errors = [v["error"] for v in store.variants(result.run_id)]
+    assert all(e and "killed by SIGKILL" in e for e in errors), errors
+    assert not any(t.status == "cancelled" for t in store.trials(result.run_id, include_warmup=True))
+    assert len(store.trials(result.run_id)) == 24  # the ones never run are recorded failed
+    assert not any("workbench.run" in c for c in children_of_us())
+
+
+def test_a_worker_stopped_by_a_signal_nobody_in_the_run_sent_is_no_cancel(tmp_path, monkeypatch):
+    # SIGTERM from outside (a service manager, a user's kill): the worker stops as if cancelled,
+    # but the run was not cancelled: its variant fails with the reason, the run does not read ok
+    text = killers(tmp_path, monkeypatch, KILL_WORKER="TERM")
+    store, result, _, _ = run_killing(text, tmp_path / "t.db", lambda m: False)
+    assert result.status in ("failed", "partial")
+    assert run_exit_code(result) != 0
+    for variant in store.variants(result.run_id):
+        assert variant["status"] == "failed"
+        assert "a signal this run did not send" in variant["error"]
+    assert len(store.trials(result.run_id)) == 24
+    assert not any("workbench.run" in c for c in children_of_us())
+
+
+def test_a_forked_worker_killed_after_its_server_is_seen_through_its_pidfd(tmp_path, monkeypatch):
+    # the server SIGKILLed once the forked workers have loaded, then a forked worker SIGKILLed
+    # mid-trial: nobody is left to report its exit status, the parent still sees it end (a pidfd)
+    # and fails its variant with the reason instead of waiting for it
+    text = killers(tmp_path, monkeypatch, KILL_WORKER="KILL")
+    started = time.monotonic()
+    store, result, _, killed = run_killing(text, tmp_path / "o.db", lambda m: m.endswith("(forked)"))
+    assert killed
+    assert result.status in ("failed", "partial") and run_exit_code(result) != 0
+    errors = [v["error"] for v in store.variants(result.run_id)]
+    assert all(e and "its exit status is unknown" in e for e in errors), errors
+    assert len(store.trials(result.run_id)) == 24
+    assert time.monotonic() - started < 120
+    assert not any("workbench.run" in c for c in children_of_us())

@@ -27,6 +27,8 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -42,8 +44,10 @@ __all__ = [
     "PairedEstimate",
     "disturbance",
     "drift",
+    "match_trials",
     "mde_with",
     "metric_value",
+    "metric_values",
     "paired_speedup",
     "paired_trials",
     "pairs_needed",
@@ -98,8 +102,27 @@ def metric_value(trial: TrialRecord, metric: str) -> Any:
     return getattr(trial, metric)
 
 
-def _key(t: TrialRecord) -> tuple[Any, Any, Any]:
-    return (t.workload, t.prompt_id, t.repetition)
+def metric_values(trials: Sequence[TrialRecord], metric: str) -> list[Any]:
+    """:func:`metric_value` of each trial, in order."""
+    if metric == "decode_phase_ms":
+        return [metric_value(t, metric) for t in trials]
+    return list(map(attrgetter(metric), trials))
+
+
+#: a pair of trials: the reference's and the variant's of the same (workload, prompt, repetition)
+Pair = tuple[TrialRecord, TrialRecord]
+
+
+def match_trials(reference: Sequence[TrialRecord], variant: Sequence[TrialRecord]) -> list[Pair]:
+    """The variant's trials with a partner of the same (workload, prompt, repetition) in the
+    reference, in the variant's order: what :func:`paired_trials` pairs, whatever the metric."""
+    ref = {(t.workload, t.prompt_id, t.repetition): t for t in reference}
+    pairs = []
+    for t in variant:
+        r = ref.get((t.workload, t.prompt_id, t.repetition))
+        if r is not None:
+            pairs.append((r, t))
+    return pairs
 
 
 def pair_values(
@@ -112,22 +135,31 @@ def pair_values(
 
 
 def paired_trials(
-    reference: Sequence[TrialRecord], variant: Sequence[TrialRecord], metric: str
+    reference: Sequence[TrialRecord],
+    variant: Sequence[TrialRecord],
+    metric: str,
+    *,
+    pairs: Sequence[Pair] | None = None,
 ) -> tuple[list[float], list[float], list[Any], list[Any]]:
     """:func:`pair_values` and each pair's cluster: the two worker processes that ran it
-    (``(reference worker, variant worker)``; None where a trial does not say, as in older runs)."""
-    ref = {_key(t): t for t in reference}
-    a, b, strata, clusters = [], [], [], []
-    for t in variant:
-        r = ref.get(_key(t))
-        x, y = (metric_value(r, metric) if r is not None else None), metric_value(t, metric)
-        if r is not None and x is not None and y is not None and x > 0 and y > 0:
-            a.append(float(x))
-            b.append(float(y))
-            strata.append(t.prompt_id)
-            wr, wv = r.worker, t.worker
-            clusters.append(None if wr is None or wv is None else (wr, wv))
-    return a, b, strata, clusters
+    (``(reference worker, variant worker)``; None where a trial does not say, as in older runs).
+    ``pairs``: :func:`match_trials` of the same two, when the caller has them (several metrics)."""
+    if pairs is None:
+        pairs = match_trials(reference, variant)
+    if not pairs:
+        return [], [], [], []
+    refs, mine = [r for r, _ in pairs], [t for _, t in pairs]
+    x = np.array(metric_values(refs, metric), dtype=float)  # None reads NaN: not > 0
+    y = np.array(metric_values(mine, metric), dtype=float)
+    with np.errstate(invalid="ignore"):
+        keep = (x > 0) & (y > 0)
+    kept = keep.tolist()
+    strata = [t.prompt_id for t in compress(mine, kept)]
+    clusters = [
+        None if r.worker is None or t.worker is None else (r.worker, t.worker)
+        for r, t in compress(pairs, kept)
+    ]
+    return x[keep].tolist(), y[keep].tolist(), strata, clusters
 
 
 def paired_speedup(

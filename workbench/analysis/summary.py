@@ -14,7 +14,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.analysis.paired import PairedEstimate, disturbance, metric_value, paired_speedup, paired_trials
+from workbench.analysis.paired import (
+    Pair,
+    PairedEstimate,
+    disturbance,
+    match_trials,
+    metric_value,
+    metric_values,
+    paired_speedup,
+    paired_trials,
+)
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
 from workbench.core.literals import TimingScope
 from workbench.store import TrialRecord
@@ -135,7 +144,7 @@ def summarize(
             n_failed=sum(r.status == "failed" for r in rows),
             n_disturbed=sum(bool(r.disturbed) for r in rows if r.status == "ok"),
             disturbed_excluded=rule.excluded,
-            metrics={m: bootstrap_median([metric_value(r, m) for r in ok], prompt_keys(ok)) for m in METRICS},
+            metrics=_medians(ok),
         )
         matches = [r.matches_baseline for r in ok if r.matches_baseline is not None]
         summary.matches_baseline = sum(matches) / len(matches) if matches else None
@@ -167,12 +176,22 @@ def summarize(
             if not base or s.variant == baseline:
                 continue
             mine = used[(s.variant, s.workload)]
-            s.speedup_e2e = speedup_of(base, mine, "e2e_ms", higher_is_better=False)
-            s.speedup_ttft = speedup_of(base, mine, "ttft_ms", higher_is_better=False)
-            s.speedup_decode = speedup_of(base, mine, "decode_tokens_per_s", higher_is_better=True)
+            pairs = match_trials(base, mine)  # once for the three metrics
+            s.speedup_e2e = speedup_of(base, mine, "e2e_ms", higher_is_better=False, pairs=pairs)
+            s.speedup_ttft = speedup_of(base, mine, "ttft_ms", higher_is_better=False, pairs=pairs)
+            s.speedup_decode = speedup_of(
+                base, mine, "decode_tokens_per_s", higher_is_better=True, pairs=pairs
+            )
             if s.speedup_e2e and s.speedup_e2e.lo is not None:
                 s.significant = not (s.speedup_e2e.lo <= 1.0 <= s.speedup_e2e.hi)  # type: ignore[operator]
     return summaries
+
+
+def _medians(ok: Sequence[TrialRecord]) -> dict[str, Estimate]:
+    """Each metric's median with its CI over the group's trials, resampled within prompts (one tuple
+    of prompts for every metric: the strata are grouped once)."""
+    keys = tuple(prompt_keys(ok))
+    return {m: bootstrap_median(metric_values(ok, m), keys) for m in METRICS}
 
 
 def speedup_of(
@@ -181,11 +200,12 @@ def speedup_of(
     metric: str,
     *,
     higher_is_better: bool,
+    pairs: Sequence[Pair] | None = None,
 ) -> PairedEstimate | None:
     """The variant's speed-up on ``metric``: paired when at least two of its trials have a partner
     of the same (workload, prompt, repetition) in the reference, else a ratio of medians (trials that
     do not pair up: e.g. failures on one side only)."""
-    a, b, strata, clusters = paired_trials(reference, variant, metric)
+    a, b, strata, clusters = paired_trials(reference, variant, metric, pairs=pairs)
     if len(a) >= 2:
         return paired_speedup(a, b, strata, higher_is_better=higher_is_better, clusters=clusters)
     num, den = (variant, reference) if higher_is_better else (reference, variant)

@@ -63,7 +63,7 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
     is_flag=True,
     help="Run the full comparison (resources/specs/demo-full.toml: more prompts, 3 repetitions, ten "
     "variants, among them three runtimes' quantization; 40-60 minutes on a 2-core CPU) instead of the "
-    "4-5-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
+    "4-4.5-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
     "with a line saying so.",
 )
 @click.option(
@@ -90,7 +90,7 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
     spec = load_spec(resource_path("specs", "demo-full.toml" if full else "demo.toml"))
     if full:
         spec = _available_variants(spec)
-    hint = "40-60 min on a 2-core CPU" if full else "4-5 min on a quiet 2-core CPU"
+    hint = demo_hint(full)
     code = _execute(spec, db, out, as_json, expected=hint)
     if not no_gui and not as_json and code in (EXIT_OK, EXIT_SOME_FAILED) and gui_available():
         from workbench.gui.app import run_gui
@@ -99,6 +99,31 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
         click.echo("Opening the desktop app on the run (--no-gui to skip)…", err=True)
         run_gui(resolve_db_path(db), run="latest")
     sys.exit(code)
+
+
+#: how long the demo takes on a quiet 2-core CPU (AMD EPYC, AVX2 without AVX-512): README's figure
+DEMO_QUIET = "about 4-4.5 min on a quiet 2-core CPU"
+DEMO_FULL_QUIET = "40-60 min on a quiet 2-core CPU"
+
+
+def demo_hint(full: bool, load: float | None = None, cores: int | None = None) -> str:
+    """How long the demo should take here before a run of it is recorded in this database (then the
+    recorded one's time per trial says it): the quiet figure and, when this machine is busy (its
+    load average over its cores, measured now), how much longer it will be."""
+    import os
+
+    quiet = DEMO_FULL_QUIET if full else DEMO_QUIET
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):  # not on this system
+            return quiet
+    cores = cores or os.cpu_count() or 1
+    # the demo wants every core: a load of L on C cores leaves it about C / (C + L) of them
+    slower = (cores + load) / cores
+    if slower < 1.5:
+        return quiet
+    return f"{quiet}; this machine is busy now (load {load:.1f} on {cores} cores): about {slower:.1f}x that"
 
 
 def _available_variants(spec: Any) -> Any:

@@ -8,6 +8,9 @@ from workbench.cli.common import json_option
 from workbench.formatting import json_text
 from workbench.report.text import text_table
 
+#: the table's width: the reports' (``render_text``), a reason a strategy is unavailable wrapped
+TABLE_WIDTH = 120
+
 
 @click.command()
 @click.option("-v", "--verbose", is_flag=True, help="Also list each strategy's parameters.")
@@ -39,6 +42,7 @@ def strategies(verbose: bool, as_json: bool) -> None:
         text_table(
             ["strategy", "available", "description"],
             [[i.name, "yes" if i.available else f"no: {i.unavailable}", i.description] for i in infos],
+            width=TABLE_WIDTH,
         )
     )
     if verbose:

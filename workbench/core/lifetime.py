@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 
-__all__ = ["die_with_parent", "pid_alive"]
+__all__ = ["die_with_parent", "end_with", "pid_alive", "process_handle", "wait_handle"]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -35,6 +35,48 @@ def die_with_parent(parent_pid: int | None = None, sig: int = signal.SIGTERM) ->
         except (OSError, AttributeError):
             pass
     return parent_pid is None or os.getppid() == parent_pid
+
+
+def process_handle(pid: int) -> int | None:
+    """A pidfd for process ``pid`` (any process, not only a child: readable once it has ended), or
+    None where there is none (not Linux 5.3+, or the process has already gone)."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:
+        return None
+
+
+def wait_handle(handle: int, timeout: float | None = None) -> bool:
+    """Wait until the process behind pidfd ``handle`` has ended (True), or ``timeout`` seconds."""
+    import select
+
+    readable, _, _ = select.select([handle], [], [], timeout)
+    return bool(readable)
+
+
+def end_with(pid: int, sig: int = signal.SIGTERM) -> bool | None:
+    """Have this process sent ``sig`` when process ``pid`` ends — a process that is not its parent
+    (:func:`die_with_parent` only watches the parent): a daemon thread blocked on ``pid``'s pidfd,
+    which costs no CPU until then. None where a process cannot be watched so (the caller falls back
+    to :func:`die_with_parent`); False when ``pid`` has already ended (the caller should exit)."""
+    handle = process_handle(pid)
+    if handle is None:
+        return False if not pid_alive(pid) and hasattr(os, "pidfd_open") else None
+    if wait_handle(handle, 0):
+        os.close(handle)
+        return False
+
+    def watch() -> None:
+        wait_handle(handle)
+        os.kill(os.getpid(), sig)
+
+    import threading
+
+    threading.Thread(target=watch, name="end-with", daemon=True).start()
+    return True
 
 
 def pid_alive(pid: int) -> bool:

@@ -29,6 +29,7 @@ __all__ = [
     "Table",
     "TableRows",
     "Text",
+    "md_escape",
     "render_html",
     "render_markdown",
     "render_text",
@@ -122,12 +123,35 @@ class Report:
 # -- plain text ---------------------------------------------------------------------------------
 
 
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Columns padded to their widest cell, a rule under the headers."""
+#: the narrowest a column of :func:`text_table` is wrapped to
+MIN_WRAPPED_COLUMN = 16
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, width: int | None = None) -> str:
+    """Columns padded to their widest cell, a rule under the headers. ``width``: the widest columns'
+    cells are wrapped (onto the row's further lines) until a line fits in that many characters, no
+    column narrower than :data:`MIN_WRAPPED_COLUMN`."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    if width is not None:
+        excess = sum(widths) + 2 * (len(widths) - 1) - width
+        while excess > 0:
+            widest = max(range(len(widths)), key=lambda i: widths[i])
+            if widths[widest] <= MIN_WRAPPED_COLUMN:
+                break
+            widths[widest] -= 1
+            excess -= 1
+    lines = []
+    for number, row in enumerate(cells):
+        wrapped = [
+            textwrap.wrap(c, w, break_on_hyphens=False) or [""] if len(c) > w else [c]
+            for c, w in zip(row, widths, strict=True)
+        ]
+        for k in range(max(len(parts) for parts in wrapped)):
+            parts = [p[k] if k < len(p) else "" for p in wrapped]
+            lines.append("  ".join(c.ljust(w) for c, w in zip(parts, widths, strict=True)).rstrip())
+        if number == 0:
+            lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
@@ -181,9 +205,24 @@ def _text_block(block: Block, width: int, wide: bool) -> list[str]:
 # -- Markdown -----------------------------------------------------------------------------------
 
 
+#: what a Markdown renderer would read as markup in a name or a prompt: the start of an HTML tag,
+#: comment or declaration (renderers that allow HTML would run it), an entity, and a link or image
+#: (``](`` / ``][``)
+_MD_UNSAFE = re.compile(r"<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|\](?=[(\[])")
+_MD_SAFE = {"<": "&lt;", "&": "&amp;", "]": "\\]"}
+
+
+def md_escape(text: str) -> str:
+    """``text`` (the report's words, with run, variant and workload names and prompts in them) safe in
+    Markdown: it reads the same, and nothing in it becomes an HTML tag, an entity or a link — as
+    :func:`render_html` escapes it. What the report writes as Markdown itself (`code`, **strong**,
+    the CIs' ``[lo–hi]``) is left as it is."""
+    return _MD_UNSAFE.sub(lambda m: _MD_SAFE[m.group()], text)
+
+
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
+        return md_escape(str(text)).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
@@ -193,21 +232,24 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def render_markdown(report: Report, image: Callable[[str], str | None] | None = None) -> str:
     """The report as Markdown; ``image(name)``: the Markdown of a figure (a link), or None to leave
     it out."""
-    out = [f"# {report.title}", ""]
+    esc = md_escape
+    out = [f"# {esc(report.title)}", ""]
     if report.meta:
-        out += [" · ".join(report.meta), ""]
+        out += [esc(" · ".join(report.meta)), ""]
     for section in report.sections:
         if not section:
             continue
         if section.title:
-            out += [f"## {section.title}", ""]
+            out += [f"## {esc(section.title)}", ""]
         for block in section.blocks:
             if isinstance(block, Text):
-                out += [f"**{block.text}**" if block.strong else block.text, ""]
+                text = esc(block.text)
+                out += [f"**{text}**" if block.strong else text, ""]
             elif isinstance(block, Bullets):
-                out += [f"- **{i}**" if block.strong else f"- {i}" for i in block.items] + [""]
+                out += [f"- **{esc(i)}**" if block.strong else f"- {esc(i)}" for i in block.items] + [""]
             elif isinstance(block, Table) and block.rows:
-                out += ([block.title, ""] if block.title else []) + [md_table(block.headers, block.rows), ""]
+                title = [esc(block.title), ""] if block.title else []
+                out += [*title, md_table(block.headers, block.rows), ""]
             elif isinstance(block, Figure) and image is not None:
                 link = image(block.name)
                 if link:

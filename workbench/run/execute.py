@@ -133,6 +133,8 @@ class RunExecutor:
             self._pool.shutdown()
             # a cancel that came after the last trial (while the workers closed) cancelled nothing
             cancelled = self.cancelled and not all(s.complete for s in self._state)
+            if not self.cancelled and result.error is None:
+                self._account_missing()
             recorder.finish(
                 {s.plan.variant.name: s.final_status(cancelled, result.error) for s in self._state},
                 result.final_status(cancelled),
@@ -336,9 +338,14 @@ class RunExecutor:
             return True
         if outcome == "died" and self.cancelled:  # killed by the cancel in the middle of its unit
             self._killed_in(state, unit)
-        if outcome == "cancelled" or self.cancelled:
+        if self.cancelled:
             return False
         reason = worker.death()
+        if outcome == "cancelled":  # it stopped as if cancelled, but nobody cancelled the run
+            reason = (
+                f"worker process for '{state.plan.variant.name}' stopped its trial on a signal this "
+                f"run did not send (SIGINT or SIGTERM from outside); {reason.split(': ', 1)[-1]}"
+            )
         self._lose(state, reason)
         return True
 
@@ -386,6 +393,20 @@ class RunExecutor:
         # its warm-ups in the fresh processes of the repetitions to come will not run
         self.progress.total -= sum(t.warmup for t in plan.trials) * self._restarts_left
         self._recorder.never_ran(plan.variant, state.unreported(range(len(plan.trials))), reason)
+
+    def _account_missing(self) -> None:
+        """A run that ends without a cancel or a failure of its own has run every trial of its live
+        variants, or recorded why not: a variant with trials neither received nor recorded is failed
+        here, with them, so that the run can never read ``ok`` with trials missing."""
+        for state in self._state:
+            if state.dead or state.complete:
+                continue
+            missing = len(state.plan.trials) - len(state.received) + state.cancelled
+            self._lose(
+                state,
+                f"the run ended without {missing} of its trials, and no reason was recorded for them "
+                "(the worker stopped or was lost without a cancel)",
+            )
 
     def _report(self, message: str) -> None:
         self.progress.message = message

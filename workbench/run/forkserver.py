@@ -27,6 +27,12 @@ the parent writes the module list on the server's stdin; the server answers ``{"
 the server answers ``{"pid": pid}``; when a child ends the server sends ``{"exit": pid, "code": c}``
 (negative: the signal that killed it, as :attr:`subprocess.Popen.returncode`). The server ends when
 the parent closes the socket, after its children.
+
+The server dies with the parent (its death signal); a forked worker ends with the run's process
+too, but watches that process itself (:func:`workbench.core.lifetime.end_with`), not its parent the
+server: a server that is killed (the OOM killer's pick: it holds every library imported) takes none
+of its live workers with it. They finish their work; the parent then sees their end through a pidfd
+(their exit status went with the server), and the workers it asks for next are spawned.
 """
 
 from __future__ import annotations
@@ -44,8 +50,11 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from workbench.core.lifetime import pid_alive, process_handle, wait_handle
 
 __all__ = ["READY_TIMEOUT_S", "ForkServer", "ForkedProcess", "fork_supported", "main"]
 
@@ -68,6 +77,15 @@ def fork_supported() -> str | None:
     return None
 
 
+def _zombie(pid: int) -> bool:
+    """Whether process ``pid`` has ended and waits to be reaped (by a parent that is not us)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _threads() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
@@ -83,11 +101,38 @@ class ForkedProcess:
         self.pid = pid
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.returncode: int | None = None
+        #: it outlived its fork server, which alone could have told its exit status (the process
+        #: was re-parented): it has ended, how is unknown (``returncode`` is then 0)
+        self.exit_unknown = False
         self._ended = threading.Event()
+        # a handle on the process itself (a pidfd: its end is seen without being its parent), for
+        # when the fork server that reports its exit has gone
+        self._handle = process_handle(pid)
 
     def _exited(self, code: int) -> None:
         self.returncode = code
         self._ended.set()
+        self._release()
+
+    def _release(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            os.close(handle)
+
+    def _orphaned(self) -> None:
+        """Its fork server has ended before it (the server was killed): watch the process itself,
+        which lives on (it ends with the run's process, not with the server's)."""
+
+        def watch() -> None:
+            if self._handle is not None:
+                wait_handle(self._handle)
+            else:
+                while pid_alive(self.pid) and not _zombie(self.pid):
+                    time.sleep(0.2)
+            self.exit_unknown = True
+            self._exited(0)
+
+        threading.Thread(target=watch, name=f"forked-{self.pid}", daemon=True).start()
 
     def poll(self) -> int | None:
         return self.returncode
@@ -136,6 +181,7 @@ class ForkServer:
         self.imported = self.failed = 0
         self.refused: str | None = None
         self._ready = False
+        self._gone = False  # the server has ended (its socket closed)
         self._errors = threading.Thread(target=self._pump_stderr, daemon=True)
         self._errors.start()
         assert self.proc.stdin is not None
@@ -200,13 +246,30 @@ class ForkServer:
                     child._exited(code)
             else:
                 self._replies.put(message)
-        # the server is gone: its children were sent SIGTERM (they die with it); none will report
+        # the server is gone (closed, or killed): its live children go on (they end with the run's
+        # process, not with the server), and are watched directly from now on
+        self._replies.put({"error": "the fork server ended"})  # first: a start() may hold the lock
         with self._lock:
+            self._gone = True
             orphans = list(self._children.values())
             self._children.clear()
         for child in orphans:
-            child._exited(-signal.SIGTERM)
-        self._replies.put({"error": "the fork server ended"})
+            child._orphaned()
+
+    def _ended(self) -> str:
+        """Why the server is gone, in words."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "the fork server stopped answering"
+        if code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exit code {code}"
+        return f"the fork server ended ({how})"
 
     def start(self, env: Mapping[str, str]) -> ForkedProcess:
         """Fork one worker with environment ``env``; its pipes as text streams, as the pool's
@@ -214,6 +277,8 @@ class ForkServer:
         self.wait_ready()
         if self.refused:
             raise OSError(f"the fork server does not fork: {self.refused}")
+        if self._gone:
+            raise OSError(self._ended())
         ends = [os.pipe() for _ in range(3)]  # (read, write) each: the child's stdin, stdout, stderr
         theirs = [ends[0][0], ends[1][1], ends[2][1]]
         ours = [ends[0][1], ends[1][0], ends[2][0]]
@@ -223,7 +288,7 @@ class ForkServer:
                 reply = self._replies.get(timeout=60)
                 pid = reply.get("pid")
                 if not isinstance(pid, int):
-                    raise OSError(reply.get("error") or "the fork server did not fork")
+                    raise OSError(self._ended() if self._gone else reply.get("error") or "it did not fork")
                 text: dict[str, Any] = {"encoding": "utf-8", "errors": "replace"}
                 # the streams live as long as the worker: closed by the pool, not here
                 child = ForkedProcess(
@@ -235,17 +300,21 @@ class ForkServer:
                 ours = []
                 if pid in self._early:
                     child._exited(self._early.pop(pid))
+                elif self._gone:  # the server ended since it answered: nobody will report
+                    child._orphaned()
                 else:
                     self._children[pid] = child
             return child
         except queue.Empty:
             raise OSError("the fork server did not answer") from None
+        except OSError as exc:  # it ended while we asked (a broken pipe)
+            raise OSError(self._ended() if self._gone or self.proc.poll() is not None else str(exc)) from None
         finally:
             for fd in theirs + ours:
                 os.close(fd)
 
     def close(self) -> None:
-        """End the server (its live children end with it)."""
+        """End the server (it ends once its live children have: they are the run's workers)."""
         with contextlib.suppress(OSError):  # shutdown, not only close: it wakes our reader's recv
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
@@ -263,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workbench.core.lifetime import die_with_parent
 
     args = list(sys.argv[1:] if argv is None else argv)
-    die_with_parent()  # the runner is gone: so are we, and (their death signal) our children
+    runner = os.getppid()  # the run's process: the one our children watch
+    die_with_parent()  # the runner is gone: so are we (our children watch the runner themselves)
     sock = socket.socket(fileno=int(args[0]))
     modules = json.loads(sys.stdin.buffer.read() or b"[]")
     base = _threads()
@@ -305,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 request = json.loads(data)
                 pid = os.fork()
                 if pid == 0:
-                    _child(sock, (wake_r, wake_w), fds, request)  # never returns
+                    _child(sock, (wake_r, wake_w), fds, request, runner)  # never returns
                 for fd in fds:
                     os.close(fd)
                 live.add(pid)
@@ -376,8 +446,11 @@ def map_inherited_pages(parent: int) -> int:
     return touched
 
 
-def _child(sock: socket.socket, wake: tuple[int, int], fds: Sequence[int], request: dict[str, Any]) -> None:
-    """In the forked child: become a worker on the pipes that came with the request; never returns."""
+def _child(
+    sock: socket.socket, wake: tuple[int, int], fds: Sequence[int], request: dict[str, Any], runner: int
+) -> None:
+    """In the forked child: become a worker of ``runner`` (the run's process) on the pipes that came
+    with the request; never returns."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
@@ -401,7 +474,7 @@ def _child(sock: socket.socket, wake: tuple[int, int], fds: Sequence[int], reque
 
         sys.argv = [worker.__file__]  # as a spawned worker's
 
-        code = worker.main()
+        code = worker.main(runner)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:

@@ -386,7 +386,10 @@ class WorkerProcess:
         """Why the process ended, with its last line of output."""
         self._reap()
         assert self.returncode is not None
-        reason = f"worker process for '{self.name}' died: {describe_exit(self.returncode)}"
+        how = describe_exit(self.returncode)
+        if isinstance(self.proc, ForkedProcess) and self.proc.exit_unknown:
+            how = "its exit status is unknown (its fork server, which would have seen it, had ended)"
+        reason = f"worker process for '{self.name}' died: {how}"
         tail = [line for line in self.stderr_tail if line.strip()]
         if tail:
             reason += f"; last output: {tail[-1].strip()[:300]}"

@@ -48,11 +48,20 @@ def _claim_stdout() -> TextIO:
     return os.fdopen(events_fd, "w", buffering=1, encoding="utf-8")
 
 
-def main() -> int:
-    from workbench.core.lifetime import die_with_parent
+def main(runner: int | None = None) -> int:
+    """The worker; ``runner``: the run's process when it is not this one's parent (a forked worker,
+    whose parent is the fork server)."""
+    from workbench.core.lifetime import die_with_parent, end_with
 
     parent = os.getppid()
-    die_with_parent()  # the kernel sends SIGTERM (= cancel) if the parent dies: no orphaned trial
+    # SIGTERM (= cancel) when the run's process dies: no orphaned trial. A forked worker watches the
+    # run's process itself, not its parent: a fork server that dies (the OOM killer's pick) must not
+    # take the workers it forked with it
+    watched = end_with(runner) if runner is not None else None
+    if watched is False:
+        return 1
+    if watched is None:
+        die_with_parent()  # the kernel sends it when the parent dies
     events = _Events(_claim_stdout())
     cancel = {"requested": False}
 

@@ -316,7 +316,8 @@ class Store:
             params.append(status)
         try:
             # the columns selected are the record's fields, in order: positional, no per-row key check
-            return [TrialRecord(*values) for values in self.db.execute(sql + " order by id", params)]
+            rows = self.db.execute(sql + " order by id", params)
+            return [TrialRecord.from_values(values) for values in rows]
         except sqlite3.DatabaseError as exc:
             raise _translate(exc, self.path) from None
 
