@@ -365,6 +365,7 @@ def environment_lines(host: dict[str, Any]) -> list[str]:
     if gpu:
         lines.append("GPU: " + ", ".join(gpu))
     if host.get("matmul_precision") is not None:
-        tf32 = {True: ", TF32 matmuls on", False: ", TF32 matmuls off"}.get(host.get("tf32_matmul"), "")
+        on = host.get("tf32_matmul")
+        tf32 = "" if on is None else f", TF32 matmuls {'on' if on else 'off'}"
         lines.append(f"float32 matmul precision: {host['matmul_precision']}{tf32}")
     return lines

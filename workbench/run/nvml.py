@@ -85,8 +85,8 @@ def handle_for_cuda(nvml: Any, props: Any) -> Any:
     if bus is not None:
         domain, device = getattr(props, "pci_domain_id", 0), getattr(props, "pci_device_id", 0)
         busid = f"{domain:08X}:{bus:02X}:{device:02X}.0"
-        for candidate in (busid, busid.encode()):
-            handle = _call(nvml, "nvmlDeviceGetHandleByPciBusId", candidate)
+        for key in (busid, busid.encode()):
+            handle = _call(nvml, "nvmlDeviceGetHandleByPciBusId", key)
             if handle is not None:
                 return handle
     return None

@@ -97,12 +97,12 @@ class TrialRecord:
     cpu_wait_ms: float | None = None
     load_avg: float | None = None
     gpu_clock_mhz: int | None = None
-    #: CUDA via NVML: what held the clocks down while the trial's unit ran ("" nothing; NULL unknown)
-    gpu_throttle: str | None = None
     gpu_temp_c: int | None = None
     disturbed: int | None = None
     disturbance: str | None = None
     worker: int | None = None  # which worker process of the variant ran it (the parent)
+    #: CUDA via NVML: what held the clocks down while the trial's unit ran ("" nothing; NULL unknown)
+    gpu_throttle: str | None = None
 
     @classmethod
     def failed(
