@@ -388,3 +388,28 @@ def test_the_bandwidth_events_are_recorded_on_the_measured_device_standin(monkey
     measured = bandwidth._measure_cuda("cuda:1")
     assert recorded_on and set(recorded_on) == {1}
     assert measured.gbs == pytest.approx(2 * bandwidth._CUDA_BUFFER_BYTES / 0.0005 / 1e9)
+
+
+def test_without_pynvml_the_gpu_facts_come_from_nvidia_smi_standin(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import subprocess
+
+    from workbench.run import environment
+
+    asked: list = []
+
+    def nvidia_smi(command, **kwargs):  # stand-in for nvidia-smi on an H200
+        asked.append(command)
+        line = "570.00, GPU-bbbb, 00000000:19:00.0, 1980, 3201, 1980, [N/A], 700.00\n"
+        return subprocess.CompletedProcess(command, 0, stdout=line, stderr="")
+
+    props = SimpleNamespace(name="NVIDIA H200", total_memory=141 * 2**30, major=9, minor=0, uuid="bbbb")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: props)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr("workbench.run.nvml.load", lambda: None)
+    monkeypatch.setattr(subprocess, "run", nvidia_smi)
+    facts = environment._cuda_facts(torch, 0)
+    assert asked[0][-2:] == ["-i", "GPU-bbbb"]  # the device by UUID, not by index
+    assert facts["gpu"] == "NVIDIA H200" and facts["cuda_driver"] == "570.00"
+    assert facts["gpu_power_limit_w"] == 700 and facts["gpu_sm_clock_max_mhz"] == 1980
+    assert "gpu_app_sm_clock_mhz" not in facts  # [N/A]

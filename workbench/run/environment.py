@@ -161,8 +161,55 @@ def _cuda_facts(torch: Any, index: int) -> dict[str, Any]:
     handle = handle_for_cuda(nvml, props) if nvml is not None else None
     if handle is not None:
         facts.update(gpu_facts(nvml, handle))
+    else:  # no pynvml: nvidia-smi says the same of the device with this UUID
+        uuid = getattr(props, "uuid", None)
+        facts.update(_nvidia_smi_facts(f"GPU-{uuid}" if uuid is not None else None))
     if "cuda_driver" not in facts:
         facts["cuda_driver"] = _cuda_driver()
+    return facts
+
+
+#: nvidia-smi's query fields and the environment keys they fill (``gpu_facts``' keys)
+_SMI_FIELDS = (
+    ("driver_version", "cuda_driver", str),
+    ("uuid", "gpu_uuid", str),
+    ("pci.bus_id", "gpu_pci_bus_id", str),
+    ("clocks.max.sm", "gpu_sm_clock_max_mhz", int),
+    ("clocks.max.mem", "gpu_mem_clock_max_mhz", int),
+    ("clocks.sm", "gpu_sm_clock_mhz", int),
+    ("clocks.applications.graphics", "gpu_app_sm_clock_mhz", int),
+    ("enforced.power.limit", "gpu_power_limit_w", float),
+)
+
+
+def _nvidia_smi_facts(uuid: str | None) -> dict[str, Any]:
+    """Driver, UUID, PCI bus id, clocks and power limit of the GPU ``uuid`` from ``nvidia-smi``
+    (when ``pynvml`` is not installed); ``{}`` without a UUID or an ``nvidia-smi`` that answers."""
+    import subprocess
+
+    if uuid is None:
+        return {}
+    query = ",".join(field for field, _, _ in _SMI_FIELDS)
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", uuid],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        return {}
+    facts: dict[str, Any] = {}
+    for (_, key, kind), value in zip(_SMI_FIELDS, lines[0].split(","), strict=False):
+        value = value.strip()
+        try:
+            facts[key] = round(float(value)) if kind is not str else value
+        except ValueError:  # "[N/A]", "[Not Supported]"
+            continue
     return facts
 
 
