@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The GPU check, as one script: the levers (baseline bf16, quantized, speculative, prompt lookup,
-# prefix cache) on CUDA, on two llama-shaped models with random weights built from configs (a 1.07 B
-# target and a 135 M draft; scripts/gpu_models.py), then the tests that only run on a GPU. Nothing is
+# prefix cache; llama.cpp and ONNX Runtime GenAI when their CUDA builds are installed) on CUDA, on two
+# llama-shaped models with random weights built from configs (a 1.07 B target and a 135 M draft;
+# scripts/gpu_models.py), its figures asserted (scripts/gpu_figures.py: every variant ok, bandwidth
+# near the datasheet, TTFT/TPOT plausible, peak >= weights, show --json and export), then the tests
+# that only run on a GPU. Nothing is
 # downloaded: it runs on the lent GPU machine, which can fetch nothing (docs/ci.md "The GPU check").
 #
 #   scripts/gpu_check.sh [--from-bundle DIR] [--cpu] [OUT_DIR]
@@ -123,10 +126,13 @@ cp "$work/models/models.json" "$out/models.json"
 
 # The quantized variants this machine can run: torchao int8 (and int4 on CUDA: tinygemm needs
 # bfloat16), bitsandbytes nf4 where it loads.
+# A method that is skipped stays expected: the figures then fail on it (scripts/gpu_figures.py).
 methods="int8-weight-only"
 [ "$device" = cuda ] && methods="$methods int4-weight-only bnb-nf4"
 quant_variants=""
+expect=(--expect baseline --expect speculative --expect prompt-lookup --expect prefix-cache)
 for m in $methods; do
+    expect+=(--expect "quantized $m")
     why=$("$py" -c "import sys; from workbench_strategies.quantized import method_unavailable_reason as r; print(r(sys.argv[1], sys.argv[2]) or '')" "$m" "$device")
     # installed is not loadable: a wheel built against another torch fails only on import
     lib=torchao; [ "${m#bnb-}" != "$m" ] && lib=bitsandbytes
@@ -136,6 +142,53 @@ for m in $methods; do
     quant_variants+=$'\n'"[[variants]]"$'\n'"name = \"quantized $m\""$'\n'"model = \"$work/models/large\""
     quant_variants+=$'\n'"device = \"$device\""$'\n'"strategy = \"quantized\""$'\n'"method = \"$m\"$extra"$'\n'
 done
+
+# llama.cpp and ONNX Runtime GenAI on CUDA: run when the venv has their CUDA builds (the bundle
+# carries them only when it can), else "not covered" in the figures' summary.
+runtime_variants="" not_covered=()
+if [ "$device" = cuda ]; then
+    while IFS=$'\t' read -r runtime why; do
+        if [ -n "$why" ]; then not_covered+=(--not-covered "$runtime on CUDA: $why"); continue; fi
+        expect+=(--expect "$runtime")
+        runtime_variants+=$'\n'"[[variants]]"$'\n'"name = \"$runtime\""$'\n'"model = \"$work/models/large\""
+        runtime_variants+=$'\n'"device = \"$device\""$'\n'"strategy = \"$runtime\""$'\n'
+    done < <("$py" - <<'PY'
+import importlib.util
+
+
+def llama_cpp() -> str:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not in the bundle (no CUDA wheel on PyPI: it builds from source)"
+    import llama_cpp
+
+    if not llama_cpp.llama_supports_gpu_offload():
+        return "the installed llama-cpp-python is a CPU-only build"
+    from workbench_strategies.llama_cpp.gguf import converter_unavailable_reason
+
+    reason = converter_unavailable_reason()
+    return f"no GGUF converter: {reason}" if reason else ""
+
+
+def ort_genai() -> str:
+    if importlib.util.find_spec("onnxruntime_genai") is None:
+        return "onnxruntime-genai-cuda is not in the bundle"
+    import onnxruntime_genai as og
+
+    if not getattr(og, "is_cuda_available", lambda: False)():
+        return "the installed onnxruntime-genai has no CUDA execution provider"
+    missing = [m for m in ("onnx", "onnx_ir") if importlib.util.find_spec(m) is None]
+    return f"the model builder needs {', '.join(missing)}" if missing else ""
+
+
+for name, check in (("llama-cpp", llama_cpp), ("ort-genai", ort_genai)):
+    try:
+        why = check()
+    except Exception as exc:  # an import that fails: not covered, with the reason
+        why = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    print(f"{name}\t{why}")
+PY
+)
+fi
 
 spec="$out/gpu-check.toml"
 cat >"$spec" <<TOML
@@ -151,7 +204,7 @@ name = "baseline"
 model = "$work/models/large"
 device = "$device"
 dtype = "auto"                  # bf16 on CUDA
-$quant_variants
+$quant_variants$runtime_variants
 [[variants]]
 name = "speculative"
 model = "$work/models/large"
@@ -209,10 +262,21 @@ if [ -f "$work/gpu.db" ]; then
         "$work/gpu.db" "$out/gpu.db"
     "$wb" show latest --db "$out/gpu.db" >"$out/show.txt" 2>&1 || true
     cat "$out/show.txt"
+    "$wb" show latest --json --db "$out/gpu.db" >"$work/show.json" 2>"$work/show-json.err" \
+        || echo "show --json failed: $(tail -1 "$work/show-json.err")"
     # charts (PNG/SVG) need Qt, which the GPU image lacks: export them here from the returned gpu.db
+    exported=0
     "$wb" export --db "$out/gpu.db" latest --out "$work/export" --format md >/dev/null 2>&1 \
-        && cp "$work/export/summary.md" "$out/summary.md" || echo "export failed"
+        && cp "$work/export/summary.md" "$out/summary.md" && exported=1 || echo "export failed"
 fi
+# The figures, asserted: every variant ran, bandwidth near the datasheet, TTFT/TPOT plausible, peak >=
+# weights, show --json and export worked; what could not run here is listed as not covered.
+fstatus=0
+figure_args=("${expect[@]}" "${not_covered[@]}")
+[ "$cpu" = 1 ] && figure_args+=(--cpu)
+[ -f "$out/gpu.db" ] && figure_args+=(--show-json "$work/show.json" --export-ok "$exported")
+"$py" scripts/gpu_figures.py "$out/gpu.db" "${figure_args[@]}" || fstatus=$?
+[ "$status" = 0 ] && status=$fstatus
 pytest_s=$(left 10)
 [ "$pytest_s" -gt 150 ] && pytest_s=150
 [ "$pytest_s" -lt 20 ] && pytest_s=20

@@ -83,11 +83,28 @@ def is_genai_folder(path: Path) -> bool:
     return (path / "genai_config.json").is_file()
 
 
+#: the distributions that install the ``onnxruntime_genai`` module (one of them, per environment)
+GENAI_DISTRIBUTIONS = ("onnxruntime-genai", "onnxruntime-genai-cuda", "onnxruntime-genai-directml")
+
+
+def genai_version() -> str:
+    """The installed ONNX Runtime GenAI's version, whichever distribution installed it (a GPU user
+    has ``onnxruntime-genai-cuda``, not ``onnxruntime-genai``); the module's own ``__version__`` else."""
+    for dist in GENAI_DISTRIBUTIONS:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    import onnxruntime_genai as og
+
+    return str(getattr(og, "__version__", "unknown"))
+
+
 def build_model(
     source_folder: Path, precision: str, provider: str, block_size: int, *, log: Callable[[str], None] = _log
 ) -> Path:
     """``source_folder`` (a transformers model) built with ONNX Runtime GenAI's model builder, once."""
-    version = metadata.version("onnxruntime-genai")
+    version = genai_version()
     key = cache_key(source_folder, precision, provider, str(block_size), version)
     target = cache_dir() / "models" / "ort-genai" / f"{source_folder.name}-{key}-{precision}-{provider}"
     if (target / _DONE).exists():
@@ -168,8 +185,20 @@ def kv_element_bytes(folder: Path, genai: dict[str, Any]) -> int | None:
     return None
 
 
+def configure_provider(config: Any, provider: str, device_id: int) -> None:
+    """The execution provider of the variant's device on an ``og.Config``: only that one (the
+    folder's ``genai_config.json`` may name another), and on CUDA the device the variant names
+    (``cuda:N`` -> ``device_id`` N; without it ONNX Runtime takes device 0)."""
+    config.clear_providers()
+    if provider != "cpu":
+        config.append_provider(provider)
+        config.set_provider_option(provider, "device_id", str(device_id))
+
+
 class OrtGenAISession(Session):
-    def __init__(self, folder: Path, provider: str, threads: int | None, precision: str | None) -> None:
+    def __init__(
+        self, folder: Path, provider: str, threads: int | None, precision: str | None, device_id: int = 0
+    ) -> None:
         import onnxruntime_genai as og
         from transformers import AutoTokenizer
 
@@ -177,9 +206,12 @@ class OrtGenAISession(Session):
         self.provider = provider
         genai = json.loads((folder / "genai_config.json").read_text())
         config = og.Config(str(folder))
-        config.clear_providers()
-        if provider != "cpu":
-            config.append_provider(provider)
+        configure_provider(config, provider, device_id)
+        self.backend = (
+            f"ONNX Runtime GenAI, {provider} execution provider (device_id {device_id})"
+            if provider != "cpu"
+            else "ONNX Runtime GenAI, CPU execution provider"
+        )
         if threads:
             config.overlay(
                 json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}})
@@ -339,4 +371,4 @@ class OrtGenAIStrategy(Strategy[OrtGenAIConfig]):
             passthrough=(StrategyError, ModelSourceError),
             detail=first_line,
         ):
-            return OrtGenAISession(folder, device.type, variant.threads, precision)
+            return OrtGenAISession(folder, device.type, variant.threads, precision, device.index or 0)

@@ -261,6 +261,16 @@ def test_threads_and_batch_reach_llama_cpp(demo_gguf):
     session.close()
 
 
+def test_the_backend_that_ran_is_recorded_and_a_cpu_variant_offloads_nothing(demo_gguf):
+    session = load_session(DEMO, "llama-cpp", dtype="auto", n_ctx=256)
+    build = (
+        "GPU build, no layer or op offload" if llama_cpp.llama_supports_gpu_offload() else "CPU-only build"
+    )
+    assert session.backend == f"llama.cpp CPU ({build})"
+    assert session.llm.model_params.n_gpu_layers == 0
+    session.close()
+
+
 @pytest.mark.parametrize(
     ("params", "error", "match"),
     [

@@ -29,6 +29,7 @@ __all__ = [
     "fixed",
     "fmt",
     "host_environment",
+    "instruction_set",
     "interval_ratio",
     "json_text",
     "kld_text",
@@ -279,13 +280,37 @@ def host_environment(environment: Any) -> dict[str, Any]:
     return host if isinstance(host, dict) else {}
 
 
+def instruction_set(flags: Any) -> str:
+    """The CPU's kernel-relevant instruction set in words, from its recorded ``cpu_flags``:
+    ``AVX-512 VNNI/BF16 + AMX``, ``AVX2 + AVX-VNNI``, ``AVX2 only``; ``""`` when not recorded."""
+    if not isinstance(flags, list):
+        return ""
+    have = set(flags)
+    if "avx512f" in have:
+        extras = [name for flag, name in (("avx512_vnni", "VNNI"), ("avx512_bf16", "BF16"),
+                                          ("avx512_fp16", "FP16")) if flag in have]  # fmt: skip
+        text = "AVX-512" + (" " + "/".join(extras) if extras else "")
+        text += " + AVX-VNNI" if "avx_vnni" in have and "avx512_vnni" not in have else ""
+    elif "avx2" in have:
+        text = "AVX2 + AVX-VNNI" if "avx_vnni" in have else "AVX2"
+    elif "asimd" in have or "neon" in have:
+        text = "NEON" + (" + SVE" if "sve" in have else "")
+    else:
+        text = "no AVX2"
+    if "amx_tile" in have:
+        text += " + AMX"
+    return "AVX2 only" if text == "AVX2" else text
+
+
 def _hardware(host: dict[str, Any]) -> str:
     gpu = (
         f"GPU {host['gpu']} ({host.get('gpu_memory_gb')} GB, driver {host.get('cuda_driver')})"
         if host.get("gpu")
         else "no GPU"
     )
-    return f"{host.get('cpu')} ×{host.get('cpu_count')}, {host.get('memory_gb')} GB RAM, {gpu}"
+    isa = instruction_set(host.get("cpu_flags"))
+    cpu = f"{host.get('cpu')} ×{host.get('cpu_count')}" + (f" ({isa})" if isa else "")
+    return f"{cpu}, {host.get('memory_gb')} GB RAM, {gpu}"
 
 
 def machine_line(host: dict[str, Any]) -> str:
@@ -322,4 +347,25 @@ def environment_lines(host: dict[str, Any]) -> list[str]:
     ]
     if host.get("torch_threads"):
         lines.append(f"torch threads: {host['torch_threads']}")
+    if isinstance(host.get("cpu_flags"), list):
+        flags = ", ".join(host["cpu_flags"]) or "none of those watched"
+        lines.append(f"CPU instruction set: {instruction_set(host['cpu_flags'])} (flags: {flags})")
+    gpu = [
+        f"{label} {host[key]}{unit}"
+        for key, label, unit in (
+            ("gpu_capability", "compute capability", ""),
+            ("gpu_sm_clock_max_mhz", "SM clock max", " MHz"),
+            ("gpu_mem_clock_max_mhz", "memory clock max", " MHz"),
+            ("gpu_app_sm_clock_mhz", "application SM clock", " MHz"),
+            ("gpu_power_limit_w", "power limit", " W"),
+            ("gpu_pci_bus_id", "PCI", ""),
+        )
+        if host.get(key) is not None
+    ]
+    if gpu:
+        lines.append("GPU: " + ", ".join(gpu))
+    if host.get("matmul_precision") is not None:
+        on = host.get("tf32_matmul")
+        tf32 = "" if on is None else f", TF32 matmuls {'on' if on else 'off'}"
+        lines.append(f"float32 matmul precision: {host['matmul_precision']}{tf32}")
     return lines

@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -56,7 +57,9 @@ __all__ = [
     "LlamaCppConfig",
     "LlamaCppSession",
     "LlamaCppStrategy",
+    "Placement",
     "check_gguf",
+    "gpu_placement",
     "quantized_gguf",
     "source_gguf",
 ]
@@ -166,6 +169,59 @@ def _silence_llama_log() -> None:
 
     _LOG_CALLBACK = _drop
     llama_cpp.llama_log_set(_LOG_CALLBACK, None)
+
+
+# --- where it runs ---------------------------------------------------------------------------------
+
+CUDA_BUILD = (
+    'CMAKE_ARGS="-DGGML_CUDA=on" pip install --no-cache-dir --force-reinstall llama-cpp-python '
+    "(needs the CUDA toolkit; docs/runtimes.md)"
+)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The ``Llama(...)`` arguments that decide where llama.cpp computes, and the record of it."""
+
+    kwargs: dict[str, Any]
+    backend: str
+
+
+def gpu_placement(llama_cpp: Any, device: Device, n_gpu_layers: int) -> Placement:
+    """Where llama.cpp runs, decided here and recorded as ``backend``, never left to the build.
+
+    A ``cuda`` variant needs a build with GPU offload: a CPU-only build ignores ``n_gpu_layers`` and
+    would run on the CPU while the trial says ``cuda:N``, so it is refused (one line: how to build it
+    with CUDA). The device index is ``main_gpu`` with ``split_mode`` none (the whole model on that GPU).
+    A ``cpu`` variant offloads nothing: no layers, and no *op offload* either (a GPU build otherwise
+    moves large prefill batches to the GPU, and a "CPU" TTFT would be partly GPU time); a
+    llama-cpp-python too old to switch op offload off is refused on a GPU build for the same reason."""
+    import inspect
+
+    offload = bool(llama_cpp.llama_supports_gpu_offload())
+    accepted = inspect.signature(llama_cpp.Llama.__init__).parameters
+    if device.type == "cuda":
+        if not offload:
+            raise StrategyError(
+                f"device = {str(device)!r} but this llama-cpp-python ({llama_cpp.__version__}) is a CPU-only "
+                f"build (no GPU offload: it would run on the CPU); build it with CUDA: {CUDA_BUILD}"
+            )
+        index = device.index or 0
+        kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "main_gpu": index}
+        kwargs["split_mode"] = getattr(llama_cpp, "LLAMA_SPLIT_MODE_NONE", 0)
+        layers = "all layers" if n_gpu_layers < 0 else f"{n_gpu_layers} layers"
+        return Placement(kwargs, f"llama.cpp GPU offload on cuda:{index} ({layers})")
+    kwargs = {"n_gpu_layers": 0}
+    if offload:
+        if "op_offload" not in accepted:
+            raise StrategyError(
+                f"this llama-cpp-python ({llama_cpp.__version__}) is a GPU build that cannot switch op "
+                "offload off: a cpu variant's prefill would partly run on the GPU; use a newer "
+                "llama-cpp-python, or a CPU-only build for cpu variants"
+            )
+        kwargs["op_offload"] = False
+        return Placement(kwargs, "llama.cpp CPU (GPU build, no layer or op offload)")
+    return Placement(kwargs, "llama.cpp CPU (CPU-only build)")
 
 
 # --- the session -----------------------------------------------------------------------------------
@@ -388,7 +444,7 @@ class LlamaCppStrategy(Strategy[LlamaCppConfig]):
         converted = parse_source(variant.model).kind in ("dir", "hub")
         if config.gguf_type != "as-is" and not (converted and path.stem.endswith(f"-{config.gguf_type}")):
             path = quantized_gguf(path, config.gguf_type, threads=variant.threads)
-        gpu_layers = config.n_gpu_layers if device.type == "cuda" else 0
+        placement = gpu_placement(llama_cpp, device, config.n_gpu_layers)
         kv = getattr(llama_cpp, f"GGML_TYPE_{config.kv_type.upper()}")
         with error_context(
             f"llama.cpp cannot load {path.name}",
@@ -406,7 +462,9 @@ class LlamaCppStrategy(Strategy[LlamaCppConfig]):
                 flash_attn=config.flash_attn,
                 type_k=kv,
                 type_v=kv,
-                n_gpu_layers=gpu_layers,
                 verbose=False,
+                **placement.kwargs,
             )
-        return LlamaCppSession(llm, path=path, kv_type=config.kv_type)
+        session = LlamaCppSession(llm, path=path, kv_type=config.kv_type)
+        session.backend = placement.backend
+        return session

@@ -21,9 +21,10 @@ method                 what it does                                             
                        (``strategies/_gptq.py``)
 =====================  =============================================================  ==========
 
-``auto`` takes the first method available on the device, in the order of :data:`AUTO_ORDER` (the
-fastest decode measured on an x86 CPU first; measurements in ``docs/quantized.md``); never ``gptq``,
-whose first load of a model spends minutes calibrating.
+``auto`` takes the first method available on the device, in the order of :data:`AUTO_ORDER` on a
+CPU (the fastest decode measured on an x86 CPU first; measurements in ``docs/quantized.md``) and of
+:data:`AUTO_ORDER_CUDA` on CUDA (from what the methods' own documentation says is fast there, eager
+mode, one sequence); never ``gptq``, whose first load of a model spends minutes calibrating.
 
 The output embedding (``lm_head``) is never quantized, for every method: transformers does the same
 for bitsandbytes, it keeps tied input/output embeddings tied (quantizing a tied ``lm_head`` would
@@ -55,6 +56,15 @@ if TYPE_CHECKING:
 #: measured on SmolLM2-135M, float32, x86 CPU (see docs/quantized.md). ``gptq`` is never chosen:
 #: quantizing a model with it takes minutes of calibration on its first load.
 AUTO_ORDER = ("int8-weight-only", "bnb-int8", "int4-weight-only", "bnb-nf4", "int8-dynamic")
+#: ``auto`` on CUDA, decode of one sequence in eager mode (no ``torch.compile``), from the methods' own
+#: documentation: torchao's int4 weight-only runs a fused int4 matmul kernel (tinygemm), the fastest
+#: of its configs for batch-1 decode (needs bfloat16, so it is skipped for another dtype);
+#: bitsandbytes' 4-bit has dedicated batch-1 inference kernels; torchao's int8 weight-only is a
+#: dequantize + matmul in eager mode (its speed-ups are quoted with ``torch.compile``); int8 dynamic
+#: quantizes activations at every step, worth it when compute-bound (large batches), not for decode;
+#: bitsandbytes' LLM.int8() is documented as slower than 16-bit inference (it saves memory). Not
+#: measured here yet (docs/quantized.md).
+AUTO_ORDER_CUDA = ("int4-weight-only", "bnb-nf4", "int8-weight-only", "int8-dynamic", "bnb-int8")
 
 TORCHAO_METHODS = ("int8-weight-only", "int8-dynamic", "int4-weight-only")
 BNB_METHODS = ("bnb-int8", "bnb-nf4")
@@ -71,8 +81,9 @@ class QuantizedConfig:
     method: Literal[
         "auto", "int8-weight-only", "int8-dynamic", "int4-weight-only", "bnb-int8", "bnb-nf4", "gptq"
     ] = field_help(
-        "quantization method; auto = the fastest available here (tried in this order: "
-        "int8-weight-only, bnb-int8, int4-weight-only, bnb-nf4, int8-dynamic)",
+        "quantization method; auto = the fastest available here (tried in this order on a cpu: "
+        "int8-weight-only, bnb-int8, int4-weight-only, bnb-nf4, int8-dynamic; on cuda: int4-weight-only "
+        "(bfloat16), bnb-nf4, int8-weight-only, int8-dynamic, bnb-int8)",
         default="auto",
     )
     group_size: Literal[32, 64, 128, 256] = field_help(
@@ -108,8 +119,16 @@ def _version(dist: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def method_unavailable_reason(method: str, device_type: str | None = None) -> str | None:
-    """``None`` when ``method`` can run here (on ``device_type`` when given), else why not.
+def auto_order(device_type: str | None) -> tuple[str, ...]:
+    """The order ``auto`` tries the methods in on ``device_type``."""
+    return AUTO_ORDER_CUDA if device_type == "cuda" else AUTO_ORDER
+
+
+def method_unavailable_reason(
+    method: str, device_type: str | None = None, dtype: str | None = None
+) -> str | None:
+    """``None`` when ``method`` can run here (on ``device_type`` with weights of ``dtype`` — a torch
+    dtype's name — when given), else why not.
 
     Cheap: looks for packages with ``find_spec`` and imports nothing heavy.
     """
@@ -121,6 +140,10 @@ def method_unavailable_reason(method: str, device_type: str | None = None) -> st
             return f"torchao is not installed ({_INSTALL['torchao']})"
         if device_type is not None and device_type not in ("cpu", "cuda"):
             return f"torchao {method} runs on cpu and cuda here, not on {device_type}"
+        if method == "int4-weight-only" and device_type == "cuda" and dtype not in (None, "bfloat16"):
+            return (
+                f'int4-weight-only on cuda needs dtype = "bfloat16" (torchao\'s tinygemm kernel), not {dtype}'
+            )
         return None
     if method in BNB_METHODS:
         if importlib.util.find_spec("bitsandbytes") is None:
@@ -135,14 +158,15 @@ def method_unavailable_reason(method: str, device_type: str | None = None) -> st
     raise StrategyError(f"unknown quantization method {method!r}; choose one of {', '.join(METHODS)}")
 
 
-def resolve_method(method: str, device_type: str | None = None) -> str:
-    """The concrete method for ``method`` (``auto`` -> first available of :data:`AUTO_ORDER`);
-    raises a one-line :class:`StrategyError` when it cannot run here."""
+def resolve_method(method: str, device_type: str | None = None, dtype: str | None = None) -> str:
+    """The concrete method for ``method`` (``auto`` -> first available of :func:`auto_order` for the
+    device, with weights of ``dtype``); raises a one-line :class:`StrategyError` when it cannot run here."""
     if method == "auto":
-        for candidate in AUTO_ORDER:
-            if method_unavailable_reason(candidate, device_type) is None:
+        order = auto_order(device_type)
+        for candidate in order:
+            if method_unavailable_reason(candidate, device_type, dtype) is None:
                 return candidate
-        reasons = "; ".join(f"{m}: {method_unavailable_reason(m, device_type)}" for m in AUTO_ORDER)
+        reasons = "; ".join(f"{m}: {method_unavailable_reason(m, device_type, dtype)}" for m in order)
         raise StrategyError(f"method 'auto': no quantization method is available here ({reasons})")
     reason = method_unavailable_reason(method, device_type)
     if reason is not None:
@@ -338,7 +362,9 @@ class QuantizedStrategy(Strategy[QuantizedConfig]):
         config = variant.config
         from .._hf import load_hf_model, resolve_dtype
 
-        method = resolve_method(config.method, device.type)
+        method = resolve_method(
+            config.method, device.type, str(resolve_dtype(variant.dtype, device)).removeprefix("torch.")
+        )
         if method == "gptq":
             return self._load_gptq(variant, device, config)
         if method in BNB_METHODS:

@@ -62,14 +62,16 @@ def crop_cache(cache: Any, length: int) -> None:
 
 class _Timer:
     """``perf_counter`` reads for the draft/verify sub-splits, after a device sync on CUDA so the time
-    of queued kernels is attributed to the phase that launched them."""
+    of queued kernels is attributed to the phase that launched them. The variant's device is the one
+    synchronised (``cuda:1`` waits for ``cuda:1``, not for the current device)."""
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
+        self.device = device
 
     def now(self) -> float:
         if self.cuda:
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(self.device)
         return time.perf_counter()
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from workbench.store import Store
 
 __all__ = [
+    "KERNEL_FIELDS",
     "MergedRuns",
     "RunComparison",
     "RunDifference",
@@ -283,20 +284,54 @@ class RunDifference:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @property
+    def changes_kernels(self) -> bool:
+        """Whether this difference decides which kernels run (:data:`KERNEL_FIELDS`; a variant's
+        own library counts as its library): it can explain a changed verdict by itself."""
+        name = self.name.split(": ", 1)[-1] if self.kind == "libraries" else self.name
+        return (self.kind, name) in KERNEL_FIELDS
+
 
 #: the machine's fields compared between two runs (the ``host`` part of ``runs.environment``)
 _HOST_FIELDS = (
     "host",
     "cpu",
+    "cpu_flags",
     "cpu_count",
     "memory_gb",
     "gpu",
     "gpu_memory_gb",
+    "gpu_capability",
     "cuda_driver",
+    "gpu_sm_clock_max_mhz",
+    "gpu_app_sm_clock_mhz",
+    "gpu_power_limit_w",
+    "matmul_precision",
+    "tf32_matmul",
     "device",
     "os",
     "python",
     "torch_threads",
+)
+_KERNEL_LIBRARIES = ("torch", "transformers", "torchao", "bitsandbytes", "gptqmodel", "triton",
+                     "llama-cpp-python", "onnxruntime", "onnxruntime-gpu", "onnxruntime-genai",
+                     "onnxruntime-genai-cuda")  # fmt: skip
+#: what decides which kernels run: a difference in one of these can explain a changed verdict by
+#: itself (the CPU's instruction set, the GPU, its driver and clocks, float32 matmul precision, and
+#: the libraries whose kernels the strategies call)
+KERNEL_FIELDS = frozenset(
+    {
+        ("machine", "cpu_flags"),
+        ("machine", "gpu"),
+        ("machine", "gpu_capability"),
+        ("machine", "cuda_driver"),
+        ("machine", "gpu_sm_clock_max_mhz"),
+        ("machine", "gpu_app_sm_clock_mhz"),
+        ("machine", "gpu_power_limit_w"),
+        ("machine", "matmul_precision"),
+        ("machine", "tf32_matmul"),
+        *(("libraries", lib) for lib in _KERNEL_LIBRARIES),
+    }
 )
 #: a variant's recorded settings compared between two runs (``variants`` columns)
 _VARIANT_FIELDS = (

@@ -18,7 +18,7 @@ class MemoryBar:
     variant: str
     peak_mb: float
     weights_mb: float | None
-    kind: str  # cuda_allocator_peak | process_rss_peak
+    kind: str  # cuda_allocator_peak | process_rss_peak | nvml_process | device_used_delta
 
 
 @dataclass
@@ -42,6 +42,8 @@ class MemoryChart(Chart):
 _MEMORY_KIND = {
     "cuda_allocator_peak": "CUDA allocator peak",
     "process_rss_peak": "worker process RSS peak (includes the Python/torch runtime)",
+    "nvml_process": "the process's GPU memory per NVML after the trial (every allocator, the CUDA context)",
+    "device_used_delta": "GPU memory used on the device since before the load (device-wide)",
 }
 
 

@@ -230,6 +230,9 @@ class Session(ABC):
     #: What the session knows about the server it talks to (URL, version, served model...), stored
     #: with the variant. Never a secret.
     server_info: dict[str, Any] | None = None
+    #: Where the runtime computed, when the variant's device does not say it all (a runtime with its
+    #: own CPU/GPU placement, e.g. ``"llama.cpp GPU offload on cuda:0 (all layers)"``), for the record.
+    backend: str | None = None
     #: KV-cache bytes one token adds (keys + values, all layers, all models resident), for the
     #: decode roofline; ``None`` when unknown.
     kv_bytes_per_token: float | None = None

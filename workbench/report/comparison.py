@@ -17,7 +17,7 @@ from typing import Any
 from workbench.analysis.compare import RunComparison, TwoRuns
 from workbench.charts import BeforeAfterChart, before_after_chart, variant_colours
 from workbench.charts.base import Chart
-from workbench.formatting import fmt, host_environment, machine_line, ratio
+from workbench.formatting import fmt, host_environment, instruction_set, machine_line, ratio
 from workbench.report.design import disturbance_line
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
 
@@ -29,7 +29,9 @@ __all__ = [
     "comparison_data",
     "comparison_html",
     "comparison_markdown",
+    "explaining_lines",
     "export_comparison",
+    "isa_line",
     "unmatched_names",
 ]
 
@@ -121,24 +123,70 @@ _KINDS = (
 )
 
 
+#: instruction-set flags by the kernels they decide (``/proc/cpuinfo`` names)
+_ISA_KERNELS = (
+    ("int8", ("avx512_vnni", "avx_vnni", "amx_int8")),
+    ("bf16", ("avx512_bf16", "amx_bf16")),
+    ("fp16", ("avx512_fp16",)),
+)
+
+
+def isa_line(a: Any, b: Any, ids: tuple[int, int]) -> str:
+    """Two recorded instruction sets in words, with what they change: ``run 1: AVX-512 VNNI; run 2:
+    AVX2 only — int8 kernels differ, vector width 512 vs 256 bits``."""
+    words = [
+        f"run {run}: {instruction_set(flags) or 'not recorded'}"
+        for run, flags in zip(ids, (a, b), strict=True)
+    ]
+    if not (isinstance(a, list) and isinstance(b, list)):
+        return "; ".join(words)
+    consequences = [
+        f"{kind} kernels differ" for kind, flags in _ISA_KERNELS if set(flags) & set(a) != set(flags) & set(b)
+    ]
+    if ("avx512f" in a) != ("avx512f" in b):
+        wide = ("512", "256") if "avx512f" in a else ("256", "512")
+        consequences.append(f"vector width {wide[0]} vs {wide[1]} bits")
+    return "; ".join(words) + (" — " + ", ".join(consequences) if consequences else "")
+
+
+def _difference_text(d: Any, ids: tuple[int, int]) -> str:
+    if (d.kind, d.name) == ("machine", "cpu_flags"):
+        return "instruction set: " + isa_line(d.a, d.b, ids)
+    return f"{d.name} {_value(d.a)} → {_value(d.b)}"
+
+
+def explaining_lines(two: TwoRuns) -> list[str]:
+    """The recorded differences that decide which kernels run, so can explain a changed verdict by
+    themselves (the CPU's instruction set first, then the GPU, its driver and clocks, matmul
+    precision, kernel libraries); ``[]`` when none."""
+    found = sorted((d for d in two.differences if d.changes_kernels), key=lambda d: d.name != "cpu_flags")
+    return [_difference_text(d, two.ids) for d in found]
+
+
 def difference_lines(two: TwoRuns) -> list[str]:
-    """How the runs differ, a line per kind (machine, libraries, spec, variants)."""
+    """How the runs differ, a line per kind (machine, libraries, spec, variants), but those
+    :func:`explaining_lines` already listed."""
     lines = []
     for kind, label in _KINDS:
-        found = [d for d in two.differences if d.kind == kind]
+        found = [d for d in two.differences if d.kind == kind and not d.changes_kernels]
         if found:
-            lines.append(f"{label}: " + "; ".join(f"{d.name} {_value(d.a)} → {_value(d.b)}" for d in found))
+            lines.append(f"{label}: " + "; ".join(_difference_text(d, two.ids) for d in found))
     return lines
 
 
 def notes_section(two: TwoRuns) -> Section:
     a, b = two.ids
     section = Section("notes", "Notes")
+    explaining = explaining_lines(two)
+    if explaining:
+        section.add(Text("What can explain a changed verdict (it decides which kernels run):"))
+        section.add(Bullets(explaining))
     differences = difference_lines(two)
     if differences:
-        section.add(Text(f"How run {b} differs from run {a} (as recorded):"))
+        also = "also " if explaining else ""
+        section.add(Text(f"How run {b} {also}differs from run {a} (as recorded):"))
         section.add(Bullets(differences))
-    else:
+    elif not explaining:
         section.add(
             Text(
                 f"Runs {a} and {b} recorded the same machine, libraries and spec: they differ in when they ran "

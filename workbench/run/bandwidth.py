@@ -73,20 +73,22 @@ def _measure_cuda(device: str) -> Bandwidth:
     import torch
 
     dev = torch.device(device)
-    src = torch.empty(_CUDA_BUFFER_BYTES, dtype=torch.uint8, device=dev)
-    dst = torch.empty_like(src)
-    dst.copy_(src)  # warm-up
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    deadline = time.perf_counter() + _BUDGET_S
-    while time.perf_counter() < deadline:
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) / 1000)
-    del src, dst
-    torch.cuda.empty_cache()
+    # the events are recorded on the current stream of the *current* device: make it ``device``
+    with torch.cuda.device(dev):
+        src = torch.empty(_CUDA_BUFFER_BYTES, dtype=torch.uint8, device=dev)
+        dst = torch.empty_like(src)
+        dst.copy_(src)  # warm-up
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        best = float("inf")
+        deadline = time.perf_counter() + _BUDGET_S
+        while time.perf_counter() < deadline:
+            start.record()
+            dst.copy_(src)
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1000)
+        del src, dst
+        torch.cuda.empty_cache()
     return Bandwidth(2 * _CUDA_BUFFER_BYTES / best / 1e9, "CUDA device-to-device copy, 1 GiB, CUDA events")
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from workbench.core.device import Device
 
-__all__ = ["Clock", "MemoryTracker"]
+__all__ = ["Clock", "MemoryTracker", "gpu_memory"]
 
 
 class Clock:
@@ -33,27 +34,44 @@ class Clock:
 
 
 class MemoryTracker:
-    """Peak memory of one trial in MB: the CUDA allocator's peak on GPU, the process RSS peak on CPU.
+    """Peak memory of one trial in MB; ``kind`` says what was measured (``variants.memory_kind``).
 
-    On Linux the RSS high-water mark (``VmHWM``) is reset before each trial by writing ``5`` to
-    ``/proc/self/clear_refs``, so the peak is the trial's, not the process's. Elsewhere the process
-    peak since start is reported (``ru_maxrss``), which is why every variant runs in its own worker.
+    - ``cuda_allocator_peak``: torch's CUDA allocator peak, reset before each trial: a model torch holds.
+    - ``nvml_process``: a runtime that allocates outside torch on CUDA (llama.cpp, ONNX Runtime GenAI):
+      the process's GPU memory as NVML lists it, read after the trial. Those runtimes keep their
+      buffers (KV cache, compute buffers, arenas) allocated, so after the trial is their peak.
+    - ``device_used_delta``: the same without NVML: the device's used memory now minus before the
+      load (``cudaMemGetInfo``): device-wide, so another process's allocations count too.
+    - ``process_rss_peak``: on CPU, the process RSS peak; on Linux the high-water mark (``VmHWM``) is
+      reset before each trial by writing ``5`` to ``/proc/self/clear_refs``, so the peak is the
+      trial's, not the process's. Elsewhere the process peak since start is reported (``ru_maxrss``),
+      which is why every variant runs in its own worker.
     """
 
-    def __init__(self, device: Device) -> None:
+    def __init__(
+        self,
+        device: Device,
+        kind: str | None = None,
+        *,
+        free_before_mb: float | None = None,
+        process_mb: Callable[[], float | None] | None = None,
+    ) -> None:
         self._device = device
+        self._kind = kind or ("cuda_allocator_peak" if device.is_cuda else "process_rss_peak")
+        self._free_before_mb = free_before_mb
+        self._process_mb = process_mb
         self._can_reset_rss = sys.platform.startswith("linux") and os.access("/proc/self/clear_refs", os.W_OK)
 
     @property
     def kind(self) -> str:
-        return "cuda_allocator_peak" if self._device.is_cuda else "process_rss_peak"
+        return self._kind
 
     def reset(self) -> None:
-        if self._device.is_cuda:
+        if self._kind == "cuda_allocator_peak":
             import torch
 
             torch.cuda.reset_peak_memory_stats(self._device.index or 0)
-        elif self._can_reset_rss:
+        elif self._kind == "process_rss_peak" and self._can_reset_rss:
             try:
                 with open("/proc/self/clear_refs", "w") as f:
                     f.write("5")
@@ -61,11 +79,52 @@ class MemoryTracker:
                 self._can_reset_rss = False
 
     def peak_mb(self) -> float | None:
-        if self._device.is_cuda:
+        if self._kind == "cuda_allocator_peak":
             import torch
 
             return torch.cuda.max_memory_allocated(self._device.index or 0) / 2**20
+        if self._kind == "nvml_process":
+            return self._process_mb() if self._process_mb is not None else None
+        if self._kind == "device_used_delta":
+            return self._used_since_load()
         return _rss_peak_mb()
+
+    def footprint_mb(self) -> float | None:
+        """What the variant holds now (after its load): torch's reserve, or as :meth:`peak_mb` reads."""
+        if self._kind == "cuda_allocator_peak":
+            import torch
+
+            return torch.cuda.memory_reserved(self._device.index or 0) / 2**20
+        return self.peak_mb()
+
+    def _used_since_load(self) -> float | None:
+        if self._free_before_mb is None:
+            return None
+        import torch
+
+        free = torch.cuda.mem_get_info(self._device.index or 0)[0] / 2**20
+        return max(0.0, self._free_before_mb - free)
+
+
+def gpu_memory(device: Device, free_before_mb: float | None) -> MemoryTracker:
+    """The tracker for a loaded variant: on CUDA, torch's allocator when it holds the model (any
+    memory allocated through it after the load), else the process's memory per NVML (the GPU matched
+    by UUID / PCI bus id), else the device's used memory since before the load."""
+    if not device.is_cuda:
+        return MemoryTracker(device)
+    import torch
+
+    index = device.index or 0
+    if torch.cuda.memory_allocated(index) > 0:
+        return MemoryTracker(device)
+    from workbench.run.nvml import handle_for_cuda, load, process_used_mb
+
+    nvml = load()
+    handle = handle_for_cuda(nvml, torch.cuda.get_device_properties(index)) if nvml is not None else None
+    pid = os.getpid()
+    if handle is not None and process_used_mb(nvml, handle, pid) is not None:
+        return MemoryTracker(device, "nvml_process", process_mb=lambda: process_used_mb(nvml, handle, pid))
+    return MemoryTracker(device, "device_used_delta", free_before_mb=free_before_mb)
 
 
 def _rss_peak_mb() -> float | None:

@@ -12,8 +12,10 @@ A trial is **disturbed** (:func:`judge`) when
 - its threads waited for a CPU for more than :data:`WAIT_SHARE_LIMIT` of the time they ran, and at
   least :data:`WAIT_MIN_MS` (``cpu_wait_ms > max(0.10 × cpu_ms, 5 ms)``): another program held the
   cores the model needed; on a quiet machine the share is about 1 %;
-- or, on CUDA, the SM clock fell below :data:`CLOCK_DROP_LIMIT` of the highest clock this variant
-  ran at in the run (thermal or power throttling).
+- or, on CUDA, NVML says the clocks were held down (power cap, thermal or hardware slowdown, power
+  brake, or a violation counter grew) while it ran;
+- or, where NVML cannot say why (``gpu_throttle`` NULL), the SM clock after the unit fell below
+  :data:`CLOCK_DROP_LIMIT` of the highest clock this variant ran at in the run.
 
 Elsewhere (macOS, Windows: no ``schedstat``) the wait is unknown and recorded as NULL; CPU time and
 the load average are still recorded, and a trial is judged on the clock rule alone.
@@ -63,24 +65,36 @@ class _Mark:
     wall: float
     cpu: float
     wait: int | None
-    clock: int | None
+    gpu: Any
 
 
 class MachineWatch:
-    """Start a mark before a unit of trials; :meth:`figures` gives the columns for its trials."""
+    """Start a mark before a unit of trials; :meth:`figures` gives the columns for its trials.
 
-    def __init__(self, cuda_index: int | None = None) -> None:
-        self._nvml: Any = None
-        self._handle: Any = None
-        if cuda_index is not None:
-            try:
-                import pynvml
+    ``cuda_index``: the variant's CUDA ordinal, whose GPU is found in NVML by UUID / PCI bus id
+    (:func:`workbench.run.nvml.handle_for_cuda`); ``nvml`` and ``handle`` give both directly (tests'
+    stand-ins)."""
 
-                pynvml.nvmlInit()
-                self._nvml = pynvml
-                self._handle = pynvml.nvmlDeviceGetHandleByIndex(cuda_index)
-            except Exception:  # no NVML, no driver, no such device: the clock is not watched
-                self._nvml = None
+    def __init__(self, cuda_index: int | None = None, *, nvml: Any = None, handle: Any = None) -> None:
+        self._nvml: Any = nvml
+        self._handle: Any = handle
+        if cuda_index is not None and nvml is None:
+            from workbench.run.nvml import handle_for_cuda, load
+
+            loaded = load()
+            if loaded is not None:
+                try:
+                    import torch
+
+                    self._handle = handle_for_cuda(loaded, torch.cuda.get_device_properties(cuda_index))
+                except Exception:
+                    self._handle = None
+                self._nvml = loaded if self._handle is not None else None
+        self._throttle: Any = None
+        if self._nvml is not None:
+            from workbench.run.nvml import Throttle
+
+            self._throttle = Throttle(self._nvml, self._handle)
 
     def _clock(self) -> int | None:
         if self._nvml is None:
@@ -91,11 +105,13 @@ class MachineWatch:
             return None
 
     def mark(self) -> _Mark:
-        return _Mark(time.perf_counter(), _cpu_s(), _run_queue_wait_ns(), self._clock())
+        gpu = self._throttle.mark() if self._throttle is not None else None
+        return _Mark(time.perf_counter(), _cpu_s(), _run_queue_wait_ns(), gpu)
 
     def figures(self, start: _Mark) -> dict[str, Any]:
-        """``cpu_ms``, ``cpu_wait_ms``, ``load_avg``, ``gpu_clock_mhz`` (the lower of the two reads),
-        ``gpu_temp_c`` since ``start``."""
+        """``cpu_ms``, ``cpu_wait_ms``, ``load_avg`` since ``start``; on CUDA ``gpu_clock_mhz`` and
+        ``gpu_temp_c`` read at the end (right after the unit's last synchronise: a read at its start
+        could catch the clock an idle GPU drops to) and ``gpu_throttle`` between the two."""
         wait = _run_queue_wait_ns()
         clock = self._clock()
         out: dict[str, Any] = {
@@ -104,8 +120,9 @@ class MachineWatch:
             "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         }
         if self._nvml is not None:
-            clocks = [c for c in (start.clock, clock) if c is not None]
-            out["gpu_clock_mhz"] = min(clocks) if clocks else None
+            out["gpu_clock_mhz"] = clock
+            if self._throttle is not None and start.gpu is not None:
+                out["gpu_throttle"] = self._throttle.between(start.gpu, self._throttle.mark())
             try:
                 out["gpu_temp_c"] = int(
                     self._nvml.nvmlDeviceGetTemperature(self._handle, self._nvml.NVML_TEMPERATURE_GPU)
@@ -121,8 +138,15 @@ def judge(trial: TrialRecord, best_clock_mhz: float | None = None) -> str | None
     cpu, wait = trial.cpu_ms, trial.cpu_wait_ms
     if cpu is not None and wait is not None and wait > max(WAIT_SHARE_LIMIT * cpu, WAIT_MIN_MS):
         return f"waited {wait:.0f} ms for a CPU while it ran {cpu:.0f} ms on one"
+    if trial.gpu_throttle:
+        return f"GPU clocks held down while it ran: {trial.gpu_throttle}"
     clock = trial.gpu_clock_mhz
-    if clock is not None and best_clock_mhz and clock < CLOCK_DROP_LIMIT * best_clock_mhz:
+    if (
+        trial.gpu_throttle is None
+        and clock is not None
+        and best_clock_mhz
+        and clock < CLOCK_DROP_LIMIT * best_clock_mhz
+    ):
         return (
             f"GPU clock {clock} MHz, {clock / best_clock_mhz:.0%} of the {best_clock_mhz:.0f} MHz it ran at"
         )

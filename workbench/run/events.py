@@ -38,7 +38,7 @@ __all__ = [
 #: The version of what parent and worker say to each other (these events, the job and the commands).
 #: A worker in another Python environment (a variant's ``python``) must speak the same: the parent
 #: checks it before the run (:mod:`workbench.run.interpreter`). Bump it when a message changes shape.
-PROTOCOL = 2
+PROTOCOL = 3
 
 
 class EventError(ValueError):
@@ -81,6 +81,7 @@ class Loaded(Event):
     kv_bytes_per_token: float | None = None
     model_shape: str | None = None  # JSON text
     server: dict[str, Any] | None = None
+    backend: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     #: the worker's memory after loading (MB): its own footprint (RSS; CUDA: the allocator's reserve)
     #: and what the device had left. The parent uses them to decide whether another variant fits.

@@ -1,7 +1,9 @@
 """Spec → ordered trials. Variant-major, so each model loads once in its own worker process.
 
-Within a variant: warm-up trials first (``warmup`` per workload, on that workload's first prompt, so
-every input shape is warmed), then the measured repetitions, repetition-major (rep 0 of every
+Within a variant: warm-up trials first (``warmup`` per workload, on that workload's first prompt, and
+one more on the first prompt of every other prompt-length bucket of the workload (:func:`length_bucket`:
+powers of two of the prompt's tokens), so that no measured trial pays a first use: CUDA's lazy module
+loading, cuBLAS / oneDNN picking and building kernels for a new shape), then the measured repetitions, repetition-major (rep 0 of every
 prompt, then rep 1...) so a slow drift of the machine spreads over all prompts instead of
 landing on the last one. Every variant gets exactly the same prompts, budgets and seeds.
 
@@ -20,7 +22,13 @@ from workbench.core.strategy import Prompt
 from workbench.core.variant import Variant
 from workbench.spec.parse import Spec
 
-__all__ = ["TrialPlan", "VariantPlan", "plan_run", "trial_groups"]
+__all__ = ["TrialPlan", "VariantPlan", "length_bucket", "plan_run", "trial_groups"]
+
+#: characters per token, to estimate a prompt's length before it is tokenized (the worker tokenizes)
+_CHARS_PER_TOKEN = 4
+#: the most tokens a bucket's extra warm-up generates: it is there for the prefill's shape and the
+#: first decode steps after it
+_BUCKET_WARMUP_TOKENS = 4
 
 
 @dataclass(frozen=True)
@@ -66,12 +74,31 @@ def trial_seed(base: int, workload: str, prompt_id: str, repetition: int) -> int
     return zlib.crc32(f"{base}/{workload}/{prompt_id}/{repetition}".encode()) & 0x7FFFFFFF
 
 
+def length_bucket(prompt: Prompt) -> int:
+    """The prompt-length bucket of ``prompt``: the bit length of its token count (``input_tokens``
+    when the prompt is cut to a length, else estimated from its characters), so prompts of 64-127
+    tokens share a bucket, 128-255 the next..."""
+    if prompt.input_tokens is not None:
+        return int(prompt.input_tokens).bit_length()
+    text = prompt.prompt or ""
+    if prompt.messages is not None:
+        text = "".join(m.get("content", "") for m in prompt.messages)
+    return (len(text) // _CHARS_PER_TOKEN).bit_length()
+
+
 def plan_run(spec: Spec) -> list[VariantPlan]:
     trials: list[TrialPlan] = []
     for workload in spec.workloads:
         first = workload.items[0]
         for w in range(spec.warmup):
             trials.append(_trial(spec, workload, first, w, warmup=True))
+        if spec.warmup:
+            seen = {length_bucket(first.prompt)}
+            for item in workload.items[1:]:
+                bucket = length_bucket(item.prompt)
+                if bucket not in seen:
+                    seen.add(bucket)
+                    trials.append(_trial(spec, workload, item, 0, warmup=True, cap=_BUCKET_WARMUP_TOKENS))
     warmups = len(trials)
     for repetition in range(spec.repetitions):
         for workload in spec.workloads:
@@ -109,11 +136,20 @@ def trial_groups(
 
 
 def _trial(
-    spec: Spec, workload: Any, item: Any, repetition: int, *, warmup: bool, round: int | None = None
+    spec: Spec,
+    workload: Any,
+    item: Any,
+    repetition: int,
+    *,
+    warmup: bool,
+    round: int | None = None,
+    cap: int | None = None,
 ) -> TrialPlan:
     max_new_tokens = item.max_new_tokens
     if warmup and spec.warmup_max_new_tokens is not None:
         max_new_tokens = min(max_new_tokens, spec.warmup_max_new_tokens)
+    if cap is not None:
+        max_new_tokens = min(max_new_tokens, cap)
     return TrialPlan(
         workload=workload.name,
         prompt=item.prompt,

@@ -146,6 +146,12 @@ class RunRecorder:
         if "host" not in self.environment or (self._host_elsewhere and variant.python is None):
             self.environment["host"] = environment
             self._host_elsewhere = variant.python is not None
+        else:
+            # a CPU variant's worker reads nothing of the GPU (it creates no CUDA context): the first
+            # CUDA variant's worker describes it
+            host = self.environment["host"]
+            if "gpu" in environment and "gpu" not in host:
+                host.update({k: v for k, v in environment.items() if k.startswith(("gpu", "cuda"))})
         entry = dict(loaded)
         if "torch_threads" in environment:  # per variant: its `threads` may differ
             entry["torch_threads"] = environment["torch_threads"]

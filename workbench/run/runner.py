@@ -120,12 +120,17 @@ def encode_prompt(session: Session, prompt: Prompt) -> list[int]:
 
 class TrialRunner:
     def __init__(
-        self, session: Session, device: Device, *, cancelled: Callable[[], bool] = lambda: False
+        self,
+        session: Session,
+        device: Device,
+        *,
+        cancelled: Callable[[], bool] = lambda: False,
+        memory: MemoryTracker | None = None,
     ) -> None:
         self.session = session
         self.device = device
         self.clock = Clock(device)
-        self.memory = MemoryTracker(device)
+        self.memory = memory or MemoryTracker(device)
         self._cancelled = cancelled
 
     def run(self, plan: TrialPlan) -> TrialResult:

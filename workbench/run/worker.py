@@ -105,6 +105,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     from workbench.core import registry
     from workbench.core.device import resolve_device
     from workbench.core.errors import WorkbenchError, describe_exception
+    from workbench.run.clock import gpu_memory
     from workbench.run.environment import snapshot
     from workbench.run.plan import TrialPlan
     from workbench.run.runner import TrialRunner
@@ -124,16 +125,22 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         # worker's would only repeat it
         first = os.environ.get("WORKBENCH_WORKER", "0") == "0"
         bandwidth = _bandwidth(str(device)) if first else None
+        free_before = _device_free_mb(device)
+        sync = device.synchronizer()
         t0 = time.perf_counter()
         session = strategy.load(variant, device)
+        sync()  # work the load queued (torchao's quantize kernels...) belongs to the load
         load_ms = (time.perf_counter() - t0) * 1000
+        # inside the try: a CUDA initialisation error is the variant's load failure, not a dead worker
+        environment = snapshot(device)
+        client = session.timing_scope != "in-process"
+        memory = None if client else gpu_memory(device, free_before)
+        runner = TrialRunner(session, device, cancelled=cancelled, memory=memory)
+        footprint, free = _memory(device, runner.memory) if not client else (None, None)
     except Exception as exc:
         message = str(exc) if isinstance(exc, WorkbenchError) else describe_exception(exc)
         events.emit(ev.LoadFailed(error=message))
         return 1
-    runner = TrialRunner(session, device, cancelled=cancelled)
-    client = session.timing_scope != "in-process"
-    footprint, free = _memory(device) if not client else (None, None)
     events.emit(
         ev.Loaded(
             device="remote" if client else str(device),
@@ -146,7 +153,8 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             kv_bytes_per_token=session.kv_bytes_per_token,
             model_shape=json.dumps(session.model_shape) if session.model_shape else None,
             server=session.server_info,
-            environment=snapshot(device),
+            backend=session.backend,
+            environment=environment,
             footprint_mb=footprint,
             free_mb=free,
             # the first worker's imports, for the fork server (the later workers are not asked)
@@ -309,15 +317,30 @@ def _run_group(
     return set(results.values())
 
 
-def _memory(device: Any) -> tuple[float | None, float | None]:
+def _device_free_mb(device: Any) -> float | None:
+    """The CUDA device's free memory before the load (MB), for a runtime torch's allocator does not
+    see (the ``device_used_delta`` memory kind); ``None`` elsewhere."""
+    if not device.is_cuda:
+        return None
+    try:
+        import torch
+
+        return float(torch.cuda.mem_get_info(device.index or 0)[0]) / 2**20
+    except Exception:
+        return None
+
+
+def _memory(device: Any, memory: Any) -> tuple[float | None, float | None]:
     """(this process's footprint, the device's free memory) in MB, after the model loaded: what the
-    parent needs to decide whether another variant fits beside it."""
+    parent needs to decide whether another variant fits beside it. On CUDA the footprint is what the
+    memory tracker's kind reads now (torch's reserve, or the process's GPU memory for a runtime that
+    allocates outside torch: llama.cpp, ONNX Runtime)."""
     try:
         if device.is_cuda:
             import torch
 
             free, _ = torch.cuda.mem_get_info(device.index or 0)
-            return torch.cuda.memory_reserved(device.index or 0) / 2**20, free / 2**20
+            return memory.footprint_mb(), free / 2**20
         import psutil
 
         return psutil.Process().memory_info().rss / 2**20, psutil.virtual_memory().available / 2**20

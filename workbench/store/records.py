@@ -101,6 +101,8 @@ class TrialRecord:
     disturbed: int | None = None
     disturbance: str | None = None
     worker: int | None = None  # which worker process of the variant ran it (the parent)
+    #: CUDA via NVML: what held the clocks down while the trial's unit ran ("" nothing; NULL unknown)
+    gpu_throttle: str | None = None
 
     @classmethod
     def failed(
@@ -239,7 +241,7 @@ class VariantRecord(_Row):
     load_ms: float | None = None
     weights_mb: float | None = None
     context_length: int | None = None
-    memory_kind: str | None = None  # cuda_allocator_peak | process_rss_peak
+    memory_kind: str | None = None  # cuda_allocator_peak | process_rss_peak | nvml_process | ...
     sweep_param: str | None = None
     sweep_value: str | None = None
     memory_bandwidth_gbs: float | None = None
@@ -251,6 +253,7 @@ class VariantRecord(_Row):
     threads: int | None = None
     python: str | None = None
     packages: str | None = None
+    backend: str | None = None  # where the runtime computed, when the device does not say it all
 
 
 #: the ``runs`` and ``variants`` tables' columns, in the tables' order

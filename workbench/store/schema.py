@@ -222,7 +222,7 @@ def m010_design_and_disturbance(db: Database) -> None:
     trials.add_column("cpu_ms", float)  # the worker's CPU time during the trial (all its threads)
     trials.add_column("cpu_wait_ms", float)  # its threads' time runnable but waiting for a CPU (Linux)
     trials.add_column("load_avg", float)  # the machine's 1-minute load average at the trial's end
-    trials.add_column("gpu_clock_mhz", int)  # CUDA: the lower SM clock of the trial's start and end
+    trials.add_column("gpu_clock_mhz", int)  # CUDA: the SM clock (m016 on: read after the unit)
     trials.add_column("gpu_temp_c", int)  # CUDA: the GPU's temperature at the trial's end
     trials.add_column("disturbed", int)  # 1: the trial's figures were disturbed (see `disturbance`)
     trials.add_column("disturbance", str)  # why, in one line
@@ -328,3 +328,13 @@ def m015_run_error(db: Database) -> None:
     that could not be stored, an unexpected error, or its process ending without closing the record.
     NULL for a run that ended as planned (its trials' failures are in ``trials.error``)."""
     db.table("runs").add_column("error", str)
+
+
+@migrations()
+def m016_gpu_placement(db: Database) -> None:
+    """Where a variant computed, as its runtime reported it (``llama.cpp GPU offload on cuda:0 (all
+    layers)``, ``llama.cpp CPU (CPU-only build)``...; NULL when the device column says it all), and
+    what held a CUDA trial's GPU clocks down, per NVML's clock-event reasons and violation counters
+    (docs/analysis.md "Disturbed trials"; "" nothing, NULL unknown)."""
+    db.table("variants").add_column("backend", str)
+    db.table("trials").add_column("gpu_throttle", str)

@@ -49,6 +49,11 @@ class MemoryKind(kb.ChartKind[MemoryChart]):
         if k is None or k >= len(chart.bars) or not 0 <= x <= chart.bars[k].peak_mb:
             return None
         b = chart.bars[k]
-        kind = {"cuda_allocator_peak": "CUDA allocator peak", "process_rss_peak": "worker process RSS peak"}
+        kind = {
+            "cuda_allocator_peak": "CUDA allocator peak",
+            "process_rss_peak": "worker process RSS peak",
+            "nvml_process": "process GPU memory (NVML)",
+            "device_used_delta": "device memory used since load",
+        }
         weights = f"<br>weights {fmt(b.weights_mb, 0)} MB" if b.weights_mb else ""
         return f"<b>{b.variant}</b><br>peak {fmt(b.peak_mb, 0)} MB ({kind.get(b.kind, b.kind)}){weights}"
