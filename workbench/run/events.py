@@ -137,11 +137,14 @@ class ServerMetrics(Event):
 @dataclass(frozen=True)
 class Encoded(Event):
     """The answer to an ``encode`` command: the token ids of the job's trials' prompts (as the timed
-    trials encode them) and of the texts asked for (raw text, no chat template)."""
+    trials encode them) and of the texts asked for (raw text, no chat template); ``sent``: per trial,
+    the prompt as a prompt-changing session feeds it to its model (trimmed, compressed: its
+    ``sent_prompt``), ``None`` where it is the prompt itself."""
 
     kind: ClassVar[str] = "encoded"
     trials: list[list[int]]
     texts: list[list[int]]
+    sent: list[list[int] | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

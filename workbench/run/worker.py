@@ -176,14 +176,25 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
 
 def _encode(session: Any, trials: list[Any], asked: dict[str, Any], events: _Events) -> None:
     """The ``encode`` command (the quality pass): the prompts of the given trials, encoded as their
-    timed trials were, and raw texts."""
-    from workbench.core.strategy import Prompt
+    timed trials were, each as the session sends it to its model (``Session.sent_prompt``: ``None``
+    unless the session changes the prompt), and raw texts."""
+    from workbench.core.strategy import Prompt, Request
     from workbench.run.runner import encode_prompt
 
+    encoded, sent = [], []
+    for i in asked.get("trials", []):
+        plan = trials[int(i)]
+        ids = list(encode_prompt(session, plan.prompt))
+        encoded.append(ids)
+        changed = getattr(session, "sent_prompt", lambda request: None)(
+            Request(prompt=plan.prompt, input_ids=tuple(ids), max_new_tokens=plan.max_new_tokens)
+        )
+        sent.append(None if changed is None or list(changed) == ids else [int(t) for t in changed])
     events.emit(
         ev.Encoded(
-            trials=[list(encode_prompt(session, trials[int(i)].prompt)) for i in asked.get("trials", [])],
+            trials=encoded,
             texts=[list(session.encode(Prompt(id="text", prompt=text))) for text in asked.get("texts", [])],
+            sent=sent,
         )
     )
 

@@ -101,6 +101,8 @@ class TrialRecord:
     disturbed: int | None = None
     disturbance: str | None = None
     worker: int | None = None  # which worker process of the variant ran it (the parent)
+    compress_ms: float | None = None  # prompt compression: from the trial's start to the prompt compressed
+    compress_rate: float | None = None  # prompt compression: the share of the prompt asked to be kept
 
     @classmethod
     def failed(

@@ -328,3 +328,12 @@ def m015_run_error(db: Database) -> None:
     that could not be stored, an unexpected error, or its process ending without closing the record.
     NULL for a run that ended as planned (its trials' failures are in ``trials.error``)."""
     db.table("runs").add_column("error", str)
+
+
+@migrations()
+def m016_prompt_compression(db: Database) -> None:
+    """Prompt compression, a prefill lever: the compression's time inside the TTFT and the share of
+    the prompt it was asked to keep (what it kept: ``1 - trimmed_tokens / input_tokens``)."""
+    trials = db.table("trials")
+    trials.add_column("compress_ms", float)
+    trials.add_column("compress_rate", float)

@@ -6,6 +6,8 @@ happen inside the functions that need them.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "TINY_FAMILIES",
     "TINY_SLIDING_WINDOW",
@@ -89,10 +91,10 @@ TINY_FAMILIES = ("llama", "qwen2", "qwen3", "gemma3", "phi3", "mistral", "gpt2",
 TINY_SLIDING_WINDOW = 8
 
 
-def _tiny_config(family: str, vocab_size: int, hidden_size: int):
+def _tiny_config(family: str, vocab_size: int, hidden_size: int) -> Any:
     import transformers
 
-    common = dict(
+    common: dict[str, Any] = dict(
         vocab_size=vocab_size,
         hidden_size=hidden_size,
         intermediate_size=2 * hidden_size,
@@ -148,9 +150,10 @@ def _byte_level_tokenizer(specials: list[str]):
 
     pieces = specials + list(bytes_to_unicode().values()) + ["\u0120w"]
     vocab = {tok: i for i, tok in enumerate(pieces)}
+    merges: Any = [("\u0120", "w")]  # pairs; the stubs say strings
     return Qwen2Tokenizer(
         vocab=vocab,
-        merges=[("\u0120", "w")],
+        merges=merges,
         unk_token="<unk>",
         bos_token="<s>",
         eos_token="</s>",
