@@ -150,3 +150,54 @@ def test_the_runner_records_compress_ms_inside_the_ttft(tiny_model_dir):
         trial_plan(prompt=RAG, max_new_tokens=4, ignore_eos=True)
     )
     assert baseline.record.compress_ms is None and baseline.record.compress_rate is None
+
+
+def _paragraphs(n, start):
+    return "\\n\\n".join(" ".join(f"w{(start + 11 * p + 3 * i) % 200}" for i in range(12)) for p in range(n))
+
+
+def test_a_run_records_compression_scores_it_and_weighs_its_break_even(tiny_model_dir, tmp_path):
+    from workbench.analysis.run import analyze_run
+    from workbench.report.model import render_text
+    from workbench.report.run_report import build_run_report
+    from workbench.run.execute import RunExecutor
+    from workbench.spec.parse import parse_spec
+    from workbench.store import Store
+
+    prompts = ", ".join(f'"{_paragraphs(n, n)}"' for n in (4, 8))
+    spec = f"""
+name = "compression"
+repetitions = 2
+warmup = 1
+[[variants]]
+name = "baseline"
+model = "{tiny_model_dir}"
+dtype = "float32"
+[[variants]]
+name = "compressed"
+model = "{tiny_model_dir}"
+strategy = "prompt-compression"
+rate = 0.5
+dtype = "float32"
+[[workloads]]
+name = "docs"
+max_new_tokens = 4
+ignore_eos = true
+prompts = [{prompts}]
+"""
+    with Store(tmp_path / "r.db") as store:
+        result = RunExecutor(parse_spec(spec), store).run()
+        assert result.status == "ok", result.errors
+        trials = [t for t in store.trials(result.run_id) if t.variant == "compressed" and not t.warmup]
+        assert all(t.compress_ms and 0 < t.compress_ms < t.ttft_ms for t in trials)
+        assert all(t.compress_rate == 0.5 and t.trimmed_tokens for t in trials)
+        quality = {r["variant"]: r for r in store.quality_variants(result.run_id)}
+        assert quality["compressed"]["status"] == "scored"
+        analysis = analyze_run(store, result.run_id)
+    (b,) = analysis.compression
+    assert (b.variant, b.workload, b.trials) == ("compressed", "docs", 4)
+    assert 0.4 < b.achieved_rate <= 0.55 and b.requested_rate == 0.5
+    assert b.prefill_ms_per_token is not None and b.cost_fraction is not None and b.cost_fraction > 0
+    text = render_text(build_run_report(analysis), detail=True)
+    section = text[text.index("Does prompt compression pay?") :]
+    assert "compressed on docs: kept" in section and "of the prefill it saves" in section

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from workbench.analysis.quality import position_figures, quality_summary, reference_rows
+from workbench.analysis.stats import Estimate
 from workbench.core.strategy import TokenScores
 from workbench.report.targets import check_text, verdict_short
 from workbench.spec.parse import SpecError, parse_spec
@@ -283,10 +285,13 @@ def test_quality_targets_judge_the_variants_on_the_quality_pass(quality_run):
     for name in ("baseline", "lookup", "copy"):
         assert verdicts[name].status == "met", verdict_short(verdicts[name])
         assert verdicts[name].goodput == 1
-    # context trim was not scored: no data, so no goodput (it cannot be judged)
+    # context trim is scored under its trimmed prompt: the cut context moved the answer's distribution
     trim = {c.metric: c for c in verdicts["trim"].checks}
-    assert trim["kld_max"].status == "no data" and verdicts["trim"].goodput is None
-    assert "the quality pass did not score" in check_text(trim["kld_max"])
+    assert trim["kld_max"].status == "missed" and verdicts["trim"].goodput == 0
+    # a variant the pass did not score: no data, said so (it cannot be judged)
+    unscored = dataclasses.replace(trim["kld_max"], measured=Estimate(None))
+    assert unscored.status == "no data"
+    assert "the quality pass did not score" in check_text(unscored)
     assert check_text(bf16["same_top_min"]).startswith("same top ")
 
 

@@ -23,10 +23,13 @@ from workbench.formatting import (
     kld_text,
     libraries,
     machine_line,
+    ms_text,
     percent,
     plus_minus,
     ratio,
+    significant,
     times,
+    tokens,
 )
 from workbench.report.columns import COLUMNS
 from workbench.report.design import design_lines
@@ -334,6 +337,41 @@ def drafting_section(analysis: RunAnalysis) -> Section:
     return section
 
 
+# -- prompt compression -------------------------------------------------------------------------
+
+
+def compression_section(analysis: RunAnalysis) -> Section:
+    """Per compressing variant × workload: what it kept, what compressing cost against the prefill it
+    saved, and where it pays (the break-even, :mod:`workbench.analysis.compression`)."""
+    section = Section("compression", "Does prompt compression pay? (TTFT)")
+    lines = []
+    for b in analysis.compression:
+        asked = f", asked {percent(b.requested_rate)}" if b.requested_rate is not None else ""
+        line = (
+            f"{b.variant} on {b.workload}: kept {percent(b.achieved_rate)} of {tokens(b.input_tokens)} prompt "
+            f"tokens{asked}; compressing took {ms_text(b.compress_ms)} "
+            f"({significant(b.compress_ms_per_token)} ms per prompt token)"
+        )
+        if b.cost_fraction is None:
+            line += " — no reference prefill to weigh it against"
+        elif b.cost_fraction >= 1:
+            line += (
+                f" — it costs {significant(b.cost_fraction, 2)} of the prefill it saves here: it pays only "
+                f"with a compressor at least {significant(b.cost_fraction, 2)}x cheaper, or when the "
+                "compressed prompt is reused"
+            )
+        else:
+            above = tokens(b.break_even_tokens) if b.break_even_tokens else "any number of"
+            line += (
+                f" — it costs {significant(b.cost_fraction, 2)} of the prefill it saves: it pays on prompts "
+                f"above {above} tokens at this ratio"
+            )
+        lines.append(line)
+    if lines:
+        section.add(Bullets(lines))
+    return section
+
+
 def _span(values: Sequence[float]) -> str:
     lo, hi = min(values), max(values)
     return percent(lo) if round(lo, 2) == round(hi, 2) else f"{percent(lo)}–{percent(hi)}"
@@ -559,6 +597,7 @@ def build_run_report(analysis: RunAnalysis) -> Report:
         table,
         phases_section(analysis),
         drafting_section(analysis),
+        compression_section(analysis),
         quality_section(analysis),
         targets_section(analysis.verdicts, target_advice(analysis.target_gaps)),
         notes_section(analysis),
