@@ -61,6 +61,7 @@ LEVERS: dict[str, tuple[str, str]] = {
     "hf-assisted": ("assisted generation", "decode"),
     "prefix-cache": ("KV-cache reuse", "prefill"),
     "context-trim": ("context trimming", "prefill"),
+    "prompt-compression": ("prompt compression", "prefill"),
     "batching": ("batching", "decode"),  # a variant with batch_size > 1 (workbench.analysis.run)
     "endpoint": ("a served engine", "both"),
     "baseline": ("precision/settings", "both"),
