@@ -201,3 +201,20 @@ prompts = [{prompts}]
     text = render_text(build_run_report(analysis), detail=True)
     section = text[text.index("Does prompt compression pay?") :]
     assert "compressed on docs: kept" in section and "of the prefill it saves" in section
+    from workbench.report.data import run_data
+
+    data = run_data(analysis)
+    assert data["compression"][0]["variant"] == "compressed"
+    assert data["compression_advice"][0].startswith("compressed on docs: kept 5")
+    # the headline chart stacks the compression inside the compressed variant's prefill
+    from workbench.charts import run_charts
+
+    headline = next(c for c in run_charts(analysis) if c.key == "headline")
+    bars = {bar.variant: bar for group in headline.groups for bar in group.bars}
+    assert bars["compressed"].compress_ms == b.compress_ms <= bars["compressed"].prefill_ms
+    assert bars["baseline"].compress_ms is None
+    assert {r["variant"]: r["compress_ms"] for r in headline.rows()}["compressed"] == b.compress_ms
+    pytest.importorskip("PySide6")
+    from workbench.gui.charts import png_bytes
+
+    assert png_bytes(headline, scale=1.0).startswith(b"\x89PNG")

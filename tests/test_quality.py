@@ -386,10 +386,10 @@ def test_the_gui_shows_kld_columns_the_quality_tab_and_the_tradeoff(quality_run,
         for r in range(model.rowCount())
     }
     assert cells["baseline"] == ("reference", "") and cells["lookup"] == ("lossless", "")
-    assert cells["trim"] == ("not scored", "") and cells["bf16"][1].endswith("%")
-    assert float(cells["bf16"][0]) > 0
+    assert cells["bf16"][1].endswith("%") and cells["trim"][1].endswith("%")  # trim: under its cut prompt
+    assert float(cells["bf16"][0]) > 0 and float(cells["trim"][0]) > 0
     html = advice_html(data)
-    assert "Quality vs the baseline" in html and "bf16: decode" in html and "trim: not scored" in html
+    assert "Quality vs the baseline" in html and "bf16: decode" in html and "trim: " in html
     chart = next(c for c in data.charts if c.key == "quality")
     exact = [
         p for p in chart.points if p.metric == "e2e" and p.kld == 0

@@ -5,14 +5,17 @@ costs per prompt token is less than the target's prefill it saves. Per compressi
 workload, from the trials (``compress_ms``, ``trimmed_tokens``, ``input_tokens``) and the reference
 variant's TTFT on the same workload:
 
-- ``c``: the compressor's cost per prompt token (ms), the slope of ``compress_ms`` against the prompt
-  length (with its fixed part ``c0``) when the prompts differ in length, else ``compress_ms / n``;
-- ``p``: the target's prefill cost per prompt token, the slope of the reference's TTFT likewise;
+- ``c``: the compressor's cost per prompt token (ms): the median of ``compress_ms / n``;
+- ``p``: the target's prefill cost per prompt token: the median of the reference's ``TTFT / n``;
 - ``r``: the achieved kept share (median of ``1 - trimmed / input``);
 - ``cost_fraction = c / (p (1 - r))``: what compressing costs for each millisecond of prefill it
-  saves. Below 1 it pays above ``n* = c0 / (p (1 - r) - c)`` prompt tokens; at or above 1 it never
-  does at this ratio on this hardware — unless the compressor is ``cost_fraction`` times cheaper, or
-  the compressed prompt is reused (a prefix cache serves it again without compressing again).
+  saves, at the run's prompt lengths. At or above 1 it does not pay at this ratio on this hardware —
+  unless the compressor is ``cost_fraction`` times cheaper, or the compressed prompt is reused (a
+  prefix cache serves it again without compressing again).
+- ``n*``: where the prompts differ in length, lines fitted to both (``compress_ms = c0 + c' n``,
+  ``TTFT = p0 + p' n``) give the prompt length above which compression gains,
+  ``c0 / (p' (1 - r) - c')``; ``None`` when it never does (``p' (1 - r) <= c'``) or the lengths or the
+  fits (a slope that is not positive: noise) cannot say.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class CompressionBreakEven:
     achieved_rate: float  # the share kept (median)
     compress_ms: float  # median compression time
     compress_ms_per_token: float  # c
-    compress_fixed_ms: float  # c0 (0 when the prompts have one length)
+    compress_fixed_ms: float  # c0, the fitted fixed part (0 when the prompts have one length)
     prefill_ms_per_token: float | None  # p, the reference's (None: no reference trials)
     cost_fraction: float | None  # c / (p (1 - r)): compression's cost per ms of prefill saved
     break_even_tokens: float | None  # n*: prompts longer than this gain on TTFT (None: never)
@@ -72,8 +75,8 @@ def compression_break_even(
             groups.setdefault((t.variant, t.workload), []).append(t)
     out = []
     for (variant, workload), mine in groups.items():
-        c0, c = _line([(float(t.input_tokens or 0), float(t.compress_ms or 0.0)) for t in mine])
-        c0 = max(c0, 0.0)
+        points = [(float(t.input_tokens or 0), float(t.compress_ms or 0.0)) for t in mine]
+        c = statistics.median(y / x for x, y in points)
         achieved = statistics.median(1.0 - (t.trimmed_tokens or 0) / (t.input_tokens or 1) for t in mine)
         requested = [t.compress_rate for t in mine if t.compress_rate is not None]
         base = [
@@ -81,12 +84,16 @@ def compression_break_even(
             for t in used
             if t.variant == reference and t.workload == workload and t.ttft_ms is not None and t.input_tokens
         ]
-        p = _line(base)[1] if base else None
+        p = statistics.median(y / x for x, y in base) if base else None
         saved = p * (1.0 - achieved) if p is not None else None
         fraction = c / saved if saved is not None and saved > 0 else None
+        c0, c_slope = _line(points)
         n_star = None
-        if saved is not None and saved > c:
-            n_star = c0 / (saved - c)
+        if base and len({x for x, _ in points}) > 1 and len({x for x, _ in base}) > 1:
+            p_slope = _line(base)[1]
+            gain = p_slope * (1.0 - achieved) - c_slope
+            if c_slope > 0 and p_slope > 0 and gain > 0:
+                n_star = max(c0, 0.0) / gain
         out.append(
             CompressionBreakEven(
                 variant=variant,
@@ -97,7 +104,7 @@ def compression_break_even(
                 achieved_rate=achieved,
                 compress_ms=statistics.median(float(t.compress_ms or 0.0) for t in mine),
                 compress_ms_per_token=c,
-                compress_fixed_ms=c0,
+                compress_fixed_ms=max(c0, 0.0),
                 prefill_ms_per_token=p,
                 cost_fraction=fraction,
                 break_even_tokens=n_star,

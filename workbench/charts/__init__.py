@@ -83,7 +83,8 @@ __all__ = [
 def run_charts(analysis: RunAnalysis) -> list[Chart]:
     """Every chart a run has data for, in report order."""
     labels = {p.workload: phase_caption(p) for p in analysis.phases}
-    charts: list[Chart | None] = [headline_chart(analysis.summaries, labels)]
+    compress = {(b.variant, b.workload): b.compress_ms for b in analysis.compression}
+    charts: list[Chart | None] = [headline_chart(analysis.summaries, labels, compress)]
     charts.append(speedup_chart(analysis))
     charts.append(quality_chart(analysis))
     charts.append(targets_chart(analysis))

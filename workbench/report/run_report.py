@@ -23,13 +23,10 @@ from workbench.formatting import (
     kld_text,
     libraries,
     machine_line,
-    ms_text,
     percent,
     plus_minus,
     ratio,
-    significant,
     times,
-    tokens,
 )
 from workbench.report.columns import COLUMNS
 from workbench.report.design import design_lines
@@ -343,30 +340,10 @@ def drafting_section(analysis: RunAnalysis) -> Section:
 def compression_section(analysis: RunAnalysis) -> Section:
     """Per compressing variant × workload: what it kept, what compressing cost against the prefill it
     saved, and where it pays (the break-even, :mod:`workbench.analysis.compression`)."""
+    from workbench.report.compression import compression_lines
+
     section = Section("compression", "Does prompt compression pay? (TTFT)")
-    lines = []
-    for b in analysis.compression:
-        asked = f", asked {percent(b.requested_rate)}" if b.requested_rate is not None else ""
-        line = (
-            f"{b.variant} on {b.workload}: kept {percent(b.achieved_rate)} of {tokens(b.input_tokens)} prompt "
-            f"tokens{asked}; compressing took {ms_text(b.compress_ms)} "
-            f"({significant(b.compress_ms_per_token)} ms per prompt token)"
-        )
-        if b.cost_fraction is None:
-            line += " — no reference prefill to weigh it against"
-        elif b.cost_fraction >= 1:
-            line += (
-                f" — it costs {significant(b.cost_fraction, 2)} of the prefill it saves here: it pays only "
-                f"with a compressor at least {significant(b.cost_fraction, 2)}x cheaper, or when the "
-                "compressed prompt is reused"
-            )
-        else:
-            above = tokens(b.break_even_tokens) if b.break_even_tokens else "any number of"
-            line += (
-                f" — it costs {significant(b.cost_fraction, 2)} of the prefill it saves: it pays on prompts "
-                f"above {above} tokens at this ratio"
-            )
-        lines.append(line)
+    lines = compression_lines(analysis.compression)
     if lines:
         section.add(Bullets(lines))
     return section
