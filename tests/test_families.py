@@ -119,3 +119,20 @@ def test_a_sliding_window_layer_holds_only_the_window_after_a_rollback(tmp_path)
     sliding = [layer for layer in cache.layers if getattr(layer, "is_sliding", False)]
     assert sliding and all(layer.keys.shape[-2] == TINY_SLIDING_WINDOW - 1 for layer in sliding)
     assert cache.get_seq_length() == 37
+
+
+def test_the_onnx_runtime_genai_builder_s_list_refuses_what_it_cannot_build(family):
+    """The builder has no graph for some families (GPT-2, OLMo 2 in onnxruntime-genai 0.18): the
+    strategy refuses them in one line before spending a build; the others pass the check."""
+    pytest.importorskip("onnxruntime_genai")
+    from workbench_strategies.ort_genai import builder_architectures, check_architecture
+
+    name, target, _ = family
+    if not builder_architectures():
+        pytest.skip("this onnxruntime-genai's builder lists no architectures")
+    architecture = {"gpt2": "GPT2LMHeadModel", "olmo2": "Olmo2ForCausalLM"}.get(name)
+    if architecture is None or architecture in builder_architectures():
+        check_architecture(target)  # no refusal
+        return
+    with pytest.raises(StrategyError, match=f"has no graph for {architecture}"):
+        load(target, "onnxruntime-genai", dtype="auto")
