@@ -322,6 +322,8 @@ class PromptCompressionStrategy(Strategy[PromptCompressionConfig]):
     def load(self, variant: Variant[PromptCompressionConfig], device: Device) -> Session:
         import dataclasses
 
+        from workbench.strategy import StrategyError
+
         from ._hf import load_hf_model
 
         config = variant.config
@@ -336,6 +338,14 @@ class PromptCompressionStrategy(Strategy[PromptCompressionConfig]):
                 dataclasses.replace(variant, model=source), device, model_kwargs=kwargs
             )
         same = compressor is hf or compressor.tokenizer.get_vocab() == hf.tokenizer.get_vocab()
+        # the target's tokens are mapped to characters; another compressor's tokens too
+        slow = [variant.model] if not hf.tokenizer.is_fast else []
+        if not same and not compressor.tokenizer.is_fast:
+            slow.append(source)
+        if slow:
+            raise StrategyError(
+                f"prompt-compression needs a fast tokenizer (character offsets); {slow[0]!r} has a slow one"
+            )
         return PromptCompressionSession(hf, config, compressor, same)
 
 
