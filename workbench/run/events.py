@@ -19,6 +19,7 @@ from workbench.store.records import TrialRecord
 
 __all__ = [
     "PROTOCOL",
+    "Anchored",
     "Cancelled",
     "Encoded",
     "Event",
@@ -148,6 +149,20 @@ class Encoded(Event):
 
 
 @dataclass(frozen=True)
+class Anchored(Event):
+    """One conversation of an ``anchor`` command (untimed, the baseline's worker, before the measured
+    trials): its greedy ``answers``, turn by turn, each generated with the answers before it as
+    history, and per turn the prompt tokens of that history; or ``error`` (the turn that failed)."""
+
+    kind: ClassVar[str] = "anchored"
+    workload: str
+    conversation: str
+    answers: list[str] = field(default_factory=list)
+    history_tokens: list[int] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Scored(Event):
     """One item of a ``score`` command: its scores are in the ``.npz`` file ``path`` (written by the
     worker, read and removed by the parent), or ``error`` says why there are none."""
@@ -189,6 +204,7 @@ _KINDS: dict[str, type[Event]] = {
         TrialDone,
         ServerMetrics,
         Encoded,
+        Anchored,
         Scored,
         UnitDone,
         Finished,

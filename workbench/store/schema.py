@@ -337,3 +337,26 @@ def m016_prompt_compression(db: Database) -> None:
     trials = db.table("trials")
     trials.add_column("compress_ms", float)
     trials.add_column("compress_rate", float)
+
+
+@migrations()
+def m017_conversations(db: Database) -> None:
+    """Conversation workloads: each trial's turn and the prompt tokens of its history, and the
+    baseline's answers every variant's turns were given as history (one row per turn)."""
+    trials = db.table("trials")
+    trials.add_column("turn", int)
+    trials.add_column("history_tokens", int)
+    db.table("conversation_turns").create(
+        {
+            "id": int,
+            "run_id": int,
+            "workload": str,
+            "conversation": str,
+            "turn": int,  # 1-based
+            "answer": str,  # the baseline's greedy answer to this turn
+            "history_tokens": int,  # the prompt tokens before this turn's user message
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("conversation_turns").create_index(["run_id", "workload", "conversation", "turn"], unique=True)
