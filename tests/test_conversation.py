@@ -129,3 +129,38 @@ def test_a_run_anchors_the_history_on_the_baseline_s_answers(tmp_path, tiny_mode
     # the prefix cache reused the previous turn's prompt from turn 2 on
     reused = {t.turn: t.cached_tokens for t in measured if t.variant == "cache" and t.repetition == 0}
     assert reused[1] == 0 and reused[2] > 0 and reused[3] > reused[2]
+    # the chart: TTFT against the turn, one line per variant, rendered; the phases section says it
+    from workbench.analysis.run import analyze_run
+    from workbench.charts import ConversationChart, run_charts
+    from workbench.report.model import render_text
+    from workbench.report.run_report import build_run_report
+
+    analysis = analyze_run(store, result.run_id)
+    (chart,) = [c for c in run_charts(analysis) if isinstance(c, ConversationChart)]
+    assert chart.name == "ttft-vs-turn-talk"
+    assert {s.variant for s in chart.series} == {"baseline", "cache"}
+    assert all(s.x == (1.0, 2.0, 3.0) for s in chart.series)
+    assert {r["x"] for r in chart.rows()} == {1.0, 2.0, 3.0}
+    text = render_text(build_run_report(analysis), detail=True)
+    assert "talk (baseline): TTFT" in text and "turn 3" in text
+    pytest.importorskip("PySide6")
+    import os
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from workbench.gui.charts import png_bytes
+
+    assert png_bytes(chart, scale=1.0).startswith(b"\x89PNG")
+
+
+def test_the_phase_sentence_names_the_crossing_turn():
+    from workbench.analysis.phases import TurnPhase
+    from workbench.report.phases import conversation_text
+
+    turns = [
+        TurnPhase("chat", k, ttft, 100.0, 200.0 * (k - 1)) for k, ttft in enumerate([20, 60, 110, 160], 1)
+    ]
+    text = conversation_text("chat", "baseline", turns)
+    assert text is not None and "crosses from decode-heavy to prefill-heavy at turn 3" in text
+    flat = [TurnPhase("chat", k, 10.0, 100.0, None) for k in (1, 2)]
+    assert "stays decode-heavy through turn 2" in (conversation_text("chat", "b", flat) or "")
+    assert conversation_text("chat", "b", flat[:1]) is None

@@ -18,6 +18,7 @@ from workbench.charts.acceptance import (
 )
 from workbench.charts.base import OKABE_ITO, Axis, Chart, lighten, variant_colours
 from workbench.charts.before_after import BeforeAfterChart, before_after_chart
+from workbench.charts.conversation import ConversationChart, conversation_charts
 from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart, phase_caption
 from workbench.charts.memory import MemoryBar, MemoryChart, memory_chart
 from workbench.charts.quality import QualityChart, QualityPoint, quality_chart
@@ -43,6 +44,7 @@ __all__ = [
     "Axis",
     "BeforeAfterChart",
     "Chart",
+    "ConversationChart",
     "DraftPositionChart",
     "HeadlineBar",
     "HeadlineChart",
@@ -63,6 +65,7 @@ __all__ = [
     "TimelineChart",
     "acceptance_chart",
     "before_after_chart",
+    "conversation_charts",
     "draft_position_chart",
     "headline_chart",
     "lighten",
@@ -90,6 +93,7 @@ def run_charts(analysis: RunAnalysis) -> list[Chart]:
     charts.append(targets_chart(analysis))
     charts.extend(timeline_charts(analysis))
     charts.extend(sweep_charts(analysis))
+    charts.extend(conversation_charts(analysis))
     charts.extend(parameter_sweep_charts(analysis))
     charts.append(draft_position_chart(analysis))
     charts.append(acceptance_chart(analysis))
