@@ -13,8 +13,10 @@ policies:
 
 Prompts within the budget are untouched (output identical to the baseline). The trial records
 ``trimmed_tokens``; the quality side is measured against the baseline variant like every lossy lever
-(``matches_baseline``, ``first_divergence``, ``match_fraction``), so the table shows what the speed-up
-cost. Then decoding is exactly the baseline's.
+(``matches_baseline``, ``first_divergence``, ``match_fraction``), and the quality pass scores the
+baseline's answer under the trimmed prompt (:meth:`ContextTrimSession.sent_prompt`: KLD, same-top,
+Δp per answer token), so the table shows what the speed-up cost. Then decoding is exactly the
+baseline's.
 """
 
 from __future__ import annotations
@@ -101,13 +103,9 @@ class ContextTrimSession(HFSession):
             _, ids = drop_oldest_turns(prompt.messages, encode, c.max_input_tokens)
         return trim_middle(ids, c.max_input_tokens, c.head_fraction)
 
-    def score(self, token_ids: Any, start: int) -> Any:
-        """Not scored: the lever changes what the model reads (which turns, which part of the
-        prompt), not the model; scoring the untrimmed sequence would report its weights' zero cost.
-        Its cost shows in the match column."""
-        raise NotImplementedError(
-            "context-trim changes the prompt the model reads, not the model: its cost shows in the match column"
-        )
+    def sent_prompt(self, request: Request) -> list[int]:
+        """The trimmed prompt: the quality pass scores the baseline's answer under it."""
+        return self.trim(request)
 
     def generate(self, request: Request, probe: Probe) -> Output:
         import torch

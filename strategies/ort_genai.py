@@ -152,6 +152,42 @@ def _last_error(logfile: Path) -> str:
     return lines[-1] if lines else "no output"
 
 
+def builder_architectures() -> frozenset[str]:
+    """The architectures (``config.json``'s ``architectures[0]``) the installed ONNX Runtime GenAI
+    model builder dispatches on, read from its source without importing it (the import is slow);
+    empty when the source cannot be read or its dispatch changed shape (then nothing is refused
+    before the builder runs)."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("onnxruntime_genai")
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    source = Path(next(iter(spec.submodule_search_locations))) / "models" / "builder.py"
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError:
+        return frozenset()
+    return frozenset(re.findall(r'config\.architectures\[0\] == "(\w+)"', text))
+
+
+def check_architecture(folder: Path) -> None:
+    """Refuse in one line a transformers model whose architecture the builder does not take (GPT-2 and
+    other families it has no graph for), before spending a build on it."""
+    known = builder_architectures()
+    try:
+        architectures = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures")
+    except (OSError, ValueError):
+        return
+    if not known or not architectures or architectures[0] in known:
+        return
+    raise StrategyError(
+        f"the ONNX Runtime GenAI model builder has no graph for {architectures[0]} "
+        f"({folder.name}); it builds {len(known)} architectures, e.g. LlamaForCausalLM, Qwen3ForCausalLM, "
+        "Gemma3ForCausalLM, Phi3ForCausalLM, MistralForCausalLM"
+    )
+
+
 def model_folder(
     variant: Variant, config: OrtGenAIConfig, provider: str, *, log: Callable[[str], None] = _log
 ) -> Path:
@@ -165,9 +201,9 @@ def model_folder(
             f"model {variant.model!r} is a GGUF; the ONNX Runtime GenAI builder reads transformers models "
             "(give a folder or the demo model; GGUF files are the llama-cpp strategy's)"
         )
-    return build_model(
-        local_folder(source, log=log), config.precision, provider, config.int4_block_size, log=log
-    )
+    folder = local_folder(source, log=log)
+    check_architecture(folder)
+    return build_model(folder, config.precision, provider, config.int4_block_size, log=log)
 
 
 def kv_element_bytes(folder: Path, genai: dict[str, Any]) -> int | None:

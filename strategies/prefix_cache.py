@@ -17,6 +17,11 @@ whole prompt. This strategy does the same in-process, then decodes exactly like 
   everything, like a long-running server, and repeated prompts are then served (almost) entirely from
   the cache.
 - Entries are evicted least-recently-used beyond ``max_cached_tokens``.
+- Sliding-window layers (Gemma 2/3, Mistral with a window) are stored whole, like full-attention ones
+  (they record their past instead of dropping what falls out of the window), so any shared prefix can
+  be reused and the reused cache holds what the window needs (``strategies/_kv.py``). Models whose
+  layers keep a running state instead of keys/values (linear attention, state-space layers) are
+  refused at load, in one line.
 
 The copy and the suffix prefill are inside the timed TTFT; ``cached_tokens`` is recorded per trial.
 Greedy output is token-identical to the baseline (tested): only the float rounding of the prefill
@@ -108,9 +113,12 @@ class PrefixCacheSession(HFSession):
         )
 
     def _lookup(self, prompt: tuple[int, ...]) -> tuple[_Entry | None, int]:
+        from ._kv import reusable_length
+
         best, best_len = None, 0
         for entry in self.entries:
             n = min(shared_prefix(entry.tokens, prompt), len(prompt) - 1)  # prefill >= 1 token
+            n = reusable_length(entry.cache, n)  # what every layer still holds (._kv)
             if n > best_len:
                 best, best_len = entry, n
         if best is None or best_len < self.config.min_prefix_tokens:
@@ -120,21 +128,22 @@ class PrefixCacheSession(HFSession):
         return best, best_len
 
     def _empty(self) -> Any:
-        from transformers import DynamicCache
+        from ._kv import new_cache
 
-        return DynamicCache(config=self.hf.model.config)
+        # Sliding-window layers record their past: never cropped while decoding, they keep every
+        # position, so any prefix of the stored entry can be reused (._kv).
+        return new_cache(self.hf.model, rollback=True)
 
     def _copy(self, source: Any, length: int) -> Any:
         """A private cache holding the first ``length`` positions of ``source`` (copied tensors)."""
-        cache = self._empty()
-        for idx, layer in enumerate(source.layers):
-            cache.update(layer.keys[:, :, :length].clone(), layer.values[:, :, :length].clone(), idx)
-        return cache
+        from ._kv import copy_prefix
+
+        return copy_prefix(self.hf.model, source, length)
 
     def _keep(self, prompt_id: str, prompt: tuple[int, ...], cache: Any) -> None:
-        from .speculative.loop import crop_cache
+        from ._kv import cut_to
 
-        crop_cache(cache, len(prompt))  # the prompt's keys/values; this cache is ours, no copy needed
+        cut_to(cache, len(prompt))  # the prompt's keys/values; this cache is ours, no copy needed
         self.entries.append(_Entry(prompt_id, prompt, cache))
         total = sum(len(e.tokens) for e in self.entries)
         while total > self.config.max_cached_tokens and self.entries:
@@ -155,6 +164,16 @@ class PrefixCacheStrategy(Strategy[PrefixCacheConfig]):
         return torch_unavailable_reason()
 
     def load(self, variant: Variant[PrefixCacheConfig], device: Device) -> Session:
-        from ._hf import load_hf_model
+        from workbench.strategy import StrategyError
 
-        return PrefixCacheSession(load_hf_model(variant, device), variant.config)
+        from ._hf import load_hf_model
+        from ._kv import unsupported_layers
+
+        hf = load_hf_model(variant, device)
+        kinds = unsupported_layers(hf.model)
+        if kinds:
+            raise StrategyError(
+                f"prefix-cache cannot reuse a prefix on {variant.model!r}: its {', '.join(kinds)} layers keep a "
+                "running state, not per-position keys/values, and a state cannot be cut back to a shared prefix"
+            )
+        return PrefixCacheSession(hf, variant.config)

@@ -152,7 +152,7 @@ def test_every_chart_class_has_one_kind_in_a_tab_of_the_window():
     assert [(title, keys) for title, keys, _ in CHART_TABS] == [
         ("Headline", ("headline",)),
         ("Timeline", ("timeline",)),
-        ("Sweeps", ("sweep",)),
+        ("Sweeps", ("sweep", "conversation")),
         ("Speed-up", ("speedup", "before-after")),
         ("Quality", ("quality",)),
         ("Acceptance", ("accepted-length", "draft-positions")),

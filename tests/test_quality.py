@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from workbench.analysis.quality import position_figures, quality_summary, reference_rows
+from workbench.analysis.stats import Estimate
 from workbench.core.strategy import TokenScores
 from workbench.report.targets import check_text, verdict_short
 from workbench.spec.parse import SpecError, parse_spec
@@ -120,10 +122,15 @@ def test_baseline_scores_are_the_distributions_its_greedy_decode_follows(tiny_mo
     assert again.token_ids == out.token_ids
 
 
-def test_context_trim_declines_to_be_scored_with_the_reason(tiny_model_dir):
-    session = load_session(tiny_model_dir, "context-trim", max_input_tokens=8)
-    with pytest.raises(NotImplementedError, match="changes the prompt"):
-        session.score([1, 2, 3, 4], 2)
+def test_context_trim_says_which_prompt_it_sends_and_scores_under_it(tiny_model_dir):
+    """A prompt-changing lever: the quality pass scores the baseline's answer under the prompt the
+    variant sends (``sent_prompt``), with the same model, so the figures are the cut context's cost."""
+    session = load_session(tiny_model_dir, "context-trim", max_input_tokens=8, policy="middle")
+    request = request_for(session, "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12", max_new_tokens=4)
+    sent = session.sent_prompt(request)
+    assert len(sent) == 8 and sent == session.trim(request)
+    baseline = load_session(tiny_model_dir, "baseline")
+    assert baseline.sent_prompt(request) is None  # the prompt as given
 
 
 # -- the pass in a real run --------------------------------------------------------------------------
@@ -163,7 +170,8 @@ def _run(db_path, spec_text):
 @pytest.fixture(scope="module")
 def quality_run(tiny_model_dir, tmp_path_factory):
     """One real run: the fp32 baseline, a bf16 copy (lossy), prompt lookup (lossless), context trim
-    (declines) and an identical copy of the baseline, with a held-out text of two chunks."""
+    (scored under its trimmed prompt) and an identical copy of the baseline, with a held-out text of
+    two chunks."""
     folder = tmp_path_factory.mktemp("quality-run")
     text = folder / "held-out.txt"
     text.write_text(" ".join(f"w{i % 50}" for i in range(70)), encoding="utf-8")
@@ -205,8 +213,16 @@ def test_a_run_scores_its_lossy_variants_and_records_why_others_are_not(quality_
     assert outcome["bf16"]["status"] == "scored" and outcome["bf16"]["method"] == "full"
     assert outcome["lookup"]["status"] == "lossless" and "by construction" in outcome["lookup"]["reason"]
     assert outcome["copy"]["status"] == "lossless" and "configuration" in outcome["copy"]["reason"]
-    assert outcome["trim"]["status"] == "not scored" and "changes the prompt" in outcome["trim"]["reason"]
-    assert {p["variant"] for p in positions} == {"bf16"} and len(outputs) == 16
+    assert outcome["trim"]["status"] == "scored"
+    assert {p["variant"] for p in positions} == {"bf16", "trim"}
+    trimmed = [p for p in outputs if p["variant"] == "trim"]
+    outputs = [p for p in outputs if p["variant"] == "bf16"]
+    assert len(outputs) == 16 and len(trimmed) == 16
+    # the same answer tokens at the same positions, scored under the trimmed prompt: the cut moved them
+    assert sorted((p["prompt_id"], p["position"]) for p in trimmed) == sorted(
+        (p["prompt_id"], p["position"]) for p in outputs
+    )
+    assert sum(p["kld"] for p in trimmed) / 16 > sum(p["kld"] for p in outputs) / 16
     assert len([r for r in reference if r["source"] == "output"]) == 16  # 2 prompts × 8 output tokens
     # bf16 rounds the weights: a small, non-zero divergence
     assert 0 < sum(p["kld"] for p in outputs) / 16 < 0.05
@@ -218,7 +234,7 @@ def test_a_run_scores_its_lossy_variants_and_records_why_others_are_not(quality_
 
 def test_quality_text_is_scored_in_chunks_of_quality_ctx(quality_run):
     _, _, positions, _ = quality_run
-    chunks = [p for p in positions if p["source"] == "text"]
+    chunks = [p for p in positions if p["source"] == "text" and p["variant"] == "bf16"]
     assert {p["prompt_id"] for p in chunks} == {"chunk 0", "chunk 1"}  # 70 tokens: two whole chunks
     assert (
         len(chunks) == 2 * 15 and min(p["position"] for p in chunks) == 17
@@ -250,7 +266,7 @@ def test_show_prints_kld_and_same_top_beside_the_speed_ups(quality_run):
         "baseline": "reference",
         "bf16": "scored",
         "lookup": "lossless",
-        "trim": "not scored",
+        "trim": "scored",
         "copy": "lossless",
     }
 
@@ -269,10 +285,13 @@ def test_quality_targets_judge_the_variants_on_the_quality_pass(quality_run):
     for name in ("baseline", "lookup", "copy"):
         assert verdicts[name].status == "met", verdict_short(verdicts[name])
         assert verdicts[name].goodput == 1
-    # context trim was not scored: no data, so no goodput (it cannot be judged)
+    # context trim is scored under its trimmed prompt: the cut context moved the answer's distribution
     trim = {c.metric: c for c in verdicts["trim"].checks}
-    assert trim["kld_max"].status == "no data" and verdicts["trim"].goodput is None
-    assert "the quality pass did not score" in check_text(trim["kld_max"])
+    assert trim["kld_max"].status == "missed" and verdicts["trim"].goodput == 0
+    # a variant the pass did not score: no data, said so (it cannot be judged)
+    unscored = dataclasses.replace(trim["kld_max"], measured=Estimate(None))
+    assert unscored.status == "no data"
+    assert "the quality pass did not score" in check_text(unscored)
     assert check_text(bf16["same_top_min"]).startswith("same top ")
 
 
@@ -367,10 +386,10 @@ def test_the_gui_shows_kld_columns_the_quality_tab_and_the_tradeoff(quality_run,
         for r in range(model.rowCount())
     }
     assert cells["baseline"] == ("reference", "") and cells["lookup"] == ("lossless", "")
-    assert cells["trim"] == ("not scored", "") and cells["bf16"][1].endswith("%")
-    assert float(cells["bf16"][0]) > 0
+    assert cells["bf16"][1].endswith("%") and cells["trim"][1].endswith("%")  # trim: under its cut prompt
+    assert float(cells["bf16"][0]) > 0 and float(cells["trim"][0]) > 0
     html = advice_html(data)
-    assert "Quality vs the baseline" in html and "bf16: decode" in html and "trim: not scored" in html
+    assert "Quality vs the baseline" in html and "bf16: decode" in html and "trim: " in html
     chart = next(c for c in data.charts if c.key == "quality")
     exact = [
         p for p in chart.points if p.metric == "e2e" and p.kld == 0

@@ -20,7 +20,17 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-BUILTINS = ["chat", "summarise", "code", "rag", "abstractive", "copy-edit", "sweep-input", "sweep-output"]
+BUILTINS = [
+    "chat",
+    "summarise",
+    "code",
+    "rag",
+    "abstractive",
+    "copy-edit",
+    "conversation",
+    "sweep-input",
+    "sweep-output",
+]
 
 
 @pytest.fixture(scope="module")

@@ -281,6 +281,14 @@ def _quantize_torchao(hf: Any, method: str, config: QuantizedConfig, device: Dev
     return sum(1 for m in model.modules() if keep(m, "") and is_traceable_wrapper_subclass(m.weight))
 
 
+def _conv1d_note(model: Any) -> str:
+    """Why a torchao method found nothing to quantize in a model built of transformers' ``Conv1D``
+    layers (GPT-2 and its kin: a transposed linear layer that is not an ``nn.Linear``)."""
+    if any(type(m).__name__ == "Conv1D" for m in model.modules()):
+        return ": its layers are transformers' Conv1D (GPT-2's transposed linear layers), which torchao does not take"
+    return ""
+
+
 class QuantizedSession(BaselineSession):
     """The baseline's decoding loop (inherited unchanged) over a quantized model."""
 
@@ -384,7 +392,7 @@ class QuantizedStrategy(Strategy[QuantizedConfig]):
                 + (
                     f": no linear layer's input size is a multiple of group_size = {config.group_size}"
                     if method == "int4-weight-only"
-                    else ""
+                    else _conv1d_note(hf.model)
                 )
             )
         hf.weights_mb = quantized_weights_mb(hf.model)

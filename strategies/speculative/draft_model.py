@@ -56,14 +56,13 @@ class DraftModelDrafter(CatchUp):
 
     def _new_cache(self) -> Any:
         """A cache that grows in place (in ``kv_dtype``), or transformers' own for layouts it cannot hold."""
-        from transformers import DynamicCache
-
         from .._cpu import GrowingCache
+        from .._kv import new_cache
 
         try:
             return GrowingCache(self.hf.model.config, dtype=self.kv_dtype or self.hf.dtype)
-        except ValueError:
-            return DynamicCache(config=self.hf.model.config)
+        except ValueError:  # sliding-window layers: transformers' own, cut back as the loop's (.._kv)
+            return new_cache(self.hf.model, rollback=True)
 
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         from .._cpu import GrowingCache
@@ -81,11 +80,14 @@ class DraftModelDrafter(CatchUp):
                 for idx, layer in enumerate(target_cache.layers):
                     self.cache.update(layer.keys, layer.values, idx)
             else:
+                from .._kv import follow_lengths
+
                 dtype = self.hf.model.dtype
                 for idx, layer in enumerate(target_cache.layers):
                     self.cache.update(
                         layer.keys.to(dtype=dtype, copy=True), layer.values.to(dtype=dtype, copy=True), idx
                     )
+                follow_lengths(self.cache, target_cache)
             self.cached = list(request.input_ids)
             return
         # Prefill the draft on the prompt now (before the first token is reported: prefill work, in
@@ -129,7 +131,7 @@ class DraftModelDrafter(CatchUp):
 
     def _sync(self, tokens: list[int]) -> int:
         """Crop the cache to its longest prefix shared with ``tokens``; return that length."""
-        from .loop import crop_cache
+        from .._kv import crop_cache
 
         common = 0
         limit = min(len(self.cached), len(tokens) - 1)  # always feed at least one token

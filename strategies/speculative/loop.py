@@ -40,24 +40,16 @@ import time
 from typing import Any
 
 import torch
-from transformers import DynamicCache
 
 from workbench.strategy import Output, Probe, Request
 
 from .._hf import HFModel, Sampler, Stopper, kv_cache
+from .._kv import crop_cache, new_cache
 from .context import catch_up_pays, prior_speedup
 from .drafter import Draft, Drafter
 from .schedule import Adaptive, Plan, Schedule
 
 __all__ = ["Draft", "Drafter", "crop_cache", "generate_speculative"]
-
-
-def crop_cache(cache: Any, length: int) -> None:
-    """Cut a ``DynamicCache`` back to its first ``length`` positions (transformers 5 ``crop`` takes the
-    negative number of positions to remove)."""
-    extra = cache.get_seq_length() - length
-    if extra > 0:
-        cache.crop(-extra)
 
 
 class _Timer:
@@ -151,7 +143,7 @@ def _first_token(
     returns the target's cache, the finish reason (``None``: go on) and the drafter's start time
     after the first token (ms; ``None`` for none, or a free drafter's), charged to the next step."""
     model = hf.model
-    cache = DynamicCache(config=model.config)
+    cache = new_cache(model, rollback=True)  # sliding-window layers too can be cut back (.._kv)
     input_ids = torch.tensor([seq], dtype=torch.long, device=hf.torch_device)
     logits = model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
     first = int(sampler(logits[:, -1, :]).item())  # same draw as the baseline's first token

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
+from workbench.analysis.compression import CompressionBreakEven, compression_break_even
 from workbench.analysis.drafting import BreakEven, break_even
 from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.phases import CostModel, WorkloadPhase, measure_phases
@@ -104,6 +105,8 @@ class RunAnalysis:
     #: does drafting pay? a BreakEven per speculative variant × workload
     break_even: tuple[BreakEven, ...]
     quality: RunQuality | None  # the run's quality pass, None without one
+    #: does prompt compression pay on TTFT? one per compressing variant × workload
+    compression: tuple[CompressionBreakEven, ...] = ()
 
     def verdict(self, variant: str, workload: str) -> Verdict | None:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
@@ -203,6 +206,9 @@ def analyze_run(
         target_gaps=what_it_takes(verdicts, trials, ref, strategies),
         break_even=_break_even(store, run_id, trials, summaries, design, reference) if accepted else (),
         quality=quality,
+        compression=tuple(
+            compression_break_even([t for t in trials if design.disturbance.keeps(t)], reference)
+        ),
     )
 
 

@@ -18,6 +18,7 @@ from workbench.charts.acceptance import (
 )
 from workbench.charts.base import OKABE_ITO, Axis, Chart, lighten, variant_colours
 from workbench.charts.before_after import BeforeAfterChart, before_after_chart
+from workbench.charts.conversation import ConversationChart, conversation_charts
 from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart, phase_caption
 from workbench.charts.memory import MemoryBar, MemoryChart, memory_chart
 from workbench.charts.quality import QualityChart, QualityPoint, quality_chart
@@ -43,6 +44,7 @@ __all__ = [
     "Axis",
     "BeforeAfterChart",
     "Chart",
+    "ConversationChart",
     "DraftPositionChart",
     "HeadlineBar",
     "HeadlineChart",
@@ -63,6 +65,7 @@ __all__ = [
     "TimelineChart",
     "acceptance_chart",
     "before_after_chart",
+    "conversation_charts",
     "draft_position_chart",
     "headline_chart",
     "lighten",
@@ -83,12 +86,14 @@ __all__ = [
 def run_charts(analysis: RunAnalysis) -> list[Chart]:
     """Every chart a run has data for, in report order."""
     labels = {p.workload: phase_caption(p) for p in analysis.phases}
-    charts: list[Chart | None] = [headline_chart(analysis.summaries, labels)]
+    compress = {(b.variant, b.workload): b.compress_ms for b in analysis.compression}
+    charts: list[Chart | None] = [headline_chart(analysis.summaries, labels, compress)]
     charts.append(speedup_chart(analysis))
     charts.append(quality_chart(analysis))
     charts.append(targets_chart(analysis))
     charts.extend(timeline_charts(analysis))
     charts.extend(sweep_charts(analysis))
+    charts.extend(conversation_charts(analysis))
     charts.extend(parameter_sweep_charts(analysis))
     charts.append(draft_position_chart(analysis))
     charts.append(acceptance_chart(analysis))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -30,6 +30,7 @@ class HeadlineBar:
     prefill_ms: float  # median TTFT
     decode_ms: float  # median of e2e − TTFT (everything after the first token)
     n: int  # measured trials
+    compress_ms: float | None = None  # prompt compression: the median part of the TTFT spent compressing
 
     @property
     def total_ms(self) -> float:
@@ -57,6 +58,7 @@ class HeadlineChart(Chart):
     x_axis: Axis = Axis("time per request, median", "ms")
 
     def rows(self) -> list[dict[str, Any]]:
+        compressed = any(b.compress_ms is not None for g in self.groups for b in g.bars)
         return [
             {
                 "workload": g.workload,
@@ -67,14 +69,21 @@ class HeadlineChart(Chart):
                 "prefill_share": b.prefill_share,
                 "n": b.n,
                 "phase": g.label,
+                **({"compress_ms": b.compress_ms} if compressed else {}),
             }
             for g in self.groups
             for b in g.bars
         ]
 
 
-def headline_chart(summaries: Sequence[GroupSummary], labels: dict[str, str] | None = None) -> HeadlineChart:
-    """From :func:`workbench.analysis.summary.summarize` output; ``labels`` maps a workload to its phase text."""
+def headline_chart(
+    summaries: Sequence[GroupSummary],
+    labels: dict[str, str] | None = None,
+    compress: Mapping[tuple[str, str], float] | None = None,
+) -> HeadlineChart:
+    """From :func:`workbench.analysis.summary.summarize` output; ``labels`` maps a workload to its phase
+    text; ``compress`` (variant, workload) to the median time a prompt-compressing variant spent
+    compressing, drawn as the first part of its prefill."""
     variants: dict[str, None] = {}
     groups: dict[str, list[HeadlineBar]] = {}
     for s in summaries:
@@ -82,7 +91,9 @@ def headline_chart(summaries: Sequence[GroupSummary], labels: dict[str, str] | N
         prefill, decode = s.metrics["ttft_ms"].value, s.metrics["decode_phase_ms"].value
         if prefill is None or decode is None:
             continue
-        groups.setdefault(s.workload, []).append(HeadlineBar(s.variant, prefill, decode, s.n_ok))
+        squeezed = (compress or {}).get((s.variant, s.workload))
+        bar = HeadlineBar(s.variant, prefill, decode, s.n_ok, min(squeezed, prefill) if squeezed else None)
+        groups.setdefault(s.workload, []).append(bar)
     return HeadlineChart(
         title="Where the time goes: prefill (TTFT) vs decode",
         variants=tuple(variants),
@@ -90,5 +101,8 @@ def headline_chart(summaries: Sequence[GroupSummary], labels: dict[str, str] | N
             HeadlineGroup(workload, tuple(bars), (labels or {}).get(workload, ""))
             for workload, bars in groups.items()
         ),
-        notes=["Light: prefill (time to first token). Dark: decode (first token to the end). Medians."],
+        notes=[
+            "Light: prefill (time to first token). Dark: decode (first token to the end). Medians."
+            + (" Lightest: compressing the prompt (part of the prefill)." if compress else "")
+        ],
     )

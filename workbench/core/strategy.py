@@ -35,7 +35,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args, get_origin
 
 from workbench.core.literals import FinishReason, TimingScope
 
@@ -130,9 +130,11 @@ class Output:
     count); ``token_count_source`` records how the tokens were counted (stored with the trial).
 
     ``cached_tokens``: prompt tokens whose keys/values came from a cache instead of a prefill (KV-cache
-    reuse); ``trimmed_tokens``: prompt tokens the strategy removed before the prefill (context trimming).
-    The prompt's own length (``input_tokens``) is the same for every variant; the tokens actually
-    prefilled are ``input_tokens - cached_tokens - trimmed_tokens``.
+    reuse); ``trimmed_tokens``: prompt tokens the strategy removed before the prefill (context trimming,
+    prompt compression). The prompt's own length (``input_tokens``) is the same for every variant; the
+    tokens actually prefilled are ``input_tokens - cached_tokens - trimmed_tokens``. ``compress_rate``:
+    the share of the prompt a compressing strategy was asked to keep (the achieved share is
+    ``1 - trimmed_tokens / input_tokens``); ``None`` for strategies that do not compress.
     """
 
     token_ids: list[int]
@@ -142,6 +144,7 @@ class Output:
     token_count_source: str | None = None
     cached_tokens: int = 0
     trimmed_tokens: int = 0
+    compress_rate: float | None = None
 
 
 @dataclass
@@ -208,6 +211,12 @@ class Probe(Protocol):
         runner's; steps left with zero tokens are dropped."""
         ...
 
+    def mark(self, phase: Literal["compress"]) -> None:
+        """Mark the end of a sub-phase before the first token: the runner reads its clock (after a
+        device sync) and records the time from the trial's start as ``{phase}_ms``. ``compress``: a
+        prompt-compressing strategy's compression, inside the TTFT (``compress_ms``)."""
+        ...
+
     def end(self) -> None:
         """Mark the end of generation now, for a strategy with untimed bookkeeping left before it
         returns (counting a server's tokens); ``e2e_ms`` ends here instead of at the return."""
@@ -259,6 +268,13 @@ class Session(ABC):
         request's tokens through its own probe as they appear. Only for strategies with
         ``supports_batching``; the runner starts every probe's clock at the same moment."""
         raise NotImplementedError(f"{type(self).__name__} does not batch")
+
+    def sent_prompt(self, request: Request) -> Sequence[int] | None:
+        """The prompt's ids as this session feeds them to the model, for a lever that changes the
+        prompt (context trimming, prompt compression); ``None`` (the default): the request's own
+        ``input_ids``. Untimed: the quality pass scores the baseline's answer under this prompt, which
+        shows how far the answer's distribution moved because the context was cut."""
+        return None
 
     def score(self, token_ids: Sequence[int], start: int) -> TokenScores:
         """Score a given token sequence (teacher forcing, untimed): for each position ``i`` from

@@ -6,6 +6,7 @@ advice) are written by the report modules, as every other view writes them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from workbench.analysis.phases import WorkloadPhase
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.summary import GroupSummary
 from workbench.analysis.targets import Verdict
+from workbench.report.compression import compression_lines
 from workbench.report.drafting import drafting_advice
 from workbench.report.phases import advice
 from workbench.report.targets import target_advice
@@ -45,7 +47,7 @@ def summary_rows(summaries: Sequence[GroupSummary], verdicts: Sequence[Verdict])
 def run_data(analysis: RunAnalysis) -> dict[str, Any]:
     """The run's analysis as JSON-ready data; ``run`` is the runs row with its environment parsed."""
     verdicts = analysis.verdicts
-    return {
+    data: dict[str, Any] = {
         # the answer first: per workload the fastest variant end to end and its costs; the trust
         "verdict": [v.to_dict() for v in analysis.workload_verdicts],
         "trust": analysis.trust.to_dict(),
@@ -71,3 +73,7 @@ def run_data(analysis: RunAnalysis) -> dict[str, Any]:
         # per variant: scored / lossless / not scored (why); the figures per variant × workload
         "quality": analysis.quality.to_dict() if analysis.quality else None,
     }
+    if analysis.compression:  # runs with a prompt-compression variant: its break-even (docs/analysis.md)
+        data["compression"] = [dataclasses.asdict(b) for b in analysis.compression]
+        data["compression_advice"] = compression_lines(analysis.compression)
+    return data

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workbench.analysis.phases import CostModel, LeverResult, Prediction, WorkloadPhase
+from workbench.analysis.phases import CostModel, LeverResult, Prediction, TurnPhase, WorkloadPhase
 from workbench.formatting import ci_suffix, fmt, num, percent, times
 
-__all__ = ["LEVER_ADVICE", "advice", "lever_text", "prediction_text"]
+__all__ = ["LEVER_ADVICE", "advice", "conversation_text", "lever_text", "prediction_text"]
 
 #: the levers of each phase, named once (the phases section and each workload's advice)
 LEVER_ADVICE = {
@@ -130,4 +130,28 @@ def _disagreement(phase: WorkloadPhase, prediction: Prediction, measured: CostMo
     return (
         f"Finding: {prediction_text(prediction)}, but measured {phase.label} "
         f"(prefill {percent(phase.prefill_share)}). Why: {why}."
+    )
+
+
+def conversation_text(workload: str, variant: str, turns: Sequence[TurnPhase]) -> str | None:
+    """Where a conversation crosses from decode-heavy to prefill-heavy on ``variant``: the first turn
+    whose median TTFT reaches its median decode time, or that it never does over the turns run."""
+    if len(turns) < 2:
+        return None
+    first, last = turns[0], turns[-1]
+    history = f" ({fmt(last.history_tokens, 0)} tokens of history)" if last.history_tokens is not None else ""
+    climb = f"TTFT {num(first.ttft_ms)} ms at turn {first.turn}, {num(last.ttft_ms)} ms at turn {last.turn}{history}"
+    crossing = next((t for t in turns if t.prefill_heavy), None)
+    if crossing is None:
+        return (
+            f"{workload} ({variant}): {climb}; it stays decode-heavy through turn {last.turn} (TTFT "
+            f"{percent(last.ttft_ms / (last.ttft_ms + last.decode_ms))} of e2e at the last turn): "
+            "decode levers first."
+        )
+    if crossing is first:
+        return f"{workload} ({variant}): {climb}; prefill-heavy from the first turn: prefill levers first."
+    return (
+        f"{workload} ({variant}): {climb}; it crosses from decode-heavy to prefill-heavy at turn "
+        f"{crossing.turn}, where the TTFT ({num(crossing.ttft_ms)} ms) reaches the decode "
+        f"({num(crossing.decode_ms)} ms): from there, prefill levers (prefix caching) matter most."
     )

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workbench.analysis.compare import SideBySide
+from workbench.analysis.phases import conversation_turns
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import Trust, WorkloadVerdict
@@ -31,7 +32,7 @@ from workbench.formatting import (
 from workbench.report.columns import COLUMNS
 from workbench.report.design import design_lines
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
-from workbench.report.phases import LEVER_ADVICE, advice
+from workbench.report.phases import LEVER_ADVICE, advice, conversation_text
 from workbench.report.quality import (
     QUALITY_NOTE,
     quality_lines,
@@ -260,6 +261,14 @@ def phases_section(analysis: RunAnalysis) -> Section:
             detail.append(f"{p.workload}: {line}")
             i += 1
     section.add(Bullets(detail, detail=True, marked=frozenset(marked)))
+    baseline = analysis.baseline or phases[0].variant
+    chats = [
+        text
+        for workload, turns in conversation_turns(analysis.trials, baseline).items()
+        if (text := conversation_text(workload, baseline, turns)) is not None
+    ]
+    if chats:
+        section.add(Bullets(chats))
     section.add(Figure("headline"))
     return section
 
@@ -331,6 +340,21 @@ def drafting_section(analysis: RunAnalysis) -> Section:
         )
     )
     section.add(Text(DRAFTING_NOTE, detail=True, note=True))
+    return section
+
+
+# -- prompt compression -------------------------------------------------------------------------
+
+
+def compression_section(analysis: RunAnalysis) -> Section:
+    """Per compressing variant × workload: what it kept, what compressing cost against the prefill it
+    saved, and where it pays (the break-even, :mod:`workbench.analysis.compression`)."""
+    from workbench.report.compression import compression_lines
+
+    section = Section("compression", "Does prompt compression pay? (TTFT)")
+    lines = compression_lines(analysis.compression)
+    if lines:
+        section.add(Bullets(lines))
     return section
 
 
@@ -559,6 +583,7 @@ def build_run_report(analysis: RunAnalysis) -> Report:
         table,
         phases_section(analysis),
         drafting_section(analysis),
+        compression_section(analysis),
         quality_section(analysis),
         targets_section(analysis.verdicts, target_advice(analysis.target_gaps)),
         notes_section(analysis),

@@ -19,6 +19,7 @@ from workbench.store.records import TrialRecord
 
 __all__ = [
     "PROTOCOL",
+    "Anchored",
     "Cancelled",
     "Encoded",
     "Event",
@@ -138,11 +139,28 @@ class ServerMetrics(Event):
 @dataclass(frozen=True)
 class Encoded(Event):
     """The answer to an ``encode`` command: the token ids of the job's trials' prompts (as the timed
-    trials encode them) and of the texts asked for (raw text, no chat template)."""
+    trials encode them) and of the texts asked for (raw text, no chat template); ``sent``: per trial,
+    the prompt as a prompt-changing session feeds it to its model (trimmed, compressed: its
+    ``sent_prompt``), ``None`` where it is the prompt itself."""
 
     kind: ClassVar[str] = "encoded"
     trials: list[list[int]]
     texts: list[list[int]]
+    sent: list[list[int] | None] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Anchored(Event):
+    """One conversation of an ``anchor`` command (untimed, the baseline's worker, before the measured
+    trials): its greedy ``answers``, turn by turn, each generated with the answers before it as
+    history, and per turn the prompt tokens of that history; or ``error`` (the turn that failed)."""
+
+    kind: ClassVar[str] = "anchored"
+    workload: str
+    conversation: str
+    answers: list[str] = field(default_factory=list)
+    history_tokens: list[int] = field(default_factory=list)
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +205,7 @@ _KINDS: dict[str, type[Event]] = {
         TrialDone,
         ServerMetrics,
         Encoded,
+        Anchored,
         Scored,
         UnitDone,
         Finished,

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from workbench.core.errors import StoreError, describe_exception
+from workbench.core.strategy import Prompt
 from workbench.run import events as ev
 from workbench.run.design import (
     Block,
@@ -36,7 +37,7 @@ from workbench.run.design import (
     planned_trials,
     sequential_schedule,
 )
-from workbench.run.plan import VariantPlan, plan_run
+from workbench.run.plan import VariantPlan, anchor_plans, plan_run
 from workbench.run.preflight import Residency, preflight_spec
 from workbench.run.process import Proc, WorkerPool, WorkerProcess
 from workbench.run.quality import QualityPass, quality_wanted
@@ -44,6 +45,7 @@ from workbench.run.recording import Progress, RunRecorder, RunResult
 from workbench.run.state import VariantState
 from workbench.run.stopping import AutoRepetitions
 from workbench.spec.parse import Spec
+from workbench.spec.workloads import turn_id, turn_messages
 from workbench.store import Store
 
 # preflight_spec: the CLI and the GUI check a spec with it before they run it here
@@ -104,25 +106,8 @@ class RunExecutor:
         self._auto.start()
         self._state = [VariantState(plan) for plan in self.plans]
         try:
-            order = self.spec.order
-            if order == "interleaved" and len(self.plans) > 1:
-                note = self._run_interleaved()
-                if note is not None:  # the variants do not all fit: counterbalanced blocks instead
-                    order = "blocks"
-                    recorder.note(note)
-                    blocks = block_schedule(self.plans, self.spec.seed)
-                    self.progress.total = self.progress.done + sum(
-                        len(u.trials) for b in blocks for u in b.units
-                    )
-                    self._report(note)
-            if order == "blocks":
-                self._run_blocks(block_schedule(self.plans, self.spec.seed))
-            elif order == "sequential" or len(self.plans) == 1:
-                self._run_blocks(sequential_schedule(self.plans))
-            workers = self.spec.workers if order == "interleaved" and len(self.plans) > 1 else None
-            recorder.design(order, self._repetitions_done(), workers)
-            if not self.cancelled and quality_wanted(self.spec):
-                self._quality()
+            if self._anchor():
+                self._run_designs()
         except StoreError as exc:  # a result could not be stored: the run stops, recorded failed
             self._fail(f"a result could not be stored, so the run stopped: {exc}")
         except Exception as exc:  # a bug: the record says so, then the traceback
@@ -141,6 +126,93 @@ class RunExecutor:
                 self.spec.baseline_variant,
             )
         return result
+
+    def _run_designs(self) -> None:
+        """The measured trials in the spec's design, then the quality pass."""
+        recorder = self._recorder
+        order = self.spec.order
+        if order == "interleaved" and len(self.plans) > 1:
+            note = self._run_interleaved()
+            if note is not None:  # the variants do not all fit: counterbalanced blocks instead
+                order = "blocks"
+                recorder.note(note)
+                blocks = block_schedule(self.plans, self.spec.seed)
+                self.progress.total = self.progress.done + sum(len(u.trials) for b in blocks for u in b.units)
+                self._report(note)
+        if order == "blocks":
+            self._run_blocks(block_schedule(self.plans, self.spec.seed))
+        elif order == "sequential" or len(self.plans) == 1:
+            self._run_blocks(sequential_schedule(self.plans))
+        workers = self.spec.workers if order == "interleaved" and len(self.plans) > 1 else None
+        recorder.design(order, self._repetitions_done(), workers)
+        if not self.cancelled and quality_wanted(self.spec):
+            self._quality()
+
+    def _anchor(self) -> bool:
+        """Conversation workloads: the baseline answers every conversation live (greedy, untimed, in a
+        worker of its own before any measured trial), and every variant's turns get those answers as
+        history (:func:`~workbench.run.plan.anchor_plans`); the answers are stored with the run. False
+        when the run cannot go on (the baseline could not answer, or a cancel)."""
+        conversational = [w for w in self.spec.workloads if w.conversations]
+        if not conversational:
+            return True
+        state = next(s for s in self._state if s.plan.variant.name == self.spec.baseline_variant)
+        self._report(f"anchoring the conversations: {state.plan.variant.name} answers them (untimed)")
+        worker = self._load(state)
+        if worker is None:
+            if not self.cancelled:
+                self._fail(
+                    f"the conversations could not be anchored: {state.error or 'the baseline did not load'}"
+                )
+            return False
+        answered: list[ev.Anchored] = []
+
+        def on_event(event: ev.Event) -> None:
+            if isinstance(event, ev.Anchored):
+                answered.append(event)
+                self._report(f"anchored {event.workload}/{event.conversation}")
+
+        outcome = "done"
+        for workload in conversational:
+            command = {
+                "workload": workload.name,
+                "conversations": [c.to_dict() for c in workload.conversations],
+                "stop": list(workload.stop),
+            }
+            self._active = worker
+            try:
+                outcome = worker.ask({"anchor": command}, on_event)
+            finally:
+                self._active = None
+            if outcome != "done":
+                break
+        why = worker.death() if outcome == "died" else None
+        state.close()  # its measured trials run in a worker that holds the anchored prompts
+        if outcome != "done" or self.cancelled:
+            if not self.cancelled:
+                self._fail(f"the conversations could not be anchored: {why or outcome}")
+            return False
+        failed = next((a for a in answered if a.error is not None), None)
+        if failed is not None:
+            self._fail(
+                f"the conversations could not be anchored: {failed.workload}/{failed.conversation} "
+                f"{failed.error}"
+            )
+            return False
+        self._recorder.conversation_turns(answered)
+        by_workload = {w.name: w for w in conversational}
+        prompts: dict[tuple[str, str], tuple[Prompt, int | None]] = {}
+        for a in answered:
+            c = next(c for c in by_workload[a.workload].conversations if c.id == a.conversation)
+            for k in range(1, len(c.users) + 1):
+                prompts[(a.workload, turn_id(c.id, k))] = (
+                    Prompt(id=turn_id(c.id, k), messages=turn_messages(c, k, a.answers)),
+                    a.history_tokens[k - 1],
+                )
+        self.plans = anchor_plans(self.plans, prompts)
+        for state, plan in zip(self._state, self.plans, strict=True):
+            state.plan = plan
+        return True
 
     # -- the designs ------------------------------------------------------------------------------
 

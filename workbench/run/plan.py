@@ -15,14 +15,14 @@ all its measured trials), so that each workload's trials form one group of paral
 from __future__ import annotations
 
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from workbench.core.strategy import Prompt
 from workbench.core.variant import Variant
 from workbench.spec.parse import Spec
 
-__all__ = ["TrialPlan", "VariantPlan", "length_bucket", "plan_run", "trial_groups"]
+__all__ = ["TrialPlan", "VariantPlan", "anchor_plans", "length_bucket", "plan_run", "trial_groups"]
 
 #: characters per token, to estimate a prompt's length before it is tokenized (the worker tokenizes)
 _CHARS_PER_TOKEN = 4
@@ -47,6 +47,10 @@ class TrialPlan:
     #: the round this measured trial belongs to: one (repetition, workload, prompt), which every variant
     #: runs once (rounds are numbered repetition-major); None for a warm-up
     round: int | None = None
+    #: a conversation workload's turn (1-based) and the prompt tokens of its history (everything before
+    #: this turn's user message, in the baseline's tokens: known once the history is anchored)
+    turn: int | None = None
+    history_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -163,4 +167,22 @@ def _trial(
         ignore_eos=workload.ignore_eos,
         stop=workload.stop,
         round=round,
+        turn=item.turn,
     )
+
+
+def anchor_plans(
+    plans: list[VariantPlan], prompts: dict[tuple[str, str], tuple[Prompt, int | None]]
+) -> list[VariantPlan]:
+    """The plans with each conversation turn's prompt replaced by its anchored one (``(workload,
+    prompt id)`` → (the prompt with its history, the history's tokens)): the same for every variant."""
+    out = []
+    for plan in plans:
+        trials = []
+        for t in plan.trials:
+            anchored = prompts.get((t.workload, t.prompt.id))
+            if anchored is not None:
+                t = replace(t, prompt=anchored[0], history_tokens=anchored[1])
+            trials.append(t)
+        out.append(VariantPlan(plan.variant, tuple(trials)))
+    return out

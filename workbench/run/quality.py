@@ -20,6 +20,7 @@ in this pass fails the run: a variant that cannot be scored is recorded with the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -106,6 +107,7 @@ class _Stream:
     base_path: Path | None = None
     trial: int | None = None  # the baseline plan's trial index (source = output)
     prompt: list[int] = field(default_factory=list)  # the prompt's whole encoding (source = output)
+    position_shift: int = 0  # scored under a changed prompt: its positions + this = the baseline's
 
 
 class QualityPass:
@@ -322,6 +324,10 @@ class QualityPass:
                 f"({', '.join(differ[:3])}): no position-by-position comparison",
             )
             return
+        # a lever that changes the prompt (trimming, compression): the baseline's answer is scored
+        # under the prompt the variant sends its model, so its figures show what the cut context cost
+        sent = dict(zip((s.prompt_id for s in outputs), encoded.sent or [None] * len(outputs), strict=True))
+        streams = [self._as_sent(s, sent.get(s.prompt_id)) if s.source == "output" else s for s in streams]
         results = self._score(worker, streams, scratch, name)
         if isinstance(results, str):
             self._record(name, "failed", results)
@@ -348,7 +354,7 @@ class QualityPass:
                         "source": stream.source,
                         "workload": stream.workload,
                         "prompt_id": stream.prompt_id,
-                        "position": stream.start + offset,
+                        "position": stream.start + stream.position_shift + offset,
                         "token_id": int(scored[offset]),
                         "nll_base": float(figures["nll_base"][offset]),
                         "nll": float(figures["nll"][offset]),
@@ -375,6 +381,15 @@ class QualityPass:
             },
             positions=rows,
         )
+
+    def _as_sent(self, stream: _Stream, sent: list[int] | None) -> _Stream:
+        """``stream`` with its prompt replaced by the one the variant sends (``None``: unchanged); the
+        answer's tokens and their positions stay the baseline's."""
+        if sent is None:
+            return stream
+        answer = stream.tokens[stream.start :]
+        tokens, start = scored_context(sent, answer, self.spec.quality_ctx)
+        return dataclasses.replace(stream, tokens=tokens, start=start, position_shift=stream.start - start)
 
     # -- worker commands --------------------------------------------------------------------------
 

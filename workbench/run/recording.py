@@ -196,7 +196,13 @@ class RunRecorder:
             self._report(f"skipped {plan.workload}/{plan.prompt.id}: {trial.error}")
             return None
         record = dataclasses.replace(
-            trial, run_id=self._run, variant=variant.name, strategy=variant.strategy, model=variant.model
+            trial,
+            run_id=self._run,
+            variant=variant.name,
+            strategy=variant.strategy,
+            model=variant.model,
+            turn=plan.turn,
+            history_tokens=plan.history_tokens,
         )
         record = dataclasses.replace(record, id=self.store.add_trial(self._run, record, steps))
         if not plan.warmup or status != "ok":
@@ -215,6 +221,23 @@ class RunRecorder:
         else:
             self._report(f"{label}: {status} {record.error or ''}".rstrip())
         return record.id
+
+    def conversation_turns(self, answered: Sequence[ev.Anchored]) -> None:
+        """The baseline's answers every variant's conversation turns get as history."""
+        self.store.add_conversation_turns(
+            self._run,
+            [
+                {
+                    "workload": a.workload,
+                    "conversation": a.conversation,
+                    "turn": k,
+                    "answer": answer,
+                    "history_tokens": tokens,
+                }
+                for a in answered
+                for k, (answer, tokens) in enumerate(zip(a.answers, a.history_tokens, strict=True), start=1)
+            ],
+        )
 
     def never_ran(
         self, variant: Variant, trials: Sequence[TrialPlan], reason: str, status: TrialStatus = "failed"

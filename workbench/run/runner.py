@@ -37,7 +37,7 @@ __all__ = ["TrialResult", "TrialRunner", "encode_prompt"]
 class _Probe:
     """The runner's probe. Its hot path is one sync, one clock read and one list append."""
 
-    __slots__ = ("_cancelled", "_clock", "_t0", "counted", "records", "t_end", "tokens")
+    __slots__ = ("_cancelled", "_clock", "_t0", "counted", "marks", "records", "t_end", "tokens")
 
     def __init__(self, clock: Clock, t0_ns: int, cancelled: Callable[[], bool]) -> None:
         self._clock = clock
@@ -47,6 +47,7 @@ class _Probe:
         self.tokens: list[int] = []
         self.counted = False  # some step was reported as a count (ids unknown)
         self.t_end: int | None = None
+        self.marks: dict[str, int] = {}  # a sub-phase's end (probe.mark): clock reading
 
     def step(
         self,
@@ -75,6 +76,9 @@ class _Probe:
             raise ValueError(f"recount() got {len(n_tokens)} counts for {len(self.records)} steps")
         self.counted = True
         self.records = [(r[0], int(n), *r[2:]) for r, n in zip(self.records, n_tokens, strict=True) if n > 0]
+
+    def mark(self, phase: str) -> None:
+        self.marks[phase] = self._clock.now_ns()
 
     def end(self) -> None:
         self.t_end = self._clock.now_ns()
@@ -353,6 +357,8 @@ class TrialRunner:
             token_count_source=output.token_count_source,
             cached_tokens=int(output.cached_tokens),
             trimmed_tokens=int(output.trimmed_tokens),
+            compress_ms=(probe.marks["compress"] - t0) / 1e6 if "compress" in probe.marks else None,
+            compress_rate=output.compress_rate,
         )
         return TrialResult("ok", record, [s.to_row() for s in steps])
 

@@ -173,6 +173,12 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             _encode(session, trials, command["encode"], events)
             events.emit(ev.UnitDone(trials=[]))
             continue
+        if "anchor" in command:
+            if not _anchor(runner, command["anchor"], events, cancelled):
+                events.emit(ev.Cancelled())
+                return 130
+            events.emit(ev.UnitDone(trials=[]))
+            continue
         if "score" in command:
             if not _score(session, command["score"], events, cancelled):
                 events.emit(ev.Cancelled())
@@ -193,16 +199,79 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
 
 def _encode(session: Any, trials: list[Any], asked: dict[str, Any], events: _Events) -> None:
     """The ``encode`` command (the quality pass): the prompts of the given trials, encoded as their
-    timed trials were, and raw texts."""
-    from workbench.core.strategy import Prompt
+    timed trials were, each as the session sends it to its model (``Session.sent_prompt``: ``None``
+    unless the session changes the prompt), and raw texts."""
+    from workbench.core.strategy import Prompt, Request
     from workbench.run.runner import encode_prompt
 
+    encoded, sent = [], []
+    for i in asked.get("trials", []):
+        plan = trials[int(i)]
+        ids = list(encode_prompt(session, plan.prompt))
+        encoded.append(ids)
+        changed = getattr(session, "sent_prompt", lambda request: None)(
+            Request(prompt=plan.prompt, input_ids=tuple(ids), max_new_tokens=plan.max_new_tokens)
+        )
+        sent.append(None if changed is None or list(changed) == ids else [int(t) for t in changed])
     events.emit(
         ev.Encoded(
-            trials=[list(encode_prompt(session, trials[int(i)].prompt)) for i in asked.get("trials", [])],
+            trials=encoded,
             texts=[list(session.encode(Prompt(id="text", prompt=text))) for text in asked.get("texts", [])],
+            sent=sent,
         )
     )
+
+
+def _anchor(runner: Any, asked: dict[str, Any], events: _Events, cancelled: Any) -> bool:
+    """The ``anchor`` command (conversation workloads, untimed, on the baseline's worker before the
+    measured trials): each conversation answered turn by turn, greedily, each turn's prompt holding
+    the answers before it; one :class:`~workbench.run.events.Anchored` per conversation. False when
+    cancelled."""
+    from workbench.core.strategy import Prompt
+    from workbench.run.plan import TrialPlan
+    from workbench.run.runner import encode_prompt
+    from workbench.spec.workloads import Conversation, turn_id, turn_messages
+
+    session = runner.session
+    workload = str(asked["workload"])
+    for raw in asked["conversations"]:
+        c = Conversation(str(raw["id"]), str(raw["system"]), tuple(raw["users"]), int(raw["max_new_tokens"]))
+        answers: list[str] = []
+        history: list[int] = []
+        error = None
+        for k in range(1, len(c.users) + 1):
+            if cancelled():
+                return False
+            prompt = Prompt(id=turn_id(c.id, k), messages=turn_messages(c, k, answers))
+            alone = Prompt(
+                id=prompt.id,
+                messages=turn_messages(Conversation(c.id, c.system, (c.users[k - 1],), 1), 1, ()),
+            )
+            plan = TrialPlan(
+                workload=workload,
+                prompt=prompt,
+                repetition=0,
+                warmup=True,
+                max_new_tokens=c.max_new_tokens,
+                temperature=0.0,
+                top_p=1.0,
+                top_k=0,
+                seed=0,
+                ignore_eos=False,
+                stop=tuple(asked.get("stop", ())),
+            )
+            result = runner.run(plan)
+            if result.status != "ok":
+                error = f"turn {k}: {result.record.error or result.status}"
+                break
+            answers.append(result.record.output_text or "")
+            history.append(len(encode_prompt(session, prompt)) - len(encode_prompt(session, alone)))
+        events.emit(
+            ev.Anchored(
+                workload=workload, conversation=c.id, answers=answers, history_tokens=history, error=error
+            )
+        )
+    return True
 
 
 def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled: Any) -> bool:

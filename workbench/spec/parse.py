@@ -27,13 +27,16 @@ from workbench.core.variant import DTYPES, Variant
 from workbench.sources import parse_source
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import (
+    HISTORIES,
     MAX_INTEGER,
     Workload,
     as_chat,
     builtin_names,
     builtin_targets,
     builtin_workload,
+    conversation_items,
     inline_items,
+    load_conversations,
     load_jsonl,
     sweep_input_items,
     sweep_output_items,
@@ -104,6 +107,8 @@ _TOP_KEYS = {
 _VARIANT_KEYS = COMMON_VARIANT_KEYS  # the keys every variant has; everything else is a strategy parameter
 _WORKLOAD_KEYS = {
     "name",
+    "kind",
+    "history",
     "file",
     "description",
     "max_new_tokens",
@@ -523,6 +528,13 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
     max_new_tokens = _get(data, "max_new_tokens", int, where, default=None)
     if max_new_tokens is not None and max_new_tokens < 1:
         raise SpecError(f"{where}: 'max_new_tokens' must be at least 1")
+    kind = _get(data, "kind", str, where, default=None)
+    if kind not in (None, "prompts", "conversation"):
+        raise SpecError(f'{where}: \'kind\' must be "prompts" or "conversation", got {kind!r}')
+    if kind == "conversation" and (file is None or "prompts" in data):
+        raise SpecError(f"{where}: kind = \"conversation\" needs a 'file' of conversations (JSONL)")
+    if kind == "prompts" and file is None and "prompts" not in data:
+        raise SpecError(f"{where}: kind = \"prompts\" needs a 'file' or 'prompts'")
     if "prompts" in data:
         if file is not None:
             raise SpecError(f"{where}: give either 'file' or 'prompts', not both")
@@ -530,6 +542,14 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
             name=name,
             items=inline_items(data["prompts"], where, default_max_new_tokens=max_new_tokens or 128),
             source="inline",
+        )
+    elif file is not None and kind == "conversation":
+        conversations = load_conversations(base_dir / file, default_max_new_tokens=max_new_tokens or 128)
+        workload = Workload(
+            name=name,
+            items=conversation_items(conversations),
+            conversations=conversations,
+            source=str(base_dir / file),
         )
     elif file is not None:
         workload = Workload(
@@ -554,7 +574,21 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
     if limit is not None:
         if limit < 1:
             raise SpecError(f"{where}: 'limit' must be at least 1")
-        workload = dataclasses.replace(workload, items=workload.items[:limit])
+        if workload.conversations:  # whole conversations: a turn needs the turns before it
+            kept = workload.conversations[:limit]
+            workload = dataclasses.replace(workload, conversations=kept, items=conversation_items(kept))
+        else:
+            workload = dataclasses.replace(workload, items=workload.items[:limit])
+    history = _get(data, "history", str, where, default="baseline-anchored")
+    if "history" in data and not workload.conversations:
+        raise SpecError(f"{where}: 'history' applies to conversation workloads only")
+    if history == "own":
+        raise SpecError(
+            f'{where}: history = "own" (each variant fed its own answers) is not supported yet; '
+            'use "baseline-anchored" (every variant gets the baseline\'s answers as history)'
+        )
+    if history not in HISTORIES:
+        raise SpecError(f"{where}: 'history' must be \"baseline-anchored\", got {history!r}")
     if _get(data, "as_chat", bool, where, default=False):
         workload = as_chat(workload)
     stop = data.get("stop", list(workload.stop))
@@ -578,6 +612,7 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
         top_p=top_p,
         top_k=_get(data, "top_k", int, where, default=defaults["top_k"]),
         stop=tuple(stop),
+        history=history,
     )
 
 

@@ -4,6 +4,14 @@ A user workload is a JSONL file, one object per line: ``{"id": "...", "prompt": 
 or ``{"id": "...", "messages": [{"role": "user", "content": "..."}]}`` (the model's chat template is
 applied), optionally with ``"max_new_tokens"``. Errors name ``file:line``.
 
+A conversation workload (``kind = "conversation"``) is a JSONL file of conversations, one per line:
+``{"id": "...", "system": "...", "turns": ["first user message", "second", ...]}`` (``system`` optional,
+no assistant text: the answers are generated). Each turn is one prompt, id ``<conversation>/t<k>``;
+its history is filled in before the measured trials (:func:`anchored`): ``history =
+"baseline-anchored"`` gives every variant's turn k the system prompt, the user messages and the
+baseline's own greedy answers of turns 1..k-1, then user message k, so the prompts are identical across
+variants.
+
 The two sweeps are generated from one long text: ``sweep-input`` cuts it to exact token counts
 (64…2048, capped by the model's context), ``sweep-output`` asks for exact output lengths.
 """
@@ -12,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -31,23 +40,55 @@ else:  # pragma: no cover
 MAX_INTEGER = 2**63 - 1
 
 __all__ = [
+    "HISTORIES",
     "MAX_INTEGER",
+    "Conversation",
     "Item",
     "Workload",
+    "anchored",
     "builtin_names",
     "builtin_targets",
     "builtin_workload",
+    "conversation_items",
     "inline_items",
+    "load_conversations",
     "load_jsonl",
+    "turn_id",
+    "turn_messages",
 ]
+
+
+#: how a conversation's history is built; "own" (each variant fed its own answers) is not built yet
+HISTORIES = ("baseline-anchored",)
 
 
 @dataclass(frozen=True)
 class Item:
-    """One prompt of a workload with its own output budget."""
+    """One prompt of a workload with its own output budget; ``turn``: its 1-based turn in a
+    conversation (None outside conversation workloads)."""
 
     prompt: Prompt
     max_new_tokens: int
+    turn: int | None = None
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One conversation of a conversation workload: a system prompt (may be empty) and the user's
+    messages, in order; the assistant's answers are generated."""
+
+    id: str
+    system: str
+    users: tuple[str, ...]
+    max_new_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "system": self.system,
+            "users": list(self.users),
+            "max_new_tokens": self.max_new_tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -62,6 +103,9 @@ class Workload:
     top_k: int = 0
     stop: tuple[str, ...] = ()
     sweep: str | None = None  # "input" | "output" | None
+    #: a conversation workload's conversations (its items are their turns); () for other workloads
+    conversations: tuple[Conversation, ...] = ()
+    history: str = "baseline-anchored"  # conversation workloads: how a turn's history is built
     targets: Targets | None = None  # what the feature needs (workbench.spec.targets); None: no targets
     settings: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -91,7 +135,9 @@ def builtin_workload(name: str) -> Workload:
         raise SpecError(f"unknown built-in workload '{name}'; built-ins: {', '.join(index)}")
     entry = index[name]
     path = _resource_dir() / entry["file"]
-    settings = {k: v for k, v in entry.items() if k not in ("file", "description", "sweep", "targets")}
+    settings = {
+        k: v for k, v in entry.items() if k not in ("file", "description", "sweep", "targets", "kind")
+    }
     common = dict(
         name=name,
         description=entry.get("description", ""),
@@ -111,6 +157,9 @@ def builtin_workload(name: str) -> Workload:
             path.read_text(encoding="utf-8"), entry["input_tokens"], entry["output_tokens"]
         )
         return Workload(items=items, sweep="output", **common)
+    if entry.get("kind") == "conversation":
+        conversations = load_conversations(path, default_max_new_tokens=entry["max_new_tokens"])
+        return Workload(items=conversation_items(conversations), conversations=conversations, **common)
     items = load_jsonl(path, default_max_new_tokens=entry["max_new_tokens"])
     workload = Workload(items=items, **common)
     return as_chat(workload) if entry.get("as_chat") else workload
@@ -236,7 +285,11 @@ def _item(data: Any, where: str, default_max_new_tokens: int) -> Item:
 
 def with_max_new_tokens(workload: Workload, max_new_tokens: int) -> Workload:
     """Override every item's output budget (a spec's workload-level ``max_new_tokens``)."""
-    return replace(workload, items=tuple(replace(i, max_new_tokens=max_new_tokens) for i in workload.items))
+    return replace(
+        workload,
+        items=tuple(replace(i, max_new_tokens=max_new_tokens) for i in workload.items),
+        conversations=tuple(replace(c, max_new_tokens=max_new_tokens) for c in workload.conversations),
+    )
 
 
 def as_chat(workload: Workload) -> Workload:
@@ -248,3 +301,108 @@ def as_chat(workload: Workload) -> Workload:
             p = Prompt(id=p.id, messages=({"role": "user", "content": p.prompt},))
         items.append(replace(item, prompt=p))
     return replace(workload, items=tuple(items))
+
+
+# -- conversations ---------------------------------------------------------------------------------
+
+_CONVERSATION_KEYS = {"id", "system", "turns", "max_new_tokens"}
+
+
+def load_conversations(path: str | Path, *, default_max_new_tokens: int) -> tuple[Conversation, ...]:
+    """Read a conversations JSONL file (one conversation per line); problems as ``file:line: what``."""
+    path = Path(path)
+    try:
+        lines = path.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8").splitlines()
+    except FileNotFoundError:
+        raise SpecError(f"conversation file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read conversation file {path}: {exc.strerror}") from None
+    conversations: list[Conversation] = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        conversation = _conversation(data, where, default_max_new_tokens)
+        if any(c.id == conversation.id for c in conversations):
+            raise SpecError(f"{where}: duplicate id {conversation.id!r}")
+        conversations.append(conversation)
+    if not conversations:
+        raise SpecError(
+            f'{path}: no conversations (expected one {{"id", "system", "turns"}} object per line)'
+        )
+    return tuple(conversations)
+
+
+def _conversation(data: Any, where: str, default_max_new_tokens: int) -> Conversation:
+    if not isinstance(data, dict):
+        raise SpecError(f'{where}: expected a JSON object with "id" and "turns"')
+    unknown = set(data) - _CONVERSATION_KEYS
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown key {sorted(unknown)[0]!r}; valid keys: {', '.join(sorted(_CONVERSATION_KEYS))}"
+            " (a conversation holds the user's messages only: the answers are generated)"
+        )
+    if not isinstance(data.get("id"), str) or not data["id"] or "/" in data["id"]:
+        raise SpecError(f'{where}: missing "id" (a non-empty string without "/")')
+    system = data.get("system", "")
+    if not isinstance(system, str):
+        raise SpecError(f'{where}: "system" must be a string')
+    turns = data.get("turns")
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
+        raise SpecError(f'{where}: "turns" must be a non-empty list of user messages (non-empty strings)')
+    max_new_tokens = data.get("max_new_tokens", default_max_new_tokens)
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or not 1 <= max_new_tokens <= MAX_INTEGER
+    ):
+        raise SpecError(f'{where}: "max_new_tokens" must be a positive integer, got {max_new_tokens!r}')
+    return Conversation(data["id"], system, tuple(turns), max_new_tokens)
+
+
+def turn_id(conversation: str, turn: int) -> str:
+    """The prompt id of a conversation's turn (1-based)."""
+    return f"{conversation}/t{turn:02d}"
+
+
+def turn_messages(
+    conversation: Conversation, turn: int, answers: Sequence[str]
+) -> tuple[dict[str, str], ...]:
+    """The messages of ``turn`` (1-based): the system prompt, each earlier user message with its answer
+    from ``answers`` (the answers of at least the turns before it), then this turn's user message."""
+    messages = [{"role": "system", "content": conversation.system}] if conversation.system else []
+    for user, answer in zip(conversation.users[: turn - 1], answers[: turn - 1], strict=True):
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
+    messages.append({"role": "user", "content": conversation.users[turn - 1]})
+    return tuple(messages)
+
+
+def conversation_items(
+    conversations: Sequence[Conversation], answers: dict[str, Sequence[str]] | None = None
+) -> tuple[Item, ...]:
+    """Every turn of every conversation as an item, conversation by conversation. Without ``answers``
+    (conversation id → the answers of its turns) the history is not known yet: each turn holds only
+    its own user message until :func:`anchored` fills it in."""
+    items = []
+    for c in conversations:
+        for k in range(1, len(c.users) + 1):
+            if answers is None:
+                messages = turn_messages(
+                    Conversation(c.id, c.system, (c.users[k - 1],), c.max_new_tokens), 1, ()
+                )
+            else:
+                messages = turn_messages(c, k, answers[c.id])
+            items.append(Item(Prompt(id=turn_id(c.id, k), messages=messages), c.max_new_tokens, turn=k))
+    return tuple(items)
+
+
+def anchored(workload: Workload, answers: dict[str, Sequence[str]]) -> Workload:
+    """The conversation workload with each turn's history filled in from ``answers`` (conversation id →
+    the baseline's answers, in turn order)."""
+    return replace(workload, items=conversation_items(workload.conversations, answers))

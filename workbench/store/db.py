@@ -187,6 +187,27 @@ class Store:
 
         return self._write(insert)
 
+    def add_conversation_turns(self, run_id: int, rows: Sequence[dict[str, Any]]) -> None:
+        """The baseline's answers a run's conversation turns were given as history (one row per turn:
+        workload, conversation, turn, answer, history_tokens)."""
+        self._write(
+            lambda: self.db.table("conversation_turns").insert_all(
+                ({"run_id": run_id, **row} for row in rows), alter=False
+            )
+        )
+
+    def conversation_turns(self, run_id: int) -> list[dict[str, Any]]:
+        """A run's anchored conversation turns, in order."""
+        if "conversation_turns" not in self.db.table_names():
+            return []
+        return list(
+            self.db.query(
+                "select workload, conversation, turn, answer, history_tokens from conversation_turns "
+                "where run_id = ? order by id",
+                [run_id],
+            )
+        )
+
     def add_server_metrics(self, run_id: int, row: dict[str, Any]) -> int:
         """One window of a server's own figures; keys without a column go into ``extra`` (JSON)."""
         columns = set(self.db.table("server_metrics").columns_dict)
@@ -205,7 +226,7 @@ class Store:
                 "delete from steps where trial_id in (select id from trials where run_id = ?)", [run_id]
             )
             self.db.execute("delete from server_metrics where run_id = ?", [run_id])
-            for table in ("quality_positions", "quality_reference", "quality_variants"):
+            for table in ("quality_positions", "quality_reference", "quality_variants", "conversation_turns"):
                 self.db.execute(f"delete from {table} where run_id = ?", [run_id])
             self.db.execute("delete from trials where run_id = ?", [run_id])
             self.db.execute("delete from variants where run_id = ?", [run_id])

@@ -103,6 +103,10 @@ class TrialRecord:
     worker: int | None = None  # which worker process of the variant ran it (the parent)
     #: CUDA via NVML: what held the clocks down while the trial's unit ran ("" nothing; NULL unknown)
     gpu_throttle: str | None = None
+    compress_ms: float | None = None  # prompt compression: from the trial's start to the prompt compressed
+    compress_rate: float | None = None  # prompt compression: the share of the prompt asked to be kept
+    turn: int | None = None  # a conversation workload's turn (1-based)
+    history_tokens: int | None = None  # a conversation turn's prompt tokens before its user message
 
     @classmethod
     def failed(

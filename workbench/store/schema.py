@@ -338,3 +338,35 @@ def m016_gpu_placement(db: Database) -> None:
     (docs/analysis.md "Disturbed trials"; "" nothing, NULL unknown)."""
     db.table("variants").add_column("backend", str)
     db.table("trials").add_column("gpu_throttle", str)
+
+
+@migrations()
+def m017_prompt_compression(db: Database) -> None:
+    """Prompt compression, a prefill lever: the compression's time inside the TTFT and the share of
+    the prompt it was asked to keep (what it kept: ``1 - trimmed_tokens / input_tokens``)."""
+    trials = db.table("trials")
+    trials.add_column("compress_ms", float)
+    trials.add_column("compress_rate", float)
+
+
+@migrations()
+def m018_conversations(db: Database) -> None:
+    """Conversation workloads: each trial's turn and the prompt tokens of its history, and the
+    baseline's answers every variant's turns were given as history (one row per turn)."""
+    trials = db.table("trials")
+    trials.add_column("turn", int)
+    trials.add_column("history_tokens", int)
+    db.table("conversation_turns").create(
+        {
+            "id": int,
+            "run_id": int,
+            "workload": str,
+            "conversation": str,
+            "turn": int,  # 1-based
+            "answer": str,  # the baseline's greedy answer to this turn
+            "history_tokens": int,  # the prompt tokens before this turn's user message
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("conversation_turns").create_index(["run_id", "workload", "conversation", "turn"], unique=True)

@@ -31,7 +31,7 @@ from workbench.gui.chartkinds.memory import MemoryKind
 from workbench.gui.chartkinds.quality import QualityKind
 from workbench.gui.chartkinds.roofline import RooflineKind
 from workbench.gui.chartkinds.speedup import SpeedupKind
-from workbench.gui.chartkinds.sweeps import ParameterSweepKind, SweepKind
+from workbench.gui.chartkinds.sweeps import ConversationKind, ParameterSweepKind, SweepKind
 from workbench.gui.chartkinds.targets import TargetsKind
 from workbench.gui.chartkinds.timeline import TimelineKind
 
@@ -42,6 +42,7 @@ CHART_KINDS: tuple[ChartKind[Any], ...] = (
     HeadlineKind(),
     TimelineKind(),
     SweepKind(),
+    ConversationKind(),
     ParameterSweepKind(),
     SpeedupKind(),
     AcceptanceKind(),

@@ -45,6 +45,22 @@ class HeadlineKind(kb.ChartKind[HeadlineChart]):
             plot.addItem(
                 pg.BarGraphItem(x0=prefill, y=ys, height=0.66, width=decode, brushes=dark, pens=pens)
             )
+            squeezed = [
+                (y, b.compress_ms / div, c)
+                for y, b, c in zip(ys, group.bars, light, strict=True)
+                if b.compress_ms
+            ]
+            if squeezed:  # prompt compression: the first part of the prefill, a lighter shade still
+                plot.addItem(
+                    pg.BarGraphItem(
+                        x0=[0.0] * len(squeezed),
+                        y=[y for y, _, _ in squeezed],
+                        height=0.66,
+                        width=[w for _, w, _ in squeezed],
+                        brushes=[lighten(c) for _, _, c in squeezed],
+                        pens=[edge] * len(squeezed),
+                    )
+                )
             for bar, y, p, d, dc, lc in zip(group.bars, ys, prefill, decode, dark, light, strict=True):
                 # values on the bars: inside a segment when it is wide enough, the total after the bar
                 for x0, width, fill_colour in ((0.0, p, lc), (p, d, dc)):
@@ -69,11 +85,17 @@ class HeadlineKind(kb.ChartKind[HeadlineChart]):
             return None
         group, bar = bars[k]
         part = "prefill" if x <= bar.prefill_ms else "decode"
+        squeezed = (
+            [f"of which compressing the prompt: {ms_text(bar.compress_ms)}"]
+            if bar.compress_ms is not None
+            else []
+        )
         lines = [
             f"<b>{bar.variant}</b> on <b>{group.workload}</b> ({bar.n} trials, medians)",
             ("<u>" if part == "prefill" else "")
             + f"prefill (TTFT): {ms_text(bar.prefill_ms)}"
             + ("</u>" if part == "prefill" else ""),
+            *squeezed,
             ("<u>" if part == "decode" else "")
             + f"decode (after the first token): {ms_text(bar.decode_ms)}"
             + ("</u>" if part == "decode" else ""),

@@ -9,11 +9,12 @@ import pyqtgraph as pg
 from PySide6 import QtCore
 
 from workbench.charts.base import OKABE_ITO, Chart
+from workbench.charts.conversation import ConversationChart
 from workbench.charts.sweeps import ParameterSweepChart, SweepChart
 from workbench.formatting import ci_suffix, fmt, significant
 from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, qcolour
 
-__all__ = ["ParameterSweepKind", "SweepKind"]
+__all__ = ["ConversationKind", "ParameterSweepKind", "SweepKind"]
 
 
 class SweepKind(ChartKind[SweepChart]):
@@ -90,3 +91,10 @@ class ParameterSweepKind(SweepKind):
 
     data = (ParameterSweepChart,)
     tab = None
+
+
+class ConversationKind(SweepKind):
+    """TTFT against a conversation's turn, one line per variant: drawn like the length sweeps, in the
+    Sweeps tab beside TTFT against input length."""
+
+    data = (ConversationChart,)
