@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, get_args
 import numpy as np
 
 from workbench.analysis.drafting import BreakEven, break_even
+from workbench.analysis.equivalence import RunEquivalence, run_equivalence
 from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.phases import CostModel, WorkloadPhase, measure_phases
 from workbench.analysis.quality import RunQuality, attach_quality, run_quality
@@ -104,6 +105,8 @@ class RunAnalysis:
     #: does drafting pay? a BreakEven per speculative variant × workload
     break_even: tuple[BreakEven, ...]
     quality: RunQuality | None  # the run's quality pass, None without one
+    #: the lossless variants' equivalence checks and the A/A floor, None when the pass checked none
+    equivalence: RunEquivalence | None = None
 
     def verdict(self, variant: str, workload: str) -> Verdict | None:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
@@ -159,6 +162,13 @@ def analyze_run(
     )
     quality = run_quality(store, run_id)
     attach_quality(summaries, quality)
+    equivalence = (
+        run_equivalence(
+            store, run_id, [t for t in trials if not t.warmup], {v.name: v.dtype for v in variants}, reference
+        )
+        if quality is not None
+        else None
+    )
     # A batched local variant is the batching lever, whatever strategy decodes it.
     strategies = {v.name: "batching" if (v.batch_size or 1) > 1 else v.strategy or "" for v in variants}
     for t in trials:
@@ -191,7 +201,7 @@ def analyze_run(
         baseline=reference,
         trials=tuple(trials),
         summaries=tuple(summaries),
-        workload_verdicts=tuple(workload_verdicts(summaries, reference)),
+        workload_verdicts=tuple(workload_verdicts(summaries, reference, equivalence)),
         trust=trust(summaries, reference, design),
         design=design,
         phases=tuple(measure_phases(summaries, trials, ref, strategies=strategies, device=device)),
@@ -203,6 +213,7 @@ def analyze_run(
         target_gaps=what_it_takes(verdicts, trials, ref, strategies),
         break_even=_break_even(store, run_id, trials, summaries, design, reference) if accepted else (),
         quality=quality,
+        equivalence=equivalence,
     )
 
 

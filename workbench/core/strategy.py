@@ -52,6 +52,7 @@ __all__ = [
     "Probe",
     "Prompt",
     "Request",
+    "ScoreShape",
     "Session",
     "Strategy",
     "TokenScores",
@@ -180,6 +181,24 @@ class TokenScores:
         return self.logprobs is not None
 
 
+@dataclass(frozen=True)
+class ScoreShape:
+    """How a strategy's forward passes are shaped when it decodes greedily, so that the quality pass
+    can re-score the baseline's tokens the same way (docs/metrics.md, "Equivalence"): the prompt
+    prefilled in one pass (after a cached prefix when ``cached_prefix``: the trial's ``cached_tokens``
+    first, then the rest), then the output ``chunk`` tokens per pass (1: plain decoding; k + 1: a
+    verify pass of k drafted tokens). Half-precision arithmetic rounds each shape differently."""
+
+    chunk: int = 1
+    cached_prefix: bool = False
+
+    @property
+    def label(self) -> str:
+        """How the shape reads in the store and the report (``chunks of 6``, ``cached prefix + 1``)."""
+        passes = "one token per pass" if self.chunk == 1 else f"chunks of {self.chunk}"
+        return f"cached prefix, {passes}" if self.cached_prefix else passes
+
+
 class Probe(Protocol):
     """Handed to :meth:`Session.generate`; the only way a strategy reports progress."""
 
@@ -265,6 +284,13 @@ class Session(ABC):
         session without it is reported "not scored" in one line and nothing fails."""
         raise NotImplementedError(f"{type(self).__name__} cannot score a token sequence")
 
+    def score_shaped(self, token_ids: Sequence[int], start: int, *, chunk: int, prefix: int) -> TokenScores:
+        """:meth:`score` through the forward passes a generation makes (a :class:`ScoreShape`): the
+        first ``prefix`` tokens in one pass (0: none), the rest up to ``start`` in one pass, then the
+        scored tokens ``chunk`` per pass through the KV cache. Untimed; optional (the quality pass's
+        equivalence check says "not checked" without it)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot score through its generation's shape")
+
     def server_snapshot(self) -> Any:
         """Server-side counters before a group of trials (e.g. a Prometheus scrape), untimed; ``None``
         when the session has no server to ask. Handed back to :meth:`server_figures`."""
@@ -307,9 +333,16 @@ class Strategy(ABC, Generic[ConfigT]):
     supports_batching: ClassVar[bool] = False
     #: True when, under greedy decoding, it generates exactly the tokens its model (``variant.model`` at
     #: ``variant.dtype``, plain decoding) generates: a decoding trick (speculation, prompt lookup,
-    #: KV-cache reuse), not a change of weights or arithmetic. The quality pass does not score such a
-    #: variant when its model and dtype are the baseline's; the match column shows it held.
+    #: KV-cache reuse), not a change of weights. Only the shapes of its forward passes differ
+    #: (:meth:`score_shape`), which half precision rounds differently: when its model and dtype are the
+    #: baseline's, the quality pass checks it for numerical equivalence instead of scoring it as lossy
+    #: (docs/metrics.md, "Equivalence").
     lossless: ClassVar[bool] = False
+
+    def score_shape(self, variant: Variant[ConfigT]) -> ScoreShape:
+        """The shape of its greedy decoding's forward passes (a lossless strategy's check re-scores
+        the baseline's tokens in it); plain decoding by default."""
+        return ScoreShape()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -100,7 +100,13 @@ def _costs(v: WorkloadVerdict) -> list[str]:
     out = []
     if "ttft" in v.costs:
         out.append(f"TTFT {longer_text(v.costs['ttft'].value)}")
-    if "quality" in v.costs:
+    if "equivalence" in v.costs:
+        from workbench.report.equivalence import equivalence_text
+
+        out.append(equivalence_text(v.costs["equivalence"]))
+        if "output" in v.costs:
+            out.append(f"{percent(v.costs['output'])} of outputs identical")
+    elif "quality" in v.costs:
         q = v.costs["quality"]
         bound = "≥ " if q.get("method") == "top-k" else ""
         what = "output differs" if "output" in v.costs else "same output"
@@ -377,9 +383,22 @@ def quality_section(analysis: RunAnalysis) -> Section:
         )
     section.add(Bullets(tradeoff_lines(analysis.summaries, quality), strong=True))
     lossless = [r["variant"] for r in quality.variants.values() if r["status"] == "lossless"]
+    checked = analysis.equivalence
+    if checked is not None:
+        from workbench.analysis.quality import quality_by_variant
+        from workbench.report.equivalence import EQUIVALENCE_NOTE, equivalence_lines
+
+        scored = {
+            name: f
+            for name, f in quality_by_variant(quality.figures).items()
+            if quality.variants.get(name, {}).get("status") == "scored"
+        }
+        section.add(Bullets(equivalence_lines(checked, scored), strong=True))
+        section.add(Text(EQUIVALENCE_NOTE, detail=True, note=True))
+        lossless = [name for name in lossless if name not in checked.variants]
     if lossless:
         section.add(
-            Text(f"Lossless, not scored: {', '.join(lossless)} (greedy output identical by construction).")
+            Text(f"Lossless, not checked: {', '.join(lossless)} (greedy output identical by construction).")
         )
     others = [line for line in quality_lines(quality) if ": not scored, " not in line]
     section.add(Bullets(others))

@@ -190,7 +190,7 @@ def _encode(session: Any, trials: list[Any], asked: dict[str, Any], events: _Eve
 
 def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled: Any) -> bool:
     """The ``score`` command (the quality pass, untimed): each item's token sequence scored by
-    :meth:`Session.score`, the arrays written to the item's ``out`` file (``.npz``). A session without
+    :meth:`Session.score` (:meth:`Session.score_shaped` for an item with a ``chunk``), the arrays written to the item's ``out`` file (``.npz``). A session without
     the hook answers every item with the reason. False when cancelled."""
     import numpy as np
 
@@ -202,7 +202,12 @@ def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled
         tokens, start = [int(t) for t in item["tokens"]], int(item["start"])
         t0 = time.perf_counter()
         try:
-            scores = session.score(tokens, start)
+            if item.get("chunk") is not None:  # through a generation's forward passes
+                scores = session.score_shaped(
+                    tokens, start, chunk=int(item["chunk"]), prefix=int(item.get("prefix") or 0)
+                )
+            else:
+                scores = session.score(tokens, start)
             arrays = _score_arrays(scores, len(tokens) - start)
         except NotImplementedError as exc:
             reason = str(exc) or f"{type(session).__name__} cannot score tokens"

@@ -328,3 +328,27 @@ def m015_run_error(db: Database) -> None:
     that could not be stored, an unexpected error, or its process ending without closing the record.
     NULL for a run that ended as planned (its trials' failures are in ``trials.error``)."""
     db.table("runs").add_column("error", str)
+
+
+@migrations()
+def m016_equivalence(db: Database) -> None:
+    """The quality pass's equivalence check of lossless variants (docs/metrics.md "Equivalence"):
+    the A/A numerical floor — the baseline's own tokens re-scored by the baseline through other shapes
+    of forward passes — per shape × scored position, and the shape each lossless variant was scored in."""
+    db.table("quality_floor").create(
+        {
+            "id": int,
+            "run_id": int,
+            "shape": str,  # ScoreShape.label: "one token per pass", "chunks of 6", "cached prefix, ..."
+            "workload": str,
+            "prompt_id": str,
+            "position": int,  # index of the token in its stream (as quality_reference)
+            "kld": float,  # KL(P_reference ‖ P_shape): the reference is the one-pass scoring
+            # the largest |Δ log p| of the reference's two most likely tokens between the two shapes
+            "top_shift": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("quality_floor").create_index(["run_id", "shape"])
+    db.table("quality_variants").add_column("shape", str)  # a lossless variant's ScoreShape.label
