@@ -136,6 +136,8 @@ class HFAssistedStrategy(Strategy[HFAssistedConfig]):
     lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = HFAssistedConfig
 
+    compile_refusal = "transformers' assisted generation refuses a compiled forward"
+
     def score_shape(self, variant: Variant[HFAssistedConfig]) -> ScoreShape:
         """Verify passes of the draft length + 1 tokens (every draft accepted)."""
         return ScoreShape(chunk=variant.config.num_draft_tokens + 1)

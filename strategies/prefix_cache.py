@@ -150,6 +150,7 @@ class PrefixCacheStrategy(Strategy[PrefixCacheConfig]):
     description = "KV-cache reuse: a prompt sharing a prefix with an earlier one prefills only the rest"
     lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = PrefixCacheConfig
+    compile_refusal = "it keeps and copies a dynamic KV cache per prompt prefix; a static cache is one buffer"
 
     def score_shape(self, variant: Variant[PrefixCacheConfig]) -> ScoreShape:
         """The prompt's suffix prefilled after its cached prefix, then plain decoding."""

@@ -137,6 +137,11 @@ class PromptLookupStrategy(Strategy[PromptLookupConfig]):
     lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = PromptLookupConfig
 
+    compile_refusal = (
+        "its verify pass of k + 1 tokens crops the KV cache after a rejection, which a static cache "
+        "does not (a gpt-fast style static verify is not built)"
+    )
+
     def score_shape(self, variant: Variant[PromptLookupConfig]) -> ScoreShape:
         """Verify passes of ``num_tokens`` + 1 tokens (every draft accepted)."""
         return ScoreShape(chunk=variant.config.num_tokens + 1)

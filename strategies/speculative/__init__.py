@@ -70,6 +70,10 @@ class SpeculativeStrategy(Strategy[SpeculativeConfig]):
     description = "Speculative decoding: a small draft model proposes tokens, the target verifies them"
     lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = SpeculativeConfig
+    compile_refusal = (
+        "its verify pass of k + 1 tokens crops the KV cache after a rejection, which a static cache "
+        "does not (a gpt-fast style static verify is not built)"
+    )
 
     def score_shape(self, variant: Variant[SpeculativeConfig]) -> ScoreShape:
         """Verify passes of the draft length's cap + 1 tokens (every draft accepted)."""

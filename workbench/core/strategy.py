@@ -276,6 +276,11 @@ class Session(ABC):
         ``supports_batching``; the runner starts every probe's clock at the same moment."""
         raise NotImplementedError(f"{type(self).__name__} does not batch")
 
+    def prepare(self, prompt_lengths: Sequence[int], max_new_tokens: int) -> None:  # noqa: B027 - optional hook
+        """Before the first trial, untimed (its time is recorded as the variant's ``compile_ms``): the
+        run's prompt lengths (tokens) and its largest ``max_new_tokens``. A compiled session sizes its
+        static KV cache and compiles its graphs here, so that no trial compiles."""
+
     def score(self, token_ids: Sequence[int], start: int) -> TokenScores:
         """Score a given token sequence (teacher forcing, untimed): for each position ``i`` from
         ``start`` to the end, the model's distribution over the token at ``i`` given ``token_ids[:i]``
@@ -331,6 +336,9 @@ class Strategy(ABC, Generic[ConfigT]):
     supports_concurrency: ClassVar[bool] = False
     #: True when its sessions implement :meth:`Session.generate_batch` (a variant's ``batch_size = N``).
     supports_batching: ClassVar[bool] = False
+    #: None when a variant's ``compile`` applies to it (its session compiles in :meth:`Session.prepare`),
+    #: else why not, in a phrase ("its verify pass crops the KV cache..."): the spec refuses in one line
+    compile_refusal: ClassVar[str | None] = "it does not run a transformers model in-process"
     #: True when, under greedy decoding, it generates exactly the tokens its model (``variant.model`` at
     #: ``variant.dtype``, plain decoding) generates: a decoding trick (speculation, prompt lookup,
     #: KV-cache reuse), not a change of weights. Only the shapes of its forward passes differ

@@ -126,6 +126,7 @@ class RunRecorder:
                     "batch_size": v.batch_size,
                     "threads": v.threads,
                     "python": v.python,
+                    "compile": v.compile,
                     "sweep_param": v.sweep_param,
                     "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },

@@ -101,6 +101,7 @@ class TrialRecord:
     disturbed: int | None = None
     disturbance: str | None = None
     worker: int | None = None  # which worker process of the variant ran it (the parent)
+    recompiles: int | None = None  # torch.compile graphs compiled during it (None: not compiled)
 
     @classmethod
     def failed(
@@ -242,6 +243,8 @@ class VariantRecord(_Row):
     threads: int | None = None
     python: str | None = None
     packages: str | None = None
+    compile: str | None = None  # its torch.compile mode; None = eager
+    compile_ms: float | None = None  # compiling before the first trial (beside load_ms, not in it)
 
 
 #: the ``runs`` and ``variants`` tables' columns, in the tables' order

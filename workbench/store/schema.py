@@ -352,3 +352,14 @@ def m016_equivalence(db: Database) -> None:
     )
     db.table("quality_floor").create_index(["run_id", "shape"])
     db.table("quality_variants").add_column("shape", str)  # a lossless variant's ScoreShape.label
+
+
+@migrations()
+def m017_compile(db: Database) -> None:
+    """``compile`` (docs/strategies.md "Compiled decoding"): the variant's torch.compile mode, the time
+    its worker spent compiling before the first trial (beside ``load_ms``, not in it), and per trial the
+    graphs compiled while it ran (a recompile inside a measured trial: the trial is disturbed)."""
+    variants = db.table("variants")
+    variants.add_column("compile", str)  # default | max-autotune | reduce-overhead; NULL = eager
+    variants.add_column("compile_ms", float)  # the worker's compiling and warm-up of the graphs
+    db.table("trials").add_column("recompiles", int)  # graphs compiled during it; NULL = not compiled
