@@ -27,7 +27,7 @@ def test_compile_is_false_true_or_a_mode_and_refused_in_one_line_where_it_does_n
     assert _variant("compile = true").variants[0].to_dict()["compile"] == "default"
     with pytest.raises(SpecError, match="'compile' must be false, true or one of default, max-autotune"):
         _variant('compile = "fast"')
-    with pytest.raises(SpecError, match="strategy 'speculative' is not compiled: its verify pass .* crops"):
+    with pytest.raises(SpecError, match=r"strategy 'speculative' is not compiled: its verify pass .* crops"):
         _variant('compile = true\ndraft = "demo:smollm2-135m"', "speculative")
     with pytest.raises(SpecError, match="strategy 'prefix-cache' is not compiled"):
         _variant("compile = true", "prefix-cache")
