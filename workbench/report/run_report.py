@@ -490,6 +490,10 @@ def variants_section(analysis: RunAnalysis) -> Section:
     # variants in other Python environments (a code change A/B-tested in one run): which ran where is
     # part of the answer, so the table is shown by default then
     other = any(v.python for v in analysis.variants)
+    if any(v.compile for v in analysis.variants):  # compiled variants: the mode and its compile time
+        headers[6:6] = ["compile", "compile s"]
+        for row, v in zip(rows, analysis.variants, strict=True):
+            row[6:6] = [v.compile or "eager", fmt(v.compile_ms / 1000 if v.compile_ms else None, 1)]
     if other:
         headers += ["python", "libraries"]
         for row, v in zip(rows, analysis.variants, strict=True):

@@ -171,6 +171,8 @@ class RunRecorder:
             where = f" (python {variant.python}{': ' + libraries if libraries else ''})"
         elif forked:
             where = " (forked)"
+        if event.compile_ms is not None:
+            where += f", compiled ({variant.compile}) in {event.compile_ms / 1000:.1f} s"
         self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s{where}")
 
     def trial(
