@@ -206,7 +206,16 @@ def test_a_run_scores_its_lossy_variants_and_records_why_others_are_not(quality_
     assert outcome["lookup"]["status"] == "lossless" and "by construction" in outcome["lookup"]["reason"]
     assert outcome["copy"]["status"] == "lossless" and "configuration" in outcome["copy"]["reason"]
     assert outcome["trim"]["status"] == "not scored" and "changes the prompt" in outcome["trim"]["reason"]
-    assert {p["variant"] for p in positions} == {"bf16"} and len(outputs) == 16
+    # the lossless variants are checked (scored through their shapes), not scored as lossy
+    assert {p["variant"] for p in positions} == {"bf16", "lookup", "copy"}
+    assert (
+        outcome["lookup"]["shape"].startswith("chunks of")
+        and outcome["copy"]["shape"] == "one token per pass"
+    )
+    checked = [p for p in outputs if p["variant"] in ("lookup", "copy")]
+    assert len(checked) == 32 and max(p["kld"] for p in checked) < 1e-6  # float32: the same predictions
+    outputs = [p for p in outputs if p["variant"] == "bf16"]
+    assert len(outputs) == 16
     assert len([r for r in reference if r["source"] == "output"]) == 16  # 2 prompts × 8 output tokens
     # bf16 rounds the weights: a small, non-zero divergence
     assert 0 < sum(p["kld"] for p in outputs) / 16 < 0.05

@@ -237,7 +237,8 @@ def run_equivalence(
     """The run's equivalence checks from the store: None when its quality pass checked no lossless
     variant (runs from before the check, or without a pass). ``trials``: the measured trials;
     ``dtypes``: each variant's resolved dtype."""
-    rows = [r for r in store.quality_variants(run_id) if r["status"] == "lossless"]
+    # a lossless variant checked records its shape (not recorded before the check existed)
+    rows = [r for r in store.quality_variants(run_id) if r["status"] == "lossless" and r.get("shape")]
     if not rows or baseline is None:
         return None
     floor = _floor(store.quality_floor(run_id), dtypes.get(baseline))

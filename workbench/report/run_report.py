@@ -398,7 +398,10 @@ def quality_section(analysis: RunAnalysis) -> Section:
         lossless = [name for name in lossless if name not in checked.variants]
     if lossless:
         section.add(
-            Text(f"Lossless, not checked: {', '.join(lossless)} (greedy output identical by construction).")
+            Text(
+                f"Lossless, not checked for equivalence: {', '.join(lossless)} (the match column shows "
+                "whether their outputs were the baseline's)."
+            )
         )
     others = [line for line in quality_lines(quality) if ": not scored, " not in line]
     section.add(Bullets(others))
@@ -521,7 +524,41 @@ def roofline_section(analysis: RunAnalysis) -> Section:
         if r.limit_tokens_per_s
     ]
     section = Section("roofline", "Decode roofline (the memory-bandwidth limit on tokens/s)")
-    return section.add(Table(headers, rows, detail=True)) if rows else section
+    if not rows:
+        return section
+    section.add(Bullets(roofline_lines(analysis)))
+    return section.add(Table(headers, rows, detail=True))
+
+
+def roofline_lines(analysis: RunAnalysis) -> list[str]:
+    """Per one-token-per-step variant far from its bandwidth limit: what bounds it, and whether
+    compiling is the lever (on a GPU: launch-bound eager decoding; on a CPU: compute)."""
+    from workbench.analysis.roofline import FAR_FROM_LIMIT
+
+    plain = {v.name: v for v in analysis.variants if v.strategy in ("baseline", "quantized")}
+    far: dict[str, list[float]] = {}
+    for r in analysis.roofline:
+        if r.variant in plain and r.far_from_limit and r.fraction is not None:
+            far.setdefault(r.variant, []).append(r.fraction)
+    out = []
+    for name, fractions in far.items():
+        v = plain[name]
+        share = percent(max(fractions))
+        head = f"{name} decodes at {share} or less of its bandwidth limit (< {percent(FAR_FROM_LIMIT)}): "
+        if (v.device or "").startswith("cuda"):
+            if v.compile:
+                out.append(head + f"overhead-bound even compiled ({v.compile}).")
+            else:
+                out.append(
+                    head + "overhead-bound — eager PyTorch launches each kernel from Python; "
+                    "compile = true (a static cache and a compiled step) is the lever."
+                )
+        else:
+            out.append(
+                head + "bound by compute and threading, not by reading its weights; on a CPU there are "
+                "no kernel launches for compile = true to remove (docs/strategies.md, compiled decoding)."
+            )
+    return out
 
 
 # -- the report ---------------------------------------------------------------------------------
