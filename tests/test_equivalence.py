@@ -201,3 +201,21 @@ def test_a_run_checks_its_lossless_variants_against_the_floor(tiny_model_dir, tm
             assert "output" not in verdict.costs and verdict.costs["equivalence"] is check
     data = json.loads(CliRunner().invoke(cli, ["show", "1", "--db", str(db), "--json"]).output)
     assert set(data["equivalence"]["variants"]) == {"speculative", "lookup", "prefix"}
+
+
+def test_the_pass_runs_for_lossless_levers_alone_when_their_arithmetic_can_differ():
+    from workbench.run.quality import equivalence_shapes, quality_wanted
+
+    def spec(dtype, device, strategy="prompt-lookup"):
+        return parse_spec(
+            f'[[variants]]\nname = "baseline"\nmodel = "demo:smollm2-135m"\ndtype = "{dtype}"\ndevice = "{device}"\n'
+            f'[[variants]]\nname = "v"\nstrategy = "{strategy}"\nmodel = "demo:smollm2-135m"\n'
+            f'dtype = "{dtype}"\ndevice = "{device}"\n[[workloads]]\nname = "chat"\n'
+        )
+
+    assert equivalence_shapes(spec("bfloat16", "cpu"))["v"].chunk == 11  # num_tokens 10 + 1
+    assert quality_wanted(spec("bfloat16", "cpu"))
+    assert quality_wanted(spec("auto", "auto"))  # auto may be a GPU's bfloat16
+    assert not quality_wanted(spec("float32", "cpu"))
+    assert not quality_wanted(spec("auto", "cpu"))
+    assert not quality_wanted(spec("bfloat16", "cpu", "baseline"))  # a copy: the same passes

@@ -112,7 +112,8 @@ def _arithmetic_may_differ(spec: Spec, name: str) -> bool:
 
 def quality_wanted(spec: Spec) -> bool:
     """``quality = true`` (with a baseline and another variant), or unset and some variant is lossy,
-    or lossless with arithmetic that can differ from float32 on the CPU (its equivalence is checked)."""
+    or a lossless lever with passes of another shape, on arithmetic that can differ from float32 on
+    the CPU (its equivalence is checked)."""
     if len(spec.variants) < 2 or spec.quality is False:
         return False
     plan = scoring_plan(spec)
@@ -120,7 +121,12 @@ def quality_wanted(spec: Spec) -> bool:
         return True
     if any(reason is None for reason in plan.values()):
         return True
-    return any(_arithmetic_may_differ(spec, name) for name in equivalence_shapes(spec))
+    # a lossless lever whose passes have another shape than plain decoding's (a copy of the baseline
+    # computes the same passes), on arithmetic that rounds them differently
+    return any(
+        shape != ScoreShape() and _arithmetic_may_differ(spec, name)
+        for name, shape in equivalence_shapes(spec).items()
+    )
 
 
 def scored_context(prompt: Sequence[int], output: Sequence[int], ctx: int) -> tuple[list[int], int]:
