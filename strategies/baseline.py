@@ -50,7 +50,7 @@ class BaselineSession(HFSession):
         hf = self.hf
         if self.compiled is not None:
             tokens, reason = self.compiled.generate(request, probe)
-            return Output(token_ids=tokens, text=hf.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
+            return Output(token_ids=tokens, text=hf.decode(tokens), finish_reason=reason)
         with torch.inference_mode():
             cache = DynamicCache(config=hf.model.config)
             input_ids = torch.tensor([request.input_ids], dtype=torch.long, device=hf.torch_device)
