@@ -86,3 +86,32 @@ prompts = ["a b", "a b c d e f"]
     assert long.recompiles == 1 and long.disturbed
     assert "torch.compile compiled 1 graph(s) while it ran" in long.disturbance
     assert variant["compile"] == "default" and variant["compile_ms"] > 0
+
+
+def test_the_roofline_names_compiling_as_the_lever_for_an_eager_gpu_variant_far_from_its_limit():
+    from types import SimpleNamespace
+
+    from workbench.analysis.roofline import RooflineRow
+    from workbench.report.run_report import roofline_lines
+    from workbench.store import VariantRecord
+
+    def row(variant, tok_s):
+        return RooflineRow(variant, "chat", tok_s, 100.0, 3000.0, 500.0, 1.0, 100.0)
+
+    variants = (
+        VariantRecord(name="eager", strategy="baseline", device="cuda:0"),
+        VariantRecord(name="compiled", strategy="baseline", device="cuda:0", compile="default"),
+        VariantRecord(name="near", strategy="quantized", device="cuda:0"),
+        VariantRecord(name="spec", strategy="speculative", device="cuda:0"),
+        VariantRecord(name="cpu", strategy="baseline", device="cpu"),
+    )
+    rows = (row("eager", 20.0), row("compiled", 30.0), row("near", 80.0), row("spec", 10.0), row("cpu", 20.0))
+    lines = roofline_lines(SimpleNamespace(variants=variants, roofline=rows))
+    by_name = {line.split()[0]: line for line in lines}
+    assert set(by_name) == {"eager", "compiled", "cpu"}  # near its limit, or speculative: nothing to say
+    assert (
+        "20%" in by_name["eager"]
+        and "compile = true (a static cache and a compiled step) is the lever" in by_name["eager"]
+    )
+    assert "overhead-bound even compiled (default)" in by_name["compiled"]
+    assert "no kernel launches for compile = true to remove" in by_name["cpu"]

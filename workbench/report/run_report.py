@@ -555,8 +555,9 @@ def roofline_lines(analysis: RunAnalysis) -> list[str]:
                 )
         else:
             out.append(
-                head + "bound by compute and threading, not by reading its weights; on a CPU there are "
-                "no kernel launches for compile = true to remove (docs/strategies.md, compiled decoding)."
+                head + "its steps' time goes elsewhere than reading its weights; on a CPU there are no "
+                "kernel launches for compile = true to remove, and compiling leaves the matrix products "
+                "as they are (docs/strategies.md, compiled decoding)."
             )
     return out
 
