@@ -13,9 +13,8 @@ What is measured
     TTFT (call -> first token) and decode tok/s = (N - 1) / (last token - first token); medians and
     the ratio compiled / eager. Also: the compile time (``prepare``), the graphs torch.compile
     compiled during the measured trials (dynamo's ``unique_graphs`` counter: a recompile per cache
-    position would show here), and where a decode step's time goes — the mean time of one forward
-    call of each, over the measured steps (``--profile``: the top operators of one compiled and one
-    eager step from ``torch.profiler``).
+    position would show here), and with ``--profile`` where the time goes: the top operators of a
+    short eager and a short compiled generation from ``torch.profiler``.
 
 Pass criterion (exit 0; exit 1 otherwise)
     identical greedy tokens, and no graph compiled during a measured trial. The speed-up is reported,
@@ -76,34 +75,6 @@ def _trial(session: Any, request: Any) -> tuple[list[int], float, float]:
     return probe.tokens, ttft, decode
 
 
-def _forward_ms(session: Any, request: Any, compiled: bool) -> float:
-    """The mean time of one decode forward call (the model alone, no sampling or probe)."""
-    import torch
-
-    hf = session.hf
-    calls: list[float] = []
-    if compiled:
-        target, name = session.compiled, "decode"
-    else:
-        target, name = hf.model, "forward"
-    original = getattr(target, name)
-
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        out = original(*args, **kwargs)
-        calls.append(time.perf_counter() - t0)
-        return out
-
-    setattr(target, name, timed)
-    try:
-        with torch.inference_mode():
-            session.generate(request, TimedProbe())
-    finally:
-        setattr(target, name, original)
-    steps = calls[1:] if not compiled else calls  # eager: the first call is the prefill
-    return statistics.median(steps) * 1000
-
-
 def main() -> int:
     args = parser(summary(__doc__), show_defaults=True)
     args.add_argument("--tokens", type=int, default=48, help="new tokens per trial")
@@ -157,9 +128,6 @@ def main() -> int:
         print(f"{name:10} {med[name][0]:9.0f} {med[name][1]:13.2f}")
     ratio = med["compiled"][1] / med["eager"][1]
     print(f"compiled / eager decode: {ratio:.2f}x; TTFT {med['compiled'][0] / med['eager'][0]:.2f}x")
-    eager_step = _forward_ms(eager, request, compiled=False)
-    compiled_step = _forward_ms(compiled, request, compiled=True)
-    print(f"one decode forward: eager {eager_step:.1f} ms, compiled {compiled_step:.1f} ms")
     if opts.profile:
         from torch.profiler import ProfilerActivity, profile
 
