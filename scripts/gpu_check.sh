@@ -190,6 +190,22 @@ PY
 )
 fi
 
+# Compiled decoding (docs/strategies.md "Compiled decoding"): on CUDA a compiled baseline and a
+# compiled torchao int8 variant beside the eager ones (compile time in the variants table, a
+# recompile inside a trial flagged disturbed); GPU_CHECK_COMPILE=0 leaves them out. The bf16
+# equivalence check of the lossless levers is in show.txt's quality section either way.
+compiled_variants=""
+if [ "$device" = cuda ] && [ "${GPU_CHECK_COMPILE:-1}" = 1 ]; then
+    for m in baseline $methods; do
+        [ "$m" != baseline ] && [ "$m" != int8-weight-only ] && continue
+        case "$quant_variants" in *"quantized $m"*) ;; *) [ "$m" != baseline ] && continue ;; esac
+        expect+=(--expect "$m compiled")
+        compiled_variants+=$'\n'"[[variants]]"$'\n'"name = \"$m compiled\""$'\n'"model = \"$work/models/large\""
+        compiled_variants+=$'\n'"device = \"$device\""$'\n'"compile = true"$'\n'
+        [ "$m" != baseline ] && compiled_variants+="strategy = \"quantized\""$'\n'"method = \"$m\""$'\n'
+    done
+fi
+
 spec="$out/gpu-check.toml"
 cat >"$spec" <<TOML
 name = "gpu check: random-weight llama, $label ($device)"
@@ -204,7 +220,7 @@ name = "baseline"
 model = "$work/models/large"
 device = "$device"
 dtype = "auto"                  # bf16 on CUDA
-$quant_variants$runtime_variants
+$quant_variants$runtime_variants$compiled_variants
 [[variants]]
 name = "speculative"
 model = "$work/models/large"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from workbench.strategy import Output, Probe, Request, Session, Strategy
 
@@ -29,6 +29,18 @@ class BaselineConfig:
 
 
 class BaselineSession(HFSession):
+    def __init__(self, hf: Any, compile_mode: str | None = None) -> None:
+        super().__init__(hf)
+        self.compiled: Any = None  # a variant's ``compile``: the static cache and compiled step
+        if compile_mode is not None:
+            from ._compiled import CompiledDecoder
+
+            self.compiled = CompiledDecoder(hf, compile_mode)
+
+    def prepare(self, prompt_lengths: Sequence[int], max_new_tokens: int) -> None:
+        if self.compiled is not None:
+            self.compiled.prepare(prompt_lengths, max_new_tokens)
+
     def generate(self, request: Request, probe: Probe) -> Output:
         import torch
         from transformers import DynamicCache
@@ -36,6 +48,9 @@ class BaselineSession(HFSession):
         from ._hf import kv_cache
 
         hf = self.hf
+        if self.compiled is not None:
+            tokens, reason = self.compiled.generate(request, probe)
+            return Output(token_ids=tokens, text=hf.decode(tokens), finish_reason=reason)
         with torch.inference_mode():
             cache = DynamicCache(config=hf.model.config)
             input_ids = torch.tensor([request.input_ids], dtype=torch.long, device=hf.torch_device)
@@ -113,6 +128,7 @@ class BaselineStrategy(Strategy[BaselineConfig]):
     description = "Plain prefill + token-by-token decode with the KV cache (the reference)"
     Config = BaselineConfig
     supports_batching = True
+    compile_refusal = None  # compile = true: a static KV cache and a compiled decode step (._compiled)
 
     def available(self) -> str | None:
         return torch_unavailable_reason()
@@ -120,4 +136,4 @@ class BaselineStrategy(Strategy[BaselineConfig]):
     def load(self, variant: Variant[BaselineConfig], device: Device) -> Session:
         from ._hf import load_hf_model
 
-        return BaselineSession(load_hf_model(variant, device))
+        return BaselineSession(load_hf_model(variant, device), variant.compile)

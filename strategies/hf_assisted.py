@@ -21,6 +21,7 @@ from workbench.strategy import (
     Output,
     Probe,
     Request,
+    ScoreShape,
     Session,
     Strategy,
     StrategyError,
@@ -132,8 +133,14 @@ class HFAssistedSession(HFSession):
 class HFAssistedStrategy(Strategy[HFAssistedConfig]):
     name = "hf-assisted"
     description = "transformers' own assisted generation (draft model or prompt lookup), for cross-checks"
-    lossless = True  # greedy output = its model's own: the quality pass need not score it
+    lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = HFAssistedConfig
+
+    compile_refusal = "transformers' assisted generation refuses a compiled forward"
+
+    def score_shape(self, variant: Variant[HFAssistedConfig]) -> ScoreShape:
+        """Verify passes of the draft length + 1 tokens (every draft accepted)."""
+        return ScoreShape(chunk=variant.config.num_draft_tokens + 1)
 
     def available(self) -> str | None:
         return torch_unavailable_reason()

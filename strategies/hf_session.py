@@ -14,7 +14,7 @@ from typing import Any
 from workbench.core.shapes import kv_bytes_per_token
 from workbench.strategy import Probe, Prompt, Request, Session, TokenScores
 
-__all__ = ["HFSession", "decode_loop", "score_tokens", "torch_unavailable_reason"]
+__all__ = ["HFSession", "decode_loop", "score_tokens", "score_tokens_shaped", "torch_unavailable_reason"]
 
 
 def torch_unavailable_reason() -> str | None:
@@ -50,6 +50,10 @@ class HFSession(Session):
         ``token_ids[start:]`` only (``logits_to_keep``), as float32 log-probabilities."""
         return score_tokens(self.hf, token_ids, start)
 
+    def score_shaped(self, token_ids: Any, start: int, *, chunk: int, prefix: int) -> TokenScores:
+        """The scores through a generation's forward passes (:func:`score_tokens_shaped`)."""
+        return score_tokens_shaped(self.hf, token_ids, start, chunk=chunk, prefix=prefix)
+
     def close(self) -> None:
         del self.hf
 
@@ -67,6 +71,43 @@ def score_tokens(hf: Any, token_ids: Any, start: int) -> TokenScores:
         logits = hf.model(input_ids=input_ids, use_cache=False, logits_to_keep=scored + 1).logits
         rows = logits[0, :scored].float().cpu().numpy()
     return TokenScores.from_logits(rows)
+
+
+def score_tokens_shaped(hf: Any, token_ids: Any, start: int, *, chunk: int, prefix: int) -> TokenScores:
+    """:meth:`Session.score_shaped` for a transformers model: the passes a generation makes, through
+    a KV cache — ``token_ids[:prefix]`` (when ``0 < prefix < start``), then the rest of the prompt
+    ``token_ids[:start]`` (its last logits predict ``token_ids[start]``), then the scored tokens
+    ``chunk`` per pass, as plain decoding (1) or a verify of ``chunk - 1`` drafts does."""
+    import torch
+    from transformers import DynamicCache
+
+    from ._hf import kv_cache
+
+    ids = list(token_ids)
+    if not 1 <= start < len(ids):
+        raise ValueError(f"start {start} outside 1..{len(ids) - 1}")
+    if chunk < 1:
+        raise ValueError(f"chunk must be at least 1, got {chunk}")
+    device = hf.torch_device
+
+    def forward(part: list[int], cache: Any, keep: int) -> Any:
+        input_ids = torch.tensor([part], dtype=torch.long, device=device)
+        return hf.model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=keep).logits
+
+    with torch.inference_mode():
+        cache = DynamicCache(config=hf.model.config)
+        done = 0
+        if 0 < prefix < start:
+            forward(ids[:prefix], cache, 1)
+            done = prefix
+        rows = [forward(ids[done:start], cache, 1)[0, -1:].float().cpu()]
+        i = start
+        while i < len(ids) - 1:  # the last token predicts nothing that is scored
+            j = min(i + chunk, len(ids) - 1)
+            rows.append(forward(ids[i:j], cache, 0)[0].float().cpu())
+            i = j
+        logits = torch.cat(rows).numpy()
+    return TokenScores.from_logits(logits)
 
 
 def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any) -> tuple[list[int], str]:

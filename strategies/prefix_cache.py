@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
+from workbench.strategy import Output, Probe, Request, ScoreShape, Session, Strategy, field_help
 
 from .hf_session import HFSession, decode_loop, torch_unavailable_reason
 
@@ -157,8 +157,13 @@ class PrefixCacheSession(HFSession):
 class PrefixCacheStrategy(Strategy[PrefixCacheConfig]):
     name = "prefix-cache"
     description = "KV-cache reuse: a prompt sharing a prefix with an earlier one prefills only the rest"
-    lossless = True  # greedy output = its model's own: the quality pass need not score it
+    lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = PrefixCacheConfig
+    compile_refusal = "it keeps and copies a dynamic KV cache per prompt prefix; a static cache is one buffer"
+
+    def score_shape(self, variant: Variant[PrefixCacheConfig]) -> ScoreShape:
+        """The prompt's suffix prefilled after its cached prefix, then plain decoding."""
+        return ScoreShape(cached_prefix=True)
 
     def available(self) -> str | None:
         return torch_unavailable_reason()

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from workbench.strategy import Output, Probe, Request, Session, Strategy, field_help
+from workbench.strategy import Output, Probe, Request, ScoreShape, Session, Strategy, field_help
 
 from .hf_session import HFSession, torch_unavailable_reason
 from .speculative.drafter import Draft, Drafter
@@ -134,8 +134,17 @@ class PromptLookupSession(HFSession):
 class PromptLookupStrategy(Strategy[PromptLookupConfig]):
     name = "prompt-lookup"
     description = "Speculative decoding with n-gram drafts copied from the prompt (no draft model)"
-    lossless = True  # greedy output = its model's own: the quality pass need not score it
+    lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = PromptLookupConfig
+
+    compile_refusal = (
+        "its verify pass of k + 1 tokens crops the KV cache after a rejection, which a static cache "
+        "does not (a gpt-fast style static verify is not built)"
+    )
+
+    def score_shape(self, variant: Variant[PromptLookupConfig]) -> ScoreShape:
+        """Verify passes of ``num_tokens`` + 1 tokens (every draft accepted)."""
+        return ScoreShape(chunk=variant.config.num_tokens + 1)
 
     def available(self) -> str | None:
         return torch_unavailable_reason()

@@ -347,6 +347,7 @@ class QuantizedStrategy(Strategy[QuantizedConfig]):
     description = "The baseline on a quantized model (torchao int8/int4, bitsandbytes int8/nf4, GPTQ)"
     Config = QuantizedConfig
     supports_batching = True  # the baseline loop, batched (BaselineSession.generate_batch)
+    compile_refusal = None  # the baseline's compiled decoding (torchao's kernels rely on it on CUDA)
 
     def available(self) -> str | None:
         reasons = {m: method_unavailable_reason(m) for m in METHODS}
@@ -396,7 +397,7 @@ class QuantizedStrategy(Strategy[QuantizedConfig]):
                 )
             )
         hf.weights_mb = quantized_weights_mb(hf.model)
-        session = QuantizedSession(hf)
+        session = QuantizedSession(hf, variant.compile)
         session.method = method
         session.quantized_layers = layers
         return session
@@ -416,7 +417,7 @@ class QuantizedStrategy(Strategy[QuantizedConfig]):
         if loaded.layers == 0:
             raise StrategyError(f"method 'gptq': GPTQModel loaded {variant.model!r} with no quantized layer")
         loaded.hf.weights_mb = quantized_weights_mb(loaded.hf.model)
-        session = QuantizedSession(loaded.hf)
+        session = QuantizedSession(loaded.hf, variant.compile)
         session.method = "gptq"
         session.quantized_layers = loaded.layers
         session.kernels = loaded.kernels

@@ -54,7 +54,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
-from workbench.strategy import Session, Strategy, StrategyError
+from workbench.strategy import ScoreShape, Session, Strategy, StrategyError
 
 from ..hf_session import torch_unavailable_reason
 from .config import SpeculativeConfig
@@ -68,8 +68,16 @@ __all__ = ["SpeculativeConfig", "SpeculativeStrategy", "runtime_draft"]
 class SpeculativeStrategy(Strategy[SpeculativeConfig]):
     name = "speculative"
     description = "Speculative decoding: a small draft model proposes tokens, the target verifies them"
-    lossless = True  # greedy output = its model's own: the quality pass need not score it
+    lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = SpeculativeConfig
+    compile_refusal = (
+        "its verify pass of k + 1 tokens crops the KV cache after a rejection, which a static cache "
+        "does not (a gpt-fast style static verify is not built)"
+    )
+
+    def score_shape(self, variant: Variant[SpeculativeConfig]) -> ScoreShape:
+        """Verify passes of the draft length's cap + 1 tokens (every draft accepted)."""
+        return ScoreShape(chunk=variant.config.num_draft_tokens + 1)
 
     def available(self) -> str | None:
         return torch_unavailable_reason()

@@ -27,7 +27,11 @@ from workbench.store import VariantRecord
 if TYPE_CHECKING:
     from workbench.analysis.summary import GroupSummary
 
-__all__ = ["RooflineRow", "roofline_rows", "roofline_tokens_per_s"]
+__all__ = ["FAR_FROM_LIMIT", "RooflineRow", "roofline_rows", "roofline_tokens_per_s"]
+
+#: a one-token decode below this share of its bandwidth limit is not bound by reading its bytes but by
+#: what each step costs besides (kernel launches and framework overhead on a GPU, compute on a CPU)
+FAR_FROM_LIMIT = 0.5
 
 
 def roofline_tokens_per_s(
@@ -63,6 +67,12 @@ class RooflineRow:
         if not self.decode_tokens_per_s or not self.limit_tokens_per_s:
             return None
         return self.decode_tokens_per_s / self.limit_tokens_per_s
+
+    @property
+    def far_from_limit(self) -> bool | None:
+        """True when its decode runs below :data:`FAR_FROM_LIMIT` of the limit (None: no limit)."""
+        fraction = self.fraction
+        return None if fraction is None else fraction < FAR_FROM_LIMIT
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -14,6 +14,7 @@ import numpy as np
 
 from workbench.analysis.compression import CompressionBreakEven, compression_break_even
 from workbench.analysis.drafting import BreakEven, break_even
+from workbench.analysis.equivalence import RunEquivalence, run_equivalence
 from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.phases import CostModel, WorkloadPhase, measure_phases
 from workbench.analysis.quality import RunQuality, attach_quality, run_quality
@@ -107,6 +108,8 @@ class RunAnalysis:
     quality: RunQuality | None  # the run's quality pass, None without one
     #: does prompt compression pay on TTFT? one per compressing variant × workload
     compression: tuple[CompressionBreakEven, ...] = ()
+    #: the lossless variants' equivalence checks and the A/A floor, None when the pass checked none
+    equivalence: RunEquivalence | None = None
 
     def verdict(self, variant: str, workload: str) -> Verdict | None:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
@@ -162,6 +165,13 @@ def analyze_run(
     )
     quality = run_quality(store, run_id)
     attach_quality(summaries, quality)
+    equivalence = (
+        run_equivalence(
+            store, run_id, [t for t in trials if not t.warmup], {v.name: v.dtype for v in variants}, reference
+        )
+        if quality is not None
+        else None
+    )
     # A batched local variant is the batching lever, whatever strategy decodes it.
     strategies = {v.name: "batching" if (v.batch_size or 1) > 1 else v.strategy or "" for v in variants}
     for t in trials:
@@ -194,7 +204,7 @@ def analyze_run(
         baseline=reference,
         trials=tuple(trials),
         summaries=tuple(summaries),
-        workload_verdicts=tuple(workload_verdicts(summaries, reference)),
+        workload_verdicts=tuple(workload_verdicts(summaries, reference, equivalence)),
         trust=trust(summaries, reference, design),
         design=design,
         phases=tuple(measure_phases(summaries, trials, ref, strategies=strategies, device=device)),
@@ -209,6 +219,7 @@ def analyze_run(
         compression=tuple(
             compression_break_even([t for t in trials if design.disturbance.keeps(t)], reference)
         ),
+        equivalence=equivalence,
     )
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from workbench.core.literals import TrialOrder
 
 if TYPE_CHECKING:
+    from workbench.analysis.equivalence import Equivalence, RunEquivalence
     from workbench.analysis.summary import GroupSummary
 
 __all__ = ["TTFT_REGRESSION", "Trust", "WorkloadVerdict", "trust", "workload_verdicts"]
@@ -32,7 +33,9 @@ class WorkloadVerdict:
     best: GroupSummary | None = None
     close: list[GroupSummary] = field(default_factory=list)
     #: the best's costs: "ttft" (its TTFT speed-up, when below :data:`TTFT_REGRESSION`), "output"
-    #: (share of outputs identical to the baseline's, when below 1), "quality" (the quality figures)
+    #: (share of outputs identical to the baseline's, when below 1 and not explained by the rounding
+    #: of half precision), "quality" (the quality figures), "equivalence" (a lossless variant's check
+    #: when its outputs differ: numerically equivalent — then not "output" — or not)
     costs: dict[str, Any] = field(default_factory=dict)
     compared: int = 0  # variants with a speed-up on this workload
 
@@ -68,12 +71,30 @@ class WorkloadVerdict:
                 "ttft": self.costs["ttft"].to_dict() if "ttft" in self.costs else None,
                 "output_match": self.costs.get("output"),
                 "quality": self.costs.get("quality"),
+                "equivalence": _equivalence_dict(self.costs.get("equivalence")),
             },
         }
 
 
-def workload_verdicts(summaries: Sequence[GroupSummary], baseline: str | None) -> list[WorkloadVerdict]:
-    """One :class:`WorkloadVerdict` per workload, in the summaries' order."""
+def _equivalence_dict(check: Equivalence | None) -> dict[str, Any] | None:
+    if check is None:
+        return None
+    return {
+        "status": check.status,
+        "kld": check.kld,
+        "floor_kld": check.floor.kld if check.floor is not None else None,
+        "divergences": len(check.divergences),
+        "tie_explained": check.explained,
+    }
+
+
+def workload_verdicts(
+    summaries: Sequence[GroupSummary], baseline: str | None, equivalence: RunEquivalence | None = None
+) -> list[WorkloadVerdict]:
+    """One :class:`WorkloadVerdict` per workload, in the summaries' order. ``equivalence``: the
+    lossless variants' checks; one found numerically equivalent does not have "output differs" as a
+    cost."""
+    checks = equivalence.variants if equivalence is not None else {}
     out = []
     for workload in dict.fromkeys(s.workload for s in summaries):
         speedups = {  # variant → its e2e speed-up, where it has one
@@ -99,7 +120,11 @@ def workload_verdicts(summaries: Sequence[GroupSummary], baseline: str | None) -
             ttft = best.speedup_ttft
             if ttft is not None and ttft.value is not None and ttft.value < TTFT_REGRESSION:
                 verdict.costs["ttft"] = ttft
-            if best.matches_baseline is not None and best.matches_baseline < 1:
+            check = checks.get(best.variant)
+            if check is not None and check.status != "identical":
+                verdict.costs["equivalence"] = check
+            equivalent = check is not None and check.status == "equivalent"
+            if not equivalent and best.matches_baseline is not None and best.matches_baseline < 1:
                 verdict.costs["output"] = best.matches_baseline
             if best.quality and best.quality.get("status") == "scored":
                 verdict.costs["quality"] = best.quality

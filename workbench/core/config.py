@@ -94,6 +94,7 @@ COMMON_VARIANT_KEYS = frozenset(
         "batch_size",
         "threads",
         "python",
+        "compile",
     }
 )
 

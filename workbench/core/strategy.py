@@ -52,6 +52,7 @@ __all__ = [
     "Probe",
     "Prompt",
     "Request",
+    "ScoreShape",
     "Session",
     "Strategy",
     "TokenScores",
@@ -183,6 +184,24 @@ class TokenScores:
         return self.logprobs is not None
 
 
+@dataclass(frozen=True)
+class ScoreShape:
+    """How a strategy's forward passes are shaped when it decodes greedily, so that the quality pass
+    can re-score the baseline's tokens the same way (docs/metrics.md, "Equivalence"): the prompt
+    prefilled in one pass (after a cached prefix when ``cached_prefix``: the trial's ``cached_tokens``
+    first, then the rest), then the output ``chunk`` tokens per pass (1: plain decoding; k + 1: a
+    verify pass of k drafted tokens). Half-precision arithmetic rounds each shape differently."""
+
+    chunk: int = 1
+    cached_prefix: bool = False
+
+    @property
+    def label(self) -> str:
+        """How the shape reads in the store and the report (``chunks of 6``, ``cached prefix + 1``)."""
+        passes = "one token per pass" if self.chunk == 1 else f"chunks of {self.chunk}"
+        return f"cached prefix, {passes}" if self.cached_prefix else passes
+
+
 class Probe(Protocol):
     """Handed to :meth:`Session.generate`; the only way a strategy reports progress."""
 
@@ -276,6 +295,11 @@ class Session(ABC):
         shows how far the answer's distribution moved because the context was cut."""
         return None
 
+    def prepare(self, prompt_lengths: Sequence[int], max_new_tokens: int) -> None:  # noqa: B027 - optional hook
+        """Before the first trial, untimed (its time is recorded as the variant's ``compile_ms``): the
+        run's prompt lengths (tokens) and its largest ``max_new_tokens``. A compiled session sizes its
+        static KV cache and compiles its graphs here, so that no trial compiles."""
+
     def score(self, token_ids: Sequence[int], start: int) -> TokenScores:
         """Score a given token sequence (teacher forcing, untimed): for each position ``i`` from
         ``start`` to the end, the model's distribution over the token at ``i`` given ``token_ids[:i]``
@@ -283,6 +307,13 @@ class Session(ABC):
         quality pass (docs/metrics.md, "Quality") compares these with the baseline's. Optional: a
         session without it is reported "not scored" in one line and nothing fails."""
         raise NotImplementedError(f"{type(self).__name__} cannot score a token sequence")
+
+    def score_shaped(self, token_ids: Sequence[int], start: int, *, chunk: int, prefix: int) -> TokenScores:
+        """:meth:`score` through the forward passes a generation makes (a :class:`ScoreShape`): the
+        first ``prefix`` tokens in one pass (0: none), the rest up to ``start`` in one pass, then the
+        scored tokens ``chunk`` per pass through the KV cache. Untimed; optional (the quality pass's
+        equivalence check says "not checked" without it)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot score through its generation's shape")
 
     def server_snapshot(self) -> Any:
         """Server-side counters before a group of trials (e.g. a Prometheus scrape), untimed; ``None``
@@ -324,11 +355,21 @@ class Strategy(ABC, Generic[ConfigT]):
     supports_concurrency: ClassVar[bool] = False
     #: True when its sessions implement :meth:`Session.generate_batch` (a variant's ``batch_size = N``).
     supports_batching: ClassVar[bool] = False
+    #: None when a variant's ``compile`` applies to it (its session compiles in :meth:`Session.prepare`),
+    #: else why not, in a phrase ("its verify pass crops the KV cache..."): the spec refuses in one line
+    compile_refusal: ClassVar[str | None] = "it does not run a transformers model in-process"
     #: True when, under greedy decoding, it generates exactly the tokens its model (``variant.model`` at
     #: ``variant.dtype``, plain decoding) generates: a decoding trick (speculation, prompt lookup,
-    #: KV-cache reuse), not a change of weights or arithmetic. The quality pass does not score such a
-    #: variant when its model and dtype are the baseline's; the match column shows it held.
+    #: KV-cache reuse), not a change of weights. Only the shapes of its forward passes differ
+    #: (:meth:`score_shape`), which half precision rounds differently: when its model and dtype are the
+    #: baseline's, the quality pass checks it for numerical equivalence instead of scoring it as lossy
+    #: (docs/metrics.md, "Equivalence").
     lossless: ClassVar[bool] = False
+
+    def score_shape(self, variant: Variant[ConfigT]) -> ScoreShape:
+        """The shape of its greedy decoding's forward passes (a lossless strategy's check re-scores
+        the baseline's tokens in it); plain decoding by default."""
+        return ScoreShape()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

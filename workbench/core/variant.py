@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, get_args
 
-__all__ = ["DTYPES", "Dtype", "Variant"]
+__all__ = ["COMPILE_MODES", "DTYPES", "Dtype", "Variant"]
+
+#: a variant's ``compile`` modes (torch.compile's); ``true`` in a spec is ``default``
+COMPILE_MODES = ("default", "max-autotune", "reduce-overhead")
 
 ConfigT = TypeVar("ConfigT")
 
@@ -40,6 +43,9 @@ class Variant(Generic[ConfigT]):
     #: the Python interpreter its worker process runs with (another virtual environment, with its own
     #: library versions); None = the interpreter running the workbench
     python: str | None = None
+    #: torch.compile's mode for its decoding (``default``, ``max-autotune``, ``reduce-overhead``); None =
+    #: eager. The spec's ``compile = true`` is ``default`` (docs/strategies.md, "Compiled decoding")
+    compile: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     #: the strategy's ``Config`` instance built from ``params`` (default-constructed when there are
     #: none): never ``None``. Keyword-only and required: the spec parser builds it
@@ -64,5 +70,6 @@ class Variant(Generic[ConfigT]):
             "batch_size": self.batch_size,
             **({"threads": self.threads} if self.threads is not None else {}),
             **({"python": self.python} if self.python is not None else {}),
+            **({"compile": self.compile} if self.compile is not None else {}),
             **self.params,
         }

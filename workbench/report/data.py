@@ -72,8 +72,31 @@ def run_data(analysis: RunAnalysis) -> dict[str, Any]:
         "drafting_advice": drafting_advice(analysis.break_even),
         # per variant: scored / lossless / not scored (why); the figures per variant × workload
         "quality": analysis.quality.to_dict() if analysis.quality else None,
+        # per lossless variant: identical / numerically equivalent / unexplained, beside the A/A floor
+        "equivalence": _equivalence(analysis),
     }
     if analysis.compression:  # runs with a prompt-compression variant: its break-even (docs/analysis.md)
         data["compression"] = [dataclasses.asdict(b) for b in analysis.compression]
         data["compression_advice"] = compression_lines(analysis.compression)
     return data
+
+
+def _equivalence(analysis: RunAnalysis) -> dict[str, Any] | None:
+    from workbench.report.equivalence import equivalence_data, floor_line
+
+    checked = analysis.equivalence
+    if checked is None:
+        return None
+    floor = checked.floor
+    return {
+        "floor": None
+        if floor is None
+        else {
+            "dtype": floor.dtype,
+            "kld": floor.kld,
+            "margin": floor.margin,
+            "shapes": [vars(s) for s in floor.shapes],
+            "text": floor_line(floor),
+        },
+        "variants": {name: equivalence_data(c) for name, c in checked.variants.items()},
+    }

@@ -101,7 +101,13 @@ def _costs(v: WorkloadVerdict) -> list[str]:
     out = []
     if "ttft" in v.costs:
         out.append(f"TTFT {longer_text(v.costs['ttft'].value)}")
-    if "quality" in v.costs:
+    if "equivalence" in v.costs:
+        from workbench.report.equivalence import equivalence_text
+
+        out.append(equivalence_text(v.costs["equivalence"]))
+        if "output" in v.costs:
+            out.append(f"{percent(v.costs['output'])} of outputs identical")
+    elif "quality" in v.costs:
         q = v.costs["quality"]
         bound = "≥ " if q.get("method") == "top-k" else ""
         what = "output differs" if "output" in v.costs else "same output"
@@ -401,9 +407,25 @@ def quality_section(analysis: RunAnalysis) -> Section:
         )
     section.add(Bullets(tradeoff_lines(analysis.summaries, quality), strong=True))
     lossless = [r["variant"] for r in quality.variants.values() if r["status"] == "lossless"]
+    checked = analysis.equivalence
+    if checked is not None:
+        from workbench.analysis.quality import quality_by_variant
+        from workbench.report.equivalence import EQUIVALENCE_NOTE, equivalence_lines
+
+        scored = {
+            name: f
+            for name, f in quality_by_variant(quality.figures).items()
+            if quality.variants.get(name, {}).get("status") == "scored"
+        }
+        section.add(Bullets(equivalence_lines(checked, scored), strong=True))
+        section.add(Text(EQUIVALENCE_NOTE, detail=True, note=True))
+        lossless = [name for name in lossless if name not in checked.variants]
     if lossless:
         section.add(
-            Text(f"Lossless, not scored: {', '.join(lossless)} (greedy output identical by construction).")
+            Text(
+                f"Lossless, not checked for equivalence: {', '.join(lossless)} (the match column shows "
+                "whether their outputs were the baseline's)."
+            )
         )
     others = [line for line in quality_lines(quality) if ": not scored, " not in line]
     section.add(Bullets(others))
@@ -495,6 +517,10 @@ def variants_section(analysis: RunAnalysis) -> Section:
     # variants in other Python environments (a code change A/B-tested in one run): which ran where is
     # part of the answer, so the table is shown by default then
     other = any(v.python for v in analysis.variants)
+    if any(v.compile for v in analysis.variants):  # compiled variants: the mode and its compile time
+        headers[6:6] = ["compile", "compile s"]
+        for row, v in zip(rows, analysis.variants, strict=True):
+            row[6:6] = [v.compile or "eager", fmt(v.compile_ms / 1000 if v.compile_ms else None, 1)]
     if other:
         headers += ["python", "libraries"]
         for row, v in zip(rows, analysis.variants, strict=True):
@@ -522,7 +548,42 @@ def roofline_section(analysis: RunAnalysis) -> Section:
         if r.limit_tokens_per_s
     ]
     section = Section("roofline", "Decode roofline (the memory-bandwidth limit on tokens/s)")
-    return section.add(Table(headers, rows, detail=True)) if rows else section
+    if not rows:
+        return section
+    section.add(Bullets(roofline_lines(analysis)))
+    return section.add(Table(headers, rows, detail=True))
+
+
+def roofline_lines(analysis: RunAnalysis) -> list[str]:
+    """Per one-token-per-step variant far from its bandwidth limit: what bounds it, and whether
+    compiling is the lever (on a GPU: launch-bound eager decoding; on a CPU: compute)."""
+    from workbench.analysis.roofline import FAR_FROM_LIMIT
+
+    plain = {v.name: v for v in analysis.variants if v.strategy in ("baseline", "quantized")}
+    far: dict[str, list[float]] = {}
+    for r in analysis.roofline:
+        if r.variant in plain and r.far_from_limit and r.fraction is not None:
+            far.setdefault(r.variant, []).append(r.fraction)
+    out = []
+    for name, fractions in far.items():
+        v = plain[name]
+        share = percent(max(fractions))
+        head = f"{name} decodes at {share} or less of its bandwidth limit (< {percent(FAR_FROM_LIMIT)}): "
+        if (v.device or "").startswith("cuda"):
+            if v.compile:
+                out.append(head + f"overhead-bound even compiled ({v.compile}).")
+            else:
+                out.append(
+                    head + "overhead-bound — eager PyTorch launches each kernel from Python; "
+                    "compile = true (a static cache and a compiled step) is the lever."
+                )
+        else:
+            out.append(
+                head + "its steps' time goes elsewhere than reading its weights; on a CPU there are no "
+                "kernel launches for compile = true to remove, and compiling leaves the matrix products "
+                "as they are (docs/strategies.md, compiled decoding)."
+            )
+    return out
 
 
 # -- the report ---------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ A trial is **disturbed** (:func:`judge`) when
 - its threads waited for a CPU for more than :data:`WAIT_SHARE_LIMIT` of the time they ran, and at
   least :data:`WAIT_MIN_MS` (``cpu_wait_ms > max(0.10 × cpu_ms, 5 ms)``): another program held the
   cores the model needed; on a quiet machine the share is about 1 %;
+- or a compiled variant (``compile``) compiled a graph while it ran (``recompiles``: torch.compile
+  recompiling for a shape or a guard its warm-up did not see): the trial timed the compiler;
 - or, on CUDA, NVML says the clocks were held down (power cap, thermal or hardware slowdown, power
   brake, or a violation counter grew) while it ran;
 - or, where NVML cannot say why (``gpu_throttle`` NULL), the SM clock after the unit fell below
@@ -135,6 +137,8 @@ class MachineWatch:
 def judge(trial: TrialRecord, best_clock_mhz: float | None = None) -> str | None:
     """Why a trial was disturbed (one line), or None. ``best_clock_mhz``: the highest SM clock the
     variant ran at so far in the run."""
+    if trial.recompiles:
+        return f"torch.compile compiled {trial.recompiles} graph(s) while it ran: its time includes compiling"
     cpu, wait = trial.cpu_ms, trial.cpu_wait_ms
     if cpu is not None and wait is not None and wait > max(WAIT_SHARE_LIMIT * cpu, WAIT_MIN_MS):
         return f"waited {wait:.0f} ms for a CPU while it ran {cpu:.0f} ms on one"

@@ -75,6 +75,7 @@ class Loaded(Event):
     device: str
     dtype: str | None
     load_ms: float
+    compile_ms: float | None = None  # compiling the variant's graphs after loading (compile = ...)
     weights_mb: float | None = None
     context_length: int | None = None
     memory_kind: str | None = None

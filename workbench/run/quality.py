@@ -12,8 +12,16 @@ baseline's worker scores them (:meth:`Session.score`: full distributions, writte
 position), written through the run's recorder (:meth:`RunRecorder.quality`).
 
 Which variants are scored: every variant but the baseline whose strategy can score, except those
-lossless by construction (:attr:`Strategy.lossless`) on the baseline's model and dtype — they generate
-the baseline's tokens; the match column shows that they did. A variant whose tokenizer encodes the
+lossless by construction (:attr:`Strategy.lossless`) on the baseline's model and dtype: those are
+*checked* instead (docs/metrics.md, "Equivalence"). The baseline re-scores its own tokens through each
+of their shapes of forward passes (:meth:`Strategy.score_shape`: verify chunks of k + 1, a suffix after
+a cached prefix) and through its own decoding's (one token per pass): the A/A numerical floor,
+``quality_floor``. Each lossless variant scores the same tokens through its own shape
+(``quality_positions``, its ``quality_variants`` row stays ``lossless`` with the shape);
+:mod:`workbench.analysis.equivalence` judges its KLD and its divergences by the floor. Always, when the
+pass runs: teacher forcing costs about one generation per prompt and shape, and in float32 it is what
+shows that an exact match was not luck; the pass runs for lossless variants alone when their
+arithmetic can differ from float32 on the CPU (:func:`quality_wanted`). A variant whose tokenizer encodes the
 prompts differently cannot be compared position by position: "not scored", with that reason. Nothing
 in this pass fails the run: a variant that cannot be scored is recorded with the reason.
 """
@@ -29,10 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.analysis.equivalence import floor_figures
 from workbench.analysis.quality import position_figures, reference_rows
 from workbench.core import registry
 from workbench.core.errors import StoreError, describe_exception
 from workbench.core.literals import QualityStatus
+from workbench.core.strategy import ScoreShape
 from workbench.core.variant import Variant
 from workbench.run import events as ev
 from workbench.run.plan import VariantPlan
@@ -40,7 +50,7 @@ from workbench.run.process import WorkerProcess
 from workbench.run.recording import RunRecorder
 from workbench.spec.parse import Spec
 
-__all__ = ["QualityPass", "quality_wanted", "scored_context", "scoring_plan"]
+__all__ = ["QualityPass", "equivalence_shapes", "quality_wanted", "scored_context", "scoring_plan"]
 
 
 def _lossless_twin(variant: Variant, baseline: Variant) -> bool:
@@ -71,20 +81,53 @@ def scoring_plan(spec: Spec) -> dict[str, str | None]:
                 if variant.strategy == baseline.strategy
                 else "lossless by construction"
             )
-            plan[variant.name] = f"{same}: greedy output identical to the baseline's (see the match column)"
+            plan[variant.name] = f"{same}: checked for numerical equivalence, not scored as lossy"
         else:
             plan[variant.name] = None
     return plan
 
 
+def equivalence_shapes(spec: Spec) -> dict[str, ScoreShape]:
+    """Per lossless variant (:func:`scoring_plan`'s not scored): the shape of its forward passes
+    (:meth:`Strategy.score_shape`), through which the pass checks it."""
+    names = {v.name: v for v in spec.variants}
+    shapes = {}
+    for name, reason in scoring_plan(spec).items():
+        if reason is None:
+            continue
+        variant = names[name]
+        try:
+            strategy = registry.get(variant.strategy_ref or variant.strategy)()
+            shapes[name] = strategy.score_shape(variant)
+        except Exception:
+            continue
+    return shapes
+
+
+def _arithmetic_may_differ(spec: Spec, name: str) -> bool:
+    """A variant whose arithmetic can round differently from the baseline's: anything but float32 on
+    the CPU (a dtype ``auto`` is float32 there; a device ``auto`` may be a GPU, so it counts)."""
+    variant = next(v for v in spec.variants if v.name == name)
+    return not (variant.device == "cpu" and variant.dtype in ("float32", "auto"))
+
+
 def quality_wanted(spec: Spec) -> bool:
-    """``quality = true`` (with a baseline and another variant), or unset and some variant is lossy."""
+    """``quality = true`` (with a baseline and another variant), or unset and some variant is lossy,
+    or a lossless lever with passes of another shape, on arithmetic that can differ from float32 on
+    the CPU (its equivalence is checked)."""
     if len(spec.variants) < 2 or spec.quality is False:
         return False
     plan = scoring_plan(spec)
     if spec.quality:
         return True
-    return any(reason is None for reason in plan.values())
+    if any(reason is None for reason in plan.values()):
+        return True
+    # a lossless lever whose passes have another shape than plain decoding's (a copy of the baseline
+    # computes the same passes), on arithmetic that rounds them differently
+    return any(
+        shape != ScoreShape() and _arithmetic_may_differ(spec, name)
+        for name, shape in equivalence_shapes(spec).items()
+    )
 
 
 def scored_context(prompt: Sequence[int], output: Sequence[int], ctx: int) -> tuple[list[int], int]:
@@ -134,6 +177,8 @@ class QualityPass:
         self.report = report
         self.cancelled = cancelled
         self.notes: list[str] = []
+        #: the A/A floor's shapes measured so far (ScoreShape.label), each once per run
+        self._floors: set[str] = set()
         #: the quality_text, read once by the reference (the baseline and every variant encode it)
         self._corpus: str | None = None
 
@@ -145,6 +190,7 @@ class QualityPass:
             self.report("quality: not scored: the baseline failed")
             return self.notes
         plan = scoring_plan(self.spec)
+        shapes = equivalence_shapes(self.spec)
         scratch = Path(tempfile.mkdtemp(prefix="workbench-quality-"))
         try:
             try:
@@ -162,7 +208,12 @@ class QualityPass:
                 if name in dead:
                     self._record(name, "not scored", "its timed trials failed")
                 elif reason is not None:
-                    self._record(name, "lossless", reason)
+                    try:
+                        self._check_variant(name, reason, shapes.get(name), streams, scratch)
+                    except StoreError:
+                        raise
+                    except Exception as exc:  # the check fails alone; the variant stays lossless
+                        self._record(name, "lossless", f"{reason}; not checked: {describe_exception(exc)}")
                 else:
                     try:
                         self._score_variant(name, streams, scratch)
@@ -347,23 +398,7 @@ class QualityPass:
                 figures = position_figures(base, mine, scored)
             Path(result.path).unlink(missing_ok=True)
             methods.add(figures["method"])
-            for offset in range(len(scored)):
-                rows.append(
-                    {
-                        "variant": name,
-                        "source": stream.source,
-                        "workload": stream.workload,
-                        "prompt_id": stream.prompt_id,
-                        "position": stream.start + stream.position_shift + offset,
-                        "token_id": int(scored[offset]),
-                        "nll_base": float(figures["nll_base"][offset]),
-                        "nll": float(figures["nll"][offset]),
-                        "kld": float(figures["kld"][offset]),
-                        "delta_p": float(figures["delta_p"][offset]),
-                        "same_top": int(figures["same_top"][offset]),
-                        "top_id": int(figures["top_id"][offset]),
-                    }
-                )
+            rows += _position_rows(name, stream, scored, figures)
         if not rows:
             unsupported = all(r.unsupported for r in results)
             self._record(
@@ -391,6 +426,114 @@ class QualityPass:
         tokens, start = scored_context(sent, answer, self.spec.quality_ctx)
         return dataclasses.replace(stream, tokens=tokens, start=start, position_shift=stream.start - start)
 
+    # -- a lossless variant: its equivalence ------------------------------------------------------
+
+    def _check_variant(
+        self, name: str, reason: str, shape: ScoreShape | None, streams: list[_Stream], scratch: Path
+    ) -> None:
+        """Score the baseline's outputs through ``name``'s shape: the floor of that shape (and of plain
+        decoding) by the baseline, then ``name`` itself."""
+        outputs = [s for s in streams if s.source == "output"]
+        if shape is None or not outputs:
+            why = "its strategy has no shape to check" if shape is None else "no output to re-score"
+            self._record(name, "lossless", f"{reason}; not checked: {why}")
+            return
+        prefixes = self._prefixes(name, outputs) if shape.cached_prefix else [0] * len(outputs)
+        baseline = self.spec.baseline_variant
+        for floor_shape, floor_prefixes in ((ScoreShape(), [0] * len(outputs)), (shape, prefixes)):
+            if floor_shape.label in self._floors:
+                continue
+            self._floors.add(floor_shape.label)
+            self._floor(baseline, floor_shape, floor_prefixes, outputs, scratch)
+        worker = self.worker_for(self.plans[name])
+        if worker is None:
+            self._record(name, "lossless", f"{reason}; not checked: its worker could not be started again")
+            return
+        self.report(f"quality: {name} re-scores the baseline's outputs ({shape.label})")
+        results = self._score(worker, outputs, scratch, name, shape.chunk, prefixes)
+        if isinstance(results, str):
+            self._record(name, "lossless", f"{reason}; not checked: {results}")
+            return
+        import numpy as np
+
+        rows: list[dict[str, Any]] = []
+        for stream, result in zip(outputs, results, strict=True):
+            if result.path is None:
+                self._record(name, "lossless", f"{reason}; not checked: {result.error or 'no scores'}")
+                return
+            assert stream.base_path is not None
+            scored = stream.tokens[stream.start :]
+            with np.load(stream.base_path) as base, np.load(result.path) as mine:
+                figures = position_figures(base, mine, scored)
+            Path(result.path).unlink(missing_ok=True)
+            rows += _position_rows(name, stream, scored, figures)
+        self.recorder.quality(
+            {
+                "variant": name,
+                "status": "lossless",
+                "reason": reason,
+                "method": "full",
+                "positions": len(rows),
+                "score_ms": sum(r.score_ms or 0 for r in results),
+                "shape": shape.label,
+            },
+            positions=rows,
+        )
+
+    def _floor(
+        self, baseline: str, shape: ScoreShape, prefixes: list[int], outputs: list[_Stream], scratch: Path
+    ) -> None:
+        """The A/A floor of ``shape``: the baseline's outputs re-scored by the baseline through it,
+        against its one-pass reference, into ``quality_floor``."""
+        worker = self.worker_for(self.plans[baseline])
+        if worker is None:
+            self._note(f"quality: no floor for {shape.label}: the baseline's worker could not be started")
+            return
+        self.report(f"quality: {baseline} re-scores its outputs ({shape.label}): the numerical floor")
+        results = self._score(worker, outputs, scratch, baseline, shape.chunk, prefixes)
+        if isinstance(results, str):
+            self._note(f"quality: no floor for {shape.label}: {results}")
+            return
+        import numpy as np
+
+        rows = []
+        for stream, result in zip(outputs, results, strict=True):
+            if result.path is None:
+                self._note(f"quality: no floor for {shape.label}: {result.error or 'no scores'}")
+                return
+            assert stream.base_path is not None
+            with np.load(stream.base_path) as base, np.load(result.path) as mine:
+                figures = floor_figures(base, mine)
+            Path(result.path).unlink(missing_ok=True)
+            rows += [
+                {
+                    "shape": shape.label,
+                    "workload": stream.workload,
+                    "prompt_id": stream.prompt_id,
+                    "position": stream.start + offset,
+                    "kld": float(kld),
+                    "top_shift": float(shift),
+                }
+                for offset, (kld, shift) in enumerate(zip(figures["kld"], figures["top_shift"], strict=True))
+            ]
+        self.recorder.quality_floor(rows)
+
+    def _prefixes(self, name: str, outputs: list[_Stream]) -> list[int]:
+        """Per stream, the cached prefix ``name``'s first measured trial of that prompt reused
+        (``trials.cached_tokens``), in the stream's tokens (a prompt cut to fit loses its head)."""
+        cached: dict[tuple[str, str], tuple[int, int]] = {}
+        for trial in self.store.trials(self.run_id, status="ok"):
+            if trial.variant != name or trial.warmup:
+                continue
+            key = (trial.workload, trial.prompt_id)
+            if key not in cached or trial.repetition < cached[key][0]:
+                cached[key] = (trial.repetition, int(trial.cached_tokens or 0))
+        out = []
+        for stream in outputs:
+            reused = cached.get((stream.workload, stream.prompt_id), (0, 0))[1]
+            out.append(max(reused - (len(stream.prompt) - stream.start), 0))
+        return out
+
     # -- worker commands --------------------------------------------------------------------------
 
     def _encode(self, worker: WorkerProcess, trials: list[int], texts: list[str]) -> ev.Encoded | None:
@@ -404,14 +547,25 @@ class QualityPass:
         return answer[0] if outcome == "done" and answer else None
 
     def _score(
-        self, worker: WorkerProcess, streams: list[_Stream], scratch: Path, name: str
+        self,
+        worker: WorkerProcess,
+        streams: list[_Stream],
+        scratch: Path,
+        name: str,
+        chunk: int | None = None,
+        prefixes: Sequence[int] = (),
     ) -> list[ev.Scored] | str:
+        """Each stream scored by ``worker``: in one pass, or (``chunk``) through a generation's
+        passes, after each stream's cached prefix of ``prefixes``."""
         folder = scratch / f"v{len(list(scratch.iterdir()))}"
         folder.mkdir()
-        items = [
+        items: list[dict[str, Any]] = [
             {"tokens": s.tokens, "start": s.start, "out": str(folder / f"{n}.npz")}
             for n, s in enumerate(streams)
         ]
+        if chunk is not None:
+            for n, item in enumerate(items):
+                item.update(chunk=chunk, prefix=prefixes[n] if prefixes else 0)
         answers: dict[int, ev.Scored] = {}
 
         def on_event(event: ev.Event) -> None:
@@ -433,3 +587,26 @@ class QualityPass:
     def _note(self, message: str) -> None:
         self.notes.append(message)
         self.report(message)
+
+
+def _position_rows(
+    name: str, stream: _Stream, scored: Sequence[int], figures: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """``quality_positions`` rows of one scored stream (:func:`position_figures`'s arrays)."""
+    return [
+        {
+            "variant": name,
+            "source": stream.source,
+            "workload": stream.workload,
+            "prompt_id": stream.prompt_id,
+            "position": stream.start + stream.position_shift + offset,
+            "token_id": int(scored[offset]),
+            "nll_base": float(figures["nll_base"][offset]),
+            "nll": float(figures["nll"][offset]),
+            "kld": float(figures["kld"][offset]),
+            "delta_p": float(figures["delta_p"][offset]),
+            "same_top": int(figures["same_top"][offset]),
+            "top_id": int(figures["top_id"][offset]),
+        }
+        for offset in range(len(scored))
+    ]

@@ -126,6 +126,7 @@ class RunRecorder:
                     "batch_size": v.batch_size,
                     "threads": v.threads,
                     "python": v.python,
+                    "compile": v.compile,
                     "sweep_param": v.sweep_param,
                     "sweep_value": json.dumps(v.sweep_value) if v.sweep_param else None,
                 },
@@ -176,6 +177,8 @@ class RunRecorder:
             where = f" (python {variant.python}{': ' + libraries if libraries else ''})"
         elif forked:
             where = " (forked)"
+        if event.compile_ms is not None:
+            where += f", compiled ({variant.compile}) in {event.compile_ms / 1000:.1f} s"
         self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s{where}")
 
     def trial(
@@ -290,6 +293,10 @@ class RunRecorder:
     ) -> None:
         """One variant's quality-pass outcome with its per-position rows (:mod:`workbench.run.quality`)."""
         self.store.add_quality(self._run, variant, reference=reference, positions=positions)
+
+    def quality_floor(self, rows: Sequence[dict[str, Any]]) -> None:
+        """The quality pass's A/A numerical floor (:mod:`workbench.run.quality`)."""
+        self.store.add_quality_floor(self._run, rows)
 
     def note(self, text: str) -> None:
         """Why the run's design differs from the spec's, or how ``repetitions = "auto"`` ended."""

@@ -133,6 +133,8 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         load_ms = (time.perf_counter() - t0) * 1000
         # inside the try: a CUDA initialisation error is the variant's load failure, not a dead worker
         environment = snapshot(device)
+        trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
+        compile_ms = _prepare(session, variant, trials)
         client = session.timing_scope != "in-process"
         memory = None if client else gpu_memory(device, free_before)
         runner = TrialRunner(session, device, cancelled=cancelled, memory=memory)
@@ -146,6 +148,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             device="remote" if client else str(device),
             dtype=session.dtype or variant.dtype,
             load_ms=load_ms,
+            compile_ms=compile_ms,
             weights_mb=session.weights_mb,
             context_length=session.context_length,
             memory_kind=None if client else runner.memory.kind,
@@ -161,7 +164,6 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             modules=sorted(sys.modules) if first else None,
         )
     )
-    trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
     watch = MachineWatch(device.index or 0 if device.is_cuda else None)
     for command in _commands(sys.stdin):
         if command.get("close"):
@@ -195,6 +197,28 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     session.close()
     events.emit(ev.Finished())
     return 0
+
+
+def _prepare(session: Any, variant: Any, trials: list[Any]) -> float | None:
+    """A compiled variant's :meth:`Session.prepare` with the run's prompt lengths and largest output,
+    before the first trial: its compiling time (ms), None for an eager variant."""
+    if variant.compile is None:
+        return None
+    from workbench.run.runner import encode_prompt
+
+    lengths = sorted({len(encode_prompt(session, t.prompt)) for t in trials})
+    t0 = time.perf_counter()
+    session.prepare(lengths, max((t.max_new_tokens for t in trials), default=1))
+    return (time.perf_counter() - t0) * 1000
+
+
+def _compiled_graphs(variant: Any) -> int | None:
+    """Graphs torch.compile compiled in this process so far; None for an eager variant."""
+    if variant.compile is None or "torch._dynamo" not in sys.modules:
+        return None
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 def _encode(session: Any, trials: list[Any], asked: dict[str, Any], events: _Events) -> None:
@@ -276,7 +300,7 @@ def _anchor(runner: Any, asked: dict[str, Any], events: _Events, cancelled: Any)
 
 def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled: Any) -> bool:
     """The ``score`` command (the quality pass, untimed): each item's token sequence scored by
-    :meth:`Session.score`, the arrays written to the item's ``out`` file (``.npz``). A session without
+    :meth:`Session.score` (:meth:`Session.score_shaped` for an item with a ``chunk``), the arrays written to the item's ``out`` file (``.npz``). A session without
     the hook answers every item with the reason. False when cancelled."""
     import numpy as np
 
@@ -288,7 +312,12 @@ def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled
         tokens, start = [int(t) for t in item["tokens"]], int(item["start"])
         t0 = time.perf_counter()
         try:
-            scores = session.score(tokens, start)
+            if item.get("chunk") is not None:  # through a generation's forward passes
+                scores = session.score_shaped(
+                    tokens, start, chunk=int(item["chunk"]), prefix=int(item.get("prefix") or 0)
+                )
+            else:
+                scores = session.score(tokens, start)
             arrays = _score_arrays(scores, len(tokens) - start)
         except NotImplementedError as exc:
             reason = str(exc) or f"{type(session).__name__} cannot score tokens"
@@ -357,11 +386,15 @@ def _run_group(
     before = _server_call(session.server_snapshot)
     results: dict[int, TrialOutcome] = {}
     mark = watch.mark()
+    graphs = [_compiled_graphs(variant)]  # a recompile inside a trial: it is disturbed (judge)
 
     def emit(position: int, result: Any) -> None:
         index = group[position]
         results[index] = result.status
-        trial = dataclasses.replace(result.record, **watch.figures(mark))
+        now = _compiled_graphs(variant)
+        recompiles = now - graphs[0] if now is not None and graphs[0] is not None else None
+        graphs[0] = now
+        trial = dataclasses.replace(result.record, **watch.figures(mark), recompiles=recompiles)
         events.emit(ev.TrialDone(index=index, status=result.status, trial=trial, steps=result.steps))
 
     if variant.batch_size > 1:

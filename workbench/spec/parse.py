@@ -23,7 +23,7 @@ from workbench.core.config import COMMON_VARIANT_KEYS, build_config, model_sourc
 from workbench.core.device import check_device_name
 from workbench.core.errors import ModelSourceError, SpecError, StrategyError, error_context
 from workbench.core.literals import TrialOrder, Workers
-from workbench.core.variant import DTYPES, Variant
+from workbench.core.variant import COMPILE_MODES, DTYPES, Variant
 from workbench.sources import parse_source
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import (
@@ -497,6 +497,7 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     )
     if batch_size > 1 and concurrency > 1:
         raise SpecError(f"{where}: set 'batch_size' or 'concurrency', not both")
+    compile_mode = _compile(data, where, strategy_cls, batch_size)
     return Variant(
         name=name,
         strategy=strategy_cls.name,
@@ -509,6 +510,7 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         batch_size=batch_size,
         threads=_threads(data, where),
         python=_python(data, where, base_dir),
+        compile=compile_mode,
         params=params,
         config=config,
         sweep_param=sweep[0] if sweep else None,
@@ -749,6 +751,27 @@ def _threads(data: dict[str, Any], where: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SpecError(f"{where}: 'threads' must be a whole number of at least 1, got {value!r}")
     return value
+
+
+def _compile(data: dict[str, Any], where: str, strategy_cls: Any, batch_size: int) -> str | None:
+    """``compile``: false (eager, the default), true (torch.compile's ``default`` mode) or a mode; one
+    line when the strategy, or a batch, is not compiled."""
+    value = data.get("compile", False)
+    if value is False or value == "false":
+        return None
+    mode = "default" if value is True or value == "true" else value
+    if mode not in COMPILE_MODES:
+        raise SpecError(
+            f"{where}: 'compile' must be false, true or one of {', '.join(COMPILE_MODES)}, got {value!r}"
+        )
+    if strategy_cls.compile_refusal:
+        raise SpecError(
+            f"{where}: strategy '{strategy_cls.name}' is not compiled: {strategy_cls.compile_refusal} "
+            "(compile applies to baseline and quantized)"
+        )
+    if batch_size > 1:
+        raise SpecError(f"{where}: a batch is decoded eagerly; 'compile' applies to batch_size = 1")
+    return str(mode)
 
 
 def _python(data: dict[str, Any], where: str, base_dir: Path | None) -> str | None:

@@ -226,7 +226,13 @@ class Store:
                 "delete from steps where trial_id in (select id from trials where run_id = ?)", [run_id]
             )
             self.db.execute("delete from server_metrics where run_id = ?", [run_id])
-            for table in ("quality_positions", "quality_reference", "quality_variants", "conversation_turns"):
+            for table in (
+                "quality_positions",
+                "quality_reference",
+                "quality_variants",
+                "quality_floor",
+                "conversation_turns",
+            ):
                 self.db.execute(f"delete from {table} where run_id = ?", [run_id])
             self.db.execute("delete from trials where run_id = ?", [run_id])
             self.db.execute("delete from variants where run_id = ?", [run_id])
@@ -257,6 +263,30 @@ class Store:
                 )
 
         self._write(insert)
+
+    def add_quality_floor(self, run_id: int, rows: Sequence[dict[str, Any]]) -> None:
+        """The quality pass's A/A floor: ``quality_floor`` rows (shape × scored position)."""
+        self._write(
+            lambda: self.db.table("quality_floor").insert_all(
+                ({"run_id": run_id, **r} for r in rows), alter=False, batch_size=500
+            )
+        )
+
+    def quality_floor(self, run_id: int) -> list[dict[str, Any]]:
+        """The run's A/A floor rows (empty for runs without one, or from before it was measured)."""
+        return self.query(
+            "select shape, workload, prompt_id, position, kld, top_shift from quality_floor "
+            "where run_id = ? order by id",
+            [run_id],
+        )
+
+    def quality_reference(self, run_id: int, source: str = "output") -> list[dict[str, Any]]:
+        """The baseline's reference rows of ``source`` (top-k as little-endian bytes), in order."""
+        return self.query(
+            "select workload, prompt_id, position, token_id, logprob, top_ids, top_logprobs "
+            "from quality_reference where run_id = ? and source = ? order by workload, prompt_id, position",
+            [run_id, source],
+        )
 
     def quality_variants(self, run_id: int) -> list[dict[str, Any]]:
         return self.query("select * from quality_variants where run_id = ? order by id", [run_id])

@@ -107,6 +107,7 @@ class TrialRecord:
     compress_rate: float | None = None  # prompt compression: the share of the prompt asked to be kept
     turn: int | None = None  # a conversation workload's turn (1-based)
     history_tokens: int | None = None  # a conversation turn's prompt tokens before its user message
+    recompiles: int | None = None  # torch.compile graphs compiled during it (None: not compiled)
 
     @classmethod
     def failed(
@@ -258,6 +259,8 @@ class VariantRecord(_Row):
     python: str | None = None
     packages: str | None = None
     backend: str | None = None  # where the runtime computed, when the device does not say it all
+    compile: str | None = None  # its torch.compile mode; None = eager
+    compile_ms: float | None = None  # compiling before the first trial (beside load_ms, not in it)
 
 
 #: the ``runs`` and ``variants`` tables' columns, in the tables' order

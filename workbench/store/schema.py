@@ -370,3 +370,38 @@ def m018_conversations(db: Database) -> None:
         foreign_keys=[("run_id", "runs", "id")],
     )
     db.table("conversation_turns").create_index(["run_id", "workload", "conversation", "turn"], unique=True)
+
+
+@migrations()
+def m019_equivalence(db: Database) -> None:
+    """The quality pass's equivalence check of lossless variants (docs/metrics.md "Equivalence"):
+    the A/A numerical floor — the baseline's own tokens re-scored by the baseline through other shapes
+    of forward passes — per shape × scored position, and the shape each lossless variant was scored in."""
+    db.table("quality_floor").create(
+        {
+            "id": int,
+            "run_id": int,
+            "shape": str,  # ScoreShape.label: "one token per pass", "chunks of 6", "cached prefix, ..."
+            "workload": str,
+            "prompt_id": str,
+            "position": int,  # index of the token in its stream (as quality_reference)
+            "kld": float,  # KL(P_reference ‖ P_shape): the reference is the one-pass scoring
+            # the largest |Δ log p| of the reference's two most likely tokens between the two shapes
+            "top_shift": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("quality_floor").create_index(["run_id", "shape"])
+    db.table("quality_variants").add_column("shape", str)  # a lossless variant's ScoreShape.label
+
+
+@migrations()
+def m020_compile(db: Database) -> None:
+    """``compile`` (docs/strategies.md "Compiled decoding"): the variant's torch.compile mode, the time
+    its worker spent compiling before the first trial (beside ``load_ms``, not in it), and per trial the
+    graphs compiled while it ran (a recompile inside a measured trial: the trial is disturbed)."""
+    variants = db.table("variants")
+    variants.add_column("compile", str)  # default | max-autotune | reduce-overhead; NULL = eager
+    variants.add_column("compile_ms", float)  # the worker's compiling and warm-up of the graphs
+    db.table("trials").add_column("recompiles", int)  # graphs compiled during it; NULL = not compiled
