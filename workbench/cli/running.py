@@ -63,7 +63,7 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
     is_flag=True,
     help="Run the full comparison (resources/specs/demo-full.toml: more prompts, 3 repetitions, ten "
     "variants, among them three runtimes' quantization; 40-60 minutes on a 2-core CPU) instead of the "
-    "4-4.5-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
+    "7-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
     "with a line saying so.",
 )
 @click.option(
@@ -102,7 +102,7 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
 
 
 #: how long the demo takes on a quiet 2-core CPU (AMD EPYC, AVX2 without AVX-512): README's figure
-DEMO_QUIET = "about 4-4.5 min on a quiet 2-core CPU"
+DEMO_QUIET = "about 7 min on a quiet 2-core CPU"
 DEMO_FULL_QUIET = "40-60 min on a quiet 2-core CPU"
 
 
