@@ -369,7 +369,13 @@ def test_a_forked_worker_killed_after_its_server_is_seen_through_its_pidfd(tmp_p
     # and fails its variant with the reason instead of waiting for it
     text = killers(tmp_path, monkeypatch, KILL_WORKER="KILL")
     started = time.monotonic()
-    store, result, _, killed = run_killing(text, tmp_path / "o.db", lambda m: m.endswith("(forked)"))
+    forked = []
+
+    def both_forked(message):  # once both variants' forked workers have loaded, before their trials
+        forked.extend([message] if message.endswith("(forked)") else [])
+        return len(forked) == 2
+
+    store, result, _, killed = run_killing(text, tmp_path / "o.db", both_forked)
     assert killed
     assert result.status in ("failed", "partial") and run_exit_code(result) != 0
     errors = [v["error"] for v in store.variants(result.run_id)]
