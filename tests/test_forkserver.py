@@ -42,9 +42,9 @@ def run(text, db_path):
     return store, executor.run(), logs, messages
 
 
-def children_of_us() -> list[str]:
-    """Command lines of the processes whose parent is this one."""
-    found = []
+def our_children() -> dict[int, str]:
+    """pid → command line of the processes whose parent is this one."""
+    found = {}
     me = str(os.getpid())
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -57,8 +57,13 @@ def children_of_us() -> list[str]:
         except (OSError, IndexError):
             continue
         if ppid == me:
-            found.append(cmdline)
+            found[int(pid)] = cmdline
     return found
+
+
+def children_of_us() -> list[str]:
+    """Command lines of the processes whose parent is this one."""
+    return list(our_children().values())
 
 
 def outputs(store, run_id):
@@ -246,21 +251,7 @@ def the_issue_spec(strategy: str = "fake") -> str:
 
 def fork_servers() -> list[int]:
     """The pids of this process's fork servers."""
-    found = []
-    me = str(os.getpid())
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-                ppid = f.read().rsplit(")", 1)[1].split()[1]
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                server = b"workbench.run.forkserver" in f.read()
-        except (OSError, IndexError):
-            continue
-        if ppid == me and server:
-            found.append(int(pid))
-    return found
+    return [pid for pid, cmdline in our_children().items() if "workbench.run.forkserver" in cmdline]
 
 
 def run_killing(text, db_path, when):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -185,14 +185,14 @@ def sweep_output_items(text: str, input_tokens: int, lengths: list[int]) -> tupl
     )
 
 
-def load_jsonl(path: str | Path, *, default_max_new_tokens: int) -> tuple[Item, ...]:
-    """Read a workload JSONL file; every problem is reported as ``file:line: what``."""
-    path = Path(path)
+def _json_lines(path: Path, what: str) -> Iterator[tuple[str, Any]]:
+    """Each non-blank line of a JSONL file, parsed, with its ``file:line`` for messages; every
+    problem reading it is one :class:`SpecError` (``what``: "workload", "conversation")."""
     try:
         raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # tolerate a BOM
         lines = raw.decode("utf-8").splitlines()
     except FileNotFoundError:
-        raise SpecError(f"workload file not found: {path}") from None
+        raise SpecError(f"{what} file not found: {path}") from None
     except UnicodeDecodeError as exc:
         # the text before the bad byte is valid: its lines, counted as the lines below are
         before = (raw[: exc.start].decode("utf-8") + "x").splitlines()
@@ -201,17 +201,23 @@ def load_jsonl(path: str | Path, *, default_max_new_tokens: int) -> tuple[Item, 
             f"{len(before[-1])}); save the file as UTF-8"
         ) from None
     except OSError as exc:
-        raise SpecError(f"cannot read workload file {path}: {exc.strerror}") from None
-    items: list[Item] = []
-    seen: set[str] = set()
+        raise SpecError(f"cannot read {what} file {path}: {exc.strerror}") from None
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
         try:
-            data = json.loads(line)
+            yield where, json.loads(line)
         except json.JSONDecodeError as exc:
             raise SpecError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+
+
+def load_jsonl(path: str | Path, *, default_max_new_tokens: int) -> tuple[Item, ...]:
+    """Read a workload JSONL file; every problem is reported as ``file:line: what``."""
+    path = Path(path)
+    items: list[Item] = []
+    seen: set[str] = set()
+    for where, data in _json_lines(path, "workload"):
         items.append(_item(data, where, default_max_new_tokens))
         if items[-1].prompt.id in seen:
             raise SpecError(f"{where}: duplicate id {items[-1].prompt.id!r}")
@@ -311,23 +317,8 @@ _CONVERSATION_KEYS = {"id", "system", "turns", "max_new_tokens"}
 def load_conversations(path: str | Path, *, default_max_new_tokens: int) -> tuple[Conversation, ...]:
     """Read a conversations JSONL file (one conversation per line); problems as ``file:line: what``."""
     path = Path(path)
-    try:
-        lines = path.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8").splitlines()
-    except FileNotFoundError:
-        raise SpecError(f"conversation file not found: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
-    except OSError as exc:
-        raise SpecError(f"cannot read conversation file {path}: {exc.strerror}") from None
     conversations: list[Conversation] = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    for where, data in _json_lines(path, "conversation"):
         conversation = _conversation(data, where, default_max_new_tokens)
         if any(c.id == conversation.id for c in conversations):
             raise SpecError(f"{where}: duplicate id {conversation.id!r}")
