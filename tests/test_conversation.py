@@ -141,6 +141,16 @@ def test_a_run_anchors_the_history_on_the_baseline_s_answers(tmp_path, tiny_mode
     assert {s.variant for s in chart.series} == {"baseline", "cache"}
     assert all(s.x == (1.0, 2.0, 3.0) for s in chart.series)
     assert {r["x"] for r in chart.rows()} == {1.0, 2.0, 3.0}
+    # under it, the KV cache each variant holds at the end of the turn: it grows with the history
+    kv = {s.variant: s for s in chart.kv_cache}
+    assert set(kv) == {"baseline", "cache"} and kv["baseline"].x == (1.0, 2.0, 3.0)
+    assert kv["baseline"].mib[0] < kv["baseline"].mib[1] < kv["baseline"].mib[2]
+    per_token = {v.name: v.kv_bytes_per_token for v in analysis.variants}["baseline"]
+    first = [t for t in measured if t.variant == "baseline" and t.turn == 1][0]
+    assert kv["baseline"].mib[0] == pytest.approx(
+        (first.input_tokens + first.output_tokens) * per_token / 2**20
+    )
+    assert all(r["kv_cache_mib"] is not None for r in chart.rows())
     text = render_text(build_run_report(analysis), detail=True)
     assert "talk (baseline): TTFT" in text and "turn 3" in text
     pytest.importorskip("PySide6")
@@ -150,6 +160,17 @@ def test_a_run_anchors_the_history_on_the_baseline_s_answers(tmp_path, tiny_mode
     from workbench.gui.charts import png_bytes
 
     assert png_bytes(chart, scale=1.0).startswith(b"\x89PNG")
+    # the window draws the two panels, TTFT over the KV cache, on one x axis
+    import pyqtgraph as pg
+
+    from workbench.gui.chartkinds import kind_of
+
+    widget = pg.GraphicsLayoutWidget()
+    kind = kind_of(chart)
+    assert kind is not None
+    kind.build(widget, chart)
+    plots = [item for item in widget.ci.items if isinstance(item, pg.PlotItem)]
+    assert len(plots) == 2 and plots[1].getAxis("left").labelText.startswith("KV cache")
 
 
 def test_the_phase_sentence_names_the_crossing_turn():
@@ -164,3 +185,32 @@ def test_the_phase_sentence_names_the_crossing_turn():
     flat = [TurnPhase("chat", k, 10.0, 100.0, None) for k in (1, 2)]
     assert "stays decode-heavy through turn 2" in (conversation_text("chat", "b", flat) or "")
     assert conversation_text("chat", "b", flat[:1]) is None
+
+
+def test_turns_held_and_their_line():
+    from types import SimpleNamespace
+
+    from workbench.analysis.targets import turns_held
+    from workbench.report.phases import turn_hold_lines
+    from workbench.spec.targets import Targets
+
+    def trial(variant, turn, ttft):
+        return SimpleNamespace(
+            variant=variant, workload="chat", turn=turn, ttft_ms=ttft, measured=True, status="ok"
+        )
+
+    trials = [trial("baseline", k, 300.0 * k) for k in range(1, 6) for _ in range(3)]
+    trials += [trial("cache", k, 300.0 + k) for k in range(1, 6) for _ in range(3)]
+    targets = {"chat": Targets((("ttft_ms", 1000.0),), 90.0)}
+    holds = turns_held(trials, targets, ["baseline", "cache"])
+    assert [(h.variant, h.held, h.turns, h.miss_ms) for h in holds] == [
+        ("baseline", 3, 5, 1200.0),
+        ("cache", 5, 5, None),
+    ]
+    (line,) = turn_hold_lines(holds)
+    assert line == (
+        "chat, target TTFT ≤ 1,000 ms at p90: baseline for turns 1–3 of 5 (turn 4: 1,200 ms); cache for "
+        "all 5 turns — cache holds it longest."
+    )
+    # no TTFT target, no line
+    assert turns_held(trials, {"chat": Targets((("e2e_ms", 1.0),))}, ["baseline"]) == []

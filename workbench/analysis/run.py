@@ -20,7 +20,7 @@ from workbench.analysis.phases import CostModel, WorkloadPhase, measure_phases
 from workbench.analysis.quality import RunQuality, attach_quality, run_quality
 from workbench.analysis.roofline import RooflineRow, roofline_rows
 from workbench.analysis.summary import GroupSummary, summarize
-from workbench.analysis.targets import TargetGap, Verdict, evaluate, what_it_takes
+from workbench.analysis.targets import TargetGap, TurnHold, Verdict, evaluate, turns_held, what_it_takes
 from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
 from workbench.core.errors import WorkbenchError
 from workbench.core.literals import TrialOrder, Workers
@@ -110,6 +110,8 @@ class RunAnalysis:
     compression: tuple[CompressionBreakEven, ...] = ()
     #: the lossless variants' equivalence checks and the A/A floor, None when the pass checked none
     equivalence: RunEquivalence | None = None
+    #: per conversation workload with a TTFT target × variant: the turns that hold it
+    turn_holds: tuple[TurnHold, ...] = ()
 
     def verdict(self, variant: str, workload: str) -> Verdict | None:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
@@ -216,11 +218,14 @@ def analyze_run(
         target_gaps=what_it_takes(verdicts, trials, ref, strategies),
         break_even=_break_even(store, run_id, trials, summaries, design, reference) if accepted else (),
         quality=quality,
-        compression=tuple(
-            compression_break_even([t for t in trials if design.disturbance.keeps(t)], reference)
-        ),
+        compression=tuple(compression_break_even(_kept(trials, design), reference)),
         equivalence=equivalence,
+        turn_holds=tuple(turns_held(_kept(trials, design), targets, [v.name for v in variants])),
     )
+
+
+def _kept(trials: Sequence[TrialRecord], design: Design) -> list[TrialRecord]:
+    return [t for t in trials if design.disturbance.keeps(t)]
 
 
 def _order(recorded: str | None) -> TrialOrder:

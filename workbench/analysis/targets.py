@@ -44,11 +44,13 @@ __all__ = [
     "PhaseSplit",
     "TargetGap",
     "TargetMiss",
+    "TurnHold",
     "Verdict",
     "VerdictStatus",
     "bootstrap_percentile",
     "evaluate",
     "measured_percentile",
+    "turns_held",
     "what_it_takes",
 ]
 
@@ -503,3 +505,56 @@ def _length(
 def _tail(ratios: Sequence[float], percentile: float) -> float:
     """Measured / fitted at the percentile: how far above the line the p-th request sits (≥ 1)."""
     return max(measured_percentile(ratios, percentile), 1.0) if ratios else 1.0
+
+
+# -- conversations: how many turns a variant holds the TTFT target --------------------------------
+
+
+@dataclass(frozen=True)
+class TurnHold:
+    """On a conversation workload with a TTFT target, one variant's turns 1..``held`` whose TTFT
+    percentile (over its conversations and repetitions at that turn) meets the target; ``miss_ms``: the
+    percentile at the first turn that misses it (None when every turn held)."""
+
+    workload: str
+    variant: str
+    target_ms: float
+    percentile: float
+    turns: int  # the turns run
+    held: int
+    miss_ms: float | None = None
+
+    @property
+    def holds_all(self) -> bool:
+        return self.held == self.turns
+
+
+def turns_held(
+    trials: Sequence[TrialRecord], targets: Mapping[str, Targets], variants: Sequence[str]
+) -> list[TurnHold]:
+    """Per conversation workload with a TTFT target × variant that ran it: how many turns, from the
+    first, meet the target (measured, successful trials; a turn with no TTFT counts as a miss)."""
+    cells: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for t in trials:
+        if t.turn is not None and t.measured and t.ttft_ms is not None:
+            cells.setdefault((t.workload, t.variant), {}).setdefault(t.turn, []).append(t.ttft_ms)
+    holds = []
+    for workload in dict.fromkeys(w for w, _ in cells):
+        target = targets.get(workload)
+        limit = target.limit("ttft_ms") if target else None
+        if target is None or limit is None:
+            continue
+        for variant in variants:
+            turns = cells.get((workload, variant))
+            if not turns:
+                continue
+            held, miss = 0, None
+            for turn in range(1, max(turns) + 1):
+                values = turns.get(turn)
+                value = measured_percentile(values, target.percentile) if values else None
+                if value is None or value > limit:
+                    miss = value
+                    break
+                held = turn
+            holds.append(TurnHold(workload, variant, limit, target.percentile, max(turns), held, miss))
+    return holds

@@ -102,7 +102,7 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
 
 
 #: how long the demo takes on a quiet 2-core CPU (AMD EPYC, AVX2 without AVX-512): README's figure
-DEMO_QUIET = "about 7 min on a quiet 2-core CPU"
+DEMO_QUIET = "4 min on a quiet 2-core CPU"
 DEMO_FULL_QUIET = "40-60 min on a quiet 2-core CPU"
 
 

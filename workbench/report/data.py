@@ -16,7 +16,7 @@ from workbench.analysis.summary import GroupSummary
 from workbench.analysis.targets import Verdict
 from workbench.report.compression import compression_lines
 from workbench.report.drafting import drafting_advice
-from workbench.report.phases import advice
+from workbench.report.phases import advice, turn_hold_lines
 from workbench.report.targets import target_advice
 
 __all__ = ["phase_data", "run_data", "summary_rows"]
@@ -75,6 +75,9 @@ def run_data(analysis: RunAnalysis) -> dict[str, Any]:
         # per lossless variant: identical / numerically equivalent / unexplained, beside the A/A floor
         "equivalence": _equivalence(analysis),
     }
+    if analysis.turn_holds:  # conversation workloads with a TTFT target: the turns each variant holds it
+        data["turn_holds"] = [dataclasses.asdict(h) for h in analysis.turn_holds]
+        data["turn_hold_advice"] = turn_hold_lines(analysis.turn_holds)
     if analysis.compression:  # runs with a prompt-compression variant: its break-even (docs/analysis.md)
         data["compression"] = [dataclasses.asdict(b) for b in analysis.compression]
         data["compression_advice"] = compression_lines(analysis.compression)

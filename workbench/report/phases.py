@@ -10,9 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workbench.analysis.phases import CostModel, LeverResult, Prediction, TurnPhase, WorkloadPhase
+from workbench.analysis.targets import TurnHold
 from workbench.formatting import ci_suffix, fmt, num, percent, times
 
-__all__ = ["LEVER_ADVICE", "advice", "conversation_text", "lever_text", "prediction_text"]
+__all__ = [
+    "LEVER_ADVICE",
+    "advice",
+    "conversation_text",
+    "lever_text",
+    "prediction_text",
+    "turn_hold_lines",
+    "turn_hold_text",
+]
 
 #: the levers of each phase, named once (the phases section and each workload's advice)
 LEVER_ADVICE = {
@@ -155,3 +164,43 @@ def conversation_text(workload: str, variant: str, turns: Sequence[TurnPhase]) -
         f"{crossing.turn}, where the TTFT ({num(crossing.ttft_ms)} ms) reaches the decode "
         f"({num(crossing.decode_ms)} ms): from there, prefill levers (prefix caching) matter most."
     )
+
+
+def turn_hold_text(holds: Sequence[TurnHold]) -> str | None:
+    """One conversation workload's :class:`TurnHold` facts in a line: for how many turns each variant
+    keeps the TTFT target, e.g. ``conversation, target TTFT ≤ 1,000 ms at p90: baseline for turns 1–5
+    of 8 (turn 6: 1,105 ms); cache for all 8 turns — cache holds it longest.``"""
+    if not holds:
+        return None
+    first = holds[0]
+    parts = []
+    for h in holds:
+        if h.holds_all:
+            parts.append(f"{h.variant} for all {h.turns} turns")
+        elif h.held == 0:
+            parts.append(
+                f"{h.variant} misses it from turn 1" + (f" ({num(h.miss_ms)} ms)" if h.miss_ms else "")
+            )
+        else:
+            span = "turn 1" if h.held == 1 else f"turns 1–{h.held}"
+            miss = f" (turn {h.held + 1}: {num(h.miss_ms)} ms)" if h.miss_ms is not None else ""
+            parts.append(f"{h.variant} for {span} of {h.turns}{miss}")
+    line = (
+        f"{first.workload}, target TTFT ≤ {num(first.target_ms)} ms at p{fmt(first.percentile, 0)}: "
+        + "; ".join(parts)
+    )
+    best = max(h.held for h in holds)
+    leaders = [h.variant for h in holds if h.held == best]
+    if len(holds) > 1 and len(leaders) < len(holds):
+        line += f" — {' and '.join(leaders)} {'holds' if len(leaders) == 1 else 'hold'} it longest"
+    elif len(holds) > 1 and all(h.holds_all for h in holds):
+        line += " — every variant holds it over the turns run"
+    return line + "."
+
+
+def turn_hold_lines(holds: Sequence[TurnHold]) -> list[str]:
+    """:func:`turn_hold_text` of each conversation workload, in the order of ``holds``."""
+    by_workload: dict[str, list[TurnHold]] = {}
+    for hold in holds:
+        by_workload.setdefault(hold.workload, []).append(hold)
+    return [text for group in by_workload.values() if (text := turn_hold_text(group)) is not None]

@@ -32,7 +32,7 @@ from workbench.formatting import (
 from workbench.report.columns import COLUMNS
 from workbench.report.design import design_lines
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
-from workbench.report.phases import LEVER_ADVICE, advice, conversation_text
+from workbench.report.phases import LEVER_ADVICE, advice, conversation_text, turn_hold_lines
 from workbench.report.quality import (
     QUALITY_NOTE,
     quality_lines,
@@ -273,6 +273,7 @@ def phases_section(analysis: RunAnalysis) -> Section:
         for workload, turns in conversation_turns(analysis.trials, baseline).items()
         if (text := conversation_text(workload, baseline, turns)) is not None
     ]
+    chats += turn_hold_lines(analysis.turn_holds)
     if chats:
         section.add(Bullets(chats))
     section.add(Figure("headline"))

@@ -10,6 +10,9 @@ landing on the last one. Every variant gets exactly the same prompts, budgets an
 A variant with ``concurrency > 1`` gets the same trials workload-major (a workload's warm-ups, then
 all its measured trials), so that each workload's trials form one group of parallel streams
 (:func:`trial_groups`): N streams need more than one repetition's prompts to stay busy.
+
+A workload with a ``variants`` key is left out of the other variants' plans; its rounds keep their
+numbers, so the variants that run it still pair round by round.
 """
 
 from __future__ import annotations
@@ -112,9 +115,15 @@ def plan_run(spec: Spec) -> list[VariantPlan]:
                 )
     order = {w.name: i for i, w in enumerate(spec.workloads)}
     workload_major = sorted(trials, key=lambda t: (order[t.workload], not t.warmup))  # stable
+    workloads = {w.name: w for w in spec.workloads}
     return [
         VariantPlan(
-            variant, tuple(trials if variant.concurrency == 1 and variant.batch_size == 1 else workload_major)
+            variant,
+            tuple(
+                t  # a workload's `variants` key leaves others out; rounds keep their numbers across variants
+                for t in (trials if variant.concurrency == 1 and variant.batch_size == 1 else workload_major)
+                if workloads[t.workload].runs(variant.name)
+            ),
         )
         for variant in spec.variants
     ]

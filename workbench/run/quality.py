@@ -177,8 +177,9 @@ class QualityPass:
         self.report = report
         self.cancelled = cancelled
         self.notes: list[str] = []
-        #: the A/A floor's shapes measured so far (ScoreShape.label), each once per run
-        self._floors: set[str] = set()
+        #: the A/A floor's shapes measured so far (ScoreShape.label), each once per stream: the
+        #: (workload, prompt) streams each has covered
+        self._floors: dict[str, set[tuple[str, str]]] = {}
         #: the quality_text, read once by the reference (the baseline and every variant encode it)
         self._corpus: str | None = None
 
@@ -209,14 +210,16 @@ class QualityPass:
                     self._record(name, "not scored", "its timed trials failed")
                 elif reason is not None:
                     try:
-                        self._check_variant(name, reason, shapes.get(name), streams, scratch)
+                        self._check_variant(
+                            name, reason, shapes.get(name), self._runs(name, streams), scratch
+                        )
                     except StoreError:
                         raise
                     except Exception as exc:  # the check fails alone; the variant stays lossless
                         self._record(name, "lossless", f"{reason}; not checked: {describe_exception(exc)}")
                 else:
                     try:
-                        self._score_variant(name, streams, scratch)
+                        self._score_variant(name, self._runs(name, streams), scratch)
                     except StoreError:  # the record itself is at stake: the run's rule decides
                         raise
                     except Exception as exc:  # a variant the pass cannot handle fails only its quality
@@ -340,6 +343,12 @@ class QualityPass:
 
     # -- one variant ------------------------------------------------------------------------------
 
+    def _runs(self, name: str, streams: list[_Stream]) -> list[_Stream]:
+        """The reference streams ``name`` is scored on: the baseline's outputs of the workloads it
+        runs (a workload's ``variants`` key may leave it out of some) and the quality text."""
+        workloads = {w.name: w for w in self.spec.workloads}
+        return [s for s in streams if s.source != "output" or workloads[s.workload].runs(name)]
+
     def _score_variant(self, name: str, streams: list[_Stream], scratch: Path) -> None:
         plan = self.plans[name]
         worker = self.worker_for(plan)
@@ -441,10 +450,15 @@ class QualityPass:
         prefixes = self._prefixes(name, outputs) if shape.cached_prefix else [0] * len(outputs)
         baseline = self.spec.baseline_variant
         for floor_shape, floor_prefixes in ((ScoreShape(), [0] * len(outputs)), (shape, prefixes)):
-            if floor_shape.label in self._floors:
-                continue
-            self._floors.add(floor_shape.label)
-            self._floor(baseline, floor_shape, floor_prefixes, outputs, scratch)
+            covered = self._floors.setdefault(floor_shape.label, set())
+            missing = [
+                (s, p)
+                for s, p in zip(outputs, floor_prefixes, strict=True)
+                if (s.workload, s.prompt_id) not in covered
+            ]
+            if missing:  # each stream once per shape, whichever variants run its workload
+                covered.update((s.workload, s.prompt_id) for s, _ in missing)
+                self._floor(baseline, floor_shape, [p for _, p in missing], [s for s, _ in missing], scratch)
         worker = self.worker_for(self.plans[name])
         if worker is None:
             self._record(name, "lossless", f"{reason}; not checked: its worker could not be started again")

@@ -123,6 +123,7 @@ _WORKLOAD_KEYS = {
     "output_tokens",
     "prompts",
     "targets",
+    "variants",
 }
 
 
@@ -262,6 +263,9 @@ def spec_from_dict(
     baseline = _get(data, "baseline", str, "spec", default=None)
     if baseline is not None and baseline not in names:
         raise SpecError(f"spec: baseline {baseline!r} is not a variant; variants: {', '.join(names)}")
+    workloads = _who_runs(
+        workloads, raw_workloads, variants, baseline or ("baseline" if "baseline" in names else names[0])
+    )
     _check_plan_size(len(variants), warmup, repetitions, workloads)
     return Spec(
         name=name,
@@ -616,6 +620,53 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
         stop=tuple(stop),
         history=history,
     )
+
+
+def _who_runs(
+    workloads: tuple[Workload, ...], raw: list[Any], variants: tuple[Variant, ...], baseline: str
+) -> tuple[Workload, ...]:
+    """Each workload's ``variants`` key checked against the spec's variants and resolved to their
+    names (a sweep's name as written stands for every variant it expands to). The baseline runs every
+    workload (speed-ups and the quality pass pair every variant with it, and a conversation's history
+    is its answers), and every variant runs at least one."""
+    answers_to: dict[str, list[str]] = {}
+    for v in variants:
+        answers_to.setdefault(v.name, []).append(v.name)
+        if v.sweep_param is not None:
+            base = v.name.rsplit(f" {v.sweep_param}=", 1)[0]
+            answers_to.setdefault(base, []).append(v.name)
+    resolved = []
+    for workload, data in zip(workloads, raw, strict=True):
+        listed = data.get("variants")
+        if listed is None:
+            resolved.append(workload)
+            continue
+        where = f"workload '{workload.name}'"
+        if isinstance(listed, str):
+            listed = [listed]
+        if not isinstance(listed, list) or not listed or not all(isinstance(n, str) for n in listed):
+            raise SpecError(f"{where}: 'variants' must be a non-empty list of variant names")
+        names: list[str] = []
+        for name in listed:
+            if name not in answers_to:
+                close = difflib.get_close_matches(name, sorted(answers_to), n=1)
+                hint = (
+                    f" (did you mean '{close[0]}'?)"
+                    if close
+                    else f"; variants: {', '.join(v.name for v in variants)}"
+                )
+                raise SpecError(f"{where}: 'variants' lists {name!r}, which is not a variant{hint}")
+            names += [n for n in answers_to[name] if n not in names]
+        if baseline not in names:
+            raise SpecError(
+                f"{where}: 'variants' must list the baseline ({baseline!r}): every variant is compared "
+                "with it on the same prompts"
+            )
+        resolved.append(dataclasses.replace(workload, variants=tuple(names)))
+    idle = [v.name for v in variants if not any(w.runs(v.name) for w in resolved)]
+    if idle:
+        raise SpecError(f"variant {idle[0]!r} runs no workload: add it to a workload's 'variants'")
+    return tuple(resolved)
 
 
 def _sweep_overrides(workload: Workload, data: dict[str, Any], where: str) -> Workload:

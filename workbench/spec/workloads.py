@@ -108,10 +108,17 @@ class Workload:
     history: str = "baseline-anchored"  # conversation workloads: how a turn's history is built
     targets: Targets | None = None  # what the feature needs (workbench.spec.targets); None: no targets
     settings: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: the spec's ``variants`` key: the names of the variants that run this workload (a sweep's name
+    #: as written stands for all its variants); None: every variant
+    variants: tuple[str, ...] | None = None
 
     @property
     def prompt_ids(self) -> list[str]:
         return [item.prompt.id for item in self.items]
+
+    def runs(self, variant: str) -> bool:
+        """Whether the variant named ``variant`` runs this workload."""
+        return self.variants is None or variant in self.variants
 
 
 def _resource_dir() -> Path:
