@@ -146,7 +146,7 @@ def test_a_run_anchors_the_history_on_the_baseline_s_answers(tmp_path, tiny_mode
     assert set(kv) == {"baseline", "cache"} and kv["baseline"].x == (1.0, 2.0, 3.0)
     assert kv["baseline"].mib[0] < kv["baseline"].mib[1] < kv["baseline"].mib[2]
     per_token = {v.name: v.kv_bytes_per_token for v in analysis.variants}["baseline"]
-    first = [t for t in measured if t.variant == "baseline" and t.turn == 1][0]
+    first = next(t for t in measured if t.variant == "baseline" and t.turn == 1)
     assert kv["baseline"].mib[0] == pytest.approx(
         (first.input_tokens + first.output_tokens) * per_token / 2**20
     )

@@ -374,3 +374,16 @@ def test_a_forked_worker_killed_after_its_server_is_seen_through_its_pidfd(tmp_p
     assert len(store.trials(result.run_id)) == 24
     assert time.monotonic() - started < 120
     assert not any("workbench.run" in c for c in children_of_us())
+
+
+def test_a_server_leaves_onnxruntime_to_the_forked_worker():
+    """ONNX Runtime starts a thread when imported: a server that imported it would refuse to fork, so
+    the server's modules leave it out and the forked worker imports it itself."""
+    from workbench.run.process import IMPORTED_AFTER_FORK, WorkerPool
+
+    pool = WorkerPool(python=sys.executable, on_log=lambda _: None)
+    pool._forkable["spec"] = ["torch", "onnxruntime", "onnxruntime.capi._pybind_state", "onnxruntime_genai"]
+    key = pool._key("spec")
+    assert "onnxruntime" in IMPORTED_AFTER_FORK
+    assert not any(m.partition(".")[0] == "onnxruntime" for m in key)
+    assert {"torch", "onnxruntime_genai", "workbench.run.worker"} <= set(key)

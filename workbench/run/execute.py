@@ -165,6 +165,8 @@ class RunExecutor:
                     f"the conversations could not be anchored: {state.error or 'the baseline did not load'}"
                 )
             return False
+        # the baseline's later workers are forked: its fork server imports while this one answers
+        self._prepare_forks(state, wait=False)
         answered: list[ev.Anchored] = []
 
         def on_event(event: ev.Event) -> None:
@@ -232,6 +234,9 @@ class RunExecutor:
             if note is not None:
                 self._close_all()
                 return note
+            self._prepare_forks(state, wait=False)  # its fork server imports while the next one loads
+        for state in self._state:  # every server ready before anything is timed
+            self._prepare_forks(state, wait=True)
         for unit in warmups:
             if not self._dispatch(unit):
                 return None
@@ -246,6 +251,20 @@ class RunExecutor:
             if not self._dispatch(unit) or self._enough():
                 break
         return None
+
+    def _prepare_forks(self, state: VariantState, *, wait: bool) -> None:
+        """With fresh workers per repetition and more than one repetition to come, start the fork
+        server ``state``'s later workers come from (``wait``: and wait until it is ready), in the
+        untimed time of a load or of the anchoring instead of at the first restart."""
+        if (
+            self.spec.workers == "per-repetition"
+            and self.spec.order == "interleaved"
+            and len(self.plans) > 1
+            and self.spec.repetitions > 1
+            and not state.dead
+            and not self.cancelled
+        ):
+            self._pool.prepare([state.plan.variant.name], wait=wait)
 
     def _restart(self, warmups: Sequence[Unit]) -> bool:
         """Fresh workers for the next repetition (``workers = "per-repetition"``): every live worker

@@ -25,6 +25,7 @@ from workbench.run.interpreter import child_environment, command
 
 __all__ = [
     "CANCEL_GRACE_S",
+    "IMPORTED_AFTER_FORK",
     "UnitOutcome",
     "WorkerPool",
     "WorkerProcess",
@@ -41,6 +42,11 @@ Proc = subprocess.Popen[str] | ForkedProcess
 #: a forked worker that has not loaded within this many seconds more than five times its variant's
 #: first load counts as hung (a runtime that did not survive the fork) and is spawned instead
 FORKED_LOAD_GRACE_S = 60.0
+
+#: packages a fork server does not import: their import starts a thread (ONNX Runtime's, at import),
+#: which a forked child would not have, so a server holding them refuses to fork; a forked worker
+#: imports them after the fork, as its load asks for them (benchmarks/fork_safety.py)
+IMPORTED_AFTER_FORK = frozenset({"onnxruntime"})
 
 #: seconds a worker gets to stop after a cancel before it is killed (``WORKBENCH_CANCEL_GRACE_S``
 #: sets another: a model whose load or step takes longer than this cannot stop at a step in time)
@@ -160,8 +166,11 @@ class WorkerPool:
 
     def _key(self, name: str) -> tuple[str, ...]:
         """The fork server a variant's workers come from: one per set of imported modules, so that a
-        forked worker holds what a spawned one of its variant would (and its memory counts the same)."""
-        return tuple(sorted(set(self._forkable[name]) | {"workbench.run.worker"}))
+        forked worker holds what a spawned one of its variant would (and its memory counts the same).
+        The packages of :data:`IMPORTED_AFTER_FORK` are left to the forked worker, which imports them
+        itself when it loads."""
+        modules = {m for m in self._forkable[name] if m.partition(".")[0] not in IMPORTED_AFTER_FORK}
+        return tuple(sorted(modules | {"workbench.run.worker"}))
 
     def _fork(self, name: str, number: int) -> ForkedProcess | None:
         """A forked worker for variant ``name``, or None (then it is spawned)."""
