@@ -172,7 +172,8 @@ def test_packaged_demo_specs_are_valid(name):
     spec = load_spec(resource_path("specs", name))
     kinds = {v.strategy for v in spec.variants}
     assert {"baseline", "onnxruntime-genai", "speculative", "prompt-lookup"} <= kinds
-    assert {w.name for w in spec.workloads} >= {"chat", "summarise", "code"}
+    workloads = {w.name for w in spec.workloads}
+    assert workloads >= ({"conversation", "summarise-short"} if name == "demo.toml" else {"chat", "summarise", "code"})
     plans = plan_run(spec)
     assert all(t.max_new_tokens <= spec.warmup_max_new_tokens for t in plans[0].trials if t.warmup)
 
@@ -218,7 +219,8 @@ def test_demo_help_offers_full():
 
 def test_the_demo_keeps_its_intervals_in_fewer_trials():
     """The short demo: 3 repetitions with fresh workers (three process pairs: every speed-up has an
-    interval), one prompt each of chat and code and the summarise document."""
+    interval); one 8-turn conversation for the baseline and the prefix cache, one report to summarise
+    for the baseline and the decode levers."""
     from workbench.core.resources import resource_path
     from workbench.run.design import planned_trials
     from workbench.run.plan import plan_run
@@ -226,10 +228,13 @@ def test_the_demo_keeps_its_intervals_in_fewer_trials():
 
     spec = load_spec(resource_path("specs", "demo.toml"))
     assert spec.repetitions == 3 and spec.workers == "per-repetition"
-    assert {w.name: len(w.items) for w in spec.workloads} == {"chat": 1, "summarise": 1, "code": 1}
+    assert {w.name: len(w.items) for w in spec.workloads} == {"conversation": 8, "summarise-short": 1}
+    conversation, summarise = spec.workloads
+    assert conversation.variants == ("baseline", "prefix-cache")
+    assert summarise.variants is not None and "prefix-cache" not in summarise.variants
     plans = plan_run(spec)
     measured = sum(not t.warmup for p in plans for t in p.trials)
-    assert measured == len(spec.variants) * 3 * 3
+    assert measured == 3 * (2 * 8 + 4 * 1)
     assert planned_trials(spec, plans) <= 2 * measured
 
 

@@ -487,9 +487,10 @@ def test_the_demo_spec_shows_every_kind_of_lever():
         "onnxruntime-genai",  # quantization in the runtime that pays on a CPU
         "prompt-lookup",
         "speculative",
+        "prefix-cache",  # the prefill lever, on a conversation whose history grows
     }
     assert spec.baseline_variant == "baseline"
-    assert {w.name for w in spec.workloads} == {"chat", "summarise", "code"}
+    assert {w.name for w in spec.workloads} == {"conversation", "summarise-short"}
 
 
 def test_a_sweep_expands_into_one_variant_per_value():

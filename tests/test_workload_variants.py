@@ -15,7 +15,7 @@ from workbench.spec.parse import parse_spec
 VARIANTS = (
     '[[variants]]\nname = "baseline"\nstrategy = "fake"\n'
     '[[variants]]\nname = "cache"\nstrategy = "fake"\n'
-    '[[variants]]\nname = "spec"\nstrategy = "fake"\nsweep = {decode_ms = [1, 2]}\n'
+    '[[variants]]\nname = "spec"\nstrategy = "fake"\nsweep = {decode_ms_per_token = [1, 2]}\n'
 )
 
 
@@ -29,12 +29,12 @@ def test_a_workload_runs_the_variants_it_lists_and_a_sweep_by_its_name():
         '[[workloads]]\nname = "rag"\nlimit = 1\n'
     )
     code, rag = s.workloads
-    assert code.variants == ("baseline", "spec decode_ms=1", "spec decode_ms=2")
+    assert code.variants == ("baseline", "spec decode_ms_per_token=1", "spec decode_ms_per_token=2")
     assert rag.variants is None and rag.runs("cache")
-    assert code.runs("spec decode_ms=2") and not code.runs("cache")
+    assert code.runs("spec decode_ms_per_token=2") and not code.runs("cache")
     plans = {p.variant.name: p for p in plan_run(s)}
     assert {t.workload for t in plans["cache"].trials} == {"rag"}
-    assert {t.workload for t in plans["spec decode_ms=1"].trials} == {"code", "rag"}
+    assert {t.workload for t in plans["spec decode_ms_per_token=1"].trials} == {"code", "rag"}
     # the rounds keep their numbers: the same (round, prompt) in every plan that has it
     rounds = {(t.round, t.prompt.id) for t in plans["baseline"].trials if not t.warmup}
     assert {(t.round, t.prompt.id) for t in plans["cache"].trials if not t.warmup} < rounds
@@ -101,7 +101,7 @@ def test_a_run_with_a_conversation_for_two_of_its_variants(tmp_path, tiny_model_
     assert ran == {("baseline", "talk"), ("cache", "talk"), ("baseline", "short"), ("bf16", "short")}
     assert all(t.status == "ok" for t in store.trials(result.run_id))
     # each variant is scored or checked on the baseline's outputs of the workloads it ran
-    quality = {q["variant"]: q for q in store.db["quality"].rows_where("run_id = ?", [result.run_id])}
+    quality = {q["variant"]: q for q in store.db["quality_variants"].rows_where("run_id = ?", [result.run_id])}
     assert quality["bf16"]["status"] == "scored", quality["bf16"]
     assert quality["cache"]["status"] == "lossless" and quality["cache"]["positions"], quality["cache"]
     positions = list(store.db["quality_positions"].rows_where("run_id = ?", [result.run_id]))

@@ -23,6 +23,7 @@ else:  # pragma: no cover
 BUILTINS = [
     "chat",
     "summarise",
+    "summarise-short",
     "code",
     "rag",
     "abstractive",

