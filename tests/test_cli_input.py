@@ -173,7 +173,9 @@ def test_packaged_demo_specs_are_valid(name):
     kinds = {v.strategy for v in spec.variants}
     assert {"baseline", "onnxruntime-genai", "speculative", "prompt-lookup"} <= kinds
     workloads = {w.name for w in spec.workloads}
-    assert workloads >= ({"conversation", "summarise-short"} if name == "demo.toml" else {"chat", "summarise", "code"})
+    assert workloads >= (
+        {"conversation", "summarise-short"} if name == "demo.toml" else {"chat", "summarise", "code"}
+    )
     plans = plan_run(spec)
     assert all(t.max_new_tokens <= spec.warmup_max_new_tokens for t in plans[0].trials if t.warmup)
 

@@ -101,7 +101,9 @@ def test_a_run_with_a_conversation_for_two_of_its_variants(tmp_path, tiny_model_
     assert ran == {("baseline", "talk"), ("cache", "talk"), ("baseline", "short"), ("bf16", "short")}
     assert all(t.status == "ok" for t in store.trials(result.run_id))
     # each variant is scored or checked on the baseline's outputs of the workloads it ran
-    quality = {q["variant"]: q for q in store.db["quality_variants"].rows_where("run_id = ?", [result.run_id])}
+    quality = {
+        q["variant"]: q for q in store.db["quality_variants"].rows_where("run_id = ?", [result.run_id])
+    }
     assert quality["bf16"]["status"] == "scored", quality["bf16"]
     assert quality["cache"]["status"] == "lossless" and quality["cache"]["positions"], quality["cache"]
     positions = list(store.db["quality_positions"].rows_where("run_id = ?", [result.run_id]))

@@ -63,7 +63,7 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
     is_flag=True,
     help="Run the full comparison (resources/specs/demo-full.toml: more prompts, 3 repetitions, ten "
     "variants, among them three runtimes' quantization; 40-60 minutes on a 2-core CPU) instead of the "
-    "4-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
+    "3.5-minute one. Variants whose runtime is not installed (llama.cpp: `make llama-cpp`) are left out, "
     "with a line saying so.",
 )
 @click.option(
@@ -104,7 +104,7 @@ def demo(db: Path | None, out: Path | None, full: bool, no_gui: bool, as_json: b
 
 
 #: how long the demo takes on a quiet 2-core CPU (AMD EPYC, AVX2 without AVX-512): README's figure
-DEMO_QUIET = "4 min on a quiet 2-core CPU"
+DEMO_QUIET = "3.5 min on a quiet 2-core CPU"
 DEMO_FULL_QUIET = "40-60 min on a quiet 2-core CPU"
 
 
