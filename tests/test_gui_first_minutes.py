@@ -223,7 +223,7 @@ def test_the_sample_run_opens_from_the_first_start_page(qtbot, tmp_path, monkeyp
     results = wait_results(qtbot, window, (1,))
     assert copy.is_file() and window.db_path == copy
     assert results.runs[0]["name"].startswith("demo")
-    assert len(results.summaries) == 15  # 5 variants × 3 workloads
+    assert len(results.summaries) == 6  # 2 baseline, 3 decode levers (summarise), prefix cache (conversation)
     assert window.windowTitle() == f"Run 1 — {results.runs[0]['name']} — sample-demo.db — Workbench"
 
 

@@ -146,7 +146,7 @@ def test_smoke_opens_the_sample_draws_the_headline_and_leaves_the_sample_alone()
     line = proc.stdout.strip()
     assert "\n" not in line
     assert line.startswith(f"smoke ok: Workbench {__version__} (PySide6 ")
-    assert ", offscreen), run 1 " in line and "from demo.db: 5 variants × 3 workloads" in line
+    assert ", offscreen), run 1 " in line and "from demo.db: 5 variants × 2 workloads" in line
     assert "headline chart 2000×" in line and 'font "' in line
     assert hashlib.sha256(SAMPLE.read_bytes()).hexdigest() == before  # it opened a copy
     assert not SAMPLE.with_name("demo.db-wal").exists()

@@ -195,7 +195,10 @@ prompts = [{prompts}]
         assert quality["compressed"]["status"] == "scored"
         analysis = analyze_run(store, result.run_id)
     (b,) = analysis.compression
-    assert (b.variant, b.workload, b.trials) == ("compressed", "docs", 4)
+    # the 4 measured trials, less any the run flagged disturbed (left out of every statistic: on a
+    # busy machine one may be, which the break-even must not count)
+    kept = sum(analysis.design.disturbance.keeps(t) for t in trials)
+    assert (b.variant, b.workload, b.trials) == ("compressed", "docs", kept) and kept >= 3
     assert 0.4 < b.achieved_rate <= 0.55 and b.requested_rate == 0.5
     assert b.prefill_ms_per_token is not None and b.cost_fraction is not None and b.cost_fraction > 0
     text = render_text(build_run_report(analysis), detail=True)
