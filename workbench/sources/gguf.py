@@ -62,7 +62,7 @@ def _one_reader() -> Iterator[None]:
     original = gguf_lib.GGUFReader
     readers: dict[tuple[str, str], Any] = {}
 
-    def reader(path: Any, mode: str = "r") -> Any:
+    def reader(path: Any, mode: Any = "r") -> Any:
         key = (str(Path(path).resolve()), mode)
         if key not in readers:
             readers[key] = original(path, mode)
