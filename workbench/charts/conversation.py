@@ -75,12 +75,12 @@ def conversation_charts(analysis: RunAnalysis) -> list[ConversationChart]:
     """One chart per conversation workload (its trials carry a ``turn``) with two turns or more."""
     charts = []
     workloads = dict.fromkeys(t.workload for t in analysis.trials if t.turn is not None)
+    kv_bytes = {v.name: v.kv_bytes_per_token for v in analysis.variants}
     for workload in workloads:
         trials = [t for t in analysis.trials if t.workload == workload and t.turn is not None]
         series = _sweep(trials, operator.attrgetter("turn"), "ttft_ms")
         if not series:
             continue
-        kv_bytes = {v.name: v.kv_bytes_per_token for v in analysis.variants}
         charts.append(
             ConversationChart(
                 title=f"TTFT turn by turn ({workload})",

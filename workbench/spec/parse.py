@@ -263,11 +263,8 @@ def spec_from_dict(
     baseline = _get(data, "baseline", str, "spec", default=None)
     if baseline is not None and baseline not in names:
         raise SpecError(f"spec: baseline {baseline!r} is not a variant; variants: {', '.join(names)}")
-    workloads = _who_runs(
-        workloads, raw_workloads, variants, baseline or ("baseline" if "baseline" in names else names[0])
-    )
     _check_plan_size(len(variants), warmup, repetitions, workloads)
-    return Spec(
+    spec = Spec(
         name=name,
         description=_get(data, "description", str, "spec", default=""),
         variants=variants,
@@ -288,6 +285,7 @@ def spec_from_dict(
         text=text,
         path=path,
     )
+    return dataclasses.replace(spec, workloads=_who_runs(spec, raw_workloads))
 
 
 def _quality_text(data: dict[str, Any], base_dir: Path) -> tuple[Path | None, int]:
@@ -622,21 +620,20 @@ def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -
     )
 
 
-def _who_runs(
-    workloads: tuple[Workload, ...], raw: list[Any], variants: tuple[Variant, ...], baseline: str
-) -> tuple[Workload, ...]:
+def _who_runs(spec: Spec, raw: list[Any]) -> tuple[Workload, ...]:
     """Each workload's ``variants`` key checked against the spec's variants and resolved to their
     names (a sweep's name as written stands for every variant it expands to). The baseline runs every
     workload (speed-ups and the quality pass pair every variant with it, and a conversation's history
     is its answers), and every variant runs at least one."""
+    variants, baseline = spec.variants, spec.baseline_variant
     answers_to: dict[str, list[str]] = {}
     for v in variants:
         answers_to.setdefault(v.name, []).append(v.name)
-        if v.sweep_param is not None:
-            base = v.name.rsplit(f" {v.sweep_param}=", 1)[0]
+        if v.sweep_param is not None:  # the name as written, before _expand_sweep added the value
+            base = v.name.removesuffix(f" {v.sweep_param}={_sweep_label(v.sweep_value)}")
             answers_to.setdefault(base, []).append(v.name)
     resolved = []
-    for workload, data in zip(workloads, raw, strict=True):
+    for workload, data in zip(spec.workloads, raw, strict=True):
         listed = data.get("variants")
         if listed is None:
             resolved.append(workload)
