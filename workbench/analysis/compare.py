@@ -228,7 +228,7 @@ class SideBySide:
     baseline: str | None
     failures: tuple[str, ...]  # variants that crashed or failed to load, with the reason
     summaries: tuple[GroupSummary, ...]  # quality attached (each run's pass, names tagged)
-    verdicts: tuple[Verdict, ...]  # experience targets (each run's spec; the first run's win)
+    verdicts: tuple[Verdict, ...]  # experience targets (each run's against its own spec's, as alone)
     workload_verdicts: tuple[WorkloadVerdict, ...]
     trust: Trust
 
