@@ -47,9 +47,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import html
+import math
 import os
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,12 +58,20 @@ from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 
 from workbench import charts as cd
 from workbench.gui.chartkinds import kind_of
-from workbench.gui.chartkinds.base import BACKGROUND, FONT_PX, FOREGROUND, TITLE_PX, WIDTH, qcolour
+from workbench.gui.chartkinds.base import BACKGROUND, TITLE_PX, WIDTH, WrapLabel, keep_labels_inside, qcolour
+
+#: an exported chart's tallest plot keeps at least this share of its kind's height: where a long
+#: legend or caption needs more, the file grows instead
+MIN_PLOT_SHARE = 0.5
+#: a caption's widest line (px): ~125 characters, as long as a line a reader's eye follows
+_CAPTION_PX = 860
 
 __all__ = [
+    "MIN_PLOT_SHARE",
     "build",
     "ensure_app",
     "fill",
+    "plot_deficit",
     "plot_items",
     "png_bytes",
     "preferred_size",
@@ -100,19 +108,30 @@ def fill(widget: pg.GraphicsLayoutWidget, chart: cd.Chart, *, notes: bool = True
         raise TypeError(f"no chart builder for {type(chart).__name__}")
     widget.clear()
     widget.ci.setContentsMargins(10, 10, 20, 10)
+    # the title and the caption wrap to the chart's width (WrapLabel): nothing passes the canvas' edge
     if chart.title:
-        widget.addLabel(chart.title, row=0, col=0, colspan=2, size=f"{TITLE_PX}px", color=FOREGROUND)
+        widget.addItem(WrapLabel([html.escape(chart.title)], px=TITLE_PX), row=0, col=0, colspan=2)
         widget.nextRow()
     kind.build(widget, chart)
+    for plot in plot_items(widget):
+        keep_labels_inside(plot)
     if notes and chart.notes:
-        lines = [html.escape(line) for note in chart.notes for line in textwrap.wrap(note, 125)]
         widget.nextRow()
-        widget.addLabel("<br>".join(lines), colspan=2, size=f"{FONT_PX}px", color="#555555")
+        caption = WrapLabel([html.escape(note) for note in chart.notes], colour="#555555")
+        caption.setMaximumWidth(_CAPTION_PX)  # lines a reader's eye can follow
+        widget.addItem(caption, colspan=2)
 
 
 def plot_items(widget: pg.GraphicsLayoutWidget) -> list[pg.PlotItem]:
     """The plot panels of a chart widget, left to right, top to bottom (e.g. to link axes)."""
     return [item for item in widget.ci.items if isinstance(item, pg.PlotItem)]
+
+
+def plot_deficit(widget: pg.GraphicsLayoutWidget, least: float) -> int:
+    """How much taller (px) ``widget`` must be for its tallest plot to be ``least`` high: a long legend or
+    caption, wrapped to the width, takes height from the plot (0 when it has enough, or no plot)."""
+    tallest = max((p.getViewBox().sceneBoundingRect().height() for p in plot_items(widget)), default=0.0)
+    return math.ceil(least - tallest) if 0 < tallest < least else 0
 
 
 def preferred_size(chart: cd.Chart) -> tuple[int, int]:
@@ -148,14 +167,27 @@ def render(
     widget = build(chart, notes=notes)
     try:
         widget.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen)
-        widget.resize(*(size or preferred_size(chart)))
+        width, height = size or preferred_size(chart)
+        widget.resize(width, height)
         widget.show()  # lays the scene out at that size; nothing appears on a screen
-        app.processEvents()
+        _settle(app)
+        for _ in range(4 if size is None else 0):  # a long legend or caption took the plot's height
+            short = plot_deficit(widget, MIN_PLOT_SHARE * height)
+            if not short:
+                break
+            widget.resize(width, widget.height() + short)  # panels share the growth: again until it fits
+            _settle(app)
         yield widget
     finally:
         widget.close()
         del widget
         gc.collect()
+
+
+def _settle(app: QtWidgets.QApplication) -> None:
+    """Let the layout settle: a wrapped label's height follows the width it is given (a second pass)."""
+    for _ in range(3):
+        app.processEvents()
 
 
 def _png_image(widget: pg.GraphicsLayoutWidget, scale: float) -> QtGui.QImage:

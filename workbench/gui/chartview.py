@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QPointF, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer
 from PySide6.QtGui import QCursor, QImage
 from PySide6.QtWidgets import (
     QApplication,
@@ -29,7 +29,15 @@ from workbench import charts as cd
 from workbench.gui import charts
 from workbench.gui.chartkinds import CHART_KINDS, kind_of
 
-__all__ = ["CHART_TABS", "ChartHover", "ChartPanel", "copy_chart", "describe", "export_chart"]
+__all__ = [
+    "CHART_TABS",
+    "MIN_PLOT_HEIGHT",
+    "ChartHover",
+    "ChartPanel",
+    "copy_chart",
+    "describe",
+    "export_chart",
+]
 
 #: the window's chart tabs, in order, and what each says when the run has none of its charts
 _TABS: list[tuple[str, str]] = [
@@ -57,6 +65,9 @@ CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
 
 #: a chart is never squeezed below this (px); a tab with several charts scrolls instead
 MIN_CHART_HEIGHT = 340
+#: a chart's tallest plot keeps at least this height (px): where its legend and caption, wrapped to a
+#: narrow panel, need more lines, the chart grows and the tab scrolls
+MIN_PLOT_HEIGHT = 150
 
 
 def tab_of(chart: cd.Chart) -> int:
@@ -202,7 +213,24 @@ class ChartPanel(QTabWidget):
             self.hovers[name].chart = chart
         # the tab's charts share its height, and scroll below a readable minimum
         widget.setMinimumHeight(min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT))
+        widget.removeEventFilter(self)
+        widget.installEventFilter(self)  # resized: is the plot still readable? (fit_height)
         self._stale.discard(name)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Resize and watched in self.widgets.values():
+            QTimer.singleShot(0, lambda w=watched: self.fit_height(w))
+        return False
+
+    def fit_height(self, widget: Any) -> None:
+        """Grow a chart whose wrapped legend and caption left its plot under :data:`MIN_PLOT_HEIGHT`
+        (a narrow panel): the tab scrolls instead of squeezing the plot."""
+        try:
+            short = charts.plot_deficit(widget, MIN_PLOT_HEIGHT)
+        except RuntimeError:  # deleted meanwhile (new results)
+            return
+        if short:
+            widget.setMinimumHeight(widget.height() + short)
 
     def current_chart(self) -> cd.Chart | None:
         """The chart to export or copy: the one last hovered in this tab, else the tab's first."""
