@@ -368,3 +368,8 @@ def test_the_sample_runs_charts_fit(qapp, tmp_path):
         for size in (None, (900, charts.preferred_size(chart)[1])):
             with charts.render(chart, size, notes=True) as widget:
                 assert not misfits(widget), (chart.name, size, misfits(widget))
+                if size is None:  # as exported, the texts the kind drew all show (none hidden to fit)
+                    texts = [
+                        i for p in charts.plot_items(widget) for i in p.items if isinstance(i, pg.TextItem)
+                    ]
+                    assert all(i.isVisible() for i in texts), chart.name

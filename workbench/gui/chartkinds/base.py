@@ -220,7 +220,7 @@ def keep_labels_inside(plot: pg.PlotItem) -> None:
                 if shown != item.toPlainText():
                     item.setText(shown)
                 continue
-            right = (1 - float(item.anchor[0])) * item.sceneBoundingRect().width()  # px right of its x
+            right = (1 - float(item.anchor[0])) * item.boundingRect().width()  # px right of its x
             room = width - 4 - right
             if room > 0:
                 need = max(need, low + (x - low) * width / room)
@@ -230,7 +230,7 @@ def keep_labels_inside(plot: pg.PlotItem) -> None:
             x = float(item.pos().x())
             if x <= low or need <= low:
                 continue
-            left = (x - low) / (need - low) * width - float(item.anchor[0]) * item.sceneBoundingRect().width()
+            left = (x - low) / (need - low) * width - float(item.anchor[0]) * item.boundingRect().width()
             item.setVisible(left >= -1)
             if left >= -1:
                 hidden.discard(id(item))
