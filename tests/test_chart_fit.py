@@ -281,6 +281,15 @@ def misfits(widget: pg.GraphicsLayoutWidget) -> list[str]:
     found = []
     for plot in charts.plot_items(widget):
         view = plot.getViewBox().sceneBoundingRect()
+        low, high = plot.getViewBox().viewRange()[0]
+        span = (high - low) or 1.0
+        for item in plot.items:  # the data in view: fitting the texts never narrows the range
+            if isinstance(item, pg.PlotDataItem | pg.BarGraphItem) and item.isVisible():
+                bounds = item.dataBounds(0)
+                if None in (bounds, *(bounds or ())):
+                    continue
+                if bounds[0] < low - 0.01 * span or bounds[1] > high + 0.01 * span:
+                    found.append(f"data {bounds} outside the x range {(low, high)}")
         for item in plot.items:
             if (
                 isinstance(item, pg.TextItem)

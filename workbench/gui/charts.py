@@ -120,6 +120,7 @@ def fill(widget: pg.GraphicsLayoutWidget, chart: cd.Chart, *, notes: bool = True
         caption = WrapLabel([html.escape(note) for note in chart.notes], colour="#555555")
         caption.setMaximumWidth(_CAPTION_PX)  # lines a reader's eye can follow
         widget.addItem(caption, colspan=2)
+        widget.ci.layout.setAlignment(caption, QtCore.Qt.AlignmentFlag.AlignHCenter)
 
 
 def plot_items(widget: pg.GraphicsLayoutWidget) -> list[pg.PlotItem]:

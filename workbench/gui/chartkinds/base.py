@@ -200,15 +200,19 @@ def keep_labels_inside(plot: pg.PlotItem) -> None:
     """Widen ``plot``'s x range, whenever its view is resized, just enough that every text on it (a
     bar's value, a group's header, a whisker's interval) ends inside the plot: a text has a width in
     pixels, not in data, so the room a kind left for it at one width is too little at a narrower one
-    or with longer names. The kind's own range stays the least."""
+    or with longer names. A range the kind set stays the least; an automatic one is only widened. A
+    plot without texts is left alone."""
     view = plot.getViewBox()
-    low, high = view.viewRange()[0]
-
     texts = {id(i): i.toPlainText() for i in plot.items if isinstance(i, pg.TextItem)}
+    if not texts:
+        return
+    fixed = view.state["autoRange"][0] is False  # the kind set the x range
+    set_low, set_high = view.viewRange()[0]
     hidden: set[int] = set()  # texts hidden here: they did not fit where they stand (restored when they do)
 
     def refit(*_: Any) -> None:
         width = view.sceneBoundingRect().width()
+        low, high = (set_low, set_high) if fixed else view.viewRange()[0]
         need = high
         items = [i for i in plot.items if isinstance(i, pg.TextItem) and (i.isVisible() or id(i) in hidden)]
         for item in items:
