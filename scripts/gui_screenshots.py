@@ -135,9 +135,14 @@ def main() -> int:
     settle()
     save(glossary, "gui-glossary.png")
     glossary.close()
-    # two runs compared (History → Compare): the sample run and the same run stored again
     first = window.shown_ids[0]
-    again = store_again(db, first)
+    dispose(window)
+    # two runs compared (History → Compare): the run and the same run stored again, in a copy of the
+    # database (a database given with --db is never written)
+    copy = tmp / "compare.db"
+    shutil.copyfile(db, copy)
+    again = store_again(copy, first)
+    window = window_on(copy)
     window.results_view.show_runs((first, again))
     deadline = time.monotonic() + 60
     while window.results is None or window.results.run_ids != (first, again):

@@ -152,6 +152,7 @@ class ChartPanel(QTabWidget):
         for name in list(self.data):
             if name not in wanted:
                 del self.data[name]
+        self._stale &= set(wanted)  # a chart never drawn (another tab) and gone: nothing to draw
         for chart in chart_list:
             if self.data.get(chart.name) != chart or chart.name not in self.widgets:
                 self._stale.add(chart.name)
