@@ -315,33 +315,43 @@ def test_every_chart_kind_fits_its_canvas(qapp, width):
         size = None if width is None else (width, charts.preferred_size(chart)[1])
         with charts.render(chart, size, notes=True) as widget:
             assert not misfits(widget), (type(chart).__name__, misfits(widget))
-            if width is None:  # readable: the legend and caption took no plot away (the file grew)
-                heights = [p.getViewBox().sceneBoundingRect().height() for p in charts.plot_items(widget)]
-                least = charts.MIN_PLOT_SHARE * charts.preferred_size(chart)[1] - 1
-                assert max(heights) >= least, (type(chart).__name__, heights)
+            if width is None:  # the wrapped title, legend and caption took nothing from the plots
+                assert _plots_height(widget) >= _planned(chart, widget.height()) - 2, type(chart).__name__
+
+
+def _plots_height(widget: pg.GraphicsLayoutWidget) -> float:
+    """The plots' heights together (panels share what the chart has)."""
+    return sum(p.getViewBox().sceneBoundingRect().height() for p in charts.plot_items(widget))
+
+
+def _planned(chart: cd.Chart, height: int) -> float:
+    """The plots' height of ``chart`` at the kind's height, on a canvas so wide that nothing wraps."""
+    with charts.render(chart, (20_000, charts.preferred_size(chart)[1]), notes=True) as wide:
+        return _plots_height(wide)
 
 
 def test_a_narrow_chart_panel_grows_a_chart_instead_of_squeezing_its_plot(qtbot):
     """In the app's Acceptance tab, 760 px wide, the long draft-position chart (nine legend entries
-    of two lines each) keeps a readable plot: the chart grows and the tab scrolls."""
-    from workbench.gui.chartview import MIN_PLOT_HEIGHT, ChartPanel
+    of two lines each) grows by what its legend and caption take wrapped to that width, and the tab
+    scrolls; wide or narrow, nothing of it falls off the canvas."""
+    from workbench.gui.chartview import MIN_CHART_HEIGHT, ChartPanel
 
-    panel = ChartPanel()
-    qtbot.addWidget(panel)
-    panel.resize(760, 500)
-    panel.show()
     chart = next(c for c in long_charts() if isinstance(c, cd.DraftPositionChart))
-    panel.set_charts([chart])
-    panel.show_tab(chart.key)
-    panel.draw_all()
-    widget = panel.widgets[chart.name]
-    plot = charts.plot_items(widget)[0]
-
-    def readable() -> bool:
-        return plot.getViewBox().sceneBoundingRect().height() >= MIN_PLOT_HEIGHT - 1
-
-    qtbot.waitUntil(readable, timeout=5_000)
-    assert widget.height() > 500 and not misfits(widget)
+    least = min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT)
+    heights = {}
+    for width in (3000, 760):
+        panel = ChartPanel()
+        qtbot.addWidget(panel)
+        panel.resize(width, 500)
+        panel.show()
+        panel.set_charts([chart])
+        panel.show_tab(chart.key)
+        panel.draw_all()
+        widget = panel.widgets[chart.name]
+        qtbot.waitUntil(lambda w=widget: w.minimumHeight() >= least + charts.wrapped_extra(w), timeout=5_000)
+        qtbot.waitUntil(lambda w=widget: w.height() >= w.minimumHeight() and not misfits(w), timeout=5_000)
+        heights[width] = (widget.height(), _plots_height(widget))
+    assert heights[760][0] > heights[3000][0]  # grew by what its wrapped texts take, and scrolls
 
 
 def test_exported_png_and_svg_are_the_canvas(qapp):

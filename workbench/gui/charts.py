@@ -60,18 +60,13 @@ from workbench import charts as cd
 from workbench.gui.chartkinds import kind_of
 from workbench.gui.chartkinds.base import BACKGROUND, TITLE_PX, WIDTH, WrapLabel, keep_labels_inside, qcolour
 
-#: an exported chart's tallest plot keeps at least this share of its kind's height: where a long
-#: legend or caption needs more, the file grows instead
-MIN_PLOT_SHARE = 0.5
 #: a caption's widest line (px): ~125 characters, as long as a line a reader's eye follows
 _CAPTION_PX = 860
 
 __all__ = [
-    "MIN_PLOT_SHARE",
     "build",
     "ensure_app",
     "fill",
-    "plot_deficit",
     "plot_items",
     "png_bytes",
     "preferred_size",
@@ -81,6 +76,7 @@ __all__ = [
     "save_svg",
     "svg_bytes",
     "variant_qcolours",
+    "wrapped_extra",
 ]
 
 
@@ -117,8 +113,8 @@ def fill(widget: pg.GraphicsLayoutWidget, chart: cd.Chart, *, notes: bool = True
         keep_labels_inside(plot)
     if notes and chart.notes:
         widget.nextRow()
-        caption = WrapLabel([html.escape(note) for note in chart.notes], colour="#555555")
-        caption.setMaximumWidth(_CAPTION_PX)  # lines a reader's eye can follow
+        # lines a reader's eye can follow
+        caption = WrapLabel([html.escape(n) for n in chart.notes], colour="#555555", max_width=_CAPTION_PX)
         widget.addItem(caption, colspan=2)
         widget.ci.layout.setAlignment(caption, QtCore.Qt.AlignmentFlag.AlignHCenter)
 
@@ -128,11 +124,11 @@ def plot_items(widget: pg.GraphicsLayoutWidget) -> list[pg.PlotItem]:
     return [item for item in widget.ci.items if isinstance(item, pg.PlotItem)]
 
 
-def plot_deficit(widget: pg.GraphicsLayoutWidget, least: float) -> int:
-    """How much taller (px) ``widget`` must be for its tallest plot to be ``least`` high: a long legend or
-    caption, wrapped to the width, takes height from the plot (0 when it has enough, or no plot)."""
-    tallest = max((p.getViewBox().sceneBoundingRect().height() for p in plot_items(widget)), default=0.0)
-    return math.ceil(least - tallest) if 0 < tallest < least else 0
+def wrapped_extra(widget: pg.GraphicsLayoutWidget) -> int:
+    """The height (px) a chart's title, legend and caption take, wrapped to its width, beyond the lines
+    its kind planned for: how much taller the chart must be to keep its plots' planned height (an
+    export grows by it; the app's chart too, and its tab scrolls)."""
+    return math.ceil(sum(i.extra_height for i in widget.ci.items if isinstance(i, WrapLabel)))
 
 
 def preferred_size(chart: cd.Chart) -> tuple[int, int]:
@@ -172,11 +168,8 @@ def render(
         widget.resize(width, height)
         widget.show()  # lays the scene out at that size; nothing appears on a screen
         _settle(app)
-        for _ in range(4 if size is None else 0):  # a long legend or caption took the plot's height
-            short = plot_deficit(widget, MIN_PLOT_SHARE * height)
-            if not short:
-                break
-            widget.resize(width, widget.height() + short)  # panels share the growth: again until it fits
+        if size is None and (extra := wrapped_extra(widget)):
+            widget.resize(width, height + extra)  # the lines its title, legend and caption wrapped to
             _settle(app)
         yield widget
     finally:

@@ -8,6 +8,7 @@ data, not from the pixels. A chart's tab is its kind's ``tab``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ from workbench.gui.chartkinds import CHART_KINDS, kind_of
 
 __all__ = [
     "CHART_TABS",
-    "MIN_PLOT_HEIGHT",
     "ChartHover",
     "ChartPanel",
     "copy_chart",
@@ -65,9 +65,6 @@ CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
 
 #: a chart is never squeezed below this (px); a tab with several charts scrolls instead
 MIN_CHART_HEIGHT = 340
-#: a chart's tallest plot keeps at least this height (px): where its legend and caption, wrapped to a
-#: narrow panel, need more lines, the chart grows and the tab scrolls
-MIN_PLOT_HEIGHT = 150
 
 
 def tab_of(chart: cd.Chart) -> int:
@@ -213,25 +210,34 @@ class ChartPanel(QTabWidget):
             charts.fill(widget, chart)
             self.hovers[name].chart = chart
         # the tab's charts share its height, and scroll below a readable minimum
-        widget.setMinimumHeight(min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT))
+        widget.setProperty("least_height", min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT))
+        widget.setMinimumHeight(widget.property("least_height"))
         widget.removeEventFilter(self)
         widget.installEventFilter(self)  # resized: is the plot still readable? (fit_height)
         self._stale.discard(name)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.Resize and watched in self.widgets.values():
-            QTimer.singleShot(0, lambda w=watched: self.fit_height(w))
+            for delay in (0, 50):  # again once its labels have wrapped to the new width
+                QTimer.singleShot(delay, lambda w=watched: self.fit_height(w))
         return False
 
     def fit_height(self, widget: Any) -> None:
-        """Grow a chart whose wrapped legend and caption left its plot under :data:`MIN_PLOT_HEIGHT`
-        (a narrow panel): the tab scrolls instead of squeezing the plot."""
+        """A chart's least height: its own, plus what its title, legend and caption take wrapped to a
+        narrow panel (:func:`~workbench.gui.charts.wrapped_extra`): the tab scrolls instead of
+        squeezing the plot."""
         try:
-            short = charts.plot_deficit(widget, MIN_PLOT_HEIGHT)
+            least = int(widget.property("least_height") or 0) + charts.wrapped_extra(widget)
+            # and never less than its rows take (a plot does not shrink without end: else the caption
+            # would fall off the bottom)
+            bottom = max((i.sceneBoundingRect().bottom() for i in widget.ci.items), default=0.0)
+            overflow = bottom + 10 - widget.viewRect().bottom()
         except RuntimeError:  # deleted meanwhile (new results)
             return
-        if short:
-            widget.setMinimumHeight(widget.height() + short)
+        if overflow > 0:
+            least = max(least, widget.height() + math.ceil(overflow))
+        if least != widget.minimumHeight():
+            widget.setMinimumHeight(least)
 
     def current_chart(self) -> cd.Chart | None:
         """The chart to export or copy: the one last hovered in this tab, else the tab's first."""

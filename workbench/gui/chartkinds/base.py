@@ -300,6 +300,7 @@ class WrapLabel(pg.GraphicsWidget):
         colour: str = FOREGROUND,
         per_line: int = 1,
         width: float = WIDTH - 30,
+        max_width: float | None = None,
     ) -> None:
         super().__init__()
         self.pieces = list(pieces)
@@ -315,8 +316,24 @@ class WrapLabel(pg.GraphicsWidget):
         self._laid_out_at = -1.0
         self.setMinimumWidth(60)
         self.setPreferredWidth(60)  # takes the row's width, never asks for more
+        if max_width is not None:
+            self.setMaximumWidth(max_width)
         self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed)
-        self._lay_out(width)
+        # the height of the lines the kind planned (per_line entries a line, nothing wrapped but at
+        # max_width): what it sized the chart for; a narrower width adds to it (:attr:`extra_height`)
+        planned = QtGui.QTextDocument()
+        planned.setDefaultFont(self.item.font())
+        planned.setDocumentMargin(1)
+        planned.setTextWidth(max_width if max_width is not None else -1)
+        groups = [self.pieces[i : i + self.per_line] for i in range(0, len(self.pieces), self.per_line)]
+        planned.setHtml("<br>".join(self.SEPARATOR.join(group) for group in groups))
+        self.planned_height = planned.size().height()
+        self._lay_out(min(width, max_width or width))
+
+    @property
+    def extra_height(self) -> float:
+        """The height (px) wrapping to the present width adds to the lines the kind planned."""
+        return max(self.preferredHeight() - self.planned_height, 0.0)
 
     def _width_of(self, piece: str) -> float:
         document = QtGui.QTextDocument()
