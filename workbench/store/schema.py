@@ -405,3 +405,11 @@ def m020_compile(db: Database) -> None:
     variants.add_column("compile", str)  # default | max-autotune | reduce-overhead; NULL = eager
     variants.add_column("compile_ms", float)  # the worker's compiling and warm-up of the graphs
     db.table("trials").add_column("recompiles", int)  # graphs compiled during it; NULL = not compiled
+
+
+@migrations()
+def m025_compress_protected(db: Database) -> None:
+    """Prompt compression: the prompt tokens it could not drop, per part of the prompt, as JSON
+    (``{"template": 9, "instruction": 12, "question": 520}``; NULL when the prompt was within the
+    budget): what the report names when the kept share stays above the one asked."""
+    db.table("trials").add_column("compress_protected", str)
