@@ -105,11 +105,11 @@ class TrialRecord:
     gpu_throttle: str | None = None
     compress_ms: float | None = None  # prompt compression: from the trial's start to the prompt compressed
     compress_rate: float | None = None  # prompt compression: the share of the prompt asked to be kept
-    #: prompt compression: JSON {part: tokens} of what it could not drop (None: within the budget)
-    compress_protected: str | None = None
     turn: int | None = None  # a conversation workload's turn (1-based)
     history_tokens: int | None = None  # a conversation turn's prompt tokens before its user message
     recompiles: int | None = None  # torch.compile graphs compiled during it (None: not compiled)
+    #: prompt compression: JSON {part: tokens} of what it could not drop (None: within the budget)
+    compress_protected: str | None = None
 
     @classmethod
     def failed(
