@@ -129,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{'TTFT x':>7s} {'KLD':>8s}"
     )
     for workload in workloads:
-        base = {t.prompt_id: t for t in ok if t.variant == "baseline" and t.workload == workload}
+        base = {
+            (t.prompt_id, t.repetition): t for t in ok if t.variant == "baseline" and t.workload == workload
+        }
         for variant in ("baseline", "compress-self", "compress-trunc"):
             mine = [t for t in ok if t.variant == variant and t.workload == workload]
             if not mine:
@@ -137,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             kept = statistics.median(1 - (t.trimmed_tokens or 0) / (t.input_tokens or 1) for t in mine)
             ttft = statistics.median(t.ttft_ms or 0 for t in mine)
-            ratios = [
-                base[t.prompt_id].ttft_ms / t.ttft_ms for t in mine if t.prompt_id in base and t.ttft_ms
+            ratios = [  # paired: the baseline's trial of the same prompt and repetition
+                base[k].ttft_ms / t.ttft_ms
+                for t in mine
+                if (k := (t.prompt_id, t.repetition)) in base and t.ttft_ms
             ]
             compress = [t.compress_ms for t in mine if t.compress_ms is not None]
             k = kld.get((variant, workload))

@@ -237,3 +237,23 @@ def test_the_parts_it_may_not_drop_are_named_when_they_exceed_the_budget():
     )
     (b,) = compression_break_even(fine, "baseline")
     assert b.over_budget == 0 and b.protected_parts == {} and "may not drop" not in compression_line(b)
+
+
+def test_too_noisy_for_an_interval_and_an_extrapolated_crossing_are_said():
+    """Two close lengths and a noisy reference: the lines cross, but fewer than 90 % of the
+    resamples have both slopes rising — no interval, and the line says why; the crossing lies
+    outside the measured lengths — the line says it is an extrapolation."""
+    trials = []
+    for p, n in enumerate((200, 220)):
+        for r, j in enumerate((-40.0, -10.0, 10.0, 40.0)):
+            common = dict(workload="docs", prompt_id=f"p{p}", repetition=r, status="ok", input_tokens=n)
+            trials.append(TrialRecord(variant="baseline", ttft_ms=2.0 * n + j, **common))
+            trials.append(
+                TrialRecord(variant="compressed", ttft_ms=50 + 1.9 * n, compress_ms=50 + 0.9 * n, **common)
+            )
+    (b,) = compression_break_even(trials, "baseline")
+    assert b.break_even == "above" and b.break_even_tokens == pytest.approx(500.0)  # 50 / (1 − 0.9)
+    assert b.break_even_lo is None and b.break_even_fitted < 0.9
+    line = compression_line(b)
+    assert f"no interval: only {b.break_even_fitted:.0%} of the resampled pairs" in line
+    assert "outside the measured lengths: an extrapolation" in line

@@ -127,6 +127,8 @@ class CompressionBreakEven:
     break_even_lo: float | None = None  # its interval (math.inf: no finite bound)
     break_even_hi: float | None = None
     no_break_even: str | None = None
+    #: the share of the bootstrap resamples whose lines both rose (an interval needs MIN_RESAMPLES_FITTED)
+    break_even_fitted: float | None = None
     lengths: tuple[float, float] | None = None  # the shortest and longest paired prompt
     # -- what it could not drop (trials.compress_protected)
     budget_tokens: float | None = None  # median budget (rate × input_tokens, or target_tokens)
@@ -253,6 +255,7 @@ def _paired(
         c0, c1 = _lines(x, k)
         sides = [_on_side(crossing(*map(float, line)), kind) for line in zip(s0, s1, c0, c1, strict=True)]
         fitted = [v for v in sides if v is not None]
+        out["break_even_fitted"] = len(fitted) / len(sides)
         if len(fitted) >= MIN_RESAMPLES_FITTED * len(sides):
             out["break_even_lo"], out["break_even_hi"] = _quantile(fitted, 0.025), _quantile(fitted, 0.975)
     return out

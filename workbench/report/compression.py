@@ -42,12 +42,18 @@ def _break_even(b: CompressionBreakEven) -> str:
     ci = ""
     if b.break_even_lo is not None and b.break_even_hi is not None:
         ci = f" [{_tokens_bound(b.break_even_lo)}–{_tokens_bound(b.break_even_hi)}]"
-    if b.break_even == "above":
-        return f"break-even: it pays on prompts above {tokens(b.break_even_tokens or 0)} tokens{ci}{span}"
-    if b.break_even == "below":
-        return (
-            f"break-even: it pays only on prompts below {tokens(b.break_even_tokens or 0)} tokens{ci}{span}"
+    elif b.break_even_fitted is not None:
+        span += (
+            f"; no interval: only {percent(b.break_even_fitted)} of the resampled pairs gave both lines a "
+            "rising slope (too noisy)"
         )
+    n = b.break_even_tokens
+    if n is not None and b.lengths and not b.lengths[0] <= n <= b.lengths[1]:
+        span += "; outside the measured lengths: an extrapolation"
+    if b.break_even == "above":
+        return f"break-even: it pays on prompts above {tokens(n or 0)} tokens{ci}{span}"
+    if b.break_even == "below":
+        return f"break-even: it pays only on prompts below {tokens(n or 0)} tokens{ci}{span}"
     if b.break_even == "any":
         return (
             "break-even: it pays at any length — the fitted saving exceeds the compression time at every "
