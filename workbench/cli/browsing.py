@@ -57,6 +57,12 @@ def runs(db: Path | None, as_json: bool) -> None:
 @click.option("--baseline", help="Variant to compute speed-ups against (default: the run's baseline).")
 @disturbed_option
 @detail_options
+@click.option(
+    "--pick",
+    is_flag=True,
+    help="On a tie (variants the data cannot order), also name the one the verdict's rule picks: "
+    "the highest paired e2e speed-up.",
+)
 @json_option
 def show(
     run_ref: str,
@@ -65,6 +71,7 @@ def show(
     exclude_disturbed: bool | None,
     detail: bool,
     wide: bool,
+    pick: bool,
     as_json: bool,
 ) -> None:
     """One run, the answer first: per workload the fastest variant end to end, what it costs and how
@@ -89,6 +96,7 @@ def show(
         exclude_disturbed=exclude_disturbed,
         detail=detail,
         wide=wide,
+        pick=pick,
     )
 
 
