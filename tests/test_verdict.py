@@ -217,7 +217,7 @@ def test_a_tie_is_said_as_a_tie_and_the_rule_picks_only_when_asked():
     text = _one_line(rows)
     assert (
         "chat: tie: spec 1.61x [1.40–1.85]* (TTFT 16% longer, same output, peak memory +260 MB), "
-        "lookup 1.60x [1.35–1.90]* (same output) — e2e medians 1,505 to 1,520 ms, 1% apart, within the MDE ±15%"
+        "lookup 1.60x [1.35–1.90]* (same output) — e2e medians 1,520 and 1,505 ms, 1% apart, within the MDE ±15%"
     ) in text
     assert "picked by" not in text
     assert "picked by the highest paired e2e speed-up: spec" in _one_line(rows, pick=True)

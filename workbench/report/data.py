@@ -45,7 +45,7 @@ def summary_rows(summaries: Sequence[GroupSummary], verdicts: Sequence[Verdict])
                 "goodput": verdict.goodput if verdict is not None else None,
             }
         )
-    return meaningful(rows)  # type: ignore[no-any-return]
+    return meaningful(rows)
 
 
 def run_data(analysis: RunAnalysis) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def run_data(analysis: RunAnalysis) -> dict[str, Any]:
     if analysis.compression:  # runs with a prompt-compression variant: its break-even (docs/analysis.md)
         data["compression"] = [dataclasses.asdict(b) for b in analysis.compression]
         data["compression_advice"] = compression_lines(analysis.compression)
-    return meaningful(data)  # type: ignore[no-any-return]
+    return meaningful(data)
 
 
 def _equivalence(analysis: RunAnalysis) -> dict[str, Any] | None:

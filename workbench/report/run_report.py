@@ -143,12 +143,13 @@ def _tie_line(name: str, v: WorkloadVerdict, pick: bool) -> str:
         costs = v.costs if s is v.best else v.alternatives.get(s.variant, {})
         said = _costs(s, costs)
         entries.append(f"{s.variant} {ratio(s.speedup_e2e)}" + (f" ({', '.join(said)})" if said else ""))
-    medians = [s.metrics["e2e_ms"].value for s in v.tied]
+    medians = [s.metrics["e2e_ms"].value or 0.0 for s in v.tied]  # a tie has every median
     mdes = [m for s in v.tied if s.speedup_e2e is not None and (m := s.speedup_e2e.mde) is not None]
     lo, hi = min(medians), max(medians)
     within = f"within the MDE {plus_minus(max(mdes), 0)}" if mdes else "no interval to tell them apart"
+    each = [ms(m) for m in medians]
     head = (
-        f"{name} tie: {', '.join(entries)} — e2e medians {ms(lo)} to {ms(hi)} ms, "
+        f"{name} tie: {', '.join(entries)} — e2e medians {', '.join(each[:-1])} and {each[-1]} ms, "
         f"{percent(hi / lo - 1)} apart, {within}"
     )
     if v.close:

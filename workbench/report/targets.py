@@ -237,7 +237,7 @@ def _length(p: Projection, cause: ProjectionCause) -> float:
 def projection_data(p: Projection) -> dict[str, Any]:
     """One projection as ``workbench project --json`` writes it: its figures and its notes in words."""
     notes = [_ROW_CAUSES[c.kind].format(n=_length(p, c), ranges=_range(c)) for c in p.causes]
-    return meaningful({**p.to_dict(), "notes": notes})  # type: ignore[no-any-return]
+    return meaningful({**p.to_dict(), "notes": notes})
 
 
 def projection_notes(projections: Sequence[Projection]) -> list[str]:
