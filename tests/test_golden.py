@@ -122,8 +122,8 @@ def nudge_store(db: Path, ulps) -> int:
     "pattern", ["up 4", "down 4", "mixed"], ids=["4 ULPs up", "4 ULPs down", "1-4 ULPs either way"]
 )
 def test_a_few_ulps_change_no_figure_a_person_reads(sample, tmp_path, pattern):
-    """``make test`` passes on any host. Another CPU computes the same figures a few ULPs apart (the
-    sample's slope was 0.0986480787099523 on AVX2, …99242 on AVX-512); here every float the store
+    """``make test`` passes on any host. Another CPU computes the same figures a few ULPs apart (a fitted
+    slope read 0.0986480787099523 on an AVX2 host, …99242 on an AVX-512 one); here every float the store
     holds is moved by that much — all up, all down, and each its own way (a seeded 1-4 ULPs either
     way, which also reorders near-equal values) — and the JSON, the text, the Markdown and every CSV
     the analysis writes must read exactly as before.
@@ -139,7 +139,7 @@ def test_a_few_ulps_change_no_figure_a_person_reads(sample, tmp_path, pattern):
     base = rendered(sample, tmp_path / "base")
     db = tmp_path / "nudged.db"
     shutil.copyfile(sample, db)
-    rng = random.Random(45)
+    rng = random.Random(7)
     ulps = {
         "up 4": lambda: 4,
         "down 4": lambda: -4,
