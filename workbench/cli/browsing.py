@@ -74,8 +74,8 @@ def show(
     pick: bool,
     as_json: bool,
 ) -> None:
-    """One run, the answer first: per workload the fastest variant end to end, what it costs and how
-    far to trust it; then the main table (medians and speed-ups per variant × workload), where the
+    """One run, the answer first: per workload the fastest variant end to end (or a tie, when the data
+    cannot order the fastest: --pick names the rule's pick), what it costs and how far to trust it; then the main table (medians and speed-ups per variant × workload), where the
     time goes, whether drafting paid (decode and end to end), quality, the experience targets and
     notes on the design. --detail adds every table (variants, break-even costs, quality, targets and
     what would it take); --wide every column. RUN is an id, a name or 'latest'."""
