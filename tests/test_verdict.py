@@ -268,3 +268,18 @@ def test_show_says_the_samples_tie_and_picks_only_with_pick():
     assert "peak memory +239 MB" in plain and "3 repetitions × 8 prompts (conversation), 1 prompt" in plain
     assert "picked by" not in plain
     assert "picked by the highest paired e2e speed-up: prompt-lookup" in picked
+
+
+def test_without_intervals_a_tie_is_speed_ups_and_medians_within_five_percent():
+    rows = [
+        _summary("baseline", e2e_ms=200),
+        _summary("a", _est(1.80), e2e_ms=111),
+        _summary("b", _est(1.75), e2e_ms=112),
+        _summary("c", _est(1.60), e2e_ms=125),  # 11 % slower: not even as fast
+    ]
+    (v,) = workload_verdicts(rows, "baseline")
+    assert [s.variant for s in v.tied] == ["a", "b"] and v.close == []
+    assert (
+        "chat: tie: a 1.80x (same output), b 1.75x (same output) — e2e medians 111 and 112 ms, 1% apart, "
+        "within 5% (no interval)"
+    ) in _one_line(rows)

@@ -17,7 +17,7 @@ from workbench.analysis.compare import SideBySide
 from workbench.analysis.phases import conversation_turns
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
-from workbench.analysis.verdict import Trust, WorkloadVerdict
+from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Trust, WorkloadVerdict
 from workbench.formatting import (
     fmt,
     host_environment,
@@ -146,7 +146,11 @@ def _tie_line(name: str, v: WorkloadVerdict, pick: bool) -> str:
     medians = [s.metrics["e2e_ms"].value or 0.0 for s in v.tied]  # a tie has every median
     mdes = [m for s in v.tied if s.speedup_e2e is not None and (m := s.speedup_e2e.mde) is not None]
     lo, hi = min(medians), max(medians)
-    within = f"within the MDE {plus_minus(max(mdes), 0)}" if mdes else "no interval to tell them apart"
+    within = (
+        f"within the MDE {plus_minus(max(mdes), 0)}"
+        if mdes
+        else f"within {percent(TIE_WITHOUT_INTERVAL)} (no interval)"
+    )
     each = [ms(m) for m in medians]
     head = (
         f"{name} tie: {', '.join(entries)} — e2e medians {', '.join(each[:-1])} and {each[-1]} ms, "
