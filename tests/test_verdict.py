@@ -155,11 +155,14 @@ def test_show_puts_the_verdict_first_and_fits_a_terminal(fake_run_db):
     assert verdict_at < 8 and len(lines) <= 60 and max(len(line) for line in lines) <= 120
     assert shown.stderr == ""  # footnotes on stdout: `show > file` keeps them
     assert "How the trials ran" in shown.stdout and "Order:" in shown.stdout
-    # the JSON says the same: the fastest variant per workload and its speed-up
+    # the JSON says the same: the fastest variant per workload (or the tie) and its speed-up
     data = json.loads(CliRunner().invoke(cli, ["show", "--db", str(fake_run_db), "--json"]).stdout)
     for v in data["verdict"]:
-        m = re.search(rf"{v['workload']}:\s+(\S+) ([\d.]+)x", "\n".join(lines[verdict_at:]))
-        assert m and m.group(1) == v["best"] and float(m.group(2)) == round(v["speedup_e2e"]["value"], 2)
+        # on a tie the line names the tied variants, the rule's pick (the JSON's best) first
+        m = re.search(rf"{v['workload']}:\s+(?:tie: )?(\S+) ([\d.]+)x", "\n".join(lines[verdict_at:]))
+        assert m is not None, v["workload"]
+        assert ("tie: " in m.group(0)) == bool(v["tie"])
+        assert m.group(1) == v["best"] and float(m.group(2)) == round(v["speedup_e2e"]["value"], 2)
     # no paragraph printed twice
     paragraphs = [line.strip() for line in lines if len(line.strip()) > 60]
     assert len(paragraphs) == len(set(paragraphs))
