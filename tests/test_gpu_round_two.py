@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sqlite3
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,6 +25,7 @@ def _script(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -347,21 +349,24 @@ def test_torchao_int8_configs_do_not_set_inductor_globals(method):
 # --- the GPU check's spec and versions ----------------------------------------------------------------
 
 
-def _check_spec() -> str:
+def _check_spec(work: Path) -> str:
     """The spec gpu_check.sh writes, its shell variables filled in as on CUDA."""
     script = (ROOT / "scripts" / "gpu_check.sh").read_text()
     body = re.search(r"<<TOML\n(.*?)\nTOML\n", script, re.S)
     assert body is not None
-    values = {"work": "/w", "label": "l", "device": "cuda", "reps": "2", "warmup": "1", "limit_chat": "3",
+    values = {"work": str(work), "label": "l", "device": "cuda", "reps": "2", "warmup": "1", "limit_chat": "3",
               "chat_tokens": "64", "long_tokens": "128", "limit": "2"}  # fmt: skip
     text = re.sub(r"\$(quant_variants|runtime_variants|compiled_variants)", "", body.group(1))
     return re.sub(r"\$(\w+)", lambda m: values[m.group(1)], text)
 
 
-def test_the_gpu_checks_spec_keeps_one_worker_per_variant():
+def test_the_gpu_checks_spec_keeps_one_worker_per_variant(tmp_path):
     from workbench.spec.parse import parse_spec
 
-    spec = parse_spec(_check_spec())
+    for model in ("large", "small"):
+        (tmp_path / "models" / model).mkdir(parents=True)
+        (tmp_path / "models" / model / "config.json").write_text("{}")
+    spec = parse_spec(_check_spec(tmp_path))
     assert spec.workers == "one"  # per-repetition would respawn ~10 CUDA workers inside the run's cap
 
 

@@ -241,10 +241,14 @@ def _torchao_config(method: str, config: QuantizedConfig, device: Device, dtype:
         Int8WeightOnlyConfig,
     )
 
+    # set_inductor_config=False on every config: torchao's default would switch the whole process's
+    # float32 matmuls (attention, the head: all that is not quantized) to TF32 and turn on
+    # coordinate-descent autotuning, mixing a precision change into the speed-up and ballooning
+    # compile times
     if method == "int8-weight-only":
-        return Int8WeightOnlyConfig()
+        return Int8WeightOnlyConfig(set_inductor_config=False)
     if method == "int8-dynamic":
-        return Int8DynamicActivationInt8WeightConfig()
+        return Int8DynamicActivationInt8WeightConfig(set_inductor_config=False)
     if device.type == "cpu":
         try:
             from torchao.prototype.quantization.int4.inference_workflow import PrototypeInt4WeightOnlyConfig
