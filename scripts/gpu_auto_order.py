@@ -58,7 +58,13 @@ def spec(model: str, device: str) -> str:
         if why:
             print(f"gpu_auto_order: {method} skipped ({why})", file=sys.stderr)
             continue
-        lines += ["", "[[variants]]", f'name = "{PREFIX}{method}"', f'model = "{model}"', f'device = "{device}"']
+        lines += [
+            "",
+            "[[variants]]",
+            f'name = "{PREFIX}{method}"',
+            f'model = "{model}"',
+            f'device = "{device}"',
+        ]
         lines += ['strategy = "quantized"', f'method = "{method}"']
     lines += ["", "[[workloads]]", 'name = "chat"', "limit = 2", "max_new_tokens = 64", "ignore_eos = true"]
     return "\n".join(lines) + "\n"

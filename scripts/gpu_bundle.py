@@ -280,7 +280,7 @@ def image_report(
     shown = ", ".join(f"{n} {found.get(n, 'absent')}" for n in SHOWN if n in found or n in ("torch",))
     assumed = ", ".join(f"{n} {IMAGE_VERSIONS[n]}" for n in ("torch", "transformers"))
     head = f"image: {shown} (the bundle assumed {assumed})"
-    py = python or "%d.%d" % sys.version_info[:2]
+    py = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
     problems = check_complete(wheels, [Requirement(r) for r in installs], py, dict(found))
     if isinstance(problems, str):
         return False, f"{head}: the bundle is malformed: {problems}"

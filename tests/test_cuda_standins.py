@@ -43,7 +43,9 @@ def fake_llama_cpp(gpu_offload: bool, op_offload: bool = True) -> types.SimpleNa
     return SimpleNamespace(
         __version__="0.3.36-standin",
         llama_supports_gpu_offload=lambda: gpu_offload,
-        llama_print_system_info=lambda: b"CUDA : ARCHS = 900 | CPU : AVX2 = 1 |" if gpu_offload else b"CPU : |",
+        llama_print_system_info=lambda: (
+            b"CUDA : ARCHS = 900 | CPU : AVX2 = 1 |" if gpu_offload else b"CPU : |"
+        ),
         LLAMA_SPLIT_MODE_NONE=0,
         Llama=llama,
     )
@@ -68,7 +70,9 @@ def test_llama_cpp_cpu_variant_on_a_gpu_build_offloads_nothing_standin():
     assert placement.kwargs == {"n_gpu_layers": 0, "op_offload": False, "flash_attn": False}  # no offload
     assert placement.backend == "llama.cpp CPU (GPU build, no layer or op offload)"
     cpu_only = gpu_placement(fake_llama_cpp(gpu_offload=False), Device("cpu"), -1)
-    assert cpu_only.kwargs == {"n_gpu_layers": 0, "flash_attn": False} and "CPU-only build" in cpu_only.backend
+    assert (
+        cpu_only.kwargs == {"n_gpu_layers": 0, "flash_attn": False} and "CPU-only build" in cpu_only.backend
+    )
 
 
 def test_llama_cpp_gpu_build_that_cannot_turn_op_offload_off_is_refused_for_cpu_standin():

@@ -129,7 +129,9 @@ def test_llama_cpp_flash_attention_is_on_by_default_on_cuda_standin():
     assert forced.kwargs["flash_attn"] is False
 
 
-@pytest.mark.parametrize("info", [b"Vulkan : warp size = 32 | CPU : AVX2 = 1 |", b"SYCL : | CPU : AVX2 = 1 |"])
+@pytest.mark.parametrize(
+    "info", [b"Vulkan : warp size = 32 | CPU : AVX2 = 1 |", b"SYCL : | CPU : AVX2 = 1 |"]
+)
 def test_llama_cpp_gpu_build_that_is_not_cuda_is_refused_for_cuda_standin(info):
     from workbench_strategies.llama_cpp import gpu_placement
 
@@ -311,7 +313,10 @@ def test_figures_of_a_true_gpu_run_pass(gpu_run):
     ("change", "why"),
     [
         ("update variants set device = 'cpu' where name = 'baseline'", "baseline: device cpu"),
-        ("update variants set dtype = 'float32' where name = 'baseline'", "dtype float32 (expected bfloat16)"),
+        (
+            "update variants set dtype = 'float32' where name = 'baseline'",
+            "dtype float32 (expected bfloat16)",
+        ),
         (
             "update variants set backend = 'llama.cpp CPU (GPU build, no layer or op offload)' "
             "where name = 'llama-cpp'",
@@ -406,3 +411,17 @@ def test_a_runtime_drafts_sampled_token_is_drawn_on_the_generators_device_standi
     probs: list = []
     assert drafter._choose(np.array([0.1, 0.2, 0.3, 0.4], dtype=np.float32), probs) == 0
     assert probs[0].device.type == "meta"
+
+
+def test_the_report_says_when_the_variants_peaks_are_not_one_kind():
+    from workbench.report.run_report import memory_kinds_line
+
+    alike = [SimpleNamespace(name="a", memory_kind="cuda_allocator_peak")] * 2
+    assert memory_kinds_line(alike) is None
+    mixed = [
+        SimpleNamespace(name="baseline", memory_kind="cuda_allocator_peak"),
+        SimpleNamespace(name="llama-cpp", memory_kind="device_used_delta"),
+    ]
+    line = memory_kinds_line(mixed)
+    assert line is not None and "baseline: torch allocator peak" in line
+    assert "device-wide, not compared with the others: llama-cpp" in line

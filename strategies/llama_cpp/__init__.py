@@ -249,7 +249,9 @@ def gpu_placement(
         backends = _gpu_backends(llama_cpp)
         if not re.search(r"\bCUDA\b", backends):
             other = [b for b in _OTHER_GPU_BACKENDS if re.search(rf"\b{b}\b", backends)]
-            what = f"its GPU backend is {', '.join(other)}" if other else "its system info names no CUDA backend"
+            what = (
+                f"its GPU backend is {', '.join(other)}" if other else "its system info names no CUDA backend"
+            )
             raise StrategyError(
                 f"device = {str(device)!r} but this llama-cpp-python ({llama_cpp.__version__}) is not a CUDA "
                 f"build ({what}); build it with CUDA: {CUDA_BUILD}"
@@ -277,9 +279,7 @@ def gpu_placement(
     return Placement(kwargs, "llama.cpp CPU (CPU-only build)")
 
 
-def offload_backend(
-    index: int, *, requested: int, model_layers: int, logged: tuple[int, int] | None
-) -> str:
+def offload_backend(index: int, *, requested: int, model_layers: int, logged: tuple[int, int] | None) -> str:
     """The ``backend`` of a ``cuda`` variant after its load: the layers llama.cpp says it offloaded
     (its log line), else as ``n_gpu_layers`` gives them (the repeating layers plus the output layer),
     a partial offload labelled as such (its TPOT is partly the CPU's)."""

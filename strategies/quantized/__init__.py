@@ -63,7 +63,8 @@ AUTO_ORDER = ("int8-weight-only", "bnb-int8", "int4-weight-only", "bnb-nf4", "in
 #: dequantize + matmul in eager mode (its speed-ups are quoted with ``torch.compile``); int8 dynamic
 #: quantizes activations at every step, worth it when compute-bound (large batches), not for decode;
 #: bitsandbytes' LLM.int8() is documented as slower than 16-bit inference (it saves memory). Not
-#: measured here yet (docs/quantized.md).
+#: measured yet: the GPU check's optional step scripts/gpu_auto_order.py measures it on a GPU
+#: (docs/quantized.md).
 AUTO_ORDER_CUDA = ("int4-weight-only", "bnb-nf4", "int8-weight-only", "int8-dynamic", "bnb-int8")
 
 TORCHAO_METHODS = ("int8-weight-only", "int8-dynamic", "int4-weight-only")

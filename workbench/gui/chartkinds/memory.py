@@ -26,7 +26,11 @@ class MemoryKind(kb.ChartKind[MemoryChart]):
         colours = chart.colours
         groups = memory_groups(chart.bars)
         placed = kb.grouped_rows(plot, groups, gap=0)
-        y_of = {name: y for (_, names), ys in zip(groups, placed, strict=True) for name, y in zip(names, ys)}
+        y_of = {
+            name: y
+            for (_, names), ys in zip(groups, placed, strict=True)
+            for name, y in zip(names, ys, strict=True)
+        }
         longest = max((b.peak_mb for b in chart.bars), default=1.0) or 1.0
         edge = pg.mkPen("#333333", width=0.8)
         for b in chart.bars:
