@@ -539,7 +539,7 @@ class LlamaCppStrategy(Strategy[LlamaCppConfig]):
             session.backend = offload_backend(
                 device.index or 0,
                 requested=config.n_gpu_layers,
-                model_layers=int(session.model_shape["layers"]),
+                model_layers=int(llama_cpp.llama_model_n_layer(llm.model)),
                 logged=_OFFLOADED[-1] if _OFFLOADED else None,
             )
         return session
