@@ -258,9 +258,12 @@ SHOWN = ("torch", "transformers", "numpy", "tokenizers", "huggingface-hub")
 
 
 def installed_versions() -> dict[str, str]:
-    """This interpreter's installed distributions (canonical name: version)."""
+    """This interpreter's installed distributions (canonical name: version), not this checkout's own
+    metadata (an ``llm_workbench.egg-info`` beside the sources, which :data:`ROOT` on ``sys.path``
+    would show as installed)."""
     found: dict[str, str] = {}
-    for dist in md.distributions():
+    path = [p for p in sys.path if p and Path(p).resolve() != ROOT]
+    for dist in md.distributions(path=path):
         name = dist.metadata["Name"]
         if name:
             found.setdefault(canonicalize_name(name), dist.version)

@@ -425,3 +425,15 @@ def test_the_report_says_when_the_variants_peaks_are_not_one_kind():
     line = memory_kinds_line(mixed)
     assert line is not None and "baseline: torch allocator peak" in line
     assert "device-wide, not compared with the others: llama-cpp" in line
+
+
+def test_the_image_report_does_not_count_the_checkouts_own_metadata(tmp_path, monkeypatch):
+    bundle = _script("gpu_bundle")
+    # stand-in for the checkout's llm_workbench.egg-info (a name nothing else installs)
+    (tmp_path / "checkout_only.egg-info").mkdir()
+    (tmp_path / "checkout_only.egg-info" / "PKG-INFO").write_text("Name: checkout-only\nVersion: 0.1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(bundle, "ROOT", tmp_path.parent)
+    assert "checkout-only" in bundle.installed_versions()  # seen when on sys.path and not the checkout
+    monkeypatch.setattr(bundle, "ROOT", tmp_path)
+    assert "checkout-only" not in bundle.installed_versions()
