@@ -52,6 +52,7 @@ def spec(model: str, device: str) -> str:
         "warmup = 1",
         "warmup_max_new_tokens = 16",
         'workers = "one"',
+        "quality = false  # speed only: the methods' quality is the main run's",
     ]
     for method in AUTO_ORDER_CUDA:
         why = method_unavailable_reason(method, device)
@@ -66,6 +67,8 @@ def spec(model: str, device: str) -> str:
             f'device = "{device}"',
         ]
         lines += ['strategy = "quantized"', f'method = "{method}"']
+        if method == "int4-weight-only":
+            lines.append("group_size = 128")  # as the main run's int4 variant
     lines += ["", "[[workloads]]", 'name = "chat"', "limit = 2", "max_new_tokens = 64", "ignore_eos = true"]
     return "\n".join(lines) + "\n"
 

@@ -437,3 +437,16 @@ def test_the_image_report_does_not_count_the_checkouts_own_metadata(tmp_path, mo
     assert "checkout-only" in bundle.installed_versions()  # seen when on sys.path and not the checkout
     monkeypatch.setattr(bundle, "ROOT", tmp_path)
     assert "checkout-only" not in bundle.installed_versions()
+
+
+def test_the_auto_order_spec_is_one_quantized_variant_per_available_method(tmp_path):
+    from workbench_strategies.quantized import AUTO_ORDER_CUDA, method_unavailable_reason
+
+    from workbench.spec.parse import parse_spec
+
+    (tmp_path / "large").mkdir()
+    (tmp_path / "large" / "config.json").write_text("{}")
+    spec = parse_spec(_script("gpu_auto_order").spec(str(tmp_path / "large"), "cpu"))
+    available = [m for m in AUTO_ORDER_CUDA if not method_unavailable_reason(m, "cpu")]
+    assert [v.name for v in spec.variants] == [f"auto-order {m}" for m in available]
+    assert spec.workers == "one" and spec.quality is False
