@@ -259,7 +259,7 @@ class Session(ABC):
     #: with the variant. Never a secret.
     server_info: dict[str, Any] | None = None
     #: Where the runtime computed, when the variant's device does not say it all (a runtime with its
-    #: own CPU/GPU placement, e.g. ``"llama.cpp GPU offload on cuda:0 (all layers)"``), for the record.
+    #: own CPU/GPU placement, e.g. ``"llama.cpp CUDA offload on cuda:0 (17/17 layers)"``), for the record.
     backend: str | None = None
     #: KV-cache bytes one token adds (keys + values, all layers, all models resident), for the
     #: decode roofline; ``None`` when unknown.

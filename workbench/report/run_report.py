@@ -18,6 +18,7 @@ from workbench.analysis.phases import conversation_turns
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Trust, WorkloadVerdict
+from workbench.charts.memory import DEVICE_WIDE, MEMORY_LABELS
 from workbench.formatting import (
     fmt,
     host_environment,
@@ -561,7 +562,23 @@ def notes_section(analysis: RunAnalysis) -> Section:
     routine = [x for x in lines if x.startswith(said)]
     section.add(Bullets([x for x in lines if x not in routine]))
     section.add(Bullets(routine, detail=True))
+    memory = memory_kinds_line(analysis.variants)
+    if memory:
+        section.add(Text(memory))
     return section
+
+
+def memory_kinds_line(variants: Sequence[Any]) -> str | None:
+    """When the variants' peak memory is not one kind of figure: which kind each is, and which are
+    device-wide (not compared); ``None`` when all are measured alike."""
+    kinds = {v.name: v.memory_kind for v in variants if v.memory_kind}
+    if len(set(kinds.values())) < 2 and not DEVICE_WIDE & set(kinds.values()):
+        return None
+    said = "; ".join(f"{name}: {MEMORY_LABELS.get(kind, kind)}" for name, kind in kinds.items())
+    apart = [name for name, kind in kinds.items() if kind in DEVICE_WIDE]
+    return f"Peak memory is not one kind of figure ({said})" + (
+        f"; device-wide, not compared with the others: {', '.join(apart)}." if apart else "."
+    )
 
 
 def variants_section(analysis: RunAnalysis) -> Section:
