@@ -36,6 +36,11 @@ _TABS: list[tuple[str, str]] = [
     ("Headline", "No finished trials yet."),
     ("Timeline", "No token timelines: no trial finished with steps recorded."),
     ("Sweeps", "No sweep data: add the sweep-input or sweep-output workloads."),
+    (
+        "Conversation",
+        'No conversation workload in this run: add one (kind = "conversation", or the built-in '
+        '"conversation"; docs/spec.md) to see TTFT and the KV cache turn by turn.',
+    ),
     ("Speed-up", "No speed-ups: the run needs a baseline variant and another variant."),
     (
         "Quality",
