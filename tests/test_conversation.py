@@ -352,3 +352,47 @@ def test_anchored_turns_get_warm_ups_of_their_own_length(tmp_path):
         t for t in anchor_plans([plan], prompts)[0].trials if not t.warmup
     ]
     assert anchored.trials[: len(warm)] == tuple(warm)
+
+
+def _second_run(db):
+    """The sample's run copied as run 2 (same variants and trials): two runs to compare."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+
+        def copy(table, where, **changes):
+            for row in conn.execute(f"select * from {table} where {where}").fetchall():
+                values = {k: row[k] for k in row.keys() if k != "id"} | changes
+                names = ", ".join(f"[{k}]" for k in values)
+                conn.execute(
+                    f"insert into {table} ({names}) values ({', '.join('?' * len(values))})", list(values.values())
+                )
+
+        copy("runs", "id = 1")
+        (run_b,) = conn.execute("select max(id) from runs").fetchone()
+        copy("variants", "run_id = 1", run_id=run_b)
+        copy("trials", "run_id = 1", run_id=run_b)
+    return run_b
+
+
+def test_the_compare_view_overlays_both_runs_turns(tmp_path):
+    pytest.importorskip("PySide6")
+    import os
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from workbench.charts import ConversationChart
+    from workbench.gui.charts import png_bytes
+    from workbench.gui.loading import load_results
+
+    db = _sample_copy(tmp_path)
+    run_b = _second_run(db)
+    data = load_results(db, (1, run_b))
+    (chart,) = [c for c in data.charts if isinstance(c, ConversationChart)]
+    names = [s.variant for s in chart.series]
+    assert names == ["1:baseline", "1:prefix-cache", f"{run_b}:baseline", f"{run_b}:prefix-cache"]
+    assert chart.before == ("1:baseline", "1:prefix-cache")
+    assert chart.colours["1:baseline"] == chart.colours[f"{run_b}:baseline"]  # one colour per variant
+    assert chart.series[0].y == chart.series[2].y  # the same trials, the same figures
+    assert all(s.slope is None for s in chart.series)  # no fit lines among the dashed ones
+    assert png_bytes(chart, scale=1.0).startswith(b"\x89PNG")

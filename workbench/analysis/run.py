@@ -15,6 +15,7 @@ import numpy as np
 from workbench.analysis.compression import CompressionBreakEven, compression_break_even
 from workbench.analysis.drafting import BreakEven, break_even
 from workbench.analysis.equivalence import RunEquivalence, run_equivalence
+from workbench.analysis.lengths import LengthSeries, length_series
 from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.phases import CostModel, WorkloadPhase, measure_phases
 from workbench.analysis.quality import RunQuality, attach_quality, run_quality
@@ -114,6 +115,9 @@ class RunAnalysis:
     #: per conversation workload × variant: its turns' figures (TTFT, decode, history, KV held), from
     #: the trials the statistics keep; what the chart, the phases sentence and the JSON read
     conversations: tuple[TurnSeries, ...] = ()
+    #: per kind (TTFT vs input length, decode speed vs output length) × workload × variant: the length
+    #: sweep series, from the trials the statistics keep
+    lengths: tuple[LengthSeries, ...] = ()
     #: per conversation workload with a TTFT target × variant: the turns that hold it
     turn_holds: tuple[TurnHold, ...] = ()
 
@@ -230,6 +234,7 @@ def analyze_run(
         compression=tuple(compression_break_even(_kept(trials, design), reference)),
         equivalence=equivalence,
         conversations=conversations,
+        lengths=tuple(length_series(_kept(trials, design), [v.name for v in variants])),
         turn_holds=tuple(turns_held(conversations, targets)),
     )
 

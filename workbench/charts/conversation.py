@@ -211,10 +211,12 @@ def compare_conversation_charts(a: RunAnalysis, b: RunAnalysis) -> list[Conversa
         series = [(f"{a.run.id}:{s.variant}", s) for s in a.conversations if s.workload == workload]
         series += [(f"{b.run.id}:{s.variant}", s) for s in b.conversations if s.workload == workload]
         names = [name for name, _ in series]
+        # each run's variants in its own order, tagged: a variant keeps its colour of the single run
+        variants = [f"{a.run.id}:{v}" for v in a.variant_names] + [f"{b.run.id}:{v}" for v in b.variant_names]
         chart = _chart(
             workload,
             series,
-            names,
+            variants,
             title=f"TTFT turn by turn ({workload}): run {a.run.id} → run {b.run.id}",
             before=names[: sum(s.workload == workload for s in a.conversations)],
             extra_note=f"Dashed with hollow markers: run {a.run.id} (before); solid: run {b.run.id} (after). "

@@ -111,6 +111,10 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
             chartdata.targets_chart(view),
             chartdata.memory_chart(view),  # both runs' variants side by side, a colour per name
         ]
+        # a conversation workload both runs ran: each run's turns, before (dashed) and after, on one chart
+        charts += chartdata.compare_conversation_charts(
+            analyze_run(store, a["id"]), analyze_run(store, b["id"])
+        )
         return ResultsData(
             tuple(run_ids),
             runs,

@@ -197,6 +197,7 @@ def grouped_rows(
 #: the legend's glyph of each pyqtgraph marker (a legend shows the marker the chart draws)
 GLYPHS = {
     "o": "&#9679;",
+    "hollow": "&#9675;",  # a hollow circle: the earlier of two runs
     "s": "&#9632;",
     "t": "&#9660;",
     "d": "&#9670;",

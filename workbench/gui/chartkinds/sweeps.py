@@ -15,6 +15,9 @@ from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, qco
 
 __all__ = ["ParameterSweepKind", "SweepKind"]
 
+#: a workload's marker when a chart has several workloads (its lines keep the variant's colour)
+SYMBOLS = ("o", "s", "t", "d", "star", "p", "h")
+
 
 class SweepKind(ChartKind[SweepChart]):
     """TTFT against input length, decode tok/s against output length."""
@@ -26,13 +29,16 @@ class SweepKind(ChartKind[SweepChart]):
         plot = new_plot(widget, grid=(True, True), bottom=chart.x_axis, left=chart.y_axis)
         legend(widget, self.draw(plot, chart), per_line=2, marker="o")
 
-    def draw(self, plot: pg.PlotItem, chart: SweepChart) -> list[tuple[str, str]]:
+    def draw(self, plot: pg.PlotItem, chart: SweepChart) -> list[tuple[str, str] | tuple[str, str, str]]:
         """The series into ``plot``: CI bands, medians, fitted lines; returns the legend's entries."""
         plot.getViewBox().setMouseEnabled(x=True, y=True)
         colours = chart.colours
-        entries = []
+        entries: list[tuple[str, str] | tuple[str, str, str]] = []
         top = 0.0
+        # one line per workload × variant: the variant's colour, a marker per workload
+        workloads = list(dict.fromkeys(s.workload for s in chart.series if s.workload))
         for s in chart.series:
+            symbol = SYMBOLS[workloads.index(s.workload) % len(SYMBOLS)] if s.workload else "o"
             colour = colours.get(s.variant, OKABE_ITO[-1])
             lo = [v if v is not None else y for v, y in zip(s.lo, s.y, strict=True)]
             hi = [v if v is not None else y for v, y in zip(s.hi, s.y, strict=True)]
@@ -52,8 +58,8 @@ class SweepKind(ChartKind[SweepChart]):
                     width=2,
                     style=QtCore.Qt.PenStyle.DashLine if hollow else QtCore.Qt.PenStyle.SolidLine,
                 ),
-                symbol="o",
-                symbolSize=7,
+                symbol=symbol,
+                symbolSize=8,
                 symbolBrush="#ffffff" if hollow else colour,
                 symbolPen=pg.mkPen(colour),
             )
@@ -70,7 +76,7 @@ class SweepKind(ChartKind[SweepChart]):
                 if s.slope is not None
                 else ""
             )
-            entries.append((colour, f"{s.variant}{slope}"))
+            entries.append((colour, f"{s.label}{slope}", "hollow" if hollow else symbol))
         plot.setLimits(xMin=0)
         plot.setYRange(0, top * 1.08 or 1, padding=0)
         return entries
@@ -92,7 +98,7 @@ class SweepKind(ChartKind[SweepChart]):
             if nearest in s.x:
                 i = s.x.index(nearest)
                 ci = ci_suffix(s.lo[i], s.hi[i], 1, grouped=True)
-                lines.append(f"{s.variant}: {fmt(s.y[i], 1)}{ci} {unit}")
+                lines.append(f"{s.label}: {fmt(s.y[i], 1)}{ci} {unit}")
         return "<br>".join(lines)
 
 
