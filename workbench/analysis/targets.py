@@ -31,7 +31,7 @@ import numpy as np
 from workbench.analysis.paired import disturbance, metric_value
 from workbench.analysis.phases import LEVERS
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
-from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate
+from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate, measured_percentile
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 from workbench.store import TrialRecord
 
@@ -75,17 +75,6 @@ PHASE_OF: dict[str, Phase] = {
     "decode_tokens_per_s": "decode",
     "e2e_ms": "both",
 }
-
-
-def measured_percentile(
-    values: Sequence[float] | np.ndarray, percentile: float, higher_is_better: bool = False
-) -> float:
-    """The value that ``percentile`` % of ``values`` reach: the inverted-CDF percentile (a lower-is-better
-    metric), or its mirror image (higher is better: the value at least that share reach or exceed)."""
-    a = np.asarray(values, dtype=float)
-    if higher_is_better:
-        return -float(np.percentile(-a, percentile, method="inverted_cdf"))
-    return float(np.percentile(a, percentile, method="inverted_cdf"))
 
 
 def bootstrap_percentile(

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.analysis.stats import Estimate, bootstrap_median, fit_line
-from workbench.analysis.targets import measured_percentile
+from workbench.analysis.stats import Estimate, bootstrap_median, fit_line, measured_percentile
 from workbench.store import TrialRecord
 
 __all__ = ["TurnPoint", "TurnSeries", "conversation_series"]

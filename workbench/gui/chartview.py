@@ -206,7 +206,9 @@ class ChartPanel(QTabWidget):
             charts.fill(widget, chart)
             self.hovers[name].chart = chart
         # the tab's charts share its height, and scroll below a readable minimum
-        widget.setMinimumHeight(min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT))
+        kind = kind_of(chart)
+        least = kind.min_height(chart) if kind is not None else None
+        widget.setMinimumHeight(least or min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT))
         self._stale.discard(name)
 
     def current_chart(self) -> cd.Chart | None:

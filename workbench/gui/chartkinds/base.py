@@ -79,6 +79,11 @@ class ChartKind(ABC, Generic[C]):
         (nothing there)."""
         return None
 
+    def min_height(self, chart: C) -> int | None:
+        """The least height (px) the window may give ``chart`` before its tab scrolls instead; None:
+        the window's default minimum."""
+        return None
+
 
 # -- style ---------------------------------------------------------------------------------------------
 

@@ -37,6 +37,15 @@ class ConversationKind(SweepKind):
         legend_px = 26 * ((len(chart.series) + 1) // 2)
         return WIDTH, 150 + TTFT_PX + (KV_PX if kv else 0) + legend_px + 24 * len(chart.notes)
 
+    def min_height(self, chart: SweepChart) -> int | None:
+        """Both panels at a readable height (the tab scrolls below it): never a sliver of TTFT."""
+        height = self.size(chart)[1]
+        return (
+            height - (TTFT_PX + KV_PX) // 4
+            if isinstance(chart, ConversationChart) and chart.kv_cache
+            else height - TTFT_PX // 4
+        )
+
     def build(self, widget: pg.GraphicsLayoutWidget, chart: SweepChart) -> None:
         assert isinstance(chart, ConversationChart)
         kv_panel = bool(chart.kv_cache)
