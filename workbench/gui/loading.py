@@ -104,7 +104,7 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
         a, b = runs
         # the same computation, and the same disturbed-trial rule, as `workbench compare A B`
         two_runs = compare_two_runs(store, a, b)
-        charts = [
+        charts: list[Chart | None] = [
             chartdata.headline_chart(view.summaries),
             # each variant's before → after change, not every variant against the first run's baseline
             chartdata.before_after_chart(two_runs.comparisons, a["id"], b["id"], two_runs.variant_names),
