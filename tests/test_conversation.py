@@ -363,10 +363,12 @@ def _second_run(db):
 
         def copy(table, where, **changes):
             for row in conn.execute(f"select * from {table} where {where}").fetchall():
-                values = {k: row[k] for k in row.keys() if k != "id"} | changes
+                # a Row iterates its values: its column names are keys()
+                values = {k: row[k] for k in row.keys() if k != "id"} | changes  # noqa: SIM118
                 names = ", ".join(f"[{k}]" for k in values)
                 conn.execute(
-                    f"insert into {table} ({names}) values ({', '.join('?' * len(values))})", list(values.values())
+                    f"insert into {table} ({names}) values ({', '.join('?' * len(values))})",
+                    list(values.values()),
                 )
 
         copy("runs", "id = 1")
