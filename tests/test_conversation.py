@@ -398,3 +398,27 @@ def test_the_compare_view_overlays_both_runs_turns(tmp_path):
     assert chart.series[0].y == chart.series[2].y  # the same trials, the same figures
     assert all(s.slope is None for s in chart.series)  # no fit lines among the dashed ones
     assert png_bytes(chart, scale=1.0).startswith(b"\x89PNG")
+
+
+def test_ttft_vs_input_is_one_line_per_workload_and_variant(tmp_path):
+    """Without a sweep workload, TTFT vs input length draws every workload: one line per workload ×
+    variant (a conversation's turns are not fitted with a report's prompt), every variant that ran it."""
+    from workbench.analysis.run import analyze_run
+    from workbench.analysis.stats import fit_line
+    from workbench.charts import run_charts
+    from workbench.store import Store
+
+    analysis = analyze_run(Store(_sample_copy(tmp_path)), None)
+    chart = next(c for c in run_charts(analysis) if c.name == "ttft-vs-input")
+    assert chart.source == "all workloads"
+    ran = {(t.workload, t.variant) for t in analysis.trials if t.measured}
+    assert {(s.workload, s.variant) for s in chart.series} == ran  # int4-ort & co. at one length too
+    line = next(s for s in chart.series if (s.workload, s.variant) == ("conversation", "baseline"))
+    own = [
+        t for t in analysis.trials if (t.workload, t.variant) == ("conversation", "baseline") and t.measured
+    ]
+    fit = fit_line([t.input_tokens for t in own], [t.ttft_ms for t in own])  # its own points only
+    assert (line.slope, line.intercept) == pytest.approx(fit, rel=1e-9)
+    single = next(s for s in chart.series if s.variant == "int4-ort")
+    assert len(single.x) == 1 and single.slope is None and single.label == "int4-ort · summarise-short"
+    assert {r["workload"] for r in chart.rows()} == {"conversation", "summarise-short"}
