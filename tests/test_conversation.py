@@ -422,3 +422,48 @@ def test_ttft_vs_input_is_one_line_per_workload_and_variant(tmp_path):
     single = next(s for s in chart.series if s.variant == "int4-ort")
     assert len(single.x) == 1 and single.slope is None and single.label == "int4-ort · summarise-short"
     assert {r["workload"] for r in chart.rows()} == {"conversation", "summarise-short"}
+
+
+def test_each_strategy_reports_the_kv_its_session_holds(tiny_model_dir):
+    """The baseline holds its prompt and answer; the prefix cache that and a copy of every earlier
+    prompt; prompt lookup only the target's cache; a draft model's cache is added to the target's."""
+    pytest.importorskip("torch")
+    from workbench.core.strategy import Prompt, Request
+    from workbench.testing.helpers import ListProbe, load_session, tiny_prompt
+
+    turns = [tiny_prompt(20, 0)]
+    turns.append(turns[-1] + " " + tiny_prompt(10, 40))
+
+    def ask(session, text, prompt_id):
+        prompt = Prompt(id=prompt_id, prompt=text)
+        request = Request(
+            prompt=prompt, input_ids=tuple(session.encode(prompt)), max_new_tokens=6, ignore_eos=True
+        )
+        return request, session.generate(request, ListProbe())
+
+    held = {}
+    for name, params in (
+        ("baseline", {}),
+        ("prefix-cache", {"min_prefix_tokens": 4}),
+        ("prompt-lookup", {}),
+        ("speculative", {"draft": str(tiny_model_dir), "num_draft_tokens": 2, "adaptive": False}),
+    ):
+        session = load_session(tiny_model_dir, name, **params)
+        held[name] = [ask(session, text, f"t{i}") for i, text in enumerate(turns)]
+        session.close()
+    per_token = None
+    for request, out in held["baseline"]:
+        assert out.kv_held_tokens == len(request.input_ids) + len(out.token_ids) - 1
+        per_token = out.kv_held_bytes / out.kv_held_tokens
+    first_prompt = len(held["baseline"][0][0].input_ids)
+    (_, one), (_, two) = held["prefix-cache"]
+    assert one.kv_held_tokens == held["baseline"][0][1].kv_held_tokens
+    # turn 2: its own cache and the kept copy of turn 1's prompt (whose storage held turn 1's answer too)
+    assert two.kv_held_tokens == held["baseline"][1][1].kv_held_tokens + first_prompt
+    assert two.kv_held_bytes >= two.kv_held_tokens * per_token
+    for (_, lookup), (_, base) in zip(held["prompt-lookup"], held["baseline"], strict=True):
+        assert lookup.kv_held_tokens is not None and lookup.kv_held_tokens >= base.kv_held_tokens - 1
+    for (_, spec), (_, base) in zip(held["speculative"], held["baseline"], strict=True):
+        assert (
+            spec.kv_held_bytes is not None and spec.kv_held_bytes > base.kv_held_bytes
+        )  # two models' caches
