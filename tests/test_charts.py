@@ -153,7 +153,8 @@ def test_every_chart_class_has_one_kind_in_a_tab_of_the_window():
     assert [(title, keys) for title, keys, _ in CHART_TABS] == [
         ("Headline", ("headline",)),
         ("Timeline", ("timeline",)),
-        ("Sweeps", ("sweep", "conversation")),
+        ("Sweeps", ("sweep",)),
+        ("Conversation", ("conversation",)),
         ("Speed-up", ("speedup", "before-after")),
         ("Quality", ("quality",)),
         ("Acceptance", ("accepted-length", "draft-positions")),

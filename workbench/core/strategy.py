@@ -136,6 +136,11 @@ class Output:
     tokens actually prefilled are ``input_tokens - cached_tokens - trimmed_tokens``. ``compress_rate``:
     the share of the prompt a compressing strategy was asked to keep (the achieved share is
     ``1 - trimmed_tokens / input_tokens``); ``None`` for strategies that do not compress.
+
+    ``kv_held_tokens`` / ``kv_held_bytes``: the KV cache the session holds when the answer is done —
+    the request's own cache (the prompt it kept and the answer) plus every copy it keeps for later
+    requests (a prefix cache's earlier prompts) — in token positions and in bytes of its tensors;
+    ``None`` when the runtime cannot tell (never 0 for "unknown").
     """
 
     token_ids: list[int]
@@ -146,6 +151,8 @@ class Output:
     cached_tokens: int = 0
     trimmed_tokens: int = 0
     compress_rate: float | None = None
+    kv_held_tokens: int | None = None
+    kv_held_bytes: int | None = None
 
 
 @dataclass

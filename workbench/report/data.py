@@ -20,7 +20,7 @@ from workbench.analysis.targets import Verdict
 from workbench.formatting import meaningful
 from workbench.report.compression import compression_lines
 from workbench.report.drafting import drafting_advice
-from workbench.report.phases import advice, turn_hold_lines
+from workbench.report.phases import advice, conversation_lines, turn_hold_lines
 from workbench.report.targets import target_advice
 
 __all__ = ["phase_data", "run_data", "summary_rows"]
@@ -79,6 +79,10 @@ def run_data(analysis: RunAnalysis) -> dict[str, Any]:
         # per lossless variant: identical / numerically equivalent / unexplained, beside the A/A floor
         "equivalence": _equivalence(analysis),
     }
+    if analysis.conversations:  # conversation workloads: per variant, its figures turn by turn
+        data["conversations"] = [s.to_dict() for s in analysis.conversations]
+        reference = analysis.baseline or (analysis.phases[0].variant if analysis.phases else None)
+        data["conversation_advice"] = conversation_lines(analysis.conversations, reference)
     if analysis.turn_holds:  # conversation workloads with a TTFT target: the turns each variant holds it
         data["turn_holds"] = [dataclasses.asdict(h) for h in analysis.turn_holds]
         data["turn_hold_advice"] = turn_hold_lines(analysis.turn_holds)

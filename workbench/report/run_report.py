@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workbench.analysis.compare import SideBySide
-from workbench.analysis.phases import conversation_turns
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Trust, WorkloadVerdict
@@ -34,7 +33,7 @@ from workbench.formatting import (
 from workbench.report.columns import COLUMNS
 from workbench.report.design import design_lines
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
-from workbench.report.phases import LEVER_ADVICE, advice, conversation_text, turn_hold_lines
+from workbench.report.phases import LEVER_ADVICE, advice, conversation_lines, turn_hold_lines
 from workbench.report.quality import (
     QUALITY_NOTE,
     quality_lines,
@@ -334,11 +333,7 @@ def phases_section(analysis: RunAnalysis) -> Section:
             i += 1
     section.add(Bullets(detail, detail=True, marked=frozenset(marked)))
     baseline = analysis.baseline or phases[0].variant
-    chats = [
-        text
-        for workload, turns in conversation_turns(analysis.trials, baseline).items()
-        if (text := conversation_text(workload, baseline, turns)) is not None
-    ]
+    chats = conversation_lines(analysis.conversations, baseline)
     chats += turn_hold_lines(analysis.turn_holds)
     if chats:
         section.add(Bullets(chats))
