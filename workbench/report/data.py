@@ -87,7 +87,7 @@ def run_data(analysis: RunAnalysis) -> dict[str, Any]:
         data["turn_holds"] = [dataclasses.asdict(h) for h in analysis.turn_holds]
         data["turn_hold_advice"] = turn_hold_lines(analysis.turn_holds)
     if analysis.compression:  # runs with a prompt-compression variant: its break-even (docs/analysis.md)
-        data["compression"] = [dataclasses.asdict(b) for b in analysis.compression]
+        data["compression"] = [b.to_dict() for b in analysis.compression]
         data["compression_advice"] = compression_lines(analysis.compression)
     return meaningful(data)
 

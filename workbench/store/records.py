@@ -111,6 +111,8 @@ class TrialRecord:
     #: the KV cache the session held at the trial's end, its kept copies included (None: cannot tell)
     kv_held_tokens: int | None = None
     kv_held_bytes: int | None = None
+    #: prompt compression: JSON {part: tokens} of what it could not drop (None: within the budget)
+    compress_protected: str | None = None
 
     @classmethod
     def failed(

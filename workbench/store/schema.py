@@ -415,3 +415,11 @@ def m024_kv_held(db: Database) -> None:
     trials = db.table("trials")
     trials.add_column("kv_held_tokens", int)
     trials.add_column("kv_held_bytes", int)
+
+
+@migrations()
+def m025_compress_protected(db: Database) -> None:
+    """Prompt compression: the prompt tokens it could not drop, per part of the prompt, as JSON
+    (``{"template": 9, "instruction": 12, "question": 520}``; NULL when the prompt was within the
+    budget): what the report names when the kept share stays above the one asked."""
+    db.table("trials").add_column("compress_protected", str)
