@@ -7,11 +7,17 @@ before it)``; a token the compressor could predict carries little information, s
 ones are dropped until the prompt is down to ``rate`` of its tokens (or to ``target_tokens``), counted
 in the **target's** tokens.
 
-- **What is kept.** The chat template's tokens, the system prompt and the last user message's last
-  paragraph (the question) are never dropped, nor a raw prompt's first paragraph (the instruction)
-  and its last one; everything else (earlier turns, the context passages or document before the
-  question) can be. When the kept parts alone exceed the budget, the achieved ratio stays above the
-  requested one (both are recorded per trial).
+- **What is kept.** The chat template's tokens and the system prompt are never dropped; earlier
+  turns of a chat may all be. The message body (a raw prompt, or the last user message) is read as
+  *instruction, context, question* (:func:`body_parts`): where the workload line names them
+  (``instruction`` / ``context`` / ``question``, as LLMLingua's ``compress_prompt`` takes them), only
+  the context may be dropped; otherwise the instruction is the first paragraph when short (at most
+  :data:`SHORT_CHARS` characters, and more follow), else the first sentence when short; the question
+  is the last paragraph when short, else its last sentence when short; everything between — the
+  document to summarise, the passages before a question — is the context. So "an instruction, then
+  the document" in one message compresses the document. When the kept parts alone exceed the
+  budget, the achieved ratio stays above the requested one, and the trial records how many tokens
+  each kept part held (``compress_protected``): the report names the part.
 - **Granularity.** ``token``: single tokens, the least surprising first. ``sentence``: whole
   sentences (a regex splitter on ``. ! ?`` and line breaks, no language data needed), the lowest mean
   surprisal first.
@@ -44,10 +50,14 @@ if TYPE_CHECKING:
     from workbench.strategy import Device, Variant
 
 __all__ = [
+    "SHORT_CHARS",
+    "Part",
     "PromptCompressionConfig",
     "PromptCompressionStrategy",
+    "body_parts",
     "choose_kept",
     "compressible_spans",
+    "prompt_parts",
     "sentence_units",
 ]
 
@@ -89,6 +99,23 @@ class PromptCompressionConfig:
             raise ValueError(f"segment_tokens must be at least 8, got {self.segment_tokens}")
 
 
+#: a paragraph or sentence of at most this many characters counts as short: kept whole as the
+#: instruction (at the start of a message) or the question (at its end); a longer one is document
+SHORT_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Part:
+    """A character span of the prompt text and whether compression may drop its tokens. Names:
+    ``system``, ``instruction``, ``question`` (kept), ``context``, ``earlier turns`` (droppable); the
+    characters in no part are the chat template's (kept)."""
+
+    name: str
+    start: int
+    end: int
+    droppable: bool
+
+
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -103,19 +130,66 @@ def _paragraphs(text: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b in spans if b > a]
 
 
-def compressible_spans(prompt: Prompt, text: str) -> list[tuple[int, int]]:
-    """The character spans of ``text`` (the prompt as the target's tokenizer reads it: raw, or through
-    the chat template) whose tokens may be dropped: a raw prompt between its first and last
-    paragraphs; in a chat, every message but the system prompt and the last user message, and the
-    last user message before its last paragraph (the question)."""
+def _short(span: tuple[int, int]) -> bool:
+    return span[1] - span[0] <= SHORT_CHARS
+
+
+def body_parts(
+    text: str, start: int, end: int, fields: tuple[tuple[str, str], ...] | None = None
+) -> list[Part]:
+    """The parts of one message body, ``text[start:end]`` (a raw prompt, or the last user message).
+
+    ``fields``: the workload line named them (``instruction`` / ``context`` / ``question``, joined by
+    blank lines): the context may be dropped, the rest is kept. Otherwise by layout: the
+    **instruction** is the first paragraph when it is short (at most :data:`SHORT_CHARS` characters)
+    and more follow, else the first sentence when short; the **question** is the last paragraph when
+    short, else its last sentence when short; what lies between is the **context** (the document,
+    the passages). A body that is short as a whole is all question."""
+    body = text[start:end]
+    if fields is not None and "\n\n".join(t for _, t in fields if t) == body:
+        parts, at = [], start
+        for name, value in fields:
+            if value:
+                parts.append(Part(name, at, at + len(value), name == "context"))
+                at += len(value) + 2
+        return parts
+    paragraphs = [(start + a, start + b) for a, b in _paragraphs(body)]
+    if not paragraphs:
+        return []
+    first, last = paragraphs[0], paragraphs[-1]
+    if _short((first[0], last[1])):
+        return [Part("question", first[0], last[1], False)]
+    head: tuple[int, int] | None = first
+    if len(paragraphs) == 1 or not _short(first):
+        head = next(iter(sentence_units(text, [first])), None)
+    if head is not None and not _short(head):
+        head = None
+    tail: tuple[int, int] | None = last
+    if len(paragraphs) == 1 or not _short(last):
+        tail = next(reversed(sentence_units(text, [last])), None)
+    if tail is not None and (not _short(tail) or (head is not None and tail[0] < head[1])):
+        tail = None
+    a = head[1] if head is not None else first[0]
+    b = tail[0] if tail is not None else last[1]
+    parts = []
+    if head is not None:
+        parts.append(Part("instruction", *head, False))
+    if b > a:
+        parts.append(Part("context", a, b, True))
+    if tail is not None:
+        parts.append(Part("question", *tail, False))
+    return parts
+
+
+def prompt_parts(prompt: Prompt, text: str) -> list[Part]:
+    """The parts of ``text`` (the prompt as the target's tokenizer reads it: raw, or through the chat
+    template): a raw prompt is one body (:func:`body_parts`); in a chat the system prompt is kept,
+    the last user message is a body, and every other message is droppable (``earlier turns``)."""
     if prompt.messages is None:
-        paragraphs = _paragraphs(text)
-        if len(paragraphs) < 3:
-            return []
-        return [(paragraphs[1][0], paragraphs[-2][1])]
+        return body_parts(text, 0, len(text), prompt.parts)
     messages = list(prompt.messages)
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    spans: list[tuple[int, int]] = []
+    parts: list[Part] = []
     cursor = 0
     for i, message in enumerate(messages):
         content = str(message.get("content", ""))
@@ -124,14 +198,17 @@ def compressible_spans(prompt: Prompt, text: str) -> list[tuple[int, int]]:
             continue
         cursor = found + len(content)
         if message.get("role") == "system":
-            continue
-        if i == last_user:
-            paragraphs = _paragraphs(content)
-            if len(paragraphs) >= 2:
-                spans.append((found, found + paragraphs[-2][1]))
-            continue
-        spans.append((found, cursor))
-    return spans
+            parts.append(Part("system", found, cursor, False))
+        elif i == last_user:
+            parts.extend(body_parts(text, found, cursor, prompt.parts))
+        else:
+            parts.append(Part("earlier turns", found, cursor, True))
+    return parts
+
+
+def compressible_spans(prompt: Prompt, text: str) -> list[tuple[int, int]]:
+    """The character spans of ``text`` whose tokens may be dropped (:func:`prompt_parts`)."""
+    return [(p.start, p.end) for p in prompt_parts(prompt, text) if p.droppable]
 
 
 def sentence_units(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -169,6 +246,23 @@ def choose_kept(
                 break
             dropped.update(group)
     return [i for i in range(n) if i not in dropped]
+
+
+def _owner(parts: list[Part], a: int, b: int) -> Part | None:
+    """The part a token of characters ``a..b`` belongs to: the droppable part holding it whole, else
+    the kept part it overlaps most; None: the chat template's (and special tokens, ``a == b``)."""
+    if b <= a:
+        return None
+    best, overlap = None, 0
+    for p in parts:
+        if p.droppable:
+            if p.start <= a and b <= p.end:
+                return p
+            continue
+        o = min(b, p.end) - max(a, p.start)
+        if o > overlap:
+            best, overlap = p, o
+    return best
 
 
 class _Compressor:
@@ -244,39 +338,48 @@ class PromptCompressionSession(HFSession):
 
     def compress(self, request: Request) -> list[int]:
         """The prompt's ids as sent to the target: within the budget where the droppable parts allow."""
+        return self.compressed(request)[0]
+
+    def compressed(self, request: Request) -> tuple[list[int], dict[str, int] | None]:
+        """The ids sent, and the tokens that could not be dropped per part (:class:`Part`'s names,
+        ``template`` for the chat template's and special tokens, ``whole prompt`` when the text does
+        not tokenize back to the prompt's ids); None when the prompt was within the budget."""
         ids = list(request.input_ids)
         budget = self._budget(len(ids))
         if len(ids) <= budget:
-            return ids
+            return ids, None
         prompt = request.prompt
         text = self._text(prompt)
         enc = self.hf.tokenizer(text, add_special_tokens=prompt.messages is None, return_offsets_mapping=True)
-        full, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
+        full, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
         if full[: len(ids)] != ids:  # a prompt this tokenizer does not read back the same way: as is
-            return ids
+            return ids, {"whole prompt": len(ids)}
         offsets = offsets[: len(ids)]
-        spans = compressible_spans(prompt, text)
-        droppable = [
-            b > a and any(s <= a and b <= e for s, e in spans) for a, b in (tuple(o) for o in offsets)
-        ]
+        parts = prompt_parts(prompt, text)
+        owner = [_owner(parts, a, b) for a, b in offsets]
+        droppable = [p is not None and p.droppable for p in owner]
+        protected: dict[str, int] = {}
+        for p in owner:
+            if p is None or not p.droppable:
+                name = p.name if p is not None else "template"
+                protected[name] = protected.get(name, 0) + 1
         if not any(droppable):
-            return ids
+            return ids, protected
         if self.same_tokenizer:
             scores = self.compressor.token_surprisal(ids)
         else:
             chars = self.compressor.char_surprisal(text)
-            scores = [sum(chars[a:b]) if b > a else math.inf for a, b in (tuple(o) for o in offsets)]
+            scores = [sum(chars[a:b]) if b > a else math.inf for a, b in offsets]
         units = None
         if self.config.granularity == "sentence":
+            spans = [(p.start, p.end) for p in parts if p.droppable]
             units = []
             for a, b in sentence_units(text, spans):
-                group = [
-                    i for i, (s, e) in enumerate(tuple(o) for o in offsets) if e > s and a <= s and e <= b
-                ]
+                group = [i for i, (s, e) in enumerate(offsets) if e > s and a <= s and e <= b]
                 if group:
                     units.append(group)
         kept = choose_kept(scores, droppable, budget, units)
-        return [ids[i] for i in kept]
+        return [ids[i] for i in kept], protected
 
     def sent_prompt(self, request: Request) -> list[int]:
         return self.compress(request)
@@ -285,16 +388,17 @@ class PromptCompressionSession(HFSession):
         import torch
 
         from ._hf import kv_cache
-        from ._kv import new_cache
+        from ._kv import held, new_cache
 
         hf = self.hf
         with torch.inference_mode():
-            ids = self.compress(request)  # inside the timed TTFT: compressing is part of the lever's cost
+            ids, protected = self.compressed(request)  # inside the timed TTFT: part of the lever's cost
             probe.mark("compress")
             cache = new_cache(hf.model)
             input_ids = torch.tensor([ids], dtype=torch.long, device=hf.torch_device)
             logits = hf.model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
+        kv_tokens, kv_bytes = held(cache)  # the compressor's own cache is gone once it has scored
         n = len(request.input_ids)
         return Output(
             token_ids=tokens,
@@ -302,6 +406,9 @@ class PromptCompressionSession(HFSession):
             finish_reason=reason,  # type: ignore[arg-type]
             trimmed_tokens=n - len(ids),
             compress_rate=min(1.0, self._budget(n) / n) if n else 1.0,
+            kv_held_tokens=kv_tokens,
+            kv_held_bytes=kv_bytes,
+            compress_protected=protected,
         )
 
     def close(self) -> None:

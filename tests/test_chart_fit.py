@@ -140,8 +140,11 @@ def _charts() -> list[cd.Chart]:
             ),
             source=w[1],
             kv_cache=tuple(
-                KvSeries(name, turns, tuple(2.0 * t + i for t in turns)) for i, name in enumerate(v)
+                KvSeries(name, turns, tuple(2.0 * t + i for t in turns), tuple(200.0 * t for t in turns))
+                for i, name in enumerate(v)
             ),
+            history=tuple((int(t), 120.0 * t) for t in turns),
+            kv_unknown=("an-endpoint-variant-with-a-rather-long-descriptive-name",),
         ),
         cd.ParameterSweepChart(
             title="Decode speed vs num_assistant_tokens_long_parameter_name (speculative-draft-with-a-rather-long-name)",

@@ -24,6 +24,7 @@ from test_two_runs import AFTER, BEFORE
 
 from workbench.analysis.compare import compare_two_runs, side_by_side
 from workbench.analysis.paired import disturbance
+from workbench.formatting import meaningful
 from workbench.gui.chartview import CHART_TABS
 from workbench.gui.main_window import MainWindow
 from workbench.gui.results import COLUMNS
@@ -199,11 +200,12 @@ def test_each_runs_rows_in_the_compare_view_are_its_rows_alone(qtbot, two_runs_d
                 row["n_disturbed"],
                 row["disturbed_excluded"],
             )
-            assert s.metrics["input_tokens"].to_dict() == row["input_tokens"]
-            assert s.metrics["e2e_ms"].to_dict() == row["e2e_ms"]
-            assert (s.speedup_e2e.to_dict() if s.speedup_e2e else None) == row["speedup_e2e"]
+            # (show --json rounds to what is meaningful: the same rounding of the same figures)
+            assert meaningful(s.metrics["input_tokens"].to_dict()) == row["input_tokens"]
+            assert meaningful(s.metrics["e2e_ms"].to_dict()) == row["e2e_ms"]
+            assert meaningful(s.speedup_e2e.to_dict() if s.speedup_e2e else None) == row["speedup_e2e"]
             v = next(x for x in data.verdicts if (x.variant, x.workload) == (s.variant, s.workload))
-            assert (v.good, v.requests, v.goodput) == (
+            assert (v.good, v.requests, meaningful(v.goodput)) == (
                 row["targets"]["good_requests"],
                 row["targets"]["requests"],
                 row["goodput"],

@@ -4,12 +4,20 @@ target as its own compressor, a truncated one, one with another tokenizer), and 
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from workbench_strategies.prompt_compression import choose_kept, compressible_spans, sentence_units
+from workbench_strategies.prompt_compression import (
+    SHORT_CHARS,
+    choose_kept,
+    compressible_spans,
+    prompt_parts,
+    sentence_units,
+)
 
 from workbench.core.strategy import Prompt, Request
 
-CONTEXT = "\n\n".join(" ".join(f"w{(7 * p + 3 * i) % 200}" for i in range(14)) + " ." for p in range(4))
+CONTEXT = "\n\n".join(" ".join(f"w{(7 * p + 3 * i) % 200}" for i in range(40)) + " ." for p in range(4))
 SYSTEM = "you are a w1 w2 w3"
 QUESTION = "w150 w151 w152 the w153"
 RAG = Prompt(
@@ -19,16 +27,74 @@ RAG = Prompt(
         {"role": "user", "content": CONTEXT + "\n\n" + QUESTION},
     ),
 )
+#: a document of one paragraph, longer than SHORT_CHARS, its last sentence short
+DOCUMENT = " ".join(f"The report's point number {i} is about the budget of the year." for i in range(12))
 
 
-def test_the_instruction_system_prompt_and_question_are_never_droppable():
-    raw = "Summarise this.\n\nfirst part. second part.\n\nthird part.\n\nThe end."
-    (span,) = compressible_spans(Prompt(id="r", prompt=raw), raw)
-    assert raw[span[0] : span[1]] == "first part. second part.\n\nthird part."
-    assert compressible_spans(Prompt(id="r", prompt="one paragraph only"), "one paragraph only") == []
+def _named(prompt, text):
+    return [(p.name, text[p.start : p.end]) for p in prompt_parts(prompt, text)]
+
+
+def test_an_instruction_then_a_document_in_one_message_compresses_the_document():
+    """The common layout: one user message, an instruction paragraph, then the document (one
+    paragraph). The document is the context, not the question: only its last sentence is kept."""
+    content = "Summarise the following report in three sentences.\n\n" + DOCUMENT
+    chat = Prompt(id="d", messages=({"role": "user", "content": content},))
+    text = f"<|user|>\n{content}<|end|>\n<|assistant|>\n"
+    parts = _named(chat, text)
+    assert [name for name, _ in parts] == ["instruction", "context", "question"]
+    assert parts[0][1] == "Summarise the following report in three sentences."
+    assert parts[2][1] == "The report's point number 11 is about the budget of the year."
+    (span,) = compressible_spans(chat, text)
+    assert len(text[span[0] : span[1]]) > 0.9 * len(DOCUMENT)  # nearly all of the document
+    # the same as a raw prompt
+    assert [name for name, _ in _named(Prompt(id="r", prompt=content), content)] == [
+        "instruction",
+        "context",
+        "question",
+    ]
+
+
+def test_the_question_is_a_short_last_paragraph_or_sentence_and_the_instruction_a_short_first():
+    raw = "Context:\n\n" + CONTEXT + "\n\nQuestion: " + QUESTION + "?"
+    parts = _named(Prompt(id="r", prompt=raw), raw)
+    assert parts[0] == ("instruction", "Context:") and parts[-1] == ("question", f"Question: {QUESTION}?")
+    assert parts[1][0] == "context" and CONTEXT in parts[1][1]
+    # one paragraph: its first and last sentences, when short
+    one = "Summarise this. " + DOCUMENT
+    parts = _named(Prompt(id="o", prompt=one), one)
+    assert parts[0] == ("instruction", "Summarise this.") and parts[-1][0] == "question"
+    # a long first paragraph and a long last sentence are context
+    long_sentence = " and ".join(["the budget grew"] * 40) + "."
+    body = DOCUMENT + " " + long_sentence
+    assert len(long_sentence) > SHORT_CHARS
+    parts = _named(Prompt(id="l", prompt=body), body)
+    assert [name for name, _ in parts] == ["instruction", "context"]
+    # a prompt short as a whole is all question: nothing to drop
+    short = "Summarise this.\n\nfirst part. second part.\n\nThe end."
+    assert _named(Prompt(id="s", prompt=short), short) == [("question", short)]
+    assert compressible_spans(Prompt(id="s", prompt=short), short) == []
+
+
+def test_named_parts_keep_the_instruction_and_question_whatever_their_length():
+    instruction = "Answer from the passages below. " * 20  # longer than SHORT_CHARS: kept all the same
+    parts = (("instruction", instruction), ("context", CONTEXT), ("question", QUESTION))
+    raw = "\n\n".join(t for _, t in parts)
+    prompt = Prompt(id="f", prompt=raw, parts=parts)
+    assert _named(prompt, raw) == [("instruction", instruction), ("context", CONTEXT), ("question", QUESTION)]
+    assert [raw[a:b] for a, b in compressible_spans(prompt, raw)] == [CONTEXT]
+    chat = Prompt(id="c", messages=({"role": "user", "content": raw},), parts=parts)
+    text = f"<|user|>\n{raw}<|end|>"
+    assert [text[a:b] for a, b in compressible_spans(chat, text)] == [CONTEXT]
+
+
+def test_the_system_prompt_is_kept_and_earlier_turns_may_be_dropped():
     text = f"<|system|> {SYSTEM} <|user|> {CONTEXT}\n\n{QUESTION} <|assistant|> "
-    (span,) = compressible_spans(RAG, text)
-    assert text[span[0] : span[1]] == CONTEXT  # not the system prompt, not the question
+    parts = _named(RAG, text)
+    assert [name for name, _ in parts] == ["system", "instruction", "context", "question"]
+    first = CONTEXT.split("\n\n")[0]  # a short first paragraph reads as the instruction
+    assert parts[0] == ("system", SYSTEM) and parts[1] == ("instruction", first)
+    assert parts[2][1].strip() == CONTEXT[len(first) :].strip() and parts[3] == ("question", QUESTION)
     chat = Prompt(
         id="c",
         messages=(
@@ -107,8 +173,8 @@ def test_the_target_compresses_to_the_rate_keeping_the_protected_parts(tiny_mode
 
 
 def test_a_token_budget_sentences_and_a_truncated_compressor(tiny_model_dir):
-    budget = load_session(tiny_model_dir, "prompt-compression", target_tokens=40)
-    assert len(budget.sent_prompt(_request(budget))) == 40
+    budget = load_session(tiny_model_dir, "prompt-compression", target_tokens=80)
+    assert len(budget.sent_prompt(_request(budget))) == 80
     sentences = load_session(tiny_model_dir, "prompt-compression", rate=0.6, granularity="sentence")
     request = _request(sentences)
     sent = sentences.sent_prompt(request)
@@ -152,8 +218,12 @@ def test_the_runner_records_compress_ms_inside_the_ttft(tiny_model_dir):
     assert baseline.record.compress_ms is None and baseline.record.compress_rate is None
 
 
+def analysis_trials(analysis, variant):
+    return [t for t in analysis.trials if t.variant == variant and analysis.design.disturbance.keeps(t)]
+
+
 def _paragraphs(n, start):
-    return "\\n\\n".join(" ".join(f"w{(start + 11 * p + 3 * i) % 200}" for i in range(12)) for p in range(n))
+    return "\\n\\n".join(" ".join(f"w{(start + 11 * p + 3 * i) % 200}" for i in range(30)) for p in range(n))
 
 
 def test_a_run_records_compression_scores_it_and_weighs_its_break_even(tiny_model_dir, tmp_path):
@@ -191,6 +261,17 @@ prompts = [{prompts}]
         trials = [t for t in store.trials(result.run_id) if t.variant == "compressed" and not t.warmup]
         assert all(t.compress_ms and 0 < t.compress_ms < t.ttft_ms for t in trials)
         assert all(t.compress_rate == 0.5 and t.trimmed_tokens for t in trials)
+        # what it could not drop, per part: the raw prompt's first and last paragraphs (and a BOS)
+        for t in trials:
+            assert (
+                {"instruction", "question"}
+                <= set(json.loads(t.compress_protected))
+                <= {
+                    "template",
+                    "instruction",
+                    "question",
+                }
+            )
         quality = {r["variant"]: r for r in store.quality_variants(result.run_id)}
         assert quality["compressed"]["status"] == "scored"
         analysis = analyze_run(store, result.run_id)
@@ -200,10 +281,19 @@ prompts = [{prompts}]
     kept = sum(analysis.design.disturbance.keeps(t) for t in trials)
     assert (b.variant, b.workload, b.trials) == ("compressed", "docs", kept) and kept >= 3
     assert 0.4 < b.achieved_rate <= 0.55 and b.requested_rate == 0.5
-    assert b.prefill_ms_per_token is not None and b.cost_fraction is not None and b.cost_fraction > 0
+    assert b.prefill_ms_per_token is not None and b.over_budget == 0
+    # paired with the baseline's trials of the same prompt and repetition, both kept
+    baseline = {(t.prompt_id, t.repetition): t for t in analysis_trials(analysis, "baseline")}
+    pairs = [
+        t for t in trials if analysis.design.disturbance.keeps(t) and (t.prompt_id, t.repetition) in baseline
+    ]
+    assert b.pairs == len(pairs) and b.saved_ms is not None and b.lengths is not None
+    assert b.lengths[0] < b.lengths[1]  # two prompt lengths: a break-even is computed, or why not
+    assert (b.break_even is None) != (b.no_break_even is None)
     text = render_text(build_run_report(analysis), detail=True)
     section = text[text.index("Does prompt compression pay?") :]
-    assert "compressed on docs: kept" in section and "of the prefill it saves" in section
+    assert "compressed on docs: kept" in section and "pairs, measured" in section
+    assert "of the prefill it saves" in section or "saved no prefill time" in section
     from workbench.report.data import run_data
 
     data = run_data(analysis)

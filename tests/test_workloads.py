@@ -12,7 +12,15 @@ from workbench.core.errors import SpecError
 from workbench.core.resources import resource_path
 from workbench.core.strategy import Prompt
 from workbench.run.runner import encode_prompt
-from workbench.spec.workloads import as_chat, builtin_names, builtin_workload, load_jsonl, with_max_new_tokens
+from workbench.spec.workloads import (
+    Item,
+    Workload,
+    as_chat,
+    builtin_names,
+    builtin_workload,
+    load_jsonl,
+    with_max_new_tokens,
+)
 from workbench.testing import FakeConfig, FakeSession
 
 if sys.version_info >= (3, 11):
@@ -180,6 +188,38 @@ def test_prompt_and_messages_lines(tmp_path):
     assert items[1].prompt.prompt is None
     assert items[1].prompt.messages == ({"role": "system", "content": "s"}, {"role": "user", "content": "u"})
     assert [i.max_new_tokens for i in items] == [64, 11, 64]
+
+
+def test_lines_that_name_their_parts(tmp_path):
+    """As LLMLingua takes them: instruction, context, question joined by blank lines into the raw
+    prompt; the prompt keeps them for prompt compression; as_chat keeps them in the user message."""
+    path = write_jsonl(
+        tmp_path,
+        json.dumps({"id": "f", "instruction": "Answer briefly.", "context": "Doc text.", "question": "Why?"}),
+        json.dumps({"id": "g", "context": "Only a document."}),
+    )
+    f, g = (i.prompt for i in load_jsonl(path, default_max_new_tokens=8))
+    assert f.prompt == "Answer briefly.\n\nDoc text.\n\nWhy?"
+    assert f.parts == (("instruction", "Answer briefly."), ("context", "Doc text."), ("question", "Why?"))
+    assert g.prompt == "Only a document." and g.parts == (("context", "Only a document."),)
+    assert Prompt.from_dict(f.to_dict()) == f  # what the worker receives
+    (chat,) = as_chat(Workload(name="w", items=(Item(f, 8),))).items
+    assert chat.prompt.messages == ({"role": "user", "content": f.prompt},) and chat.prompt.parts == f.parts
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        (
+            '{"id": "b", "prompt": "x", "context": "y"}',
+            'give the parts ("instruction", "context", "question")',
+        ),
+        ('{"id": "b", "instruction": "x", "question": "y"}', 'need a non-empty "context"'),
+        ('{"id": "b", "context": 3}', '"context" must be a string'),
+    ],
+)
+def test_bad_parts(tmp_path, bad, problem):
+    assert problem in jsonl_error(tmp_path, bad)
 
 
 def jsonl_error(tmp_path, *lines: str) -> str:

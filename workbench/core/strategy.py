@@ -73,13 +73,17 @@ class Prompt:
 
     Exactly one of ``prompt`` (raw text, no chat template) and ``messages`` (chat turns, the model's
     chat template is applied) is set. ``input_tokens`` asks the session to cut the encoded text to
-    exactly that many tokens (the input-length sweep).
+    exactly that many tokens (the input-length sweep). ``parts``: the named pieces the text was
+    joined from (a workload line's ``instruction`` / ``context`` / ``question``, in order, joined by
+    blank lines into the raw prompt or the last user message), for a lever that treats them apart
+    (prompt compression drops only the context's tokens).
     """
 
     id: str
     prompt: str | None = None
     messages: tuple[dict[str, str], ...] | None = None
     input_tokens: int | None = None
+    parts: tuple[tuple[str, str], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id}
@@ -89,6 +93,8 @@ class Prompt:
             data["messages"] = [dict(m) for m in self.messages]
         if self.input_tokens is not None:
             data["input_tokens"] = self.input_tokens
+        if self.parts is not None:
+            data["parts"] = [list(p) for p in self.parts]
         return data
 
     @classmethod
@@ -99,6 +105,7 @@ class Prompt:
             prompt=data.get("prompt"),
             messages=tuple(dict(m) for m in messages) if messages is not None else None,
             input_tokens=data.get("input_tokens"),
+            parts=tuple((str(k), str(v)) for k, v in parts) if (parts := data.get("parts")) else None,
         )
 
 
@@ -136,6 +143,14 @@ class Output:
     tokens actually prefilled are ``input_tokens - cached_tokens - trimmed_tokens``. ``compress_rate``:
     the share of the prompt a compressing strategy was asked to keep (the achieved share is
     ``1 - trimmed_tokens / input_tokens``); ``None`` for strategies that do not compress.
+
+    ``kv_held_tokens`` / ``kv_held_bytes``: the KV cache the session holds when the answer is done —
+    the request's own cache (the prompt it kept and the answer) plus every copy it keeps for later
+    requests (a prefix cache's earlier prompts) — in token positions and in bytes of its tensors;
+    ``None`` when the runtime cannot tell (never 0 for "unknown").
+
+    ``compress_protected``: the tokens it had to keep, per part of the prompt (the report says which
+    part kept the prompt above the budget).
     """
 
     token_ids: list[int]
@@ -146,6 +161,11 @@ class Output:
     cached_tokens: int = 0
     trimmed_tokens: int = 0
     compress_rate: float | None = None
+    kv_held_tokens: int | None = None
+    kv_held_bytes: int | None = None
+    #: a compressing strategy: the prompt tokens it may not drop, per part (``{"template": 9,
+    #: "question": 520}``); None when it did not need to look (the prompt was within its budget)
+    compress_protected: dict[str, int] | None = None
 
 
 @dataclass
@@ -259,7 +279,7 @@ class Session(ABC):
     #: with the variant. Never a secret.
     server_info: dict[str, Any] | None = None
     #: Where the runtime computed, when the variant's device does not say it all (a runtime with its
-    #: own CPU/GPU placement, e.g. ``"llama.cpp GPU offload on cuda:0 (all layers)"``), for the record.
+    #: own CPU/GPU placement, e.g. ``"llama.cpp CUDA offload on cuda:0 (17/17 layers)"``), for the record.
     backend: str | None = None
     #: KV-cache bytes one token adds (keys + values, all layers, all models resident), for the
     #: decode roofline; ``None`` when unknown.

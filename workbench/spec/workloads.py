@@ -2,7 +2,10 @@
 
 A user workload is a JSONL file, one object per line: ``{"id": "...", "prompt": "..."}`` (raw text)
 or ``{"id": "...", "messages": [{"role": "user", "content": "..."}]}`` (the model's chat template is
-applied), optionally with ``"max_new_tokens"``. Errors name ``file:line``.
+applied), optionally with ``"max_new_tokens"``. Instead of ``"prompt"`` a line may name its parts,
+``"instruction"``, ``"context"``, ``"question"`` (as LLMLingua does; the context required): they are
+joined by blank lines into the raw prompt, and the prompt keeps them (``Prompt.parts``) for prompt
+compression, which drops only the context's tokens. Errors name ``file:line``.
 
 A conversation workload (``kind = "conversation"``) is a JSONL file of conversations, one per line:
 ``{"id": "...", "system": "...", "turns": ["first user message", "second", ...]}`` (``system`` optional,
@@ -252,7 +255,10 @@ def inline_items(prompts: Any, where: str, *, default_max_new_tokens: int) -> tu
     return tuple(items)
 
 
-_ITEM_KEYS = {"id", "prompt", "messages", "max_new_tokens"}
+#: a line may name its parts instead of "prompt" (as LLMLingua's compress_prompt takes them): joined by
+#: blank lines, in this order, into the raw prompt; prompt compression drops only the context's tokens
+FIELD_PARTS = ("instruction", "context", "question")
+_ITEM_KEYS = {"id", "prompt", "messages", "max_new_tokens", *FIELD_PARTS}
 
 
 def _item(data: Any, where: str, default_max_new_tokens: int) -> Item:
@@ -266,6 +272,22 @@ def _item(data: Any, where: str, default_max_new_tokens: int) -> Item:
     if "id" not in data or not isinstance(data["id"], str | int) or str(data["id"]) == "":
         raise SpecError(f'{where}: missing "id" (a non-empty string)')
     has_prompt, has_messages = "prompt" in data, "messages" in data
+    named = [k for k in FIELD_PARTS if k in data]
+    if named and (has_prompt or has_messages):
+        raise SpecError(
+            f'{where}: "{named[0]}" names a part of the prompt; give the parts '
+            f'("instruction", "context", "question") or "prompt" or "messages", not both'
+        )
+    parts = None
+    if named:
+        for k in named:
+            if not isinstance(data[k], str):
+                raise SpecError(f'{where}: "{k}" must be a string')
+        if not data.get("context"):
+            raise SpecError(f'{where}: the parts need a non-empty "context" (the text to compress)')
+        parts = tuple((k, data[k]) for k in FIELD_PARTS if data.get(k))
+        data = {**data, "prompt": "\n\n".join(text for _, text in parts)}
+        has_prompt = True
     if has_prompt == has_messages:
         raise SpecError(f'{where}: needs exactly one of "prompt" or "messages"')
     if has_prompt and (not isinstance(data["prompt"], str) or not data["prompt"]):
@@ -292,7 +314,7 @@ def _item(data: Any, where: str, default_max_new_tokens: int) -> Item:
         raise SpecError(
             f'{where}: "max_new_tokens" must be a positive integer of at most {MAX_INTEGER:,}, got {max_new_tokens!r}'
         )
-    prompt = Prompt(id=str(data["id"]), prompt=data.get("prompt"), messages=messages)
+    prompt = Prompt(id=str(data["id"]), prompt=data.get("prompt"), messages=messages, parts=parts)
     return Item(prompt, max_new_tokens)
 
 
@@ -311,7 +333,7 @@ def as_chat(workload: Workload) -> Workload:
     for item in workload.items:
         p = item.prompt
         if p.prompt is not None and p.input_tokens is None:
-            p = Prompt(id=p.id, messages=({"role": "user", "content": p.prompt},))
+            p = Prompt(id=p.id, messages=({"role": "user", "content": p.prompt},), parts=p.parts)
         items.append(replace(item, prompt=p))
     return replace(workload, items=tuple(items))
 

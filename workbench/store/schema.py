@@ -405,3 +405,21 @@ def m020_compile(db: Database) -> None:
     variants.add_column("compile", str)  # default | max-autotune | reduce-overhead; NULL = eager
     variants.add_column("compile_ms", float)  # the worker's compiling and warm-up of the graphs
     db.table("trials").add_column("recompiles", int)  # graphs compiled during it; NULL = not compiled
+
+
+@migrations()
+def m024_kv_held(db: Database) -> None:
+    """The KV cache a variant's session held at the end of each trial (docs/metrics.md ``kv_held_tokens``):
+    its working cache and every copy it keeps for later requests (a prefix cache's kept prompts), as the
+    strategy reported it; NULL when its runtime cannot tell (llama.cpp, ONNX Runtime, an endpoint)."""
+    trials = db.table("trials")
+    trials.add_column("kv_held_tokens", int)
+    trials.add_column("kv_held_bytes", int)
+
+
+@migrations()
+def m025_compress_protected(db: Database) -> None:
+    """Prompt compression: the prompt tokens it could not drop, per part of the prompt, as JSON
+    (``{"template": 9, "instruction": 12, "question": 520}``; NULL when the prompt was within the
+    budget): what the report names when the kept share stays above the one asked."""
+    db.table("trials").add_column("compress_protected", str)

@@ -81,6 +81,11 @@ class ChartKind(ABC, Generic[C]):
         (nothing there)."""
         return None
 
+    def min_height(self, chart: C) -> int | None:
+        """The least height (px) the window may give ``chart`` before its tab scrolls instead; None:
+        the window's default minimum."""
+        return None
+
 
 # -- style ---------------------------------------------------------------------------------------------
 
@@ -200,8 +205,8 @@ def keep_labels_inside(plot: pg.PlotItem) -> None:
     """Widen ``plot``'s x range, whenever its view is resized, just enough that every text on it (a
     bar's value, a group's header, a whisker's interval) ends inside the plot: a text has a width in
     pixels, not in data, so the room a kind left for it at one width is too little at a narrower one
-    or with longer names. A range the kind set stays the least; an automatic one is only widened. A
-    plot without texts is left alone."""
+    or with longer names; a text wider than 60 % of the plot is shortened with … to that. A range the
+    kind set stays the least; an automatic one is only widened. A plot without texts is left alone."""
     view = plot.getViewBox()
     texts = {id(i): i.toPlainText() for i in plot.items if isinstance(i, pg.TextItem)}
     if not texts:
@@ -224,6 +229,11 @@ def keep_labels_inside(plot: pg.PlotItem) -> None:
                 if shown != item.toPlainText():
                     item.setText(shown)
                 continue
+            # a text takes at most 60 % of its plot's width (shortened with …), so the data keep the rest
+            metrics = QtGui.QFontMetricsF(item.textItem.font())
+            shown = metrics.elidedText(full, QtCore.Qt.TextElideMode.ElideRight, max(0.6 * width, 0))
+            if shown != item.toPlainText():
+                item.setText(shown)
             right = (1 - float(item.anchor[0])) * item.boundingRect().width()  # px right of its x
             room = width - 4 - right
             if room > 0:
@@ -248,6 +258,7 @@ def keep_labels_inside(plot: pg.PlotItem) -> None:
 #: the legend's glyph of each pyqtgraph marker (a legend shows the marker the chart draws)
 GLYPHS = {
     "o": "&#9679;",
+    "hollow": "&#9675;",  # a hollow circle: the earlier of two runs
     "s": "&#9632;",
     "t": "&#9660;",
     "d": "&#9670;",
