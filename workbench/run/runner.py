@@ -38,6 +38,7 @@ class _Probe:
     """The runner's probe. Its hot path is one sync, one clock read and one list append."""
 
     __slots__ = ("_cancelled", "_clock", "_t0", "counted", "marks", "records", "t_end", "tokens")
+    trace = None  # timed trials are never traced (Probe.trace: the quality pass's replay only)
 
     def __init__(self, clock: Clock, t0_ns: int, cancelled: Callable[[], bool]) -> None:
         self._clock = clock

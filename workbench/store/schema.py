@@ -405,3 +405,44 @@ def m020_compile(db: Database) -> None:
     variants.add_column("compile", str)  # default | max-autotune | reduce-overhead; NULL = eager
     variants.add_column("compile_ms", float)  # the worker's compiling and warm-up of the graphs
     db.table("trials").add_column("recompiles", int)  # graphs compiled during it; NULL = not compiled
+
+
+@migrations()
+def m021_equivalence_replay(db: Database) -> None:
+    """The equivalence check through each lossless variant's own code path (docs/metrics.md
+    "Equivalence"): per variant × prompt × output × judged position, the variant's token judged
+    against the baseline's one-pass argmax on the variant's own prefix, against that position's
+    floor (the baseline through the passes the variant ran), and the variant's own log-probabilities
+    against the baseline's through the same passes. ``quality_variants.checked``: how the variant was
+    checked (``replay``; NULL: before this check, or not checked); ``.unchecked``: what was not."""
+    db.table("equivalence_positions").create(
+        {
+            "id": int,
+            "run_id": int,
+            "variant": str,
+            "workload": str,
+            "prompt_id": str,
+            "source": str,  # replay (the traced replay's output) | trial (a timed output that differs)
+            "output": int,  # which distinct output of the prompt (0: the replay's)
+            "position": int,  # index of the token in prompt + output
+            "token_id": int,  # the variant's token
+            "pass_start": int,  # the variant's pass that emitted it: its first position,
+            "pass_tokens": int,  # its input tokens (rejected drafts included),
+            "cached": int,  # the reused prefix it read (prefix cache); NULL for a timed output
+            "base_top_id": int,  # the baseline's one-pass argmax there (on the variant's prefix)
+            "gap": float,  # log p_base(base_top) − log p_base(token): 0 when the token is the argmax
+            "floor_shift": float,  # that position's floor: |Δ log p| of those two tokens, one pass vs shape
+            "floor_kld": float,  # KL(one pass ‖ the baseline through the shape) there
+            "own_top_id": int,  # the argmax of the variant's own pass there (NULL: a timed output)
+            "own_gap": float,  # log p_own(own_top) − log p_own(token): > 0 = not its own argmax
+            "own_shift": float,  # |Δ log p| of the two tokens, the variant's own pass vs the baseline's
+            "own_kld": float,  # KL(the baseline through the shape ‖ the variant's own pass)
+            "verdict": str,  # argmax | near-tie | unexplained | not-own-argmax
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("equivalence_positions").create_index(["run_id", "variant"])
+    db.table("quality_variants").add_column("checked", str)  # replay; NULL: the old check, or none
+    # JSON list: what of the variant the replay could not check, a line each (a prompt not replayed...)
+    db.table("quality_variants").add_column("unchecked", str)
