@@ -103,6 +103,9 @@ class Floor:
 
     shapes: tuple[FloorShape, ...]
     dtype: str | None
+    #: True: measured on each lossless variant's own tokens through its own recorded passes, each
+    #: position judged against its own (no run-wide margin); False: the old A/A floor
+    per_position: bool = False
 
     @property
     def kld(self) -> float:
@@ -479,7 +482,7 @@ def _replayed(
             divergences=tuple(found),
             judged=judged,
         )
-    floor = Floor(tuple(shapes), dtypes.get(baseline)) if shapes else None
+    floor = Floor(tuple(shapes), dtypes.get(baseline), per_position=True) if shapes else None
     if floor is not None:
         checks = {k: dataclasses.replace(c, floor=floor) for k, c in checks.items()}
     return RunEquivalence(floor, checks)
