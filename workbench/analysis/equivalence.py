@@ -8,7 +8,13 @@ far below any gap between two tokens' logits, so its greedy output is the baseli
 bfloat16 or float16 they are not: where the baseline's two best tokens are nearly tied, the other
 shape can pick the other one, and from there the outputs differ. That is arithmetic, not a bug — and a
 bug looks the same in the ``match`` column. This module tells them apart from what the quality pass
-stored (docs/metrics.md, "Equivalence"):
+stored (docs/metrics.md, "Equivalence").
+
+The check (:func:`judge_positions`, ``equivalence_positions``): each lossless variant replayed through
+its own code path, every emitted position judged on its own token — its own pass's argmax, and the
+baseline's argmax or a near-tie of *that position's* floor (the baseline's shift between one pass and
+the passes the variant ran) — and its own log-probabilities against the baseline's through the same
+passes. Runs recorded before it keep the old check, read as before:
 
 - the **A/A floor** (``quality_floor``): the baseline's own tokens re-scored by the baseline through
   each shape, against its one-pass reference. Per shape, the KLD that arithmetic alone produces, and

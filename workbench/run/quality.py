@@ -12,16 +12,16 @@ baseline's worker scores them (:meth:`Session.score`: full distributions, writte
 position), written through the run's recorder (:meth:`RunRecorder.quality`).
 
 Which variants are scored: every variant but the baseline whose strategy can score, except those
-lossless by construction (:attr:`Strategy.lossless`) on the baseline's model and dtype: those are
-*checked* instead (docs/metrics.md, "Equivalence"). The baseline re-scores its own tokens through each
-of their shapes of forward passes (:meth:`Strategy.score_shape`: verify chunks of k + 1, a suffix after
-a cached prefix) and through its own decoding's (one token per pass): the A/A numerical floor,
-``quality_floor``. Each lossless variant scores the same tokens through its own shape
-(``quality_positions``, its ``quality_variants`` row stays ``lossless`` with the shape);
-:mod:`workbench.analysis.equivalence` judges its KLD and its divergences by the floor. Always, when the
-pass runs: teacher forcing costs about one generation per prompt and shape, and in float32 it is what
-shows that an exact match was not luck; the pass runs for lossless variants alone when their
-arithmetic can differ from float32 on the CPU (:func:`quality_wanted`). A variant whose tokenizer encodes the
+lossless by construction (:attr:`Strategy.lossless`) on the baseline's model and dtype, and the
+baseline's own configuration (compiled or not): those are *checked* instead (docs/metrics.md,
+"Equivalence"). Each is replayed through its own code path (its worker's ``replay``: greedy, untimed,
+a :class:`~workbench.strategy.Trace` on the probe recording its target's passes and the log-probabilities
+each token was chosen from); the baseline scores prompt + the variant's tokens in one pass and through
+those passes (``score`` items with ``passes``); :func:`judge_positions` judges every position, stored in
+``equivalence_positions`` (its ``quality_variants`` row stays ``lossless``, ``checked = 'replay'``).
+Always, when the pass runs: about two generations' worth of passes per prompt and lossless variant, and
+in float32 it is what shows that an exact match was not luck; the pass runs for lossless variants alone
+when their arithmetic can differ from float32 on the CPU (:func:`quality_wanted`). A variant whose tokenizer encodes the
 prompts differently cannot be compared position by position: "not scored", with that reason. Nothing
 in this pass fails the run: a variant that cannot be scored is recorded with the reason.
 """
