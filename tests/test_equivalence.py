@@ -346,10 +346,13 @@ def test_a_run_checks_its_lossless_variants_position_by_position(tiny_model_dir,
     assert "does not report its forward passes" in equivalence_text(assisted)
     for name, check in checked.variants.items():
         j = check.judged
-        assert j is not None and j.prompts == 3 and j.positions == 48 and j.own_kld is not None, name
+        assert j is not None and j.prompts == 3 and j.own_kld is not None, name
         assert not j.unchecked and j.not_own_argmax == 0, (name, j)
-        mine = [p for p in positions if p["variant"] == name]
-        assert {p["source"] for p in mine} == {"replay"} and all(p["own_top_id"] is not None for p in mine)
+        replayed = [p for p in positions if p["variant"] == name and p["source"] == "replay"]
+        assert len(replayed) == 48 and all(p["own_top_id"] is not None for p in replayed)
+        # a timed output that differs from the replay's (other draft lengths): judged on its tokens
+        timed = [p for p in positions if p["variant"] == name and p["source"] == "trial"]
+        assert j.positions == 48 + len(timed) and all(p["own_top_id"] is None for p in timed)
     # what the replays ran: the speculative loop's verify passes read drafts, the prefix cache reused
     spec_rows = [p for p in positions if p["variant"] == "speculative"]
     assert max(p["pass_tokens"] for p in spec_rows) > 1
@@ -370,8 +373,9 @@ def test_a_run_checks_its_lossless_variants_position_by_position(tiny_model_dir,
 
     shown = CliRunner().invoke(cli, ["show", "1", "--db", str(db)])
     assert shown.exit_code == 0, shown.output
-    assert "Numerical floor (" in shown.output and "outside the numerical floor" in shown.output
-    assert "judged on its own tokens, each against its own floor" in shown.output
+    flat = " ".join(shown.output.split())  # the report wraps its lines
+    assert "Numerical floor (" in flat and "outside the numerical floor" in flat
+    assert "judged on its own tokens, each against its own floor" in flat
     data = json.loads(CliRunner().invoke(cli, ["show", "1", "--db", str(db), "--json"]).output)
     variants = data["equivalence"]["variants"]
     assert set(variants) == {"speculative", "lookup", "prefix", "assisted"}

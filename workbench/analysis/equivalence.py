@@ -448,10 +448,10 @@ def _replayed(
             baseline_outputs.setdefault((t.workload, t.prompt_id), json.loads(t.output_token_ids))
     shapes = []
     checks: dict[str, Equivalence] = {}
-    for row in variants:
-        name = row["variant"]
+    for variant in variants:
+        name = variant["variant"]
         rows = by_variant.get(name, [])
-        notes = tuple(json.loads(row["unchecked"])) if row.get("unchecked") else ()
+        notes = tuple(json.loads(variant["unchecked"])) if variant.get("unchecked") else ()
         judged = _judged(rows, notes if rows else notes or ("not replayed",))
         if rows:
             shapes.append(
@@ -480,7 +480,7 @@ def _replayed(
                 found.append(Divergence(t.workload, t.prompt_id, t.repetition, *first, None, None))
         checks[name] = Equivalence(
             variant=name,
-            shape=row.get("shape"),
+            shape=variant.get("shape"),
             dtype=dtypes.get(name),
             kld=judged.own_kld,
             floor=None,

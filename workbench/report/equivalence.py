@@ -12,7 +12,25 @@ from typing import Any
 
 from workbench.formatting import kld_text, num, significant
 
-__all__ = ["EQUIVALENCE_NOTE", "equivalence_data", "equivalence_lines", "equivalence_text", "floor_line"]
+__all__ = [
+    "EQUIVALENCE_NOTE",
+    "OLD_EQUIVALENCE_NOTE",
+    "equivalence_data",
+    "equivalence_lines",
+    "equivalence_note",
+    "equivalence_text",
+    "floor_line",
+]
+
+#: a run checked before the replay: what its figures meant
+OLD_EQUIVALENCE_NOTE = (
+    "Equivalence (checked the old way): a lossless variant computes its model's arithmetic in other "
+    "shapes of forward passes (a verify pass of k + 1 tokens, a suffix after a cached prefix), which half "
+    "precision rounds differently. The floor is the baseline's own outputs re-scored by the baseline "
+    "through those shapes: the KLD arithmetic alone produces. A divergence is tie-explained when the "
+    "baseline's two tokens there were closer than twice the largest shift the floor measured. The "
+    "variant's own decoding (its draft, acceptance rule, KV rollback) did not run in this check."
+)
 
 EQUIVALENCE_NOTE = (
     "Equivalence: each lossless variant replayed every prompt greedily through its own code path "
@@ -25,6 +43,12 @@ EQUIVALENCE_NOTE = (
     "passes (same arithmetic: a KLD beyond 4x the floor there is a bug signal). Not checked: sampling "
     "at temperature > 0; prompts not replayed are named."
 )
+
+
+def equivalence_note(equivalence: Any) -> str:
+    """The note under the quality section's equivalence lines: how this run was checked."""
+    replayed = any(getattr(c, "judged", None) is not None for c in equivalence.variants.values())
+    return EQUIVALENCE_NOTE if replayed else OLD_EQUIVALENCE_NOTE
 
 
 def _dtype(check: Any) -> str:
