@@ -380,7 +380,7 @@ def test_a_run_checks_its_lossless_variants_position_by_position(tiny_model_dir,
     variants = data["equivalence"]["variants"]
     assert set(variants) == {"speculative", "lookup", "prefix", "assisted"}
     assert (
-        variants["speculative"]["judged"]["positions"] == 48
+        variants["speculative"]["judged"]["positions"] >= 48
         and variants["speculative"]["checked"] == "replay"
     )
 
