@@ -389,6 +389,7 @@ _FAULT = """
 name = "fault"
 repetitions = 2
 warmup = 0
+quality = true  # float32 on the CPU with lossless variants alone: the pass runs when asked
 [[variants]]
 name = "baseline"
 model = "{m}"
