@@ -121,7 +121,7 @@ def equivalence_text(check: Any) -> str:
     """One lossless variant's check, in a phrase (the verdict's cost, the quality section's line)."""
     if getattr(check, "judged", None) is not None:
         return _judged_text(check)
-    return _old_text(check) + " [checked the old way: teacher-forced, first divergences]"
+    return _old_text(check) + " [checked the old way]"
 
 
 def _old_text(check: Any) -> str:
