@@ -243,6 +243,38 @@ def test_the_trace_records_the_passes_and_the_baseline_replays_them_exactly(tiny
         session.close()
 
 
+def test_a_timed_trial_reads_the_trace_once_per_request_never_per_step(tiny_model_dir, tmp_path):
+    """Timed trials carry ``trace = None``: a session reads it once per request (the speculative
+    loop, the prefix cache's prefill and its decode loop each once), whatever the number of steps,
+    and its hot path is an ``is not None`` test per step."""
+    from workbench.testing.helpers import ListProbe, build_tiny_model, request_for
+
+    class CountingProbe(ListProbe):
+        reads = 0
+
+        @property
+        def trace(self):
+            type(self).reads += 1
+            return None
+
+    draft = build_tiny_model(tmp_path / "draft", seed=1)
+    for strategy, params, reads in (
+        ("speculative", {"draft": str(draft)}, 1),
+        ("prompt-lookup", {}, 1),
+        ("prefix-cache", {}, 2),
+        ("baseline", {}, 2),
+    ):
+        session = load_session(tiny_model_dir, strategy, **params)
+        CountingProbe.reads = 0
+        probe = CountingProbe()
+        output = session.generate(
+            request_for(session, "w1 w2 w3 w4", max_new_tokens=12, ignore_eos=True), probe
+        )
+        assert len(output.token_ids) == 12 and len(probe.steps) > 1
+        assert CountingProbe.reads == reads, strategy
+        session.close()
+
+
 _SPEC = """
 name = "equivalence"
 repetitions = 1
