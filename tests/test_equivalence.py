@@ -127,6 +127,11 @@ def test_each_position_is_judged_against_its_own_floor_not_a_run_wide_one():
     assert got["floor_shift"][1] == pytest.approx(0.02) and got["floor_shift"][2] == 0
     assert list(got["base_top"]) == [0, 0, 0] and got["floor_kld"][0] == 0 and got["floor_kld"][1] > 0
     # the near-tie rule's edge: a gap of exactly twice the shift is explained, a hair more is not
+    # an output whose passes were not recorded: each position's floor is the largest of the shapes
+    # that may have run
+    either = judge_positions([0, 1, 1], ref, [ref, shaped])
+    assert list(either["verdict"]) == ["argmax", "near-tie", "unexplained"]
+    assert either["floor_shift"][1] == pytest.approx(0.02)
     moved = np.array([[-0.02, 0.02, 0.0]])
     for gap, verdict in ((0.04, "near-tie"), (0.04 + 1e-6, "unexplained")):
         edge = np.array([[-1.0, -1.0 - gap, -3.0]])

@@ -340,8 +340,10 @@ def judge_positions(
 ) -> dict[str, np.ndarray]:
     """Every position of one output, judged (docs/metrics.md, "Equivalence"). ``tokens``: the
     variant's emitted tokens; ``ref``: the baseline's one-pass log-probabilities on the variant's own
-    prefix (``[n, vocab]``); ``shaped``: the baseline's through the passes the variant ran; ``own``:
-    the variant's own passes' (None for an output whose passes were not recorded).
+    prefix (``[n, vocab]``); ``shaped``: the baseline's through the passes the variant ran (a list of
+    several: the shapes it may have run, for an output whose passes were not recorded — each
+    position's floor is then the largest of theirs); ``own``: the variant's own passes' (None for an
+    output whose passes were not recorded).
 
     Per position: ``base_top`` (the baseline's argmax) and ``gap`` (log p_ref(base_top) − log
     p_ref(token)); the position's floor ``floor_shift`` = the larger |Δ log p| of those two tokens
@@ -351,22 +353,27 @@ def judge_positions(
     argmax), ``own_shift`` (the two tokens' |Δ log p| between the variant's pass and the baseline's
     through the same shape) and ``own_kld``; and the ``verdict``."""
     lr = np.asarray(ref, dtype=np.float64)
-    ls = np.asarray(shaped, dtype=np.float64)
+    candidates = [np.asarray(s, dtype=np.float64) for s in (shaped if isinstance(shaped, list) else [shaped])]
     tok = np.asarray(tokens, dtype=np.int64)
-    if lr.shape != ls.shape or lr.shape[0] != len(tok):
-        raise ValueError(f"{len(tok)} tokens, reference {lr.shape}, shaped {ls.shape}")
+    if any(ls.shape != lr.shape for ls in candidates) or lr.shape[0] != len(tok):
+        raise ValueError(f"{len(tok)} tokens, reference {lr.shape}, shaped {[c.shape for c in candidates]}")
     rows = np.arange(len(tok))
     base_top = lr.argmax(axis=1)
     gap = np.maximum(lr[rows, base_top] - lr[rows, tok], 0.0)
-    floor_shift = np.maximum(
-        np.abs(ls[rows, base_top] - lr[rows, base_top]), np.abs(ls[rows, tok] - lr[rows, tok])
+    floor_shift = np.max(
+        [
+            np.maximum(np.abs(ls[rows, base_top] - lr[rows, base_top]), np.abs(ls[rows, tok] - lr[rows, tok]))
+            for ls in candidates
+        ],
+        axis=0,
     )
     verdict = np.where(tok == base_top, "argmax", np.where(gap <= 2 * floor_shift, "near-tie", "unexplained"))
+    ls = candidates[0]
     out: dict[str, np.ndarray] = {
         "base_top": base_top,
         "gap": gap,
         "floor_shift": floor_shift,
-        "floor_kld": _kl(lr, ls),
+        "floor_kld": np.max([_kl(lr, c) for c in candidates], axis=0),
     }
     if own is not None:
         lo = np.asarray(own, dtype=np.float64)

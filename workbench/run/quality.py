@@ -449,6 +449,8 @@ class QualityPass:
         plan = self.plans[name]
         unchecked: list[str] = []
         replays, timed, sampled = self._replay_targets(plan)
+        shape = equivalence_shapes(self.spec).get(name)
+        chunk = shape.chunk if shape is not None else 1
         if sampled:
             unchecked.append(f"{sampled} prompt(s) sampled at temperature > 0: sampling is not checked")
         if not replays:
@@ -501,17 +503,20 @@ class QualityPass:
                 name, workload, prompt_id, "replay", 0, prompt, tokens, figures, passes, replay
             )
             # the timed outputs of this prompt that differ from the replay's: judged too, on their
-            # tokens (their passes were not recorded: their floor is plain decoding's shape)
+            # tokens (their passes were not recorded: each position's floor is the larger of plain
+            # decoding's and the strategy's own shape's, :meth:`Strategy.score_shape`)
             for n, other in enumerate(o for o in timed.get((workload, prompt_id), []) if o != tokens):
-                plain = [{"start": 0, "ids": prompt, "cached": 0, "keep": 1}] + [
-                    {"start": len(prompt) + j - 1, "ids": [other[j - 1]], "cached": 0, "keep": 0}
-                    for j in range(1, len(other))
-                ]
-                judged = self._judge(prompt, other, plain, list(range(len(other))), scratch)
+                shaped = []
+                for width in sorted({1, chunk}):
+                    passes, produced_by = _chunked(prompt, other, width)
+                    judged = self._judge(prompt, other, passes, produced_by, scratch)
+                    if isinstance(judged, str):
+                        break
+                    shaped.append(judged[1])
                 if isinstance(judged, str):
                     unchecked.append(f"{label}, a timed output: {judged}")
                     continue
-                figures = judge_positions(other, *judged)
+                figures = judge_positions(other, judged[0], shaped)
                 rows += _judged_rows(
                     name, workload, prompt_id, "trial", n + 1, prompt, other, figures, None, None
                 )
@@ -684,6 +689,20 @@ class QualityPass:
     def _note(self, message: str) -> None:
         self.notes.append(message)
         self.report(message)
+
+
+def _chunked(prompt: list[int], tokens: list[int], width: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """The passes of a generation of ``tokens`` after ``prompt`` that reads ``width`` tokens per pass
+    (1: plain decoding; k + 1: verify passes whose drafts were all taken), and the pass of each token."""
+    passes = [{"start": 0, "ids": list(prompt), "cached": 0, "keep": 1}]
+    produced_by = [0]
+    i = 0  # the output token the next pass starts from
+    while len(produced_by) < len(tokens):
+        part = tokens[i : i + width]
+        passes.append({"start": len(prompt) + i, "ids": part, "cached": 0, "keep": 0})
+        produced_by += [len(passes) - 1] * min(len(part), len(tokens) - len(produced_by))
+        i += len(part)
+    return passes, produced_by
 
 
 def _passes(replay: dict[str, Any]) -> list[dict[str, Any]]:
