@@ -306,7 +306,8 @@ def _anchor(runner: Any, asked: dict[str, Any], events: _Events, cancelled: Any)
 
 def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled: Any) -> bool:
     """The ``score`` command (the quality pass, untimed): each item's token sequence scored by
-    :meth:`Session.score` (:meth:`Session.score_shaped` for an item with a ``chunk``), the arrays written to the item's ``out`` file (``.npz``). A session without
+    :meth:`Session.score` (:meth:`Session.score_shaped` for an item with a ``chunk``,
+    :meth:`Session.score_passes` for one with a replay's ``passes``), the arrays written to the item's ``out`` file (``.npz``). A session without
     the hook answers every item with the reason. False when cancelled."""
     import numpy as np
 
@@ -474,7 +475,7 @@ def _score_arrays(scores: Any, n: int) -> dict[str, Any]:
 
 def _commands(stream: TextIO) -> Iterator[dict[str, Any]]:
     """The parent's commands after the job, one JSON line each: ``{"run": [indices]}`` runs those
-    trials as one group, ``{"encode": {...}}`` / ``{"score": [...]}`` serve the quality pass
+    trials as one group, ``{"encode": {...}}`` / ``{"score": [...]}`` / ``{"replay": [...]}`` serve the quality pass
     (untimed, after the trials), ``{"close": true}`` (or the end of the stream) ends the worker. Between
     commands the worker is blocked on this read: an idle worker costs no CPU."""
     for line in stream:
