@@ -449,8 +449,8 @@ class QualityPass:
         plan = self.plans[name]
         unchecked: list[str] = []
         replays, timed, sampled = self._replay_targets(plan)
-        shape = equivalence_shapes(self.spec).get(name)
-        chunk = shape.chunk if shape is not None else 1
+        fixed = equivalence_shapes(self.spec).get(name)  # the shape its strategy declares
+        chunk = fixed.chunk if fixed is not None else 1
         if sampled:
             unchecked.append(f"{sampled} prompt(s) sampled at temperature > 0: sampling is not checked")
         if not replays:
