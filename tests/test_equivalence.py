@@ -171,19 +171,27 @@ def _judged(**figures):
     return Judged(**{**base, **figures})
 
 
-def _replayed(dtype, **figures):
-    return Equivalence("spec", "replayed", dtype, 0.0, None, 2, (), judged=_judged(**figures))
+def _replayed(dtype, differ=True, **figures):
+    divergences = (_divergence(None),) if differ else ()
+    return Equivalence("spec", "replayed", dtype, 0.0, None, 2, divergences, judged=_judged(**figures))
 
 
 def test_the_replays_status_and_its_words():
     identical = _replayed("bfloat16")
     assert identical.status == "identical" and identical.lossless
     text = equivalence_text(identical)
-    assert text.startswith("identical: every token the baseline's argmax (40 positions of 2 outputs")
+    assert text.startswith("identical: its outputs are the baseline's, every token the baseline's argmax (40")
     assert "own tokens, each against its own floor" in text and "its own logits' KLD 0" in text
     equivalent = _replayed("bfloat16", near_ties=2, not_argmax=2)
     assert equivalent.status == "equivalent" and equivalent.lossless
-    assert equivalence_text(equivalent).startswith("numerically equivalent: 2 of 40 positions at near-ties")
+    assert equivalence_text(equivalent).startswith(
+        "numerically equivalent: 1 of 2 outputs differ from the baseline's, 2 of 40 positions at near-ties"
+    )
+    # the same near-ties where its outputs are the baseline's: the baseline's own decoding took them too
+    same = _replayed("bfloat16", differ=False, near_ties=2, not_argmax=2)
+    assert same.status == "identical" and "2 at near-ties the baseline's own decoding took too" in (
+        equivalence_text(same)
+    )
     for fault in (dict(unexplained=1, widest_gap=0.9), dict(not_own_argmax=1), dict(own_kld=5e-6)):
         check = _replayed("bfloat16", near_ties=3, **fault)
         assert check.status == "unexplained" and not check.lossless, fault

@@ -190,7 +190,9 @@ class Equivalence:
                 return "unexplained"
             if j.unchecked:  # some prompt not replayed: no claim about it
                 return "unchecked"
-            return "equivalent" if j.near_ties else "identical"
+            # identical: its outputs are the baseline's (a near-tie where the baseline's own decoding
+            # took the same runner-up is no difference); equivalent: they differ, at near-ties only
+            return "equivalent" if j.near_ties and self.divergences else "identical"
         if self.dtype == "float32" and self.divergences:
             return "mismatch"
         if self.within_floor is False:

@@ -85,11 +85,16 @@ def _judged_text(check: Any) -> str:
     )
     missing = f"; not checked: {'; '.join(j.unchecked)}" if j.unchecked else ""
     if status == "identical":
-        return f"identical: every token the baseline's argmax ({what}; {_own_kld(j)}){missing}"
+        ties = f", {j.near_ties} at near-ties the baseline's own decoding took too" if j.near_ties else ""
+        return (
+            f"identical: its outputs are the baseline's, every token the baseline's argmax{ties} "
+            f"({what}; {_own_kld(j)}){missing}"
+        )
     if status == "equivalent":
         return (
-            f"numerically equivalent: {j.near_ties} of {j.positions} positions at near-ties within their "
-            f"own floor, the rest the baseline's argmax ({what}; {_own_kld(j)}){missing}"
+            f"numerically equivalent: {len(check.divergences)} of {check.outputs} outputs differ from the "
+            f"baseline's, {j.near_ties} of {j.positions} positions at near-ties within their own floor, the "
+            f"rest the baseline's argmax ({what}; {_own_kld(j)}){missing}"
         )
     if status == "mismatch":
         return (
