@@ -294,6 +294,10 @@ class RunRecorder:
         """One variant's quality-pass outcome with its per-position rows (:mod:`workbench.run.quality`)."""
         self.store.add_quality(self._run, variant, reference=reference, positions=positions)
 
+    def equivalence(self, variant: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+        """A lossless variant's equivalence check (:mod:`workbench.run.quality`)."""
+        self.store.add_equivalence(self._run, variant, rows)
+
     def quality_floor(self, rows: Sequence[dict[str, Any]]) -> None:
         """The quality pass's A/A numerical floor (:mod:`workbench.run.quality`)."""
         self.store.add_quality_floor(self._run, rows)

@@ -201,6 +201,12 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
                 return 130
             events.emit(ev.UnitDone(trials=[]))
             continue
+        if "replay" in command:
+            if not _replay(session, trials, command["replay"], events, cancelled):
+                events.emit(ev.Cancelled())
+                return 130
+            events.emit(ev.UnitDone(trials=[]))
+            continue
         if "score" in command:
             if not _score(session, command["score"], events, cancelled):
                 events.emit(ev.Cancelled())
@@ -320,7 +326,8 @@ def _anchor(runner: Any, asked: dict[str, Any], events: _Events, cancelled: Any)
 
 def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled: Any) -> bool:
     """The ``score`` command (the quality pass, untimed): each item's token sequence scored by
-    :meth:`Session.score` (:meth:`Session.score_shaped` for an item with a ``chunk``), the arrays written to the item's ``out`` file (``.npz``). A session without
+    :meth:`Session.score` (:meth:`Session.score_shaped` for an item with a ``chunk``,
+    :meth:`Session.score_passes` for one with a replay's ``passes``), the arrays written to the item's ``out`` file (``.npz``). A session without
     the hook answers every item with the reason. False when cancelled."""
     import numpy as np
 
@@ -332,7 +339,9 @@ def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled
         tokens, start = [int(t) for t in item["tokens"]], int(item["start"])
         t0 = time.perf_counter()
         try:
-            if item.get("chunk") is not None:  # through a generation's forward passes
+            if item.get("passes") is not None:  # through a traced replay's recorded passes
+                scores = session.score_passes(tokens, start, item["passes"], item["produced_by"])
+            elif item.get("chunk") is not None:  # through a generation's forward passes
                 scores = session.score_shaped(
                     tokens, start, chunk=int(item["chunk"]), prefix=int(item.get("prefix") or 0)
                 )
@@ -353,6 +362,110 @@ def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled
                 path=item["out"],
                 positions=len(tokens) - start,
                 method="full" if "logprobs" in arrays else "top-k",
+                score_ms=(time.perf_counter() - t0) * 1000,
+            )
+        )
+    return True
+
+
+class _ReplayProbe:
+    """The probe of an untimed replay: no clock; it collects the tokens and carries the trace."""
+
+    def __init__(self, cancelled: Any) -> None:
+        from workbench.core.strategy import Trace
+
+        self.trace = Trace()
+        self.tokens: list[int] = []
+        self._cancelled = cancelled
+
+    def step(self, token_ids: Any = (), *, n_tokens: int | None = None, **_: Any) -> None:
+        from workbench.core.strategy import Cancelled
+
+        self.tokens.extend(int(t) for t in token_ids)
+        if self._cancelled():
+            raise Cancelled
+
+    def recount(self, n_tokens: Any) -> None:
+        pass
+
+    def mark(self, phase: str) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+
+def _replay(
+    session: Any, trials: list[Any], items: list[dict[str, Any]], events: _Events, cancelled: Any
+) -> bool:
+    """The ``replay`` command (the quality pass's equivalence check, untimed): each item's trial
+    generated again, greedily, through the session's own code path with a :class:`Trace` on the probe;
+    the prompt, the tokens, the passes and the log-probabilities of each emitted token's pass written
+    to the item's ``out`` file (``.npz``). A session that reports no pass answers with the reason
+    (``unsupported``). False when cancelled."""
+    import numpy as np
+
+    from workbench.core.errors import describe_exception
+    from workbench.core.strategy import Cancelled, Request
+    from workbench.run.runner import encode_prompt
+
+    for number, item in enumerate(items):
+        if cancelled():
+            return False
+        plan = trials[int(item["trial"])]
+        probe = _ReplayProbe(cancelled)
+        t0 = time.perf_counter()
+        try:
+            prompt = list(encode_prompt(session, plan.prompt))
+            request = Request(
+                prompt=plan.prompt,
+                input_ids=tuple(prompt),
+                max_new_tokens=plan.max_new_tokens,
+                temperature=0.0,
+                seed=plan.seed,
+                ignore_eos=plan.ignore_eos,
+                stop=tuple(plan.stop),
+            )
+            output = session.generate(request, probe)
+        except Cancelled:
+            return False
+        except Exception as exc:
+            events.emit(ev.Scored(item=number, error=describe_exception(exc)))
+            continue
+        trace = probe.trace
+        tokens = [int(t) for t in output.token_ids] or probe.tokens
+        if not trace.passes or not trace.rows:
+            reason = f"{type(session).__name__} does not report its forward passes (Probe.trace)"
+            events.emit(ev.Scored(item=number, error=reason, unsupported=True))
+            continue
+        if trace.tokens != tokens:
+            events.emit(
+                ev.Scored(
+                    item=number,
+                    error=f"its trace reports {len(trace.tokens)} emitted tokens that are not its "
+                    f"output's {len(tokens)}: a broken trace",
+                )
+            )
+            continue
+        passes = trace.passes
+        np.savez(
+            item["out"],
+            prompt=np.asarray(prompt, dtype=np.int64),
+            tokens=np.asarray(tokens, dtype=np.int64),
+            produced_by=np.asarray(trace.produced_by, dtype=np.int64),
+            logprobs=np.stack(trace.rows).astype(np.float32),
+            pass_start=np.asarray([p["start"] for p in passes], dtype=np.int64),
+            pass_len=np.asarray([len(p["ids"]) for p in passes], dtype=np.int64),
+            pass_cached=np.asarray([p["cached"] for p in passes], dtype=np.int64),
+            pass_keep=np.asarray([p["keep"] for p in passes], dtype=np.int64),
+            pass_ids=np.asarray([t for p in passes for t in p["ids"]], dtype=np.int64),
+        )
+        events.emit(
+            ev.Scored(
+                item=number,
+                path=item["out"],
+                positions=len(tokens),
+                method="full",
                 score_ms=(time.perf_counter() - t0) * 1000,
             )
         )
@@ -382,7 +495,7 @@ def _score_arrays(scores: Any, n: int) -> dict[str, Any]:
 
 def _commands(stream: TextIO) -> Iterator[dict[str, Any]]:
     """The parent's commands after the job, one JSON line each: ``{"run": [indices]}`` runs those
-    trials as one group, ``{"encode": {...}}`` / ``{"score": [...]}`` serve the quality pass
+    trials as one group, ``{"encode": {...}}`` / ``{"score": [...]}`` / ``{"replay": [...]}`` serve the quality pass
     (untimed, after the trials), ``{"close": true}`` (or the end of the stream) ends the worker. Between
     commands the worker is blocked on this read: an idle worker costs no CPU."""
     for line in stream:

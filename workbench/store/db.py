@@ -231,6 +231,7 @@ class Store:
                 "quality_reference",
                 "quality_variants",
                 "quality_floor",
+                "equivalence_positions",
                 "conversation_turns",
             ):
                 self.db.execute(f"delete from {table} where run_id = ?", [run_id])
@@ -271,6 +272,24 @@ class Store:
                 ({"run_id": run_id, **r} for r in rows), alter=False, batch_size=500
             )
         )
+
+    def add_equivalence(self, run_id: int, variant: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+        """A lossless variant's equivalence check: its ``quality_variants`` row and its judged
+        positions (``equivalence_positions``), in one transaction."""
+
+        def insert() -> None:
+            self.db.table("quality_variants").insert({"run_id": run_id, **variant}, alter=False)
+            if rows:
+                self.db.table("equivalence_positions").insert_all(
+                    ({"run_id": run_id, **r} for r in rows), alter=False, batch_size=500
+                )
+
+        self._write(insert)
+
+    def equivalence_positions(self, run_id: int) -> list[dict[str, Any]]:
+        """The judged positions of the run's lossless variants (empty for runs checked before the
+        replay, or not checked)."""
+        return self.query("select * from equivalence_positions where run_id = ? order by id", [run_id])
 
     def quality_floor(self, run_id: int) -> list[dict[str, Any]]:
         """The run's A/A floor rows (empty for runs without one, or from before it was measured)."""
