@@ -30,7 +30,9 @@ def run_exit_code(result: Any) -> int:
         return EXIT_RUN_FAILED
     if result.status == "cancelled":
         return EXIT_CANCELLED
-    return EXIT_OK if result.failed == 0 else EXIT_SOME_FAILED
+    # ``ok`` only when every planned trial ran to its end (RunResult.final_status): a run that lost
+    # one without a failed trial (its worker stopped by a signal from outside) is no success either
+    return EXIT_OK if result.status == "ok" else EXIT_SOME_FAILED
 
 
 class _OneLineErrors:

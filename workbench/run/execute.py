@@ -122,7 +122,7 @@ class RunExecutor:
                 self._account_missing()
             recorder.finish(
                 {s.plan.variant.name: s.final_status(cancelled, result.error) for s in self._state},
-                result.final_status(cancelled),
+                result.final_status(cancelled, lost=not all(s.complete for s in self._state)),
                 self.spec.baseline_variant,
             )
         return result

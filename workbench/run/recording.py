@@ -65,13 +65,16 @@ class RunResult:
     #: planned, whatever its trials did
     error: str | None = None
 
-    def final_status(self, cancelled: bool) -> RunStatus:
-        """The run's status once it has ended (``cancelled``: a cancel stopped trials it needed)."""
+    def final_status(self, cancelled: bool, lost: bool = False) -> RunStatus:
+        """The run's status once it has ended (``cancelled``: a cancel stopped trials it needed;
+        ``lost``: a planned trial of some variant is not there as run to its end, whatever the
+        reason: a worker stopped by a signal nobody in the run sent, a variant that died). ``ok``
+        only when every planned trial ran to its end and none failed."""
         if self.error is not None:  # the run failed as a whole
             return "failed"
         if cancelled:
             return "cancelled"
-        if self.failed == 0:
+        if self.failed == 0 and not lost:
             return "ok"
         return "partial" if self.ok > 0 else "failed"
 
