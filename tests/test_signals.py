@@ -114,10 +114,30 @@ def descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
+def absent(case: Case) -> bool:
+    """Whether the case's target does not exist at its stage: the second variant's worker and the fork
+    server before the first variant has loaded (the loads of the first repetition are one after the
+    other; the fork server starts once the first has loaded), every worker and the fork server at the
+    final write (all closed)."""
+    if case.stage == "a 0:load":
+        return case.target in ("worker b", "fork server")
+    return case.stage == "parent finish" and case.target != "parent"
+
+
 def target_pid(case: Case, parent: int, hold: Path) -> int | None:
-    """The process to signal, or None when there is none at this stage (no fork server yet)."""
+    """The process to signal (waiting for it to start: a fresh worker loading beside the held one
+    may not have started yet), or None when :func:`absent` says it has no process at this stage."""
     if case.target == "parent":
         return parent
+    if absent(case):
+        return None
+    deadline = time.monotonic() + 60
+    while (pid := _find(case, parent, hold)) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pid
+
+
+def _find(case: Case, parent: int, hold: Path) -> int | None:
     if case.target == "fork server":
         servers = [
             p.pid
@@ -177,6 +197,8 @@ def run_case(case: Case, tmp: Path) -> str | None:
         if pid is None:
             (hold / "release").touch()
             proc.communicate(timeout=120)
+            if not absent(case):
+                return f"{case}: no {case.target} found to signal"
             return f"n/a: no {case.target} at this stage"
         target = psutil.Process(pid)
         target.send_signal(getattr(signal, case.sig))

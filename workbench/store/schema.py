@@ -405,3 +405,15 @@ def m020_compile(db: Database) -> None:
     variants.add_column("compile", str)  # default | max-autotune | reduce-overhead; NULL = eager
     variants.add_column("compile_ms", float)  # the worker's compiling and warm-up of the graphs
     db.table("trials").add_column("recompiles", int)  # graphs compiled during it; NULL = not compiled
+
+
+@migrations()
+def m022_compile_truth(db: Database) -> None:
+    """Compiled variants (docs/strategies.md "Compiled decoding"): ``compile_ms`` is the variant's
+    first worker's (cold) compile; a fresh worker's (``workers = "per-repetition"``, inductor's cache
+    warm by then) is recorded apart. Per trial, what else of torch.compile can disturb it: a fallback
+    to eager (its recompile limit hit) and a CUDA graph recorded while it ran."""
+    db.table("variants").add_column("recompile_ms", float)  # the later workers' compile (median)
+    trials = db.table("trials")
+    trials.add_column("eager_fallbacks", int)  # frames run eagerly since the limit, in its process
+    trials.add_column("cudagraph_records", int)  # CUDA graphs recorded during it
