@@ -211,6 +211,7 @@ def run_case(case: Case, tmp: Path) -> str | None:
         (hold / "release").touch()
         _out, err = proc.communicate(timeout=180)
         code = proc.returncode
+        (tmp / "exit_code").write_text(str(code), encoding="utf-8")
         problems = []
         if "Traceback" in err and case.target != "fork server":
             problems.append(f"a traceback: {err[-1500:]}")
@@ -269,7 +270,7 @@ def all_cases() -> list[Case]:
 
 #: every process kind, the last trial of each variant, the quality pass and the final write
 SLICE = [
-    Case("worker a", "SIGTERM", "a 1:trial2"),  # a worker stopped from outside in its last trial
+    # (SIGTERM to worker a at a 1:trial2, a worker stopped from outside in its last trial: below)
     Case("worker b", "SIGKILL", "b 1:trial2"),  # the last trial of the run
     Case("worker a", "SIGINT", "b 1:trial2"),  # an idle worker
     Case("parent", "SIGTERM", "a 1:trial2"),
@@ -285,6 +286,22 @@ SLICE = [
 def test_a_signal_at_a_stage_leaves_a_true_status(case, tmp_path):
     problem = run_case(case, tmp_path)
     assert problem is None, problem
+
+
+def test_a_worker_stopped_from_outside_in_its_last_trial_leaves_a_partial_run_and_exit_3(tmp_path):
+    """The trial it was in is stored ``cancelled`` (nobody cancelled the run), its variant ``failed``
+    with the reason; the run is ``partial``, not ``ok``, and the exit code 3 (it read ok, exit 0)."""
+    problem = run_case(Case("worker a", "SIGTERM", "a 1:trial2"), tmp_path)
+    assert problem is None, problem
+    assert (tmp_path / "exit_code").read_text(encoding="utf-8") == "3"
+    db = tmp_path / "r.db"
+    assert rows(db, "select status from runs") == [("partial",)]
+    variants = dict(rows(db, "select name, status from variants"))
+    assert variants == {"a": "failed", "b": "ok"}
+    (error,) = rows(db, "select error from variants where name = 'a'")[0]
+    assert "a signal this run did not send" in error
+    last = rows(db, "select status from trials where variant = 'a' and warmup = 0 order by id")
+    assert last == [("ok",), ("cancelled",)]
 
 
 @pytest.mark.signal_matrix

@@ -276,6 +276,7 @@ def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool, expect
         export_files(store, result.run_id, out, None, None)
     click.echo(
         f"Run {result.run_id} {result.status}: {result.ok} ok, {result.failed} failed"
+        + (f", {result.cancelled} cancelled" if result.cancelled else "")
         + (f", {result.skipped} sweep points beyond the context skipped" if result.skipped else "")
         + f" — `workbench show {result.run_id}`",
         err=True,
