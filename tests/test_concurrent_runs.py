@@ -1,6 +1,7 @@
 """Several `workbench run` on one results database at once (a GUI run beside a CLI run, two terminals):
 every one finishes with every trial recorded, on a fresh database (the first open creates it, turns
-on WAL and migrates it, in every process at once) and on an existing one."""
+on WAL and migrates it, in every process at once), on an existing one, and on one an older workbench
+made (a migration pending, which every process finds at once)."""
 
 from __future__ import annotations
 
@@ -34,14 +35,32 @@ max_new_tokens = 8
 MEASURED, WARMUPS = 10, 1
 
 
-@pytest.mark.parametrize("existing", [False, True], ids=["fresh", "existing"])
+def older_database(db) -> None:
+    """A database as the workbench before the last migration left it: every run that opens it now
+    finds that migration pending, and they must apply it once between them."""
+    from sqlite_utils import Database
+
+    from workbench.store.schema import migrations
+
+    conn = sqlite3.connect(db)
+    database = Database(conn)
+    database.enable_wal()
+    last = migrations.pending(database)[-1].name
+    migrations.apply(database, stop_before=last)
+    assert [m.name for m in migrations.pending(database)] == [last]
+    conn.close()
+
+
+@pytest.mark.parametrize("database", ["fresh", "existing", "older"])
 @pytest.mark.parametrize("runs", [2, 4])
-def test_concurrent_runs_on_one_database_all_finish_with_every_trial(tmp_path, runs, existing):
+def test_concurrent_runs_on_one_database_all_finish_with_every_trial(tmp_path, runs, database):
     db = tmp_path / "results.db"
-    if existing:
+    if database == "existing":
         with Store(db) as store:  # created, migrated, and holding a run of its own
             old = store.create_run(name="before", spec_text="", baseline="a", version="0")
             store.finish_run(old, "ok")
+    elif database == "older":
+        older_database(db)
     specs = []
     for n in range(runs):
         path = tmp_path / f"spec{n}.toml"
