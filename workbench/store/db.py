@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -66,7 +65,7 @@ class Store:
             # Touch the file: "file is not a database" surfaces here, before anything is written.
             self.db.execute("select count(*) from sqlite_master").fetchall()
             if create:
-                self._enable_wal()
+                self.db.enable_wal()  # the switch waits for another process's lock (the busy timeout)
                 self._migrate()
             else:
                 self._check_tables()
@@ -93,21 +92,6 @@ class Store:
             self._migrate()
         except sqlite3.OperationalError as exc:
             raise _translate(exc, self.path) from None
-
-    def _enable_wal(self) -> None:
-        """WAL (readers beside the writer). Switching to it needs the database to itself: another
-        process opening it at the same moment can make the switch fail at once, busy handler or not;
-        then the other process switched it, or the next try does."""
-        for attempt in range(50):
-            try:
-                if self.db.journal_mode == "wal":
-                    return
-                self.db.enable_wal()
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or attempt == 49:
-                    raise
-                time.sleep(0.05 + 0.01 * attempt)
 
     def _migrate(self) -> None:
         """Apply the pending migrations, one process at a time: several processes opening a fresh
