@@ -300,8 +300,11 @@ def test_a_worker_stopped_from_outside_in_its_last_trial_leaves_a_partial_run_an
     assert variants == {"a": "failed", "b": "ok"}
     (error,) = rows(db, "select error from variants where name = 'a'")[0]
     assert "a signal this run did not send" in error
-    last = rows(db, "select status from trials where variant = 'a' and warmup = 0 order by id")
-    assert last == [("ok",), ("cancelled",)]
+    last = rows(db, "select status, error from trials where variant = 'a' and warmup = 0 order by id")
+    assert last == [
+        ("ok", None),
+        ("cancelled", "stopped by a signal this run did not send (SIGINT or SIGTERM from outside)"),
+    ]
 
 
 @pytest.mark.signal_matrix
