@@ -207,9 +207,16 @@ class Missing:
         )
 
 
-def check_complete(wheels: Path, roots: list[Requirement], python: str = PYTHON) -> list[Missing] | str:
+def check_complete(
+    wheels: Path,
+    roots: list[Requirement],
+    python: str = PYTHON,
+    image: dict[str, str | None] | None = None,
+) -> list[Missing] | str:
     """What would stop ``pip install --no-index`` on the image: requirements neither bundled nor in
-    the image at a version known to satisfy them (or, as a string, a bundle that is malformed)."""
+    the image at a version known to satisfy them (or, as a string, a bundle that is malformed).
+    ``image``: the image's packages (canonical name: version), by default :data:`IMAGE`, as assumed."""
+    image = IMAGE if image is None else image
     bundled: dict[str, Version] = {}
     files: dict[str, Path] = {}
     for w in wheels.glob("*.whl"):
@@ -230,7 +237,7 @@ def check_complete(wheels: Path, roots: list[Requirement], python: str = PYTHON)
         seen.add(key)
         name = key[0]
         spec: SpecifierSet = req.specifier
-        image_version = IMAGE.get(name, "absent")
+        image_version = image.get(name, "absent")
         if image_version not in ("absent", None) and spec.contains(image_version, prereleases=True):
             continue  # the image's satisfies it
         if name in bundled and spec.contains(bundled[name], prereleases=True):
@@ -242,6 +249,47 @@ def check_complete(wheels: Path, roots: list[Requirement], python: str = PYTHON)
             continue  # in the image, version unknown: assumed to satisfy (a fallback wheel is cheap)
         problems.append(Missing(req, wanted_by, image_version, bundled.get(name)))
     return problems
+
+
+#: what the check installs from the bundle (scripts/gpu_check.sh)
+CHECK_INSTALLS = ("llm-workbench[engine]", "torchao", "bitsandbytes")
+#: the image's versions the check prints first, found against assumed
+SHOWN = ("torch", "transformers", "numpy", "tokenizers", "huggingface-hub")
+
+
+def installed_versions() -> dict[str, str]:
+    """This interpreter's installed distributions (canonical name: version), not this checkout's own
+    metadata (an ``llm_workbench.egg-info`` beside the sources, which :data:`ROOT` on ``sys.path``
+    would show as installed)."""
+    found: dict[str, str] = {}
+    path = [p for p in sys.path if p and Path(p).resolve() != ROOT]
+    for dist in md.distributions(path=path):
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(canonicalize_name(name), dist.version)
+    return found
+
+
+def image_report(
+    wheels: Path,
+    found: dict[str, str],
+    installs: list[str] | tuple[str, ...] = CHECK_INSTALLS,
+    python: str | None = None,
+) -> tuple[bool, str]:
+    """Whether the bundle in ``wheels`` installs over the packages ``found`` on this machine (the GPU
+    image's, read where the check runs, not the versions :data:`IMAGE_VERSIONS` assumed), as one
+    line: the versions found, those assumed, and what does not fit."""  # fmt: skip
+    found = {canonicalize_name(n): v for n, v in found.items()}
+    shown = ", ".join(f"{n} {found.get(n, 'absent')}" for n in SHOWN if n in found or n in ("torch",))
+    assumed = ", ".join(f"{n} {IMAGE_VERSIONS[n]}" for n in ("torch", "transformers"))
+    head = f"image: {shown} (the bundle assumed {assumed})"
+    py = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
+    problems = check_complete(wheels, [Requirement(r) for r in installs], py, dict(found))
+    if isinstance(problems, str):
+        return False, f"{head}: the bundle is malformed: {problems}"
+    if problems:
+        return False, f"{head}: the bundle does not fit: " + "; ".join(str(p) for p in problems)
+    return True, f"{head}: the bundle fits"
 
 
 def wanted(req: Requirement) -> str:
@@ -300,6 +348,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--source-hash", action="store_true", help="print the sources' digest and stop")
     ap.add_argument(
+        "--image-report",
+        type=Path,
+        metavar="WHEELS",
+        help="print, in one line, the versions this interpreter has and whether the bundle's wheels "
+        "install over them; exit 2 when they do not (scripts/gpu_check.sh, first thing)",
+    )
+    ap.add_argument(
         "--python",
         default=PYTHON,
         help=f"the Python the wheels are for (default {PYTHON}, the GPU image's); the dry run's "
@@ -309,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.source_hash:
         print(source_hash())
         return 0
+    if args.image_report is not None:
+        ok, line = image_report(args.image_report, installed_versions())
+        print(line, flush=True)
+        return 0 if ok else 2
     out: Path = args.dir.resolve()
     if out.exists():
         shutil.rmtree(out)

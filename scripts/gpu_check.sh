@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check, as one script: the levers (baseline bf16, quantized, speculative, prompt lookup,
-# prefix cache; llama.cpp and ONNX Runtime GenAI when their CUDA builds are installed) on CUDA, on two
-# llama-shaped models with random weights built from configs (a 1.07 B target and a 135 M draft;
-# scripts/gpu_models.py), its figures asserted (scripts/gpu_figures.py: every variant ok, bandwidth
-# near the datasheet, TTFT/TPOT plausible, peak >= weights, show --json and export), then the tests
-# that only run on a GPU. Nothing is
+# prefix cache, compiled; llama.cpp and ONNX Runtime GenAI only when their CUDA builds are installed)
+# on CUDA, on two llama-shaped models with random weights built from configs (a 1.07 B target and a
+# 135 M draft; scripts/gpu_models.py), its figures asserted (scripts/gpu_figures.py: every variant ok
+# and recorded on cuda, in bfloat16, with a CUDA backend; each CUDA TPOT at most a third of the same
+# model's on the CPU; bandwidth near the datasheet, TTFT/TPOT plausible, peak >= weights, show --json
+# and export), then the tests that only run on a GPU. It prints what it covers first, then the
+# versions it found and whether the bundle fits them (one line, and exit 2, when not). Nothing is
 # downloaded: it runs on the lent GPU machine, which can fetch nothing (docs/ci.md "The GPU check").
 #
 #   scripts/gpu_check.sh [--from-bundle DIR] [--cpu] [OUT_DIR]
@@ -22,7 +24,11 @@
 # the models (default /tmp/workbench-gpu-check; emptied first). GPU_CHECK_DEADLINE_S (default 540):
 # the whole check ends by then, the run cut short so that its results and the tests still fit (the
 # device call's timeout_s should be a little above it); GPU_CHECK_RUN_S (default 330) caps the run
-# alone. GPU_CHECK_REPS: the measured repetitions on CUDA (default 2).
+# alone. GPU_CHECK_REPS: the measured repetitions on CUDA (default 2). GPU_CHECK_CPU_REF_S (default
+# 60, kept out of the run's time; 0 = none): the cap of the CPU reference (the target's baseline on the CPU, a few tokens: the
+# TPOT every CUDA variant must beat threefold). GPU_CHECK_AUTO_ORDER_S (default 0 = skipped): the cap
+# of the optional second step that measures the quantization methods `quantization = "auto"` tries
+# on CUDA and says whether their documented order holds (scripts/gpu_auto_order.py; CUDA only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -49,6 +55,11 @@ tee_pid=$!
 trap 'exec >&- 2>&-; wait "$tee_pid" 2>/dev/null || true' EXIT  # check.log complete before the exit
 t0=$SECONDS
 stamp() { echo "== [$((SECONDS - t0)) s] $*"; }
+echo "gpu_check covers: baseline (bf16), quantized (torchao int8/int4, bitsandbytes nf4: each where it" \
+    "imports), speculative, prompt lookup, prefix cache, compiled baseline and int8; each variant's" \
+    "recorded device, dtype and backend; each CUDA TPOT against the same model's on the CPU; bandwidth," \
+    "TTFT/TPOT bounds, peak >= weights; pytest -m cuda. llama.cpp and ONNX Runtime GenAI on CUDA only" \
+    "when their CUDA builds are installed (the bundle carries neither: see the summary's not covered)."
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 base="${PYTHON:-python3}"
@@ -64,6 +75,9 @@ if [ -n "$bundle" ]; then
             "(scripts/gpu_bundle.sh), or set GPU_CHECK_STALE_OK=1" >&2
         exit 2
     fi
+    # first: the versions this image has, and whether the bundle installs over them (one line)
+    "$base" scripts/gpu_bundle.py --image-report "$bundle/wheels" \
+        || { echo "gpu_check: stopped: the bundle does not fit this image (line above)" >&2; exit 2; }
     stamp "venv from $bundle on $("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
     if ! "$base" -m venv --system-site-packages "$work/venv" >"$work/venv.log" 2>&1; then
         # e.g. a Debian/Ubuntu Python without ensurepip: then the base's own pip (seen through the
@@ -158,7 +172,12 @@ import importlib.util
 
 def llama_cpp() -> str:
     if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not in the bundle (no CUDA wheel on PyPI: it builds from source)"
+        return (
+            "llama-cpp-python is not in the bundle: PyPI has only its source (0.3.36: a 73 MiB sdist, no "
+            "CUDA wheel) and no nvcc is here to build one; needed: a cp312 manylinux wheel built with "
+            "CMAKE_ARGS=-DGGML_CUDA=on against the image's CUDA 13 (for sm_90 only, to stay small), "
+            "carried in the bundle, and llama.cpp's GGUF converter carried too (it is fetched once)"
+        )
     import llama_cpp
 
     if not llama_cpp.llama_supports_gpu_offload():
@@ -171,7 +190,12 @@ def llama_cpp() -> str:
 
 def ort_genai() -> str:
     if importlib.util.find_spec("onnxruntime_genai") is None:
-        return "onnxruntime-genai-cuda is not in the bundle"
+        return (
+            "onnxruntime-genai-cuda is not in the bundle: its CUDA provider comes with onnxruntime-gpu, "
+            "whose cp312 manylinux wheel (1.31.1) is 243.7 MiB, over the device call's 64 MiB; needed: "
+            "an image with onnxruntime-gpu (CUDA 13) installed, then only onnxruntime-genai-cuda "
+            "(15.9 MiB) carried"
+        )
     import onnxruntime_genai as og
 
     if not getattr(og, "is_cuda_available", lambda: False)():
@@ -214,6 +238,7 @@ repetitions = $reps
 warmup = $warmup
 warmup_max_new_tokens = 16
 order = "interleaved"            # all variants resident on the GPU at once, trials round by round (docs/analysis.md)
+workers = "one"                  # per-repetition would respawn (never fork) every CUDA worker, reload and recompile
 
 [[variants]]
 name = "baseline"
@@ -263,7 +288,8 @@ TOML
 status=0
 deadline="${GPU_CHECK_DEADLINE_S:-540}"
 left() { echo $((deadline - (SECONDS - t0) - $1)); }
-run_s=$(left 150)  # keep 150 s for the results and pytest
+ref_s="${GPU_CHECK_CPU_REF_S:-60}"
+run_s=$(left $((150 + ref_s)))  # keep 150 s for the results and pytest, and the CPU reference's cap
 [ "$run_s" -gt "${GPU_CHECK_RUN_S:-330}" ] && run_s="${GPU_CHECK_RUN_S:-330}"
 [ "$run_s" -lt 30 ] && run_s=30
 stamp "workbench run $spec (at most $run_s s)"
@@ -285,14 +311,55 @@ if [ -f "$work/gpu.db" ]; then
     "$wb" export --db "$out/gpu.db" latest --out "$work/export" --format md >/dev/null 2>&1 \
         && cp "$work/export/summary.md" "$out/summary.md" && exported=1 || echo "export failed"
 fi
-# The figures, asserted: every variant ran, bandwidth near the datasheet, TTFT/TPOT plausible, peak >=
-# weights, show --json and export worked; what could not run here is listed as not covered.
+# The CPU reference: the target's baseline on this machine's CPU, a few tokens (its own time cap),
+# whose TPOT every CUDA variant must beat threefold (a CPU fallback does not).
+[ "$ref_s" -gt "$(left 120)" ] && ref_s=$(left 120)
+if [ "$ref_s" -ge 20 ]; then
+    cat >"$work/cpu-ref.toml" <<TOML
+name = "gpu check: the CPU reference"
+repetitions = 1
+warmup = 0
+[[variants]]
+name = "cpu reference"
+model = "$work/models/large"
+device = "cpu"
+[[workloads]]
+name = "chat"
+limit = 1
+max_new_tokens = 8
+ignore_eos = true
+TOML
+    stamp "the CPU reference (at most $ref_s s)"
+    (cd "$work" && timeout -s INT -k 15 "$ref_s" "$wb" run "$work/cpu-ref.toml" --db "$work/cpu-ref.db" \
+        >"$work/cpu-ref.log" 2>&1) || echo "CPU reference: exit $? ($(tail -1 "$work/cpu-ref.log"))"
+else
+    echo "CPU reference: skipped (GPU_CHECK_CPU_REF_S=${GPU_CHECK_CPU_REF_S:-60}, $(left 120) s left)"
+fi
+# The figures, asserted: every variant ran, on cuda, in bf16, with a CUDA backend, faster than the CPU,
+# bandwidth near the datasheet, TTFT/TPOT plausible, peak >= weights, show --json and export worked;
+# what could not run here is listed as not covered.
 fstatus=0
-figure_args=("${expect[@]}" "${not_covered[@]}")
+figure_args=("${expect[@]}" "${not_covered[@]}" --cpu-reference "$work/cpu-ref.db")
 [ "$cpu" = 1 ] && figure_args+=(--cpu)
 [ -f "$out/gpu.db" ] && figure_args+=(--show-json "$work/show.json" --export-ok "$exported")
 "$py" scripts/gpu_figures.py "$out/gpu.db" "${figure_args[@]}" || fstatus=$?
 [ "$status" = 0 ] && status=$fstatus
+# The optional second step: the order `quantization = "auto"` tries on CUDA, measured (own cap).
+order_s="${GPU_CHECK_AUTO_ORDER_S:-0}"
+if [ "$order_s" -gt 0 ] && [ "$device" != cuda ]; then
+    echo "AUTO_ORDER_CUDA: not measured: only on a GPU (--cpu)"
+elif [ "$order_s" -gt 0 ]; then
+    [ "$order_s" -gt "$(left 60)" ] && order_s=$(left 60)
+    if [ "$order_s" -ge 30 ]; then
+        "$py" scripts/gpu_auto_order.py spec "$work/models/large" "$device" >"$work/auto-order.toml"
+        stamp "AUTO_ORDER_CUDA measured (at most $order_s s)"
+        (cd "$work" && timeout -s INT -k 15 "$order_s" "$wb" run "$work/auto-order.toml" \
+            --db "$work/auto-order.db" >"$work/auto-order.log" 2>&1) || echo "auto order run: exit $?"
+        "$py" scripts/gpu_auto_order.py judge "$work/auto-order.db"
+    else
+        echo "AUTO_ORDER_CUDA: not measured: $(left 60) s left"
+    fi
+fi
 pytest_s=$(left 10)
 [ "$pytest_s" -gt 150 ] && pytest_s=150
 [ "$pytest_s" -lt 20 ] && pytest_s=20

@@ -68,6 +68,18 @@ bad = {v: s for v, s in by_variant.items() if set(s) != {"ok"}}
 assert not bad, f"trials not ok: {bad}"
 tokens = {n for (n,) in db.execute("SELECT DISTINCT output_tokens FROM trials")}
 assert tokens == {4}, f"output lengths {tokens}: ignore_eos should make every trial 4 tokens"
+# recorded where and as asked: the figures assert it (device cpu, float32 here); so does this
+placed = set(db.execute("SELECT DISTINCT device, dtype, backend FROM variants"))
+assert placed == {("cpu", "float32", None)}, f"device, dtype, backend recorded: {placed}"
+log = (out / "check.log").read_text()
+for said in (
+    "gpu_check covers:",  # what it covers, up front
+    "the bundle fits",  # the image's versions found, and the bundle installs over them
+    "baseline: device cpu, dtype float32",  # the figures' device/dtype check
+    "CPU reference TPOT",  # the CPU reference ran (its TPOT is asserted against CUDA only)
+):
+    assert said in log, f"check.log lacks {said!r}"
+assert log.index("gpu_check covers:") < log.index("the bundle fits") < log.index("venv from")
 print(f"gpu_dryrun: ok: {len(by_variant)} variants, {sum(s['ok'] for s in by_variant.values())} trials; files {files}")
 PY
 echo "gpu_dryrun: passed in $((SECONDS - start)) s"

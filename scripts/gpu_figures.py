@@ -2,11 +2,19 @@
 proves the numbers are of the right size, not only that nothing crashed.
 
     python scripts/gpu_figures.py GPU_DB --expect NAME [--expect NAME...] [--cpu]
-        [--show-json FILE] [--export-ok 0|1] [--not-covered TEXT...]
+        [--dtype NAME] [--cpu-reference CPU_DB] [--show-json FILE] [--export-ok 0|1]
+        [--not-covered TEXT...]
 
 Checks, each printed as ``ok`` / ``FAIL`` with its figures (exit 1 when one fails):
 
 - every expected variant is in the run, and every one of its measured trials is ``ok``;
+- every expected variant ran where and as asked: its recorded ``device`` is ``cuda:N`` (``cpu`` on
+  ``--cpu``), a torch variant's ``dtype`` is ``--dtype`` (default bfloat16 on CUDA, float32 on
+  ``--cpu``), and a runtime's ``backend`` (llama.cpp, ONNX Runtime GenAI) names CUDA with every
+  layer offloaded; a torch variant records no backend (its device column says it all);
+- every CUDA variant's median TPOT is at most a third of the same model's on the CPU
+  (``--cpu-reference``: the check's short baseline run of that model on the machine's CPU): a CPU
+  fallback fails it, where the absolute bounds below would pass a 1 B model decoding on a CPU;
 - the measured device bandwidth is within 50-100 % of the GPU's datasheet figure (:data:`DATASHEET_GBS`;
   a GPU not in the table is said, not failed; on ``--cpu`` not asserted);
 - TTFT and TPOT are of a plausible size for the model: every variant's median TTFT in
@@ -60,6 +68,11 @@ TTFT_MAX_MS = {"cuda": 3000.0, "cpu": 30000.0}
 TPOT_MAX_MS = {"cuda": 250.0, "cpu": 5000.0}
 #: strategies that emit one token per forward pass: the weight-reading roofline bounds their TPOT
 PLAIN_DECODERS = ("baseline", "quantized", "prefix-cache")
+#: strategies that compute outside torch: their dtype is their own (a GGUF type, an ONNX precision),
+#: where they ran is their ``backend``
+RUNTIMES = ("llama-cpp", "ort-genai")
+#: a CUDA variant's TPOT must be at most this share of the same model's CPU TPOT
+CPU_SHARE = 1 / 3
 
 
 def datasheet_gbs(gpu: str | None) -> float | None:
@@ -81,6 +94,22 @@ class Checks:
         print(f"  --   {what}")
 
 
+def cpu_tpot(db_path: Path) -> float | None:
+    """The median TPOT of the ok measured trials of the latest run in ``db_path`` (the CPU reference);
+    ``None`` when it has none."""
+    if not db_path.exists():
+        return None
+    try:
+        db = sqlite3.connect(db_path)
+        rows = db.execute(
+            "SELECT tpot_ms FROM trials WHERE run_id = (SELECT max(id) FROM runs) AND warmup = 0 "
+            "AND status = 'ok' AND tpot_ms IS NOT NULL"
+        ).fetchall()
+    except sqlite3.Error:
+        return None
+    return statistics.median(r[0] for r in rows) if rows else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("db", type=Path)
@@ -89,8 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show-json", type=Path, help="what `workbench show --json` printed")
     parser.add_argument("--export-ok", type=int, choices=(0, 1), help="whether `workbench export` succeeded")
     parser.add_argument("--not-covered", action="append", default=[], help="what the check did not run")
+    parser.add_argument("--dtype", help="a torch variant's dtype (default bfloat16; float32 on --cpu)")
+    parser.add_argument(
+        "--cpu-reference", type=Path, help="the same model's baseline run on the CPU (its TPOT bounds CUDA's)"
+    )
     args = parser.parse_args(argv)
     device = "cpu" if args.cpu else "cuda"
+    want_dtype = args.dtype or ("float32" if args.cpu else "bfloat16")
     checks = Checks()
     print("Figures (scripts/gpu_figures.py):")
     if not args.db.exists():
@@ -114,6 +148,33 @@ def main(argv: list[str] | None = None) -> int:
             f"{name}: {len(rows)} measured trials, status {', '.join(statuses) or 'none'}"
             + (f" ({variants[name]['error']})" if name in variants and variants[name]["error"] else ""),
         )
+
+    # where and as what each variant ran: device, dtype, backend
+    for name in args.expect:
+        variant = variants.get(name)
+        if variant is None:
+            continue
+        where, dtype, backend = variant["device"] or "", variant["dtype"] or "", variant["backend"]
+        runtime = variant["strategy"] in RUNTIMES
+        where_ok = where.startswith("cuda") if device == "cuda" else where == "cpu"
+        dtype_ok = runtime or dtype == want_dtype
+        checks.check(
+            where_ok and dtype_ok,
+            f"{name}: device {where or 'none'}"
+            + ("" if where_ok else f" (expected {device})")
+            + f", dtype {dtype or 'none'}"
+            + (" (the runtime's own)" if runtime else "" if dtype_ok else f" (expected {want_dtype})"),
+        )
+        if runtime:
+            text = backend or ""
+            ok = ("cuda" in text.lower() and "partial" not in text) if device == "cuda" else bool(text)
+            checks.check(
+                ok,
+                f"{name}: backend {text!r}" + (" (expected CUDA, every layer)" if device == "cuda" else ""),
+            )
+        elif backend:
+            ok = device != "cuda" or "cuda" in backend.lower()
+            checks.check(ok, f"{name}: backend {backend!r}")
 
     # bandwidth against the datasheet
     gpu = host.get("gpu") if not args.cpu else None
@@ -168,6 +229,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             checks.check(
                 False, f"{name}: peak {peaks and max(peaks)} MB, weights {weights} MB: not both known"
+            )
+
+    # every CUDA variant well faster than the same model on the CPU
+    reference = cpu_tpot(args.cpu_reference) if args.cpu_reference else None
+    if reference is None:
+        checks.say("no CPU reference TPOT: the CUDA-vs-CPU speed not checked")
+    elif device != "cuda":
+        checks.say(f"CPU reference TPOT {reference:.2f} ms: the CUDA-vs-CPU speed not asserted on --cpu")
+    else:
+        for name in args.expect:
+            tpots = [r["tpot_ms"] for r in trials.get(name, []) if r["status"] == "ok" and r["tpot_ms"]]
+            if not tpots:
+                continue
+            tpot = statistics.median(tpots)
+            checks.check(
+                tpot <= CPU_SHARE * reference,
+                f"{name}: TPOT median {tpot:.2f} ms <= a third of the CPU's {reference:.2f} ms",
             )
 
     # show --json and export

@@ -99,6 +99,7 @@ def main() -> int:
         ("acceptance", "draft-positions"),
         ("memory", "roofline"),
         ("timeline", "timeline-chat"),
+        ("conversation", "ttft-vs-turn-conversation"),
         ("quality", "quality"),
     ):
         window.show_tab(tab)

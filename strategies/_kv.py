@@ -33,6 +33,7 @@ __all__ = [
     "crop_cache",
     "cut_to",
     "follow_lengths",
+    "held",
     "new_cache",
     "reusable_length",
     "unsupported_layers",
@@ -129,3 +130,20 @@ def follow_lengths(cache: Any, source: Any) -> None:
     for dst, src in zip(cache.layers, source.layers, strict=True):
         if _sliding(dst):
             dst.cumulative_length = int(src.get_seq_length())
+
+
+def held(*caches: Any) -> tuple[int, int]:
+    """What ``caches`` hold together: token positions (each cache's length) and bytes — of the key and
+    value tensors' storage, each storage counted once (a cache cut back by :func:`cut_to` keeps a view
+    of its longer storage, and that storage is what stays in memory). The figures a strategy reports as
+    ``Output.kv_held_tokens`` / ``kv_held_bytes``."""
+    tokens, storages = 0, {}
+    for cache in caches:
+        tokens += int(cache.get_seq_length())
+        for layer in cache.layers:
+            for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                if tensor is None or tensor.numel() == 0:
+                    continue
+                storage = tensor.untyped_storage()
+                storages[storage.data_ptr()] = storage.nbytes()
+    return tokens, sum(storages.values())

@@ -46,6 +46,7 @@ class BaselineSession(HFSession):
         from transformers import DynamicCache
 
         from ._hf import kv_cache
+        from ._kv import held
 
         hf = self.hf
         if self.compiled is not None:
@@ -56,7 +57,14 @@ class BaselineSession(HFSession):
             input_ids = torch.tensor([request.input_ids], dtype=torch.long, device=hf.torch_device)
             logits = hf.model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
-        return Output(token_ids=tokens, text=hf.decode(tokens), finish_reason=reason)  # type: ignore[arg-type]
+        kv_tokens, kv_bytes = held(cache)
+        return Output(
+            token_ids=tokens,
+            text=hf.decode(tokens),
+            finish_reason=reason,  # type: ignore[arg-type]
+            kv_held_tokens=kv_tokens,
+            kv_held_bytes=kv_bytes,
+        )
 
     def generate_batch(self, requests: Sequence[Request], probes: Sequence[Probe]) -> list[Output]:
         """Static batching: the prompts left-padded into one batch (attention mask, position ids), one

@@ -112,6 +112,7 @@ class ContextTrimSession(HFSession):
         from transformers import DynamicCache
 
         from ._hf import kv_cache
+        from ._kv import held
 
         hf = self.hf
         with torch.inference_mode():
@@ -120,11 +121,14 @@ class ContextTrimSession(HFSession):
             input_ids = torch.tensor([ids], dtype=torch.long, device=hf.torch_device)
             logits = hf.model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
+        kv_tokens, kv_bytes = held(cache)
         return Output(
             token_ids=tokens,
             text=hf.decode(tokens),
             finish_reason=reason,  # type: ignore[arg-type]
             trimmed_tokens=len(request.input_ids) - len(ids),
+            kv_held_tokens=kv_tokens,
+            kv_held_bytes=kv_bytes,
         )
 
 

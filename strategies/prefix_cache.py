@@ -23,7 +23,9 @@ whole prompt. This strategy does the same in-process, then decodes exactly like 
   layers keep a running state instead of keys/values (linear attention, state-space layers) are
   refused at load, in one line.
 
-The copy and the suffix prefill are inside the timed TTFT; ``cached_tokens`` is recorded per trial.
+The copy and the suffix prefill are inside the timed TTFT; ``cached_tokens`` is recorded per trial,
+and so is the KV the session holds when the answer is done (``kv_held_tokens`` / ``kv_held_bytes``):
+this request's cache plus every kept prompt's — what reuse costs in memory.
 Greedy output is token-identical to the baseline (tested): only the float rounding of the prefill
 differs, as in every prefix-caching server.
 """
@@ -90,6 +92,7 @@ class PrefixCacheSession(HFSession):
         import torch
 
         from ._hf import kv_cache
+        from ._kv import held
 
         hf = self.hf
         prompt = tuple(request.input_ids)
@@ -104,12 +107,17 @@ class PrefixCacheSession(HFSession):
             suffix = torch.tensor([prompt[reused:]], dtype=torch.long, device=hf.torch_device)
             logits = hf.model(input_ids=suffix, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
+            # what the session holds when the answer is done: this request's cache and every earlier
+            # prompt's kept copy (the one this prefix was copied from included)
+            kv_tokens, kv_bytes = held(cache, *(e.cache for e in self.entries))
             self._keep(request.prompt.id, prompt, cache)
         return Output(
             token_ids=tokens,
             text=hf.decode(tokens),
             finish_reason=reason,  # type: ignore[arg-type]
             cached_tokens=reused,
+            kv_held_tokens=kv_tokens,
+            kv_held_bytes=kv_bytes,
         )
 
     def _lookup(self, prompt: tuple[int, ...]) -> tuple[_Entry | None, int]:

@@ -285,7 +285,7 @@ class PromptCompressionSession(HFSession):
         import torch
 
         from ._hf import kv_cache
-        from ._kv import new_cache
+        from ._kv import held, new_cache
 
         hf = self.hf
         with torch.inference_mode():
@@ -295,6 +295,7 @@ class PromptCompressionSession(HFSession):
             input_ids = torch.tensor([ids], dtype=torch.long, device=hf.torch_device)
             logits = hf.model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
+        kv_tokens, kv_bytes = held(cache)  # the compressor's own cache is gone once it has scored
         n = len(request.input_ids)
         return Output(
             token_ids=tokens,
@@ -302,6 +303,8 @@ class PromptCompressionSession(HFSession):
             finish_reason=reason,  # type: ignore[arg-type]
             trimmed_tokens=n - len(ids),
             compress_rate=min(1.0, self._budget(n) / n) if n else 1.0,
+            kv_held_tokens=kv_tokens,
+            kv_held_bytes=kv_bytes,
         )
 
     def close(self) -> None:

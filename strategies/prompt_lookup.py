@@ -88,6 +88,10 @@ class PromptLookupDrafter(Drafter):
         self._seq: Any = None  # the request's sequence as an int64 array, grown as tokens arrive ...
         self._n = 0  # ... of which the first _n are filled
 
+    def kv_caches(self) -> tuple[Any, ...]:
+        """An n-gram lookup in the tokens: no KV cache of its own."""
+        return ()
+
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         self._n = 0
 

@@ -141,18 +141,32 @@ def test_a_run_anchors_the_history_on_the_baseline_s_answers(tmp_path, tiny_mode
     assert {s.variant for s in chart.series} == {"baseline", "cache"}
     assert all(s.x == (1.0, 2.0, 3.0) for s in chart.series)
     assert {r["x"] for r in chart.rows()} == {1.0, 2.0, 3.0}
-    # under it, the KV cache each variant holds at the end of the turn: it grows with the history
+    # under it, the KV cache each variant's session held at the end of the turn, as it reported it
     kv = {s.variant: s for s in chart.kv_cache}
     assert set(kv) == {"baseline", "cache"} and kv["baseline"].x == (1.0, 2.0, 3.0)
     assert kv["baseline"].mib[0] < kv["baseline"].mib[1] < kv["baseline"].mib[2]
     per_token = {v.name: v.kv_bytes_per_token for v in analysis.variants}["baseline"]
-    first = next(t for t in measured if t.variant == "baseline" and t.turn == 1)
-    assert kv["baseline"].mib[0] == pytest.approx(
-        (first.input_tokens + first.output_tokens) * per_token / 2**20
-    )
-    assert all(r["kv_cache_mib"] is not None for r in chart.rows())
+    for t in measured:  # the baseline holds its prompt and its answer (the last token is never fed back)
+        if t.variant == "baseline":
+            assert t.kv_held_tokens == t.input_tokens + t.output_tokens - 1
+            assert t.kv_held_bytes == pytest.approx(t.kv_held_tokens * per_token)
+    # the prefix cache holds that and the copies of every earlier prompt it keeps: more from turn 2 on
+    for k in (1, 2):
+        assert kv["cache"].tokens[k] > kv["baseline"].tokens[k] and kv["cache"].mib[k] > kv["baseline"].mib[k]
+    assert kv["cache"].tokens[0] == kv["baseline"].tokens[0]
+    assert all(r["kv_held_mib"] is not None and r["history_tokens"] is not None for r in chart.rows())
+    # the chart's figures are the analysis's, and so are the JSON's and the sentence's
+    series = analysis.turns("talk", "baseline")
+    assert series is not None and chart.series[0].y == tuple(p.ttft.value for p in series.points)
+    from workbench.report.data import run_data
+
+    data = run_data(analysis)
+    (talk,) = [s for s in data["conversations"] if s["variant"] == "baseline"]
+    assert [p["ttft_ms"]["value"] for p in talk["turns"]] == list(chart.series[0].y)
+    assert [p["kv_held_tokens"] for p in talk["turns"]] == list(kv["baseline"].tokens)
     text = render_text(build_run_report(analysis), detail=True)
     assert "talk (baseline): TTFT" in text and "turn 3" in text
+    assert " ".join(data["conversation_advice"][0].split()) in " ".join(text.split())
     pytest.importorskip("PySide6")
     import os
 
@@ -170,39 +184,63 @@ def test_a_run_anchors_the_history_on_the_baseline_s_answers(tmp_path, tiny_mode
     assert kind is not None
     kind.build(widget, chart)
     plots = [item for item in widget.ci.items if isinstance(item, pg.PlotItem)]
-    assert len(plots) == 2 and plots[1].getAxis("left").labelText.startswith("KV cache")
+    assert len(plots) == 2 and plots[1].getAxis("left").labelText.startswith("KV held")
+    # a tick per turn, whole numbers only, with the history's tokens under it
+    ticks = [value for value, _ in plots[1].getAxis("bottom")._tickLevels[0]]
+    assert ticks == [1.0, 2.0, 3.0]
+
+
+def _trial(variant, turn, ttft, *, decode=100.0, history=None, kv=None, disturbed=0, workload="chat"):
+    from workbench.store import TrialRecord
+
+    return TrialRecord(
+        run_id=1,
+        variant=variant,
+        strategy="fake",
+        model="m",
+        workload=workload,
+        prompt_id=f"c/t{turn:02d}",
+        repetition=0,
+        warmup=False,
+        status="ok",
+        turn=turn,
+        ttft_ms=ttft,
+        decode_ms=decode,
+        history_tokens=history,
+        kv_held_tokens=kv,
+        kv_held_bytes=None if kv is None else kv * 1024,
+        disturbed=disturbed,
+    )
 
 
 def test_the_phase_sentence_names_the_crossing_turn():
-    from workbench.analysis.phases import TurnPhase
+    from workbench.analysis.turns import conversation_series
     from workbench.report.phases import conversation_text
 
-    turns = [
-        TurnPhase("chat", k, ttft, 100.0, 200.0 * (k - 1)) for k, ttft in enumerate([20, 60, 110, 160], 1)
+    trials = [
+        _trial("baseline", k, ttft, history=200.0 * (k - 1)) for k, ttft in enumerate([20, 60, 110, 160], 1)
     ]
-    text = conversation_text("chat", "baseline", turns)
+    (series,) = conversation_series(trials)
+    assert series.crossing == 3
+    text = conversation_text(series)
     assert text is not None and "crosses from decode-heavy to prefill-heavy at turn 3" in text
-    flat = [TurnPhase("chat", k, 10.0, 100.0, None) for k in (1, 2)]
-    assert "stays decode-heavy through turn 2" in (conversation_text("chat", "b", flat) or "")
-    assert conversation_text("chat", "b", flat[:1]) is None
+    (flat,) = conversation_series([_trial("b", k, 10.0) for k in (1, 2)])
+    assert "stays decode-heavy through turn 2" in (conversation_text(flat) or "")
+    (one,) = conversation_series([_trial("b", 1, 10.0)])
+    assert conversation_text(one) is None
 
 
 def test_turns_held_and_their_line():
-    from types import SimpleNamespace
-
     from workbench.analysis.targets import turns_held
+    from workbench.analysis.turns import conversation_series
     from workbench.report.phases import turn_hold_lines
     from workbench.spec.targets import Targets
 
-    def trial(variant, turn, ttft):
-        return SimpleNamespace(
-            variant=variant, workload="chat", turn=turn, ttft_ms=ttft, measured=True, status="ok"
-        )
-
-    trials = [trial("baseline", k, 300.0 * k) for k in range(1, 6) for _ in range(3)]
-    trials += [trial("cache", k, 300.0 + k) for k in range(1, 6) for _ in range(3)]
+    trials = [_trial("baseline", k, 300.0 * k) for k in range(1, 6) for _ in range(3)]
+    trials += [_trial("cache", k, 300.0 + k) for k in range(1, 6) for _ in range(3)]
+    series = conversation_series(trials, ["baseline", "cache"])
     targets = {"chat": Targets((("ttft_ms", 1000.0),), 90.0)}
-    holds = turns_held(trials, targets, ["baseline", "cache"])
+    holds = turns_held(series, targets)
     assert [(h.variant, h.held, h.turns, h.miss_ms) for h in holds] == [
         ("baseline", 3, 5, 1200.0),
         ("cache", 5, 5, None),
@@ -213,4 +251,219 @@ def test_turns_held_and_their_line():
         "all 5 turns — cache holds it longest."
     )
     # no TTFT target, no line
-    assert turns_held(trials, {"chat": Targets((("e2e_ms", 1.0),))}, ["baseline"]) == []
+    assert turns_held(series, {"chat": Targets((("e2e_ms", 1.0),))}) == []
+
+
+def _sample_copy(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    db = tmp_path / "demo.db"
+    shutil.copy(Path(__file__).parents[1] / "resources/sample/demo.db", db)
+    return db
+
+
+def test_every_view_reads_one_set_of_turn_figures_without_the_disturbed_trial(tmp_path):
+    """A trial the run flagged disturbed (and the tables leave out) is out of the chart, the sentence,
+    the JSON and the turn-hold line alike: a 5 s outlier at turn 3 sets no y-scale."""
+    import sqlite3
+
+    from workbench.analysis.run import analyze_run
+    from workbench.charts import ConversationChart, run_charts
+    from workbench.report.data import run_data
+    from workbench.store import Store
+
+    db = _sample_copy(tmp_path)
+    with sqlite3.connect(db) as conn:
+        (trial_id,) = conn.execute(
+            "select id from trials where workload = 'conversation' and variant = 'baseline' and turn = 3 "
+            "and warmup = 0 order by id limit 1"
+        ).fetchone()
+        conn.execute(
+            "update trials set ttft_ms = 5000, disturbed = 1, disturbance = 'test' where id = ?", (trial_id,)
+        )
+    store = Store(db)
+    analysis = analyze_run(store, None)
+    assert analysis.design.disturbance.excluded  # the tables leave it out
+    series = analysis.turns("conversation", "baseline")
+    assert series is not None
+    third = next(p for p in series.points if p.turn == 3)
+    assert third.n == 2 and max(third.ttfts) < 5000
+    (chart,) = [c for c in run_charts(analysis) if isinstance(c, ConversationChart)]
+    baseline = next(s for s in chart.series if s.variant == "baseline")
+    assert max(h for h in baseline.hi if h is not None) < 5000
+    assert baseline.y == tuple(p.ttft.value for p in series.points)
+    data = run_data(analysis)
+    (row,) = [s for s in data["conversations"] if s["variant"] == "baseline"]
+    assert row["turns"][2]["n"] == 2 and row["turns"][2]["ttft_ms"] == third.ttft.to_dict()
+    assert row["crossing_turn"] == series.crossing
+    # kept in, it is everywhere at once
+    kept = analyze_run(store, None, exclude_disturbed=False)
+    again = kept.turns("conversation", "baseline")
+    assert again is not None and max(next(p for p in again.points if p.turn == 3).ttfts) == 5000
+
+
+def test_a_runtime_that_cannot_tell_its_kv_has_no_line_and_says_so():
+    from types import SimpleNamespace
+
+    from workbench.analysis.turns import conversation_series
+    from workbench.charts.conversation import conversation_charts
+
+    trials = [_trial("baseline", k, 100.0 * k, history=50.0 * k, kv=100 * k) for k in (1, 2, 3)]
+    trials += [_trial("llama", k, 80.0 * k, history=50.0 * k) for k in (1, 2, 3)]
+    series = conversation_series(trials, ["baseline", "llama"])
+    (chart,) = conversation_charts(SimpleNamespace(conversations=series, variant_names=["baseline", "llama"]))
+    assert [k.variant for k in chart.kv_cache] == ["baseline"]  # no zero line for llama
+    assert chart.kv_unknown == ("llama",)
+    assert any("No KV figure for llama" in n and "not a zero" in n for n in chart.notes)
+    assert {r["kv_held_tokens"] for r in chart.rows() if r["variant"] == "llama"} == {None}
+    assert [label for _, label in chart.turn_labels] == ["1\n50 tok", "2\n100 tok", "3\n150 tok"]
+
+
+def test_anchored_turns_get_warm_ups_of_their_own_length(tmp_path):
+    """Before anchoring a turn is its own short message, so every turn falls in the first turn's
+    length bucket; anchored, the later turns carry the history and get a warm-up of their length."""
+    from workbench.core.strategy import Prompt
+    from workbench.run.plan import anchor_plans, length_bucket
+    from workbench.spec.workloads import turn_messages
+
+    path = conversations_file(tmp_path, [{"id": "c1", "turns": ["a", "b", "c"]}])
+    spec = spec_with(path, "max_new_tokens = 64\n")
+    (plan,) = plan_run(spec)
+    assert [t.prompt.id for t in plan.trials if t.warmup] == ["c1/t01"]  # one bucket before anchoring
+    conversation = spec.workloads[0].conversations[0]
+    answers = ["word " * 60, "word " * 120]
+    prompts = {
+        ("talk", f"c1/t{k:02d}"): (
+            Prompt(id=f"c1/t{k:02d}", messages=turn_messages(conversation, k, answers)),
+            100 * (k - 1),
+        )
+        for k in range(1, 4)
+    }
+    (anchored,) = anchor_plans([plan], prompts, warmup_max_new_tokens=2)
+    warm = [t for t in anchored.trials if t.warmup]
+    buckets = [length_bucket(p) for p, _ in prompts.values()]
+    assert len(set(buckets)) == 3  # the test's premise: three lengths, three buckets
+    assert [t.prompt.id for t in warm] == ["c1/t01", "c1/t02", "c1/t03"]
+    assert all(t.prompt == prompts[("talk", t.prompt.id)][0] for t in warm)  # the anchored prompts
+    assert [t.max_new_tokens for t in warm[1:]] == [2, 2] and all(t.round is None for t in warm)
+    # the measured trials are untouched, and come after every warm-up
+    assert [t for t in anchored.trials if not t.warmup] == [
+        t for t in anchor_plans([plan], prompts)[0].trials if not t.warmup
+    ]
+    assert anchored.trials[: len(warm)] == tuple(warm)
+
+
+def _second_run(db):
+    """The sample's run copied as run 2 (same variants and trials): two runs to compare."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+
+        def copy(table, where, **changes):
+            for row in conn.execute(f"select * from {table} where {where}").fetchall():
+                # a Row iterates its values: its column names are keys()
+                values = {k: row[k] for k in row.keys() if k != "id"} | changes  # noqa: SIM118
+                names = ", ".join(f"[{k}]" for k in values)
+                conn.execute(
+                    f"insert into {table} ({names}) values ({', '.join('?' * len(values))})",
+                    list(values.values()),
+                )
+
+        copy("runs", "id = 1")
+        (run_b,) = conn.execute("select max(id) from runs").fetchone()
+        copy("variants", "run_id = 1", run_id=run_b)
+        copy("trials", "run_id = 1", run_id=run_b)
+    return run_b
+
+
+def test_the_compare_view_overlays_both_runs_turns(tmp_path):
+    pytest.importorskip("PySide6")
+    import os
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from workbench.charts import ConversationChart
+    from workbench.gui.charts import png_bytes
+    from workbench.gui.loading import load_results
+
+    db = _sample_copy(tmp_path)
+    run_b = _second_run(db)
+    data = load_results(db, (1, run_b))
+    (chart,) = [c for c in data.charts if isinstance(c, ConversationChart)]
+    names = [s.variant for s in chart.series]
+    assert names == ["1:baseline", "1:prefix-cache", f"{run_b}:baseline", f"{run_b}:prefix-cache"]
+    assert chart.before == ("1:baseline", "1:prefix-cache")
+    assert chart.colours["1:baseline"] == chart.colours[f"{run_b}:baseline"]  # one colour per variant
+    assert chart.series[0].y == chart.series[2].y  # the same trials, the same figures
+    assert all(s.slope is None for s in chart.series)  # no fit lines among the dashed ones
+    assert png_bytes(chart, scale=1.0).startswith(b"\x89PNG")
+
+
+def test_ttft_vs_input_is_one_line_per_workload_and_variant(tmp_path):
+    """Without a sweep workload, TTFT vs input length draws every workload: one line per workload ×
+    variant (a conversation's turns are not fitted with a report's prompt), every variant that ran it."""
+    from workbench.analysis.run import analyze_run
+    from workbench.analysis.stats import fit_line
+    from workbench.charts import run_charts
+    from workbench.store import Store
+
+    analysis = analyze_run(Store(_sample_copy(tmp_path)), None)
+    chart = next(c for c in run_charts(analysis) if c.name == "ttft-vs-input")
+    assert chart.source == "all workloads"
+    ran = {(t.workload, t.variant) for t in analysis.trials if t.measured}
+    assert {(s.workload, s.variant) for s in chart.series} == ran  # int4-ort & co. at one length too
+    line = next(s for s in chart.series if (s.workload, s.variant) == ("conversation", "baseline"))
+    own = [
+        t for t in analysis.trials if (t.workload, t.variant) == ("conversation", "baseline") and t.measured
+    ]
+    fit = fit_line([t.input_tokens for t in own], [t.ttft_ms for t in own])  # its own points only
+    assert (line.slope, line.intercept) == pytest.approx(fit, rel=1e-9)
+    single = next(s for s in chart.series if s.variant == "int4-ort")
+    assert len(single.x) == 1 and single.slope is None and single.label == "int4-ort · summarise-short"
+    assert {r["workload"] for r in chart.rows()} == {"conversation", "summarise-short"}
+
+
+def test_each_strategy_reports_the_kv_its_session_holds(tiny_model_dir):
+    """The baseline holds its prompt and answer; the prefix cache that and a copy of every earlier
+    prompt; prompt lookup only the target's cache; a draft model's cache is added to the target's."""
+    pytest.importorskip("torch")
+    from workbench.core.strategy import Prompt, Request
+    from workbench.testing.helpers import ListProbe, load_session, tiny_prompt
+
+    turns = [tiny_prompt(20, 0)]
+    turns.append(turns[-1] + " " + tiny_prompt(10, 40))
+
+    def ask(session, text, prompt_id):
+        prompt = Prompt(id=prompt_id, prompt=text)
+        request = Request(
+            prompt=prompt, input_ids=tuple(session.encode(prompt)), max_new_tokens=6, ignore_eos=True
+        )
+        return request, session.generate(request, ListProbe())
+
+    held = {}
+    for name, params in (
+        ("baseline", {}),
+        ("prefix-cache", {"min_prefix_tokens": 4}),
+        ("prompt-lookup", {}),
+        ("speculative", {"draft": str(tiny_model_dir), "num_draft_tokens": 2, "adaptive": False}),
+    ):
+        session = load_session(tiny_model_dir, name, **params)
+        held[name] = [ask(session, text, f"t{i}") for i, text in enumerate(turns)]
+        session.close()
+    per_token = None
+    for request, out in held["baseline"]:
+        assert out.kv_held_tokens == len(request.input_ids) + len(out.token_ids) - 1
+        per_token = out.kv_held_bytes / out.kv_held_tokens
+    first_prompt = len(held["baseline"][0][0].input_ids)
+    (_, one), (_, two) = held["prefix-cache"]
+    assert one.kv_held_tokens == held["baseline"][0][1].kv_held_tokens
+    # turn 2: its own cache and the kept copy of turn 1's prompt (whose storage held turn 1's answer too)
+    assert two.kv_held_tokens == held["baseline"][1][1].kv_held_tokens + first_prompt
+    assert two.kv_held_bytes >= two.kv_held_tokens * per_token
+    for (_, lookup), (_, base) in zip(held["prompt-lookup"], held["baseline"], strict=True):
+        assert lookup.kv_held_tokens is not None and lookup.kv_held_tokens >= base.kv_held_tokens - 1
+    for (_, spec), (_, base) in zip(held["speculative"], held["baseline"], strict=True):
+        assert (
+            spec.kv_held_bytes is not None and spec.kv_held_bytes > base.kv_held_bytes
+        )  # two models' caches

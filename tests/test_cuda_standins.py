@@ -43,6 +43,9 @@ def fake_llama_cpp(gpu_offload: bool, op_offload: bool = True) -> types.SimpleNa
     return SimpleNamespace(
         __version__="0.3.36-standin",
         llama_supports_gpu_offload=lambda: gpu_offload,
+        llama_print_system_info=lambda: (
+            b"CUDA : ARCHS = 900 | CPU : AVX2 = 1 |" if gpu_offload else b"CPU : |"
+        ),
         LLAMA_SPLIT_MODE_NONE=0,
         Llama=llama,
     )
@@ -64,10 +67,12 @@ def test_llama_cpp_cpu_variant_on_a_gpu_build_offloads_nothing_standin():
     from workbench_strategies.llama_cpp import gpu_placement
 
     placement = gpu_placement(fake_llama_cpp(gpu_offload=True), Device("cpu"), -1)
-    assert placement.kwargs == {"n_gpu_layers": 0, "op_offload": False}  # no layers, no op offload
+    assert placement.kwargs == {"n_gpu_layers": 0, "op_offload": False, "flash_attn": False}  # no offload
     assert placement.backend == "llama.cpp CPU (GPU build, no layer or op offload)"
     cpu_only = gpu_placement(fake_llama_cpp(gpu_offload=False), Device("cpu"), -1)
-    assert cpu_only.kwargs == {"n_gpu_layers": 0} and "CPU-only build" in cpu_only.backend
+    assert (
+        cpu_only.kwargs == {"n_gpu_layers": 0, "flash_attn": False} and "CPU-only build" in cpu_only.backend
+    )
 
 
 def test_llama_cpp_gpu_build_that_cannot_turn_op_offload_off_is_refused_for_cpu_standin():
@@ -83,8 +88,8 @@ def test_llama_cpp_honours_the_cuda_index_as_main_gpu_standin():
     from workbench_strategies.llama_cpp import gpu_placement
 
     placement = gpu_placement(fake_llama_cpp(gpu_offload=True), Device("cuda", 1), 20)
-    assert placement.kwargs == {"n_gpu_layers": 20, "main_gpu": 1, "split_mode": 0}
-    assert placement.backend == "llama.cpp GPU offload on cuda:1 (20 layers)"
+    assert placement.kwargs == {"n_gpu_layers": 20, "main_gpu": 1, "split_mode": 0, "flash_attn": True}
+    assert placement.backend == "llama.cpp CUDA offload on cuda:1 (20 layers asked)"
 
 
 def test_the_backend_a_session_reports_reaches_the_variants_row(tmp_path):

@@ -139,10 +139,11 @@ def test_advice_names_where_drafting_paid_and_what_was_needed():
         "not on chat (0.85x decode: acceptance 2 % < 8 % needed)."
     )
     (hint,) = [line for line in lines[1:] if line.startswith("lookup on chat")]
-    # k = 1 would need 7.5 % at position 1 (the fitted verify cost 1.075): 1 in 16 is not enough
+    # k = 1 would need 7.5 % at position 1 (the fitted verify cost 1.075): 1 in 16 is not enough;
+    # 7.5 % computed as 0.07499999999999996 is written as its decimal value, 8 % (the line above's)
     assert hint == (
         "lookup on chat: no draft length pays here: even the first draft token is accepted only 6 % "
-        "(7 % needed at k = 1); decode plainly (k = 0) on prompts like these."
+        "(8 % needed at k = 1); decode plainly (k = 0) on prompts like these."
     )
     assert not any(line.startswith("lookup on code") for line in lines)  # it paid, as predicted
 

@@ -46,7 +46,8 @@ def gpu_run(tmp_path):
         environment["host"]["gpu"] = "NVIDIA H200"
         conn.execute("update runs set environment = ?", [json.dumps(environment)])
         conn.execute(
-            "update variants set weights_mb = 2048, memory_bandwidth_gbs = 4000, strategy = 'baseline'"
+            "update variants set weights_mb = 2048, memory_bandwidth_gbs = 4000, strategy = 'baseline', "
+            "device = 'cuda:0', dtype = 'bfloat16'"
         )
         conn.execute("update trials set peak_memory_mb = 2300, ttft_ms = 40, tpot_ms = 8")
     return db

@@ -9,6 +9,7 @@ import re
 from click.testing import CliRunner
 
 from workbench.analysis.paired import PairedEstimate
+from workbench.analysis.stats import Estimate
 from workbench.analysis.summary import GroupSummary
 from workbench.analysis.verdict import trust, workload_verdicts
 from workbench.cli import cli
@@ -30,8 +31,11 @@ def _verdict_section(rows, baseline):
     return verdict_section(workload_verdicts(rows, baseline), trust(rows, baseline), baseline)
 
 
-def _summary(variant, e2e=None, ttft=None, match=1.0, workload="chat", quality=None):
-    s = GroupSummary(variant, workload, 4, 0, metrics={})
+def _summary(
+    variant, e2e=None, ttft=None, match=1.0, workload="chat", quality=None, e2e_ms=None, memory_mb=None
+):
+    metrics = {"e2e_ms": Estimate(e2e_ms, n=4), "peak_memory_mb": Estimate(memory_mb, n=4)}
+    s = GroupSummary(variant, workload, 4, 0, metrics=metrics, prompts=2)
     s.speedup_e2e = e2e
     s.speedup_ttft = ttft
     s.matches_baseline = match if e2e is not None else None
@@ -63,13 +67,17 @@ def test_the_fastest_variant_wins_with_its_costs_and_the_close_ones():
     line = text_section(
         render_text(Report("t", [], [_verdict_section(rows, "baseline")]), header=False), "Verdict"
     )
-    assert "chat: spec 1.65x [1.55–1.80]* e2e — same output; as fast: int4" in line
+    # the one as fast says what it costs: its slower first token, its outputs, its KLD
+    assert (
+        "chat: spec 1.65x [1.55–1.80]* e2e — same output; as fast: int4 (TTFT 47% longer, "
+        "0% of outputs identical, KLD 0.41)"
+    ) in " ".join(line.split())
     # the lossy one, when it wins: its slower first token and what it costs in quality
     rows[2].speedup_e2e = _est(1.1, 1.0, 1.2)
     (v,) = workload_verdicts(rows, "baseline")
     assert v.best.variant == "int4" and set(v.costs) == {"ttft", "output", "quality"}
     text = render_text(Report("t", [], [_verdict_section(rows, "baseline")]), header=False)
-    assert "int4 1.62x [1.50–1.75]* e2e — TTFT 47% longer, output differs, KLD 0.41" in text
+    assert "int4 1.62x [1.50–1.75]* e2e — TTFT 47% longer, 0% of outputs identical, KLD 0.41" in text
 
 
 def test_one_repetition_says_there_is_no_interval_and_how_to_get_one():
@@ -147,11 +155,14 @@ def test_show_puts_the_verdict_first_and_fits_a_terminal(fake_run_db):
     assert verdict_at < 8 and len(lines) <= 60 and max(len(line) for line in lines) <= 120
     assert shown.stderr == ""  # footnotes on stdout: `show > file` keeps them
     assert "How the trials ran" in shown.stdout and "Order:" in shown.stdout
-    # the JSON says the same: the fastest variant per workload and its speed-up
+    # the JSON says the same: the fastest variant per workload (or the tie) and its speed-up
     data = json.loads(CliRunner().invoke(cli, ["show", "--db", str(fake_run_db), "--json"]).stdout)
     for v in data["verdict"]:
-        m = re.search(rf"{v['workload']}:\s+(\S+) ([\d.]+)x", "\n".join(lines[verdict_at:]))
-        assert m and m.group(1) == v["best"] and float(m.group(2)) == round(v["speedup_e2e"]["value"], 2)
+        # on a tie the line names the tied variants, the rule's pick (the JSON's best) first
+        m = re.search(rf"{v['workload']}:\s+(?:tie: )?(\S+) ([\d.]+)x", "\n".join(lines[verdict_at:]))
+        assert m is not None, v["workload"]
+        assert ("tie: " in m.group(0)) == bool(v["tie"])
+        assert m.group(1) == v["best"] and float(m.group(2)) == round(v["speedup_e2e"]["value"], 2)
     # no paragraph printed twice
     paragraphs = [line.strip() for line in lines if len(line.strip()) > 60]
     assert len(paragraphs) == len(set(paragraphs))
@@ -187,3 +198,91 @@ def test_the_html_report_starts_with_the_verdict(fake_run_db):
     first = body.index("<h2>")
     assert body[first:].startswith("<h2>Verdict (fastest end to end, vs baseline)</h2>")
     assert body.index("Verdict") < body.index("Per variant × workload") < body.index("Where the time goes")
+
+
+def _one_line(rows, baseline="baseline", **kw):
+    section = verdict_section(workload_verdicts(rows, baseline), trust(rows, baseline), baseline, **kw)
+    text = render_text(Report("t", [], [section]), header=False)
+    return " ".join(text.split())
+
+
+def test_a_tie_is_said_as_a_tie_and_the_rule_picks_only_when_asked():
+    # overlapping intervals, e2e medians 1 % apart with an MDE of ±15 %: the data cannot order them
+    rows = [
+        _summary("baseline", e2e_ms=2400, memory_mb=950),
+        _summary("spec", _est(1.61, 1.40, 1.85, mde=0.15), _est(0.86, 0.8, 0.9), e2e_ms=1520, memory_mb=1210),
+        _summary(
+            "lookup", _est(1.60, 1.35, 1.90, mde=0.12), _est(0.97, 0.9, 1.0), e2e_ms=1505, memory_mb=945
+        ),
+    ]
+    (v,) = workload_verdicts(rows, "baseline")
+    assert [s.variant for s in v.tied] == ["spec", "lookup"] and v.close == []
+    text = _one_line(rows)
+    assert (
+        "chat: tie: spec 1.61x [1.40–1.85]* (TTFT 16% longer, same output, peak memory +260 MB), "
+        "lookup 1.60x [1.35–1.90]* (same output) — e2e medians 1,520 and 1,505 ms, 1% apart, within the MDE ±15%"
+    ) in text
+    assert "picked by" not in text
+    assert "picked by the highest paired e2e speed-up: spec" in _one_line(rows, pick=True)
+    data = v.to_dict()
+    assert data["tie"] == ["spec", "lookup"] and data["best"] == "spec"
+    assert data["costs"]["memory_mb"] == 260 and data["alternatives"]["lookup"]["costs"]["memory_mb"] is None
+    # medians further apart than either MDE: not a tie, though the intervals overlap — "as fast", with its cost
+    rows[2] = _summary("lookup", _est(1.58, 1.35, 1.90, mde=0.03), e2e_ms=1700, memory_mb=945)
+    rows[1] = _summary("spec", _est(1.61, 1.55, 1.66, mde=0.03), e2e_ms=1490, memory_mb=1210)
+    (v,) = workload_verdicts(rows, "baseline")
+    assert v.tie == [] and [s.variant for s in v.close] == ["lookup"]
+    assert (
+        "chat: spec 1.61x [1.55–1.66]* e2e — same output, peak memory +260 MB; as fast: lookup (same output)"
+        in (_one_line(rows))
+    )
+
+
+def test_the_trust_line_names_prompts_and_repetitions():
+    from workbench.analysis.verdict import Trust
+    from workbench.report.run_report import trust_lines
+
+    def first(prompts, intervals=True):
+        return trust_lines(Trust(3, intervals, (0.05, 0.05), 0, False, None, "interleaved", prompts=prompts))[
+            0
+        ]
+
+    assert first({"chat": 5, "code": 5}).startswith("Trust: 3 repetitions × 5 prompts, paired;")
+    assert first({"chat": 8, "report": 1}).startswith(
+        "Trust: 3 repetitions × 8 prompts (chat), 1 prompt (report), paired;"
+    )
+    assert first({"report": 1}, intervals=False).endswith("Measured: 1 prompt × 1 repetition.")
+    rows = [_summary("baseline"), _summary("fast", _est(1.8, 1.7, 1.9))]
+    assert trust(rows, "baseline").prompts == {"chat": 2}
+
+
+def test_show_says_the_samples_tie_and_picks_only_with_pick():
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parent.parent / "resources" / "sample" / "demo.db"
+
+    def verdict(*extra):
+        shown = CliRunner().invoke(cli, ["show", "1", "--db", str(sample), *extra], terminal_width=120)
+        assert shown.exit_code == 0, shown.output
+        return " ".join(text_section(shown.stdout, "Verdict").split())
+
+    plain, picked = verdict(), verdict("--pick")
+    assert "summarise-short: tie: prompt-lookup 1.38x" in plain and "speculative 1.35x" in plain
+    assert "peak memory +239 MB" in plain and "3 repetitions × 8 prompts (conversation), 1 prompt" in plain
+    assert "picked by" not in plain
+    assert "picked by the highest paired e2e speed-up: prompt-lookup" in picked
+
+
+def test_without_intervals_a_tie_is_speed_ups_and_medians_within_five_percent():
+    rows = [
+        _summary("baseline", e2e_ms=200),
+        _summary("a", _est(1.80), e2e_ms=111),
+        _summary("b", _est(1.75), e2e_ms=112),
+        _summary("c", _est(1.60), e2e_ms=125),  # 11 % slower: not even as fast
+    ]
+    (v,) = workload_verdicts(rows, "baseline")
+    assert [s.variant for s in v.tied] == ["a", "b"] and v.close == []
+    assert (
+        "chat: tie: a 1.80x (same output), b 1.75x (same output) — e2e medians 111 and 112 ms, 1% apart, "
+        "within 5% (no interval)"
+    ) in _one_line(rows)

@@ -3,6 +3,10 @@ the charts' captions and labels and their read-outs show is written by one of th
 reads the same everywhere. Headless and light (no numpy, no Qt, nothing of the workbench): the bottom
 layer, beside the core, so that the charts' headless data (below the report) can use it too.
 
+Every one of them rounds in two steps (:func:`steady`, then the digits shown), so a figure computed a
+few ULPs differently on another machine (another BLAS kernel) reads the same; :func:`meaningful` rounds
+the figures of the JSON and CSV files the same way, to :data:`SIGNIFICANT` significant digits.
+
 Plain numbers: :func:`fmt` (fixed digits), :func:`num` (a readable precision: 1,290 · 77.5 · 0.0484),
 :func:`significant` (``0.00375``, ``+0.012``), :func:`ms` (a time in ms at the main table's precision).
 Ratios: :func:`times` (``1.23x``), :func:`ratio` (a speed-up with its CI), :func:`ci_suffix` (an
@@ -37,6 +41,7 @@ __all__ = [
     "machine_line",
     "match_text",
     "mde_text",
+    "meaningful",
     "ms",
     "ms_text",
     "num",
@@ -47,6 +52,7 @@ __all__ = [
     "seconds",
     "significant",
     "spaced_percent",
+    "steady",
     "times",
     "tokens",
     "trials_text",
@@ -72,6 +78,51 @@ def _finite(value: Any) -> Any:
     return value
 
 
+# -- rounding that does not depend on the machine ------------------------------------------------
+
+#: significant digits a figure keeps in the JSON and CSV files: far finer than any measurement here
+#: (a bootstrap's own resampling error is ~0.1 %), far coarser than a floating-point kernel's
+#: difference (~1e-15)
+SIGNIFICANT = 6
+#: the first rounding step: values this close (relative ~1e-12) are one value
+STEADY_DIGITS = 12
+
+
+def steady(value: float) -> float:
+    """``value`` rounded to :data:`STEADY_DIGITS` significant digits: the first of two roundings.
+
+    A figure computed on another machine can differ in its last bits (a BLAS kernel for AVX-512
+    sums in another order than AVX2's). Rounding it once, to the digits shown, flips the shown
+    digit when the value sits on a rounding boundary — and decimal-exact figures do, often: half a
+    token count (262.5), a share of small counts (3/8), the median of an even number of times
+    stored to the microsecond. Rounding first to 12 digits makes a value and its few-ULP neighbours
+    one decimal number, which the second rounding then writes one way on every machine. (Values
+    that straddle a 12-digit boundary *and* a shown one at once are left: ~1e-9 per value.)"""
+    if not math.isfinite(value) or value == 0:
+        return value
+    return float(f"{value:.{STEADY_DIGITS}g}")
+
+
+def meaningful(data: Any, digits: int = SIGNIFICANT) -> Any:
+    """``data`` (a figure, or dicts and lists of them) with every float rounded to ``digits``
+    significant digits, in two steps (:func:`steady`), so the JSON and CSV files read the same on
+    every machine; ints, bools, strings and None are left as they are."""
+    if isinstance(data, float):
+        if not math.isfinite(data) or data == 0:
+            return data
+        return float(f"{steady(data):.{digits}g}")
+    if isinstance(data, dict):
+        return {k: meaningful(v, digits) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [meaningful(v, digits) for v in data]
+    return data
+
+
+def _s(value: float) -> float:
+    """:func:`steady` of a figure about to be written (ints stay ints)."""
+    return value if isinstance(value, int) else steady(value)
+
+
 # -- plain numbers -------------------------------------------------------------------------------
 
 
@@ -79,7 +130,7 @@ def fmt(value: float | None, digits: int = 1) -> str:
     """``1,234.5``: thousands separated, ``digits`` decimals; ``–`` when unknown."""
     if value is None:
         return "–"
-    return f"{value:,.{digits}f}"
+    return f"{_s(value):,.{digits}f}"
 
 
 def num(value: float | None, *, whole: bool = True) -> str:
@@ -88,6 +139,7 @@ def num(value: float | None, *, whole: bool = True) -> str:
     unless ``whole`` is False; ``–`` when unknown."""
     if value is None:
         return "–"
+    value = _s(value)
     if abs(value) >= 100 or (whole and float(value).is_integer()):
         return f"{value:,.0f}"
     if abs(value) >= 10:
@@ -97,33 +149,33 @@ def num(value: float | None, *, whole: bool = True) -> str:
 
 def tokens(value: float) -> str:
     """A token count, rounded: ``1,024``."""
-    return f"{round(value):,}"
+    return f"{round(_s(value)):,}"
 
 
 def count(value: float) -> str:
     """A whole number without separators: a median count ``48``, a share already in percent ``31``."""
-    return f"{value:.0f}"
+    return f"{_s(value):.0f}"
 
 
 def fixed(value: float, decimals: int) -> str:
     """A ratio, a cost in target steps, a mean length at fixed decimals: ``0.25``, ``3.5``."""
-    return f"{value:.{decimals}f}"
+    return f"{_s(value):.{decimals}f}"
 
 
 def significant(value: float, digits: int = 3, *, signed: bool = False, grouped: bool = False) -> str:
     """``digits`` significant digits: a KLD ``0.00375``; ``signed``: with its sign, a fitted slope
     ``+0.012``; ``grouped``: thousands separated, a target ``1,500``."""
-    return f"{value:{'+' if signed else ''}{',' if grouped else ''}.{digits}g}"
+    return f"{_s(value):{'+' if signed else ''}{',' if grouped else ''}.{digits}g}"
 
 
 def seconds(ms: float) -> str:
     """Milliseconds as seconds: ``2.10 s``."""
-    return f"{ms / 1e3:.2f} s"
+    return f"{_s(ms / 1e3):.2f} s"
 
 
 def ms(value: float | None) -> str:
     """A time in ms as the main table writes it: one decimal under 100 ms, none from 100 ms on."""
-    return fmt(value, 1 if (value or 0) < 100 else 0)
+    return fmt(value, 1 if _s(value or 0) < 100 else 0)
 
 
 def ms_text(value: float | None) -> str:
@@ -135,6 +187,7 @@ def ms_text(value: float | None) -> str:
 def chart_value(value: float) -> str:
     """A value on a chart's bar or in its legend (ms, s, tok/s): no decimals from 100 (``1,234``), one
     from 10 (``12.3``), else two (``1.23``)."""
+    value = _s(value)
     if value >= 100:
         return f"{value:,.0f}"
     if value >= 10:
@@ -152,7 +205,7 @@ def power_of_ten(exponent: int) -> str:
 
 def times(value: float | None) -> str:
     """A ratio (a speed-up: > 1 is faster) as ``1.23x``; ``–`` when unknown."""
-    return "–" if value is None else f"{value:.2f}x"
+    return "–" if value is None else f"{_s(value):.2f}x"
 
 
 def ratio(est: Any, *, interval: bool = True) -> str:
@@ -189,6 +242,7 @@ def percent(value: float | None, digits: int = 0, *, signed: bool = False) -> st
     """A share as a percentage: 0.38 → ``38%`` (``signed``: ``+38%``); ``""`` when unknown."""
     if value is None:
         return ""
+    value = _s(value)
     return f"{value:+.{digits}%}" if signed else f"{value:.{digits}%}"
 
 
@@ -204,12 +258,12 @@ def spaced_percent(value: float | None) -> str:
         return "–"
     if value > 1:
         return "> 100 %"
-    return f"{max(value, 0.0):.0%}".replace("%", " %")
+    return f"{max(_s(value), 0.0):.0%}".replace("%", " %")
 
 
 def plus_minus(value: float | None, digits: int = 1) -> str:
     """A relative half-width: 0.062 → ``±6.2%``; ``""`` when unknown."""
-    return "" if value is None else f"±{value:.{digits}%}"
+    return "" if value is None else f"±{_s(value):.{digits}%}"
 
 
 def mde_text(est: Any) -> str:
@@ -244,7 +298,7 @@ def acceptance_text(summary: Any, digits: int = 1) -> str:
         return ""
     text = percent(rate)
     if length is not None:
-        text += f" ({length:.{digits}f} tok/step)"
+        text += f" ({_s(length):.{digits}f} tok/step)"
     return text + where
 
 
@@ -262,7 +316,7 @@ def kld_text(value: float | None) -> str:
     """A KLD in nats, three significant digits ("0" only when the predictions are identical)."""
     if value is None:
         return ""
-    return "0" if value == 0 else f"{value:.3g}"
+    return "0" if value == 0 else f"{_s(value):.3g}"
 
 
 # -- the machine a run was measured on (the run's environment JSON, its "host" part) -----------------

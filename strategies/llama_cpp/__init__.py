@@ -27,6 +27,7 @@ quantized cache stores blocks of 32 values with a scale, e.g. 34 bytes per 32 fo
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ __all__ = [
     "Placement",
     "check_gguf",
     "gpu_placement",
+    "offload_backend",
+    "parse_offload",
     "quantized_gguf",
     "source_gguf",
 ]
@@ -153,11 +156,21 @@ def quantized_gguf(
 
 
 _LOG_CALLBACK: Any = None
+#: the last "offloaded N/M layers to GPU" llama.cpp logged (the layers it really put on the GPU)
+_OFFLOADED: list[tuple[int, int]] = []
+_OFFLOAD_RE = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+
+
+def parse_offload(text: str) -> tuple[int, int] | None:
+    """(layers offloaded, layers in all) from llama.cpp's load log line, else ``None``."""
+    found = _OFFLOAD_RE.search(text)
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def _silence_llama_log() -> None:
     """llama.cpp logs every tensor it loads or quantizes; route its log to nowhere (errors surface as
-    return codes and exceptions). The callback is kept alive at module level (ctypes)."""
+    return codes and exceptions) but for the line that says how many layers it offloaded. The
+    callback is kept alive at module level (ctypes)."""
     global _LOG_CALLBACK
     if _LOG_CALLBACK is not None:
         return
@@ -165,6 +178,10 @@ def _silence_llama_log() -> None:
 
     @llama_cpp.llama_log_callback
     def _drop(level: int, text: bytes, user_data: Any) -> None:
+        if b"offloaded" in text:
+            found = parse_offload(text.decode("utf-8", errors="replace"))
+            if found is not None:
+                _OFFLOADED.append(found)
         return None
 
     _LOG_CALLBACK = _drop
@@ -187,31 +204,69 @@ class Placement:
     backend: str
 
 
-def gpu_placement(llama_cpp: Any, device: Device, n_gpu_layers: int) -> Placement:
+#: ggml backends that offload to a GPU but are not CUDA: their builds also answer
+#: ``llama_supports_gpu_offload()``, and a ``cuda`` variant on one would be recorded ``cuda:N``
+_OTHER_GPU_BACKENDS = ("Vulkan", "SYCL", "Metal", "HIP", "ROCm", "MUSA", "CANN", "OpenCL", "Kompute")
+
+
+def _gpu_backends(llama_cpp: Any) -> str:
+    """The ggml backends this build registered, as ``llama_print_system_info`` lists them
+    (``CUDA : ARCHS = 900 | ... | CPU : AVX2 = 1 | ...``); "" when it cannot say."""
+    info = getattr(llama_cpp, "llama_print_system_info", None)
+    try:
+        text = info() if info is not None else b""
+    except Exception:
+        return ""
+    return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else str(text or "")
+
+
+def gpu_placement(
+    llama_cpp: Any, device: Device, n_gpu_layers: int, *, flash_attn: bool | None = None
+) -> Placement:
     """Where llama.cpp runs, decided here and recorded as ``backend``, never left to the build.
 
-    A ``cuda`` variant needs a build with GPU offload: a CPU-only build ignores ``n_gpu_layers`` and
+    A ``cuda`` variant needs a build with CUDA offload: a CPU-only build ignores ``n_gpu_layers`` and
     would run on the CPU while the trial says ``cuda:N``, so it is refused (one line: how to build it
-    with CUDA). The device index is ``main_gpu`` with ``split_mode`` none (the whole model on that GPU).
+    with CUDA); so is a GPU build whose backend is not CUDA (Vulkan, SYCL...: its system info names no
+    CUDA backend), and ``n_gpu_layers = 0`` (nothing offloaded: a CPU run recorded as ``cuda``). The
+    device index is ``main_gpu`` with ``split_mode`` none (the whole model on that GPU); the layers
+    really offloaded are recorded after the load (:func:`offload_backend`).
     A ``cpu`` variant offloads nothing: no layers, and no *op offload* either (a GPU build otherwise
     moves large prefill batches to the GPU, and a "CPU" TTFT would be partly GPU time); a
-    llama-cpp-python too old to switch op offload off is refused on a GPU build for the same reason."""
+    llama-cpp-python too old to switch op offload off is refused on a GPU build for the same reason.
+    ``flash_attn`` unset is on for ``cuda`` (as torch's SDPA flash attention there), off on the CPU."""
     import inspect
 
     offload = bool(llama_cpp.llama_supports_gpu_offload())
     accepted = inspect.signature(llama_cpp.Llama.__init__).parameters
+    flash = bool(flash_attn) if flash_attn is not None else device.type == "cuda"
     if device.type == "cuda":
         if not offload:
             raise StrategyError(
                 f"device = {str(device)!r} but this llama-cpp-python ({llama_cpp.__version__}) is a CPU-only "
                 f"build (no GPU offload: it would run on the CPU); build it with CUDA: {CUDA_BUILD}"
             )
+        backends = _gpu_backends(llama_cpp)
+        if not re.search(r"\bCUDA\b", backends):
+            other = [b for b in _OTHER_GPU_BACKENDS if re.search(rf"\b{b}\b", backends)]
+            what = (
+                f"its GPU backend is {', '.join(other)}" if other else "its system info names no CUDA backend"
+            )
+            raise StrategyError(
+                f"device = {str(device)!r} but this llama-cpp-python ({llama_cpp.__version__}) is not a CUDA "
+                f"build ({what}); build it with CUDA: {CUDA_BUILD}"
+            )
+        if n_gpu_layers == 0:
+            raise StrategyError(
+                f"device = {str(device)!r} with n_gpu_layers = 0 offloads nothing: it would run on the CPU "
+                'while recorded as cuda; use n_gpu_layers = -1 (all), or device = "cpu"'
+            )
         index = device.index or 0
-        kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "main_gpu": index}
+        kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "main_gpu": index, "flash_attn": flash}
         kwargs["split_mode"] = getattr(llama_cpp, "LLAMA_SPLIT_MODE_NONE", 0)
         layers = "all layers" if n_gpu_layers < 0 else f"{n_gpu_layers} layers"
-        return Placement(kwargs, f"llama.cpp GPU offload on cuda:{index} ({layers})")
-    kwargs = {"n_gpu_layers": 0}
+        return Placement(kwargs, f"llama.cpp CUDA offload on cuda:{index} ({layers} asked)")
+    kwargs = {"n_gpu_layers": 0, "flash_attn": flash}
     if offload:
         if "op_offload" not in accepted:
             raise StrategyError(
@@ -222,6 +277,19 @@ def gpu_placement(llama_cpp: Any, device: Device, n_gpu_layers: int) -> Placemen
         kwargs["op_offload"] = False
         return Placement(kwargs, "llama.cpp CPU (GPU build, no layer or op offload)")
     return Placement(kwargs, "llama.cpp CPU (CPU-only build)")
+
+
+def offload_backend(index: int, *, requested: int, model_layers: int, logged: tuple[int, int] | None) -> str:
+    """The ``backend`` of a ``cuda`` variant after its load: the layers llama.cpp says it offloaded
+    (its log line), else as ``n_gpu_layers`` gives them (the repeating layers plus the output layer),
+    a partial offload labelled as such (its TPOT is partly the CPU's)."""
+    if logged is not None:
+        done, total = logged
+    else:
+        total = model_layers + 1
+        done = total if requested < 0 or requested >= total else requested
+    text = f"llama.cpp CUDA offload on cuda:{index} ({done}/{total} layers"
+    return text + (": partial, the rest on the CPU)" if done < total else ")")
 
 
 # --- the session -----------------------------------------------------------------------------------
@@ -440,11 +508,12 @@ class LlamaCppStrategy(Strategy[LlamaCppConfig]):
         config = variant.config
         self.preflight(variant)
         _silence_llama_log()
+        _OFFLOADED.clear()  # this load's log line, not an earlier model's
         path = source_gguf(variant.model, config.gguf_type)
         converted = parse_source(variant.model).kind in ("dir", "hub")
         if config.gguf_type != "as-is" and not (converted and path.stem.endswith(f"-{config.gguf_type}")):
             path = quantized_gguf(path, config.gguf_type, threads=variant.threads)
-        placement = gpu_placement(llama_cpp, device, config.n_gpu_layers)
+        placement = gpu_placement(llama_cpp, device, config.n_gpu_layers, flash_attn=config.flash_attn)
         kv = getattr(llama_cpp, f"GGML_TYPE_{config.kv_type.upper()}")
         with error_context(
             f"llama.cpp cannot load {path.name}",
@@ -459,7 +528,6 @@ class LlamaCppStrategy(Strategy[LlamaCppConfig]):
                 n_ubatch=config.n_batch,
                 n_threads=variant.threads,
                 n_threads_batch=variant.threads,
-                flash_attn=config.flash_attn,
                 type_k=kv,
                 type_v=kv,
                 verbose=False,
@@ -467,4 +535,11 @@ class LlamaCppStrategy(Strategy[LlamaCppConfig]):
             )
         session = LlamaCppSession(llm, path=path, kv_type=config.kv_type)
         session.backend = placement.backend
+        if device.type == "cuda":
+            session.backend = offload_backend(
+                device.index or 0,
+                requested=config.n_gpu_layers,
+                model_layers=int(llama_cpp.llama_model_n_layer(llm.model)),
+                logged=_OFFLOADED[-1] if _OFFLOADED else None,
+            )
         return session

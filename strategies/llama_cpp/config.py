@@ -27,8 +27,10 @@ class LlamaCppConfig:
         default="as-is",
     )
     n_batch: int = field_help("prompt tokens per prefill pass (llama.cpp's -b / -ub)", default=512)
-    flash_attn: bool = field_help(
-        "llama.cpp's flash attention (-fa); needed for a quantized V cache", default=False
+    flash_attn: bool | None = field_help(
+        "llama.cpp's flash attention (-fa); unset = on for a cuda device (as torch's SDPA flash "
+        "attention on the same GPU), off on the CPU; needed for a quantized V cache",
+        default=None,
     )
     kv_type: Literal["f16", "f32", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"] = field_help(
         "KV-cache element type for keys and values (-ctk/-ctv): quantized types need flash_attn = true",
@@ -50,7 +52,7 @@ class LlamaCppConfig:
             raise ValueError(f"n_ctx must be 0 (the model's own) or positive, got {self.n_ctx}")
         if self.n_gpu_layers < -1:
             raise ValueError(f"n_gpu_layers must be -1 (all) or at least 0, got {self.n_gpu_layers}")
-        if self.kv_type not in ("f16", "f32", "bf16") and not self.flash_attn:
+        if self.kv_type not in ("f16", "f32", "bf16") and self.flash_attn is not True:
             raise ValueError(
                 f"kv_type = {self.kv_type!r} needs flash_attn = true (llama.cpp quantizes the V cache "
                 "only with flash attention)"

@@ -63,7 +63,8 @@ AUTO_ORDER = ("int8-weight-only", "bnb-int8", "int4-weight-only", "bnb-nf4", "in
 #: dequantize + matmul in eager mode (its speed-ups are quoted with ``torch.compile``); int8 dynamic
 #: quantizes activations at every step, worth it when compute-bound (large batches), not for decode;
 #: bitsandbytes' LLM.int8() is documented as slower than 16-bit inference (it saves memory). Not
-#: measured here yet (docs/quantized.md).
+#: measured yet: the GPU check's optional step scripts/gpu_auto_order.py measures it on a GPU
+#: (docs/quantized.md).
 AUTO_ORDER_CUDA = ("int4-weight-only", "bnb-nf4", "int8-weight-only", "int8-dynamic", "bnb-int8")
 
 TORCHAO_METHODS = ("int8-weight-only", "int8-dynamic", "int4-weight-only")
@@ -241,10 +242,14 @@ def _torchao_config(method: str, config: QuantizedConfig, device: Device, dtype:
         Int8WeightOnlyConfig,
     )
 
+    # set_inductor_config=False on every config: torchao's default would switch the whole process's
+    # float32 matmuls (attention, the head: all that is not quantized) to TF32 and turn on
+    # coordinate-descent autotuning, mixing a precision change into the speed-up and ballooning
+    # compile times
     if method == "int8-weight-only":
-        return Int8WeightOnlyConfig()
+        return Int8WeightOnlyConfig(set_inductor_config=False)
     if method == "int8-dynamic":
-        return Int8DynamicActivationInt8WeightConfig()
+        return Int8DynamicActivationInt8WeightConfig(set_inductor_config=False)
     if device.type == "cpu":
         try:
             from torchao.prototype.quantization.int4.inference_workflow import PrototypeInt4WeightOnlyConfig

@@ -64,6 +64,10 @@ class DraftModelDrafter(CatchUp):
         except ValueError:  # sliding-window layers: transformers' own, cut back as the loop's (.._kv)
             return new_cache(self.hf.model, rollback=True)
 
+    def kv_caches(self) -> tuple[Any, ...]:
+        """The draft model's cache (its storage, capacity included, is what it holds)."""
+        return (self.cache,) if self.cache is not None else ()
+
     def start(self, request: Request, sampler: Any, target_cache: Any) -> None:
         from .._cpu import GrowingCache
 

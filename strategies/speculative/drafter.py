@@ -79,6 +79,12 @@ class Drafter(abc.ABC):
         """Prompt tokens it has still to read (``catches_up``); 0 once it can draft. Default: none."""
         return 0
 
+    def kv_caches(self) -> tuple[Any, ...] | None:
+        """The KV caches it holds now (``strategies/_kv.py`` caches: the loop adds them to the target's
+        in ``Output.kv_held_*``); ``()``: it holds none; None (the default): it cannot tell (a runtime's
+        own draft model), and the trial then reports no KV figure."""
+        return None
+
     def catch_up(self, max_tokens: int) -> int:
         """Read up to ``max_tokens`` more of the prompt (``catches_up``); returns how many it read.
         Default: nothing to read."""

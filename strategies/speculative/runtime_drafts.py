@@ -53,6 +53,7 @@ __all__ = [
     "OrtSharedCacheDrafter",
     "RuntimeDraftSession",
     "check_same_tokens",
+    "device_delta_mb",
     "load_runtime_draft",
 ]
 
@@ -131,7 +132,10 @@ class _RuntimeDrafter(CatchUp):
         sampler = self.sampler
         if sampler.greedy:
             return int(row.argmax())
-        q = sampler.probs(torch.from_numpy(np.array(row, dtype=np.float32))[None, :])[0]
+        # on the generator's device (the target's: CUDA on a GPU), where the verify compares q with
+        # the target's probabilities, and where torch.multinomial needs it with that generator
+        where = sampler.generator.device if sampler.generator is not None else "cpu"
+        q = sampler.probs(torch.from_numpy(np.array(row, dtype=np.float32)).to(where)[None, :])[0]
         probs.append(q)
         return int(torch.multinomial(q, 1, generator=sampler.generator).item())
 
@@ -360,6 +364,8 @@ class RuntimeDraftSession(HFSession):
             self.context_length is None or draft.context_length < self.context_length
         ):
             self.context_length = draft.context_length
+        #: the draft runtime's device memory at its load, for the variant's peak (the worker's tracker)
+        self.outside_torch_mb: float | None = getattr(draft, "outside_torch_mb", None)
 
     def generate(self, request: Request, probe: Probe) -> Output:
         c = self.drafter.config
@@ -375,6 +381,19 @@ class RuntimeDraftSession(HFSession):
         super().close()
 
 
+def device_delta_mb(device: Device, load: Callable[[], Any]) -> tuple[Any, float | None]:
+    """``load()``'s result and the device memory it took (MB, from ``cudaMemGetInfo`` before and
+    after: device-wide, so read while nothing else loads); ``None`` off CUDA."""
+    if not device.is_cuda:
+        return load(), None
+    index = device.index or 0
+    torch.cuda.synchronize(index)
+    before = torch.cuda.mem_get_info(index)[0]
+    loaded = load()
+    torch.cuda.synchronize(index)
+    return loaded, max(0.0, (before - torch.cuda.mem_get_info(index)[0]) / 2**20)
+
+
 def load_runtime_draft(
     target: Any,
     variant: Variant[SpeculativeConfig],
@@ -388,7 +407,11 @@ def load_runtime_draft(
     config = variant.config
     vocab_limit = int(target.model.get_output_embeddings().weight.shape[0])
     tok = target.tokenizer
-    session: Any = runtime.load(draft, device)
+    session: Any
+    # torch's allocator never sees the draft's buffers: their device memory, taken at its load
+    # (the target already resident, the context made), joins the variant's peak
+    session, outside_torch_mb = device_delta_mb(device, lambda: runtime.load(draft, device))
+    session.outside_torch_mb = outside_torch_mb
     if runtime.name == "llama-cpp":
         llm = session.llm
         # draft_threads is for the one-token draft steps; the prompt's prefill (a batch)

@@ -40,10 +40,8 @@ __all__ = [
     "CostModel",
     "LeverResult",
     "Prediction",
-    "TurnPhase",
     "WorkloadPhase",
     "classify",
-    "conversation_turns",
     "estimate_tokens",
     "measure_phases",
     "predict_workload",
@@ -347,42 +345,3 @@ def _lever(summary: GroupSummary, strategy: str) -> LeverResult:
         summary.speedup_ttft,
         summary.speedup_decode,
     )
-
-
-@dataclass(frozen=True)
-class TurnPhase:
-    """One turn of a conversation workload on one variant: the medians over its conversations and
-    repetitions of the TTFT (the prefill of the history and the new message) and of the decode."""
-
-    workload: str
-    turn: int
-    ttft_ms: float
-    decode_ms: float
-    history_tokens: float | None
-
-    @property
-    def prefill_heavy(self) -> bool:
-        return self.ttft_ms >= self.decode_ms
-
-
-def conversation_turns(trials: Sequence[TrialRecord], variant: str) -> dict[str, list[TurnPhase]]:
-    """Per conversation workload, ``variant``'s turns in order (measured, successful trials)."""
-    cells: dict[str, dict[int, list[TrialRecord]]] = {}
-    for t in trials:
-        if t.variant == variant and t.turn is not None and t.measured and t.ttft_ms is not None:
-            cells.setdefault(t.workload, {}).setdefault(t.turn, []).append(t)
-    out: dict[str, list[TurnPhase]] = {}
-    for workload, turns in cells.items():
-        out[workload] = [
-            TurnPhase(
-                workload,
-                turn,
-                statistics.median(t.ttft_ms for t in rows if t.ttft_ms is not None),
-                statistics.median(t.decode_ms or 0.0 for t in rows),
-                statistics.median(h)
-                if (h := [t.history_tokens for t in rows if t.history_tokens is not None])
-                else None,
-            )
-            for turn, rows in sorted(turns.items())
-        ]
-    return out

@@ -15,12 +15,14 @@ import numpy as np
 from workbench.analysis.compression import CompressionBreakEven, compression_break_even
 from workbench.analysis.drafting import BreakEven, break_even
 from workbench.analysis.equivalence import RunEquivalence, run_equivalence
+from workbench.analysis.lengths import LengthSeries, length_series
 from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.phases import CostModel, WorkloadPhase, measure_phases
 from workbench.analysis.quality import RunQuality, attach_quality, run_quality
 from workbench.analysis.roofline import RooflineRow, roofline_rows
 from workbench.analysis.summary import GroupSummary, summarize
 from workbench.analysis.targets import TargetGap, TurnHold, Verdict, evaluate, turns_held, what_it_takes
+from workbench.analysis.turns import TurnSeries, conversation_series
 from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
 from workbench.core.errors import WorkbenchError
 from workbench.core.literals import TrialOrder, Workers
@@ -110,8 +112,18 @@ class RunAnalysis:
     compression: tuple[CompressionBreakEven, ...] = ()
     #: the lossless variants' equivalence checks and the A/A floor, None when the pass checked none
     equivalence: RunEquivalence | None = None
+    #: per conversation workload × variant: its turns' figures (TTFT, decode, history, KV held), from
+    #: the trials the statistics keep; what the chart, the phases sentence and the JSON read
+    conversations: tuple[TurnSeries, ...] = ()
+    #: per kind (TTFT vs input length, decode speed vs output length) × workload × variant: the length
+    #: sweep series, from the trials the statistics keep
+    lengths: tuple[LengthSeries, ...] = ()
     #: per conversation workload with a TTFT target × variant: the turns that hold it
     turn_holds: tuple[TurnHold, ...] = ()
+
+    def turns(self, workload: str, variant: str) -> TurnSeries | None:
+        """One variant's per-turn figures on a conversation workload, or None."""
+        return next((s for s in self.conversations if (s.workload, s.variant) == (workload, variant)), None)
 
     def verdict(self, variant: str, workload: str) -> Verdict | None:
         """The targets' :class:`~workbench.analysis.targets.Verdict` of one variant × workload, or None."""
@@ -196,6 +208,7 @@ def analyze_run(
     device = _device(variants, reference)
     targets = recorded_targets(run.spec or "")
     verdicts = _target_verdicts(trials, summaries, targets, exclude_disturbed)
+    conversations = tuple(conversation_series(_kept(trials, design), [v.name for v in variants]))
     accepted: dict[str, dict[int, int]] = {}
     for row in store.accepted_lengths(run_id):
         accepted.setdefault(row["variant"], {})[int(row["accepted"])] = int(row["steps"])
@@ -220,7 +233,9 @@ def analyze_run(
         quality=quality,
         compression=tuple(compression_break_even(_kept(trials, design), reference)),
         equivalence=equivalence,
-        turn_holds=tuple(turns_held(_kept(trials, design), targets, [v.name for v in variants])),
+        conversations=conversations,
+        lengths=tuple(length_series(_kept(trials, design), [v.name for v in variants])),
+        turn_holds=tuple(turns_held(conversations, targets)),
     )
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "Estimate",
     "bootstrap_median",
     "fit_line",
+    "measured_percentile",
     "speedup",
     "t_quantile",
 ]
@@ -233,6 +234,17 @@ def speedup(
     ratios = ra[rb > 0] / rb[rb > 0]
     lo, hi = np.percentile(ratios, [2.5, 97.5])
     return Estimate(value, float(lo), float(hi), min(na, nb))
+
+
+def measured_percentile(
+    values: Sequence[float] | np.ndarray, percentile: float, higher_is_better: bool = False
+) -> float:
+    """The value that ``percentile`` % of ``values`` reach: the inverted-CDF percentile (a lower-is-better
+    metric), or its mirror image (higher is better: the value at least that share reach or exceed)."""
+    a = np.asarray(values, dtype=float)
+    if higher_is_better:
+        return -float(np.percentile(-a, percentile, method="inverted_cdf"))
+    return float(np.percentile(a, percentile, method="inverted_cdf"))
 
 
 def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float | None, float | None]:

@@ -59,6 +59,7 @@ class GroupSummary:
     speedup_e2e: PairedEstimate | None = None  # baseline e2e / variant e2e
     speedup_ttft: PairedEstimate | None = None  # baseline TTFT / variant TTFT
     speedup_decode: PairedEstimate | None = None  # variant decode tok/s / baseline decode tok/s
+    prompts: int = 0  # distinct prompts among the trials the statistics use (per repetition)
     n_disturbed: int = 0  # measured trials flagged disturbed (left out when ``disturbed_excluded``)
     disturbed_excluded: bool = False
     matches_baseline: float | None = None  # fraction of greedy outputs equal to the baseline's
@@ -83,6 +84,7 @@ class GroupSummary:
             "workload": self.workload,
             "n_ok": self.n_ok,
             "n_failed": self.n_failed,
+            "prompts": self.prompts,
             "timing_scope": self.timing_scope,
             "concurrency": self.concurrency,
             "throughput_tokens_per_s": self.throughput_tokens_per_s,
@@ -145,6 +147,7 @@ def summarize(
             n_disturbed=sum(bool(r.disturbed) for r in rows if r.status == "ok"),
             disturbed_excluded=rule.excluded,
             metrics=_medians(ok),
+            prompts=len({r.prompt_id for r in ok}),
         )
         matches = [r.matches_baseline for r in ok if r.matches_baseline is not None]
         summary.matches_baseline = sum(matches) / len(matches) if matches else None

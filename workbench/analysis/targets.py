@@ -24,16 +24,19 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from workbench.analysis.paired import disturbance, metric_value
 from workbench.analysis.phases import LEVERS
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
-from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate
+from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate, measured_percentile
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 from workbench.store import TrialRecord
+
+if TYPE_CHECKING:
+    from workbench.analysis.turns import TurnSeries
 
 __all__ = [
     "Check",
@@ -72,17 +75,6 @@ PHASE_OF: dict[str, Phase] = {
     "decode_tokens_per_s": "decode",
     "e2e_ms": "both",
 }
-
-
-def measured_percentile(
-    values: Sequence[float] | np.ndarray, percentile: float, higher_is_better: bool = False
-) -> float:
-    """The value that ``percentile`` % of ``values`` reach: the inverted-CDF percentile (a lower-is-better
-    metric), or its mirror image (higher is better: the value at least that share reach or exceed)."""
-    a = np.asarray(values, dtype=float)
-    if higher_is_better:
-        return -float(np.percentile(-a, percentile, method="inverted_cdf"))
-    return float(np.percentile(a, percentile, method="inverted_cdf"))
 
 
 def bootstrap_percentile(
@@ -529,32 +521,24 @@ class TurnHold:
         return self.held == self.turns
 
 
-def turns_held(
-    trials: Sequence[TrialRecord], targets: Mapping[str, Targets], variants: Sequence[str]
-) -> list[TurnHold]:
-    """Per conversation workload with a TTFT target × variant that ran it: how many turns, from the
-    first, meet the target (measured, successful trials; a turn with no TTFT counts as a miss)."""
-    cells: dict[tuple[str, str], dict[int, list[float]]] = {}
-    for t in trials:
-        if t.turn is not None and t.measured and t.ttft_ms is not None:
-            cells.setdefault((t.workload, t.variant), {}).setdefault(t.turn, []).append(t.ttft_ms)
+def turns_held(series: Sequence[TurnSeries], targets: Mapping[str, Targets]) -> list[TurnHold]:
+    """Per conversation workload with a TTFT target × variant that ran it (``series``: the run's
+    per-turn figures, :func:`workbench.analysis.turns.conversation_series`): how many turns, from the
+    first, meet the target at its percentile (a turn with no TTFT counts as a miss)."""
     holds = []
-    for workload in dict.fromkeys(w for w, _ in cells):
-        target = targets.get(workload)
+    for s in series:
+        target = targets.get(s.workload)
         limit = target.limit("ttft_ms") if target else None
-        if target is None or limit is None:
+        if target is None or limit is None or not s.points:
             continue
-        for variant in variants:
-            turns = cells.get((workload, variant))
-            if not turns:
-                continue
-            held, miss = 0, None
-            for turn in range(1, max(turns) + 1):
-                values = turns.get(turn)
-                value = measured_percentile(values, target.percentile) if values else None
-                if value is None or value > limit:
-                    miss = value
-                    break
-                held = turn
-            holds.append(TurnHold(workload, variant, limit, target.percentile, max(turns), held, miss))
+        points = {p.turn: p for p in s.points}
+        held, miss = 0, None
+        for turn in range(1, max(points) + 1):
+            point = points.get(turn)
+            value = point.percentile(target.percentile) if point is not None and point.n else None
+            if value is None or value > limit:
+                miss = value
+                break
+            held = turn
+        holds.append(TurnHold(s.workload, s.variant, limit, target.percentile, max(points), held, miss))
     return holds

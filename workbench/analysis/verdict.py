@@ -1,6 +1,12 @@
 """The answer first: per workload, which variant is fastest end to end, what it costs, and how far the
 run lets a person trust it. Facts only (which variant, its estimates, the costs that apply); the words
 are :mod:`workbench.report.run_report`'s.
+
+The rule (docs/analysis.md "The verdict"): the best is the variant with the highest paired e2e
+speed-up. A variant the data cannot tell from it — their e2e intervals overlap and their e2e medians
+lie within the run's minimum detectable effect of each other — is *tied* with it: the report says
+"tie", not a winner, and names the rule's pick only when asked. The others inside the best's
+interval are "as fast". Every one of them carries its costs (:func:`variant_costs`).
 """
 
 from __future__ import annotations
@@ -15,10 +21,25 @@ if TYPE_CHECKING:
     from workbench.analysis.equivalence import Equivalence, RunEquivalence
     from workbench.analysis.summary import GroupSummary
 
-__all__ = ["TTFT_REGRESSION", "Trust", "WorkloadVerdict", "trust", "workload_verdicts"]
+__all__ = [
+    "MEMORY_COST",
+    "TIE_WITHOUT_INTERVAL",
+    "TTFT_REGRESSION",
+    "Trust",
+    "WorkloadVerdict",
+    "tied",
+    "trust",
+    "variant_costs",
+    "workload_verdicts",
+]
 
 #: a TTFT speed-up below this is a cost worth naming (a first token more than ~5 % later)
 TTFT_REGRESSION = 0.95
+#: a median peak memory more than this share above the baseline's is a cost worth naming
+MEMORY_COST = 0.05
+#: without intervals (one repetition): speed-ups this close (a ratio) are "as fast", and e2e medians
+#: this close a tie — the data says nothing finer
+TIE_WITHOUT_INTERVAL = 0.05
 
 
 @dataclass
@@ -26,18 +47,20 @@ class WorkloadVerdict:
     """One workload's answer. ``best``: the variant with the highest e2e speed-up over the baseline
     (a ``GroupSummary``), None when no variant could be compared; ``beats``: its speed-up is above 1
     (its CI's lower end, when it has a CI); ``close``: other variants whose speed-up lies inside the
-    best's CI (or within 5 % of it without one): the data cannot order them."""
+    best's CI (or within 5 % of it without one) and not tied with it: the data cannot order them;
+    ``tie``: variants tied with the best (:func:`tied`) — then the best is only the rule's pick."""
 
     workload: str
     baseline: str | None
     best: GroupSummary | None = None
     close: list[GroupSummary] = field(default_factory=list)
-    #: the best's costs: "ttft" (its TTFT speed-up, when below :data:`TTFT_REGRESSION`), "output"
-    #: (share of outputs identical to the baseline's, when below 1 and not explained by the rounding
-    #: of half precision), "quality" (the quality figures), "equivalence" (a lossless variant's check
-    #: when its outputs differ: numerically equivalent — then not "output" — or not)
+    #: the best's costs (:func:`variant_costs`)
     costs: dict[str, Any] = field(default_factory=dict)
     compared: int = 0  # variants with a speed-up on this workload
+    #: the variants tied with the best (the best not included), highest speed-up first
+    tie: list[GroupSummary] = field(default_factory=list)
+    #: the costs of each variant in ``tie`` and ``close``, by name
+    alternatives: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def interval(self) -> bool:
@@ -62,18 +85,39 @@ class WorkloadVerdict:
         return {
             "workload": self.workload,
             "baseline": self.baseline,
+            # on a tie: the rule's pick (the highest paired e2e speed-up), which the text names
+            # only when asked (`show --pick`)
             "best": self.best.variant if self.best is not None else None,
             "speedup_e2e": est.to_dict() if est is not None else None,
             "beats_baseline": self.beats,
             "interval": self.interval,
+            "tie": [s.variant for s in self.tied] if self.tie else [],
             "close": [s.variant for s in self.close],
-            "costs": {
-                "ttft": self.costs["ttft"].to_dict() if "ttft" in self.costs else None,
-                "output_match": self.costs.get("output"),
-                "quality": self.costs.get("quality"),
-                "equivalence": _equivalence_dict(self.costs.get("equivalence")),
+            "costs": _costs_dict(self.costs),
+            "alternatives": {
+                s.variant: {
+                    "speedup_e2e": s.speedup_e2e.to_dict() if s.speedup_e2e is not None else None,
+                    "e2e_ms": s.metrics["e2e_ms"].value if "e2e_ms" in s.metrics else None,
+                    "costs": _costs_dict(self.alternatives.get(s.variant, {})),
+                }
+                for s in [*self.tie, *self.close]
             },
         }
+
+    @property
+    def tied(self) -> list[GroupSummary]:
+        """The best and the variants tied with it (empty when there is no tie)."""
+        return [self.best, *self.tie] if self.best is not None and self.tie else []
+
+
+def _costs_dict(costs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ttft": costs["ttft"].to_dict() if "ttft" in costs else None,
+        "output_match": costs.get("output"),
+        "quality": costs.get("quality"),
+        "equivalence": _equivalence_dict(costs.get("equivalence")),
+        "memory_mb": costs.get("memory_mb"),
+    }
 
 
 def _equivalence_dict(check: Equivalence | None) -> dict[str, Any] | None:
@@ -86,6 +130,56 @@ def _equivalence_dict(check: Equivalence | None) -> dict[str, Any] | None:
         "divergences": len(check.divergences),
         "tie_explained": check.explained,
     }
+
+
+def variant_costs(
+    summary: GroupSummary, reference: GroupSummary | None, check: Equivalence | None = None
+) -> dict[str, Any]:
+    """What a variant costs against the baseline (``reference``, its row on the same workload):
+    "ttft" (its TTFT speed-up, when below :data:`TTFT_REGRESSION`), "output" (share of outputs
+    identical to the baseline's, when below 1 and not explained by the rounding of half precision),
+    "quality" (the quality figures), "equivalence" (a lossless variant's ``check`` when its outputs
+    differ: numerically equivalent — then not "output" — or not), "memory_mb" (how much more median
+    peak memory than the baseline, when more than :data:`MEMORY_COST` of the baseline's)."""
+    costs: dict[str, Any] = {}
+    ttft = summary.speedup_ttft
+    if ttft is not None and ttft.value is not None and ttft.value < TTFT_REGRESSION:
+        costs["ttft"] = ttft
+    if check is not None and check.status != "identical":
+        costs["equivalence"] = check
+    equivalent = check is not None and check.status == "equivalent"
+    if not equivalent and summary.matches_baseline is not None and summary.matches_baseline < 1:
+        costs["output"] = summary.matches_baseline
+    if summary.quality and summary.quality.get("status") == "scored":
+        costs["quality"] = summary.quality
+    mine = summary.metrics["peak_memory_mb"].value if "peak_memory_mb" in summary.metrics else None
+    base = (
+        reference.metrics["peak_memory_mb"].value
+        if reference is not None and "peak_memory_mb" in reference.metrics
+        else None
+    )
+    if mine is not None and base and mine - base > MEMORY_COST * base:
+        costs["memory_mb"] = mine - base
+    return costs
+
+
+def tied(best: GroupSummary, other: GroupSummary) -> bool:
+    """True when the data cannot tell ``other`` from ``best``: their e2e speed-ups' intervals overlap
+    and their e2e medians lie within the larger of their minimum detectable effects of each other
+    (without intervals: speed-ups and medians within :data:`TIE_WITHOUT_INTERVAL`)."""
+    a, b = best.speedup_e2e, other.speedup_e2e
+    if a is None or b is None or a.value is None or b.value is None:
+        return False
+    if None in (a.lo, a.hi, b.lo, b.hi):
+        overlap = b.value >= a.value / (1 + TIE_WITHOUT_INTERVAL)
+    else:
+        overlap = a.lo <= b.hi and b.lo <= a.hi  # type: ignore[operator]
+    ma = best.metrics["e2e_ms"].value if "e2e_ms" in best.metrics else None
+    mb = other.metrics["e2e_ms"].value if "e2e_ms" in other.metrics else None
+    if not overlap or not ma or not mb:
+        return False
+    mdes = [m for m in (a.mde, b.mde) if m is not None]
+    return abs(mb / ma - 1) <= (max(mdes) if mdes else TIE_WITHOUT_INTERVAL)
 
 
 def workload_verdicts(
@@ -105,37 +199,33 @@ def workload_verdicts(
             and s.speedup_e2e is not None
             and s.speedup_e2e.value is not None
         }
+        reference = next((s for s in summaries if s.workload == workload and s.variant == baseline), None)
         rows = [s for s in summaries if s.workload == workload and s.variant in speedups]
         verdict = WorkloadVerdict(workload, baseline, compared=len(rows))
         if rows:
             best = max(rows, key=lambda s: speedups[s.variant])
             value = speedups[best.variant]
             est = best.speedup_e2e
-            lo = est.lo if est is not None and est.lo is not None else value / 1.05
+            lo = est.lo if est is not None and est.lo is not None else value / (1 + TIE_WITHOUT_INTERVAL)
             verdict.best = best
-            verdict.close = sorted(
-                (s for s in rows if s is not best and speedups[s.variant] >= lo),
-                key=lambda s: -speedups[s.variant],
-            )
-            ttft = best.speedup_ttft
-            if ttft is not None and ttft.value is not None and ttft.value < TTFT_REGRESSION:
-                verdict.costs["ttft"] = ttft
-            check = checks.get(best.variant)
-            if check is not None and check.status != "identical":
-                verdict.costs["equivalence"] = check
-            equivalent = check is not None and check.status == "equivalent"
-            if not equivalent and best.matches_baseline is not None and best.matches_baseline < 1:
-                verdict.costs["output"] = best.matches_baseline
-            if best.quality and best.quality.get("status") == "scored":
-                verdict.costs["quality"] = best.quality
+            others = sorted((s for s in rows if s is not best), key=lambda s: -speedups[s.variant])
+            if verdict.beats:  # a tie for the lead; below the baseline there is no lead to share
+                verdict.tie = [s for s in others if tied(best, s)]
+            tie = {s.variant for s in verdict.tie}
+            verdict.close = [s for s in others if speedups[s.variant] >= lo and s.variant not in tie]
+            verdict.costs = variant_costs(best, reference, checks.get(best.variant))
+            verdict.alternatives = {
+                s.variant: variant_costs(s, reference, checks.get(s.variant))
+                for s in [*verdict.tie, *verdict.close]
+            }
         out.append(verdict)
     return out
 
 
 @dataclass
 class Trust:
-    """How far the run's speed-ups can be trusted: how many repetitions ran, whether the speed-ups
-    have intervals, the widest and narrowest e2e minimum detectable effect, the disturbed trials, the
+    """How far the run's speed-ups can be trusted: how many repetitions of how many prompts ran,
+    whether the speed-ups have intervals, the widest and narrowest e2e minimum detectable effect, the disturbed trials, the
     drift, the order."""
 
     repetitions: int | None
@@ -147,6 +237,8 @@ class Trust:
     order: TrialOrder | None
     note: str | None = None  # how repetitions = "auto" ended, or why the order differs
     auto: bool = False  # the run repeated until its CIs were narrow (repetitions = "auto")
+    #: workload → the prompts each repetition measured (the most any variant ran on it)
+    prompts: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +251,7 @@ class Trust:
             "order": self.order,
             "note": self.note,
             "auto": self.auto,
+            "prompts": self.prompts,
         }
 
 
@@ -193,4 +286,12 @@ def trust(
         order=design.order if design is not None else None,
         note=design.note if design is not None else None,
         auto=design.auto if design is not None else False,
+        prompts=_prompts(summaries),
     )
+
+
+def _prompts(summaries: Sequence[GroupSummary]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in summaries:
+        out[s.workload] = max(out.get(s.workload, 0), s.prompts)
+    return {w: n for w, n in out.items() if n}

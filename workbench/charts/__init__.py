@@ -18,7 +18,7 @@ from workbench.charts.acceptance import (
 )
 from workbench.charts.base import OKABE_ITO, Axis, Chart, lighten, variant_colours
 from workbench.charts.before_after import BeforeAfterChart, before_after_chart
-from workbench.charts.conversation import ConversationChart, conversation_charts
+from workbench.charts.conversation import ConversationChart, compare_conversation_charts, conversation_charts
 from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart, phase_caption
 from workbench.charts.memory import MemoryBar, MemoryChart, memory_chart
 from workbench.charts.quality import QualityChart, QualityPoint, quality_chart
@@ -65,6 +65,7 @@ __all__ = [
     "TimelineChart",
     "acceptance_chart",
     "before_after_chart",
+    "compare_conversation_charts",
     "conversation_charts",
     "draft_position_chart",
     "headline_chart",

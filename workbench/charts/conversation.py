@@ -1,25 +1,35 @@
 """A conversation workload's chart: TTFT against the turn, one line per variant with CI bands — the
 baseline's climbing as the history it prefills grows, a prefix cache's flatter where it reuses the
-previous turn's prompt — and under it the KV cache each variant holds at the end of the turn (the
-tokens it kept of the prompt plus its answer, times the model's KV bytes per token): what the history
-costs in memory, and what trimming or compressing the context saves of it."""
+previous turn's prompt — and under it the KV cache each variant's session held at the end of the turn
+(as its strategy reported it: a prefix cache's kept copies of earlier prompts included): what the
+history costs in memory. The turns' history tokens label the x axis.
+
+Every figure is the analysis's (:class:`~workbench.analysis.turns.TurnSeries`, built from the trials
+the statistics keep); this module only lays them out. Two runs compared: :func:`compare_conversation_charts`
+overlays each run's lines (before: dashed, after: solid).
+"""
 
 from __future__ import annotations
 
-import operator
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, file_stem
-from workbench.charts.sweeps import SweepChart, _sweep
-from workbench.store import TrialRecord
+from workbench.charts.sweeps import SweepChart, SweepSeries
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
+    from workbench.analysis.turns import TurnSeries
 
-__all__ = ["ConversationChart", "KvSeries", "conversation_charts", "kv_series"]
+__all__ = [
+    "ConversationChart",
+    "KvSeries",
+    "compare_conversation_charts",
+    "conversation_charts",
+    "kv_series",
+]
 
 #: bytes in a MiB (the KV cache's axis)
 MIB = 2**20
@@ -27,75 +37,191 @@ MIB = 2**20
 
 @dataclass(frozen=True)
 class KvSeries:
-    """One variant's KV cache at the end of each turn (MiB): the median over its trials of the prompt
-    tokens it kept (``input_tokens - trimmed_tokens``) plus the answer's, times its KV bytes per token."""
+    """One variant's KV cache held at the end of each turn: the median over its kept trials of the
+    tokens and the bytes its session held (:attr:`~workbench.analysis.turns.TurnPoint.kv_tokens`)."""
 
     variant: str
     x: tuple[float, ...]
     mib: tuple[float, ...]
+    tokens: tuple[float, ...]
 
 
 @dataclass
 class ConversationChart(SweepChart):
     """TTFT (median, bootstrap 95 % CI) at each turn of a conversation workload, per variant; under it
-    the KV cache per variant (:class:`KvSeries`; empty when no variant recorded its KV bytes)."""
+    the KV cache each variant held (:class:`KvSeries`; empty when no variant's runtime reported it)."""
 
     key: ClassVar[str] = "conversation"
     x_axis: Axis = Axis("turn")
     slope_unit: str = "ms per turn"
     kv_cache: tuple[KvSeries, ...] = ()
-    kv_axis: Axis = Axis("KV cache", "MiB")
+    kv_axis: Axis = Axis("KV held", "MiB")
+    #: turn → the history's prompt tokens before the turn's own message (median; the same anchored
+    #: history for every variant)
+    history: tuple[tuple[int, float | None], ...] = ()
+    #: variants whose runtime cannot tell the KV it holds: no line, never a zero
+    kv_unknown: tuple[str, ...] = ()
+    #: two runs compared: the series of the earlier run (drawn dashed under the later run's)
+    before: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return f"ttft-vs-turn-{file_stem(self.source)}"
 
+    @property
+    def turn_labels(self) -> list[tuple[float, str]]:
+        """The x axis's ticks: each turn, with its history's tokens under it when known."""
+        turns = sorted({x for s in self.series for x in s.x})
+        history = dict(self.history)
+        return [
+            (x, f"{x:.0f}" if history.get(int(x)) is None else f"{x:.0f}\n{history[int(x)]:,.0f} tok")
+            for x in turns
+        ]
+
     def rows(self) -> list[dict[str, Any]]:
-        kv = {(s.variant, x): mib for s in self.kv_cache for x, mib in zip(s.x, s.mib, strict=True)}
-        return [{**row, "kv_cache_mib": kv.get((row["variant"], row["x"]))} for row in super().rows()]
+        kv = {
+            (s.variant, x): (mib, tok)
+            for s in self.kv_cache
+            for x, mib, tok in zip(s.x, s.mib, s.tokens, strict=True)
+        }
+        history = dict(self.history)
+        return [
+            {
+                **row,
+                "history_tokens": history.get(int(row["x"])),
+                "kv_held_mib": kv.get((row["variant"], row["x"]), (None, None))[0],
+                "kv_held_tokens": kv.get((row["variant"], row["x"]), (None, None))[1],
+            }
+            for row in super().rows()
+        ]
 
 
-def kv_series(trials: Sequence[TrialRecord], kv_bytes: Mapping[str, float | None]) -> list[KvSeries]:
-    """Per variant with KV bytes per token recorded (``kv_bytes``: variant → bytes), its KV cache at
-    the end of each turn (ok trials with token counts)."""
-    cells: dict[str, dict[float, list[float]]] = {}
-    for t in trials:
-        per_token = kv_bytes.get(t.variant)
-        if t.status != "ok" or t.turn is None or not per_token or t.input_tokens is None:
-            continue
-        kept = t.input_tokens - (t.trimmed_tokens or 0) + (t.output_tokens or 0)
-        cells.setdefault(t.variant, {}).setdefault(float(t.turn), []).append(kept * per_token / MIB)
-    return [
-        KvSeries(variant, tuple(sorted(turns)), tuple(statistics.median(turns[x]) for x in sorted(turns)))
-        for variant, turns in cells.items()
-    ]
+def _sweep_series(series: TurnSeries, name: str, *, fit: bool = True) -> SweepSeries:
+    return SweepSeries(
+        name,
+        tuple(float(p.turn) for p in series.points),
+        tuple(float(p.ttft.value or 0.0) for p in series.points),
+        tuple(p.ttft.lo for p in series.points),
+        tuple(p.ttft.hi for p in series.points),
+        series.slope if fit else None,
+        series.intercept if fit else None,
+    )
+
+
+def kv_series(series: TurnSeries, name: str | None = None) -> KvSeries | None:
+    """The KV held at each turn of ``series`` (MiB), or None when its runtime reported none."""
+    points = [p for p in series.points if p.kv_bytes is not None and p.kv_tokens is not None]
+    if not points:
+        return None
+    return KvSeries(
+        name or series.variant,
+        tuple(float(p.turn) for p in points),
+        tuple(float(p.kv_bytes or 0.0) / MIB for p in points),
+        tuple(float(p.kv_tokens or 0.0) for p in points),
+    )
+
+
+def _history(series: Sequence[TurnSeries]) -> tuple[tuple[int, float | None], ...]:
+    turns: dict[int, list[float]] = {}
+    for s in series:
+        for p in s.points:
+            if p.history_tokens is not None:
+                turns.setdefault(p.turn, []).append(p.history_tokens)
+    return tuple((turn, float(statistics.median(values))) for turn, values in sorted(turns.items()))
+
+
+_NOTE = (
+    "Each turn resends the history (the baseline's own answers, the same for every variant; its tokens "
+    "under each turn). Medians over conversations and repetitions — the trials the tables use — with "
+    "bootstrap 95 % CI bands; dashed: least-squares fit (slope in the legend). Below: the KV cache each "
+    "variant's session held when the turn's answer was done, as its strategy reported it (a prefix "
+    "cache's kept copies of earlier prompts included)."
+)
+
+
+def _unknown_note(names: Sequence[str], every: bool) -> str:
+    """Why a variant has no KV line: never drawn as a zero."""
+    if every:
+        return (
+            "No KV figures: no variant recorded the KV cache it held (a run recorded before the workbench "
+            "recorded it, or runtimes that cannot tell: llama.cpp, ONNX Runtime, an endpoint) — not a zero."
+        )
+    return (
+        f"No KV figure for {', '.join(names)}: its runtime or strategy does not report the KV cache it "
+        "holds — not a zero."
+    )
+
+
+def _chart(
+    workload: str,
+    series: Sequence[tuple[str, TurnSeries]],
+    variants: Sequence[str],
+    *,
+    title: str,
+    before: Sequence[str] = (),
+    extra_note: str | None = None,
+) -> ConversationChart | None:
+    lines = [_sweep_series(s, name, fit=not before) for name, s in series if s.points]
+    if not lines or max(len(s.x) for s in lines) < 2:
+        return None
+    kv = [k for name, s in series if (k := kv_series(s, name)) is not None]
+    unknown = tuple(name for name, s in series if not s.kv_reported)
+    notes = [_NOTE if not before else _NOTE.replace("; dashed: least-squares fit (slope in the legend)", "")]
+    if unknown:
+        notes.append(_unknown_note(unknown, every=len(unknown) == len(series)))
+    if extra_note:
+        notes.append(extra_note)
+    return ConversationChart(
+        title=title,
+        variants=tuple(variants),
+        kind="ttft",
+        series=tuple(lines),
+        source=workload,
+        kv_cache=tuple(kv),
+        history=(history := _history([s for _, s in series])),
+        x_axis=Axis("turn — under it, the history's prompt tokens") if history else Axis("turn"),
+        kv_unknown=unknown,
+        before=tuple(before),
+        notes=notes,
+    )
 
 
 def conversation_charts(analysis: RunAnalysis) -> list[ConversationChart]:
-    """One chart per conversation workload (its trials carry a ``turn``) with two turns or more."""
+    """One chart per conversation workload with two turns or more, from the analysis's per-turn
+    figures (:attr:`~workbench.analysis.run.RunAnalysis.conversations`)."""
     charts = []
-    workloads = dict.fromkeys(t.workload for t in analysis.trials if t.turn is not None)
-    kv_bytes = {v.name: v.kv_bytes_per_token for v in analysis.variants}
+    for workload in dict.fromkeys(s.workload for s in analysis.conversations):
+        series = [(s.variant, s) for s in analysis.conversations if s.workload == workload]
+        chart = _chart(workload, series, analysis.variant_names, title=f"TTFT turn by turn ({workload})")
+        if chart is not None:
+            charts.append(chart)
+    return charts
+
+
+def compare_conversation_charts(a: RunAnalysis, b: RunAnalysis) -> list[ConversationChart]:
+    """Two runs compared: per conversation workload both ran, every variant's turns in each run on one
+    chart, named ``RUN:variant`` (one colour per variant name; the earlier run dashed)."""
+    charts = []
+    workloads = [
+        w
+        for w in dict.fromkeys(s.workload for s in a.conversations)
+        if any(s.workload == w for s in b.conversations)
+    ]
     for workload in workloads:
-        trials = [t for t in analysis.trials if t.workload == workload and t.turn is not None]
-        series = _sweep(trials, operator.attrgetter("turn"), "ttft_ms")
-        if not series:
-            continue
-        charts.append(
-            ConversationChart(
-                title=f"TTFT turn by turn ({workload})",
-                variants=tuple(analysis.variant_names),
-                kind="ttft",
-                series=tuple(series),
-                source=workload,
-                kv_cache=tuple(kv_series(trials, kv_bytes)),
-                notes=[
-                    "Each turn resends the history (the baseline's own answers, the same for every "
-                    "variant). Medians over conversations and repetitions with bootstrap 95 % CI bands; "
-                    "dashed: least-squares fit (slope in the legend). Below: the KV cache each variant "
-                    "holds at the end of the turn (the prompt tokens it kept plus its answer, times its "
-                    "KV bytes per token)."
-                ],
-            )
+        series = [(f"{a.run.id}:{s.variant}", s) for s in a.conversations if s.workload == workload]
+        series += [(f"{b.run.id}:{s.variant}", s) for s in b.conversations if s.workload == workload]
+        names = [name for name, _ in series]
+        # each run's variants in its own order, tagged: a variant keeps its colour of the single run
+        variants = [f"{a.run.id}:{v}" for v in a.variant_names] + [f"{b.run.id}:{v}" for v in b.variant_names]
+        chart = _chart(
+            workload,
+            series,
+            variants,
+            title=f"TTFT turn by turn ({workload}): run {a.run.id} → run {b.run.id}",
+            before=names[: sum(s.workload == workload for s in a.conversations)],
+            extra_note=f"Dashed with hollow markers: run {a.run.id} (before); solid: run {b.run.id} (after). "
+            "Each run's own trials and disturbed-trial rule.",
         )
+        if chart is not None:
+            charts.append(chart)
     return charts

@@ -1,4 +1,7 @@
-"""The headline chart: prefill and decode time stacked per variant, grouped by workload."""
+"""The headline chart: prefill and decode time stacked per variant, grouped by workload. A bar is
+the variant's median e2e — the main table's, so bars rank variants as the table and the verdict do —
+split at its median TTFT (the sum of the two phases' own medians would be another number, and can
+rank close variants the other way)."""
 
 from __future__ import annotations
 
@@ -28,12 +31,13 @@ def phase_caption(phase: WorkloadPhase) -> str:
 class HeadlineBar:
     variant: str
     prefill_ms: float  # median TTFT
-    decode_ms: float  # median of e2e − TTFT (everything after the first token)
+    decode_ms: float  # the rest of the median e2e: median e2e − median TTFT (after the first token)
     n: int  # measured trials
     compress_ms: float | None = None  # prompt compression: the median part of the TTFT spent compressing
 
     @property
     def total_ms(self) -> float:
+        """The median e2e (the main table's e2e ms)."""
         return self.prefill_ms + self.decode_ms
 
     @property
@@ -50,8 +54,8 @@ class HeadlineGroup:
 
 @dataclass
 class HeadlineChart(Chart):
-    """Horizontal stacked bars: prefill (TTFT) and decode time per variant, grouped by workload, one
-    shared time axis. The prefill segment is a light shade of the variant's colour, decode the full one."""
+    """Horizontal stacked bars: the median e2e per variant split into prefill (the median TTFT) and
+    decode (the rest), grouped by workload, one shared time axis. The prefill segment is a light shade of the variant's colour, decode the full one."""
 
     key: ClassVar[str] = "headline"
     groups: tuple[HeadlineGroup, ...] = ()
@@ -81,16 +85,20 @@ def headline_chart(
     labels: dict[str, str] | None = None,
     compress: Mapping[tuple[str, str], float] | None = None,
 ) -> HeadlineChart:
-    """From :func:`workbench.analysis.summary.summarize` output; ``labels`` maps a workload to its phase
+    """From :func:`workbench.analysis.summary.summarize` output: per variant × workload a bar of its
+    median e2e, split at its median TTFT; ``labels`` maps a workload to its phase
     text; ``compress`` (variant, workload) to the median time a prompt-compressing variant spent
     compressing, drawn as the first part of its prefill."""
     variants: dict[str, None] = {}
     groups: dict[str, list[HeadlineBar]] = {}
     for s in summaries:
         variants.setdefault(s.variant)
-        prefill, decode = s.metrics["ttft_ms"].value, s.metrics["decode_phase_ms"].value
-        if prefill is None or decode is None:
+        prefill, e2e = s.metrics["ttft_ms"].value, s.metrics["e2e_ms"].value
+        if prefill is None or e2e is None:
             continue
+        # the rest of the median e2e, so the bar is the table's e2e (never below 0: the median e2e is
+        # at least the median TTFT of the same trials)
+        decode = max(e2e - prefill, 0.0)
         squeezed = (compress or {}).get((s.variant, s.workload))
         bar = HeadlineBar(s.variant, prefill, decode, s.n_ok, min(squeezed, prefill) if squeezed else None)
         groups.setdefault(s.workload, []).append(bar)
@@ -102,7 +110,8 @@ def headline_chart(
             for workload, bars in groups.items()
         ),
         notes=[
-            "Light: prefill (time to first token). Dark: decode (first token to the end). Medians."
+            "A bar is the median e2e (the table's). Light: the median TTFT (prefill). Dark: the rest of "
+            "the median e2e (decode, after the first token)."
             + (" Lightest: compressing the prompt (part of the prefill)." if compress else "")
         ],
     )

@@ -7,10 +7,32 @@ from typing import Any, ClassVar
 
 from workbench.charts.base import Axis, Chart, RunView
 
-__all__ = ["MemoryBar", "MemoryChart", "memory_chart"]
+__all__ = ["DEVICE_WIDE", "MEMORY_LABELS", "MemoryBar", "MemoryChart", "memory_chart", "memory_groups"]
 
 
 # -- (vi) memory and roofline ----------------------------------------------------------------------------
+
+
+#: what each ``memory_kind`` measured, as a bar's label says it (short) and the notes (long)
+MEMORY_LABELS = {
+    "cuda_allocator_peak": "torch allocator peak",
+    "cuda_allocator_peak+runtime_draft": "torch allocator peak + runtime draft",
+    "process_rss_peak": "process RSS peak",
+    "nvml_process": "process GPU memory (NVML)",
+    "device_used_delta": "device-wide GPU memory (NVML/cudaMemGetInfo)",
+}
+_MEMORY_KIND = {
+    "cuda_allocator_peak": "torch's CUDA allocator peak (not the CUDA context)",
+    "cuda_allocator_peak+runtime_draft": "torch's CUDA allocator peak plus the device memory the "
+    "runtime draft (llama.cpp / ONNX Runtime GenAI) took at its load",
+    "process_rss_peak": "worker process RSS peak (includes the Python/torch runtime)",
+    "nvml_process": "the process's GPU memory per NVML after the trial, less what it held before its "
+    "load (every allocator; not the CUDA context)",
+    "device_used_delta": "GPU memory used on the whole device since before the load: other processes' "
+    "and every variant loaded after it count too",
+}
+#: kinds measured device-wide: kept out of the comparison between variants
+DEVICE_WIDE = frozenset({"device_used_delta"})
 
 
 @dataclass(frozen=True)
@@ -18,7 +40,27 @@ class MemoryBar:
     variant: str
     peak_mb: float
     weights_mb: float | None
-    kind: str  # cuda_allocator_peak | process_rss_peak | nvml_process | device_used_delta
+    kind: str  # a key of MEMORY_LABELS (variants.memory_kind)
+
+    @property
+    def label(self) -> str:
+        return MEMORY_LABELS.get(self.kind, self.kind)
+
+    @property
+    def scope(self) -> str:
+        """``device`` for a device-wide figure (not comparable across variants), else ``process``."""
+        return "device" if self.kind in DEVICE_WIDE else "process"
+
+
+def memory_groups(bars: tuple[MemoryBar, ...]) -> list[tuple[str, list[str]]]:
+    """The bars' variants in the groups a chart shows: the compared ones (per-process figures), then
+    the device-wide ones apart, under a header that says they are not compared."""
+    compared = [b.variant for b in bars if b.scope == "process"]
+    apart = [b.variant for b in bars if b.scope == "device"]
+    groups = [("", compared)] if compared else []
+    if apart:
+        groups.append(("device-wide (other variants resident count too): not compared", apart))
+    return groups
 
 
 @dataclass
@@ -34,17 +76,11 @@ class MemoryChart(Chart):
                 "peak_memory_mb": b.peak_mb,
                 "weights_mb": b.weights_mb,
                 "memory_kind": b.kind,
+                "memory_label": b.label,
+                "memory_scope": b.scope,
             }
             for b in self.bars
         ]
-
-
-_MEMORY_KIND = {
-    "cuda_allocator_peak": "CUDA allocator peak",
-    "process_rss_peak": "worker process RSS peak (includes the Python/torch runtime)",
-    "nvml_process": "the process's GPU memory per NVML after the trial (every allocator, the CUDA context)",
-    "device_used_delta": "GPU memory used on the device since before the load (device-wide)",
-}
 
 
 def memory_chart(analysis: RunView) -> MemoryChart | None:
@@ -67,6 +103,7 @@ def memory_chart(analysis: RunView) -> MemoryChart | None:
         if name in peaks
     )
     kinds = sorted({_MEMORY_KIND.get(b.kind, b.kind) for b in bars if b.kind})
+    device_wide = [b.variant for b in bars if b.scope == "device"]
     return MemoryChart(
         title="Peak memory and weights",
         variants=tuple(analysis.variant_names),
@@ -74,5 +111,13 @@ def memory_chart(analysis: RunView) -> MemoryChart | None:
         notes=[
             "Light: weights. Full bar: peak memory during a trial (the highest median over workloads).",
             *(f"Peak = {kind}." for kind in kinds),
+            *(
+                [
+                    f"Device-wide, shown apart and not compared: {', '.join(device_wide)} (its process "
+                    "could not be told apart on the GPU)."
+                ]
+                if device_wide
+                else []
+            ),
         ],
     )

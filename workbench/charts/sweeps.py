@@ -4,7 +4,6 @@ swept strategy parameter.
 
 from __future__ import annotations
 
-import operator
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from workbench.charts.base import Axis, Chart, file_stem
 from workbench.store import TrialRecord
 
 if TYPE_CHECKING:
+    from workbench.analysis.lengths import LengthSeries
     from workbench.analysis.run import RunAnalysis
 
 
@@ -33,6 +33,12 @@ class SweepSeries:
     hi: tuple[float | None, ...]
     slope: float | None  # least-squares fit over every trial
     intercept: float | None
+    #: the workload the points come from, when the chart has several (one line per workload × variant)
+    workload: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant} · {self.workload}" if self.workload else self.variant
 
 
 @dataclass
@@ -61,6 +67,7 @@ class SweepChart(Chart):
                 "ci_hi": hi,
                 "fit_slope": s.slope,
                 "fit_intercept": s.intercept,
+                "workload": s.workload or self.source,
                 "x_label": self.x_axis.text,
                 "y_label": self.y_axis.text,
                 "source": self.source,
@@ -108,46 +115,59 @@ def _value_of(values: dict[str, float]) -> Callable[[TrialRecord], float]:
     return lambda t: values[t.variant]
 
 
+def _from_lengths(series: LengthSeries, several: bool) -> SweepSeries:
+    return SweepSeries(
+        series.variant,
+        series.x,
+        tuple(float(e.value) for e in series.y),  # type: ignore[arg-type]
+        tuple(e.lo for e in series.y),
+        tuple(e.hi for e in series.y),
+        series.slope,
+        series.intercept,
+        series.workload if several else None,
+    )
+
+
 def sweep_charts(analysis: RunAnalysis) -> list[SweepChart]:
-    """TTFT vs input length (from ``sweep-input`` when it ran, else every workload's prompts) and decode
-    tok/s vs output length (from ``sweep-output``, else every trial)."""
+    """TTFT vs input length (from ``sweep-input`` when it ran, else every workload) and decode tok/s vs
+    output length (from ``sweep-output``, else every workload), from the analysis's length series
+    (:attr:`~workbench.analysis.run.RunAnalysis.lengths`): one line per workload × variant, every
+    variant that ran the workload (a single length: a point, no fit)."""
     charts = []
     variants = tuple(analysis.variant_names)
-    for kind, sweep, x_key, y_key in (
-        ("ttft", "sweep-input", "input_tokens", "ttft_ms"),
-        ("decode", "sweep-output", "output_tokens", "decode_tokens_per_s"),
-    ):
-        trials = [t for t in analysis.trials if t.workload == sweep]
+    for kind, sweep in (("ttft", "sweep-input"), ("decode", "sweep-output")):
+        own = [s for s in analysis.lengths if s.kind == kind]
+        chosen = [s for s in own if s.workload == sweep]
         source = sweep
-        if not trials:
-            trials, source = list(analysis.trials), "all workloads"
-        series = _sweep(trials, operator.attrgetter(x_key), y_key)
-        if not series:
+        if not chosen:
+            chosen, source = own, "all workloads"
+        if not any(len(s.x) >= 2 for s in chosen):
             continue
+        several = len({s.workload for s in chosen}) > 1
+        series = tuple(_from_lengths(s, several) for s in chosen)
+        note = (
+            "One line per workload × variant (a workload at a single length: a point). " if several else ""
+        ) + "Medians with bootstrap 95 % CI bands; dashed: least-squares fit (slope in the legend)."
         if kind == "ttft":
             chart = SweepChart(
                 title=f"TTFT vs input length ({source})",
                 variants=variants,
                 kind=kind,
-                series=tuple(series),
+                series=series,
                 source=source,
-                notes=[
-                    "Medians with bootstrap 95 % CI bands; dashed: least-squares fit (slope in the legend)."
-                ],
+                notes=[note],
             )
         else:
             chart = SweepChart(
                 title=f"Decode speed vs output length ({source})",
                 variants=variants,
                 kind=kind,
-                series=tuple(series),
+                series=series,
                 source=source,
                 x_axis=Axis("output length", "tokens"),
                 y_axis=Axis("decode speed", "tok/s"),
                 slope_unit="tok/s per output token",
-                notes=[
-                    "Medians with bootstrap 95 % CI bands; dashed: least-squares fit (slope in the legend)."
-                ],
+                notes=[note],
             )
         charts.append(chart)
     return charts

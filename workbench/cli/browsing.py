@@ -57,6 +57,12 @@ def runs(db: Path | None, as_json: bool) -> None:
 @click.option("--baseline", help="Variant to compute speed-ups against (default: the run's baseline).")
 @disturbed_option
 @detail_options
+@click.option(
+    "--pick",
+    is_flag=True,
+    help="On a tie (variants the data cannot order), also name the one the verdict's rule picks: "
+    "the highest paired e2e speed-up.",
+)
 @json_option
 def show(
     run_ref: str,
@@ -65,10 +71,11 @@ def show(
     exclude_disturbed: bool | None,
     detail: bool,
     wide: bool,
+    pick: bool,
     as_json: bool,
 ) -> None:
-    """One run, the answer first: per workload the fastest variant end to end, what it costs and how
-    far to trust it; then the main table (medians and speed-ups per variant × workload), where the
+    """One run, the answer first: per workload the fastest variant end to end (or a tie, when the data
+    cannot order the fastest: --pick names the rule's pick), what it costs and how far to trust it; then the main table (medians and speed-ups per variant × workload), where the
     time goes, whether drafting paid (decode and end to end), quality, the experience targets and
     notes on the design. --detail adds every table (variants, break-even costs, quality, targets and
     what would it take); --wide every column. RUN is an id, a name or 'latest'."""
@@ -89,6 +96,7 @@ def show(
         exclude_disturbed=exclude_disturbed,
         detail=detail,
         wide=wide,
+        pick=pick,
     )
 
 

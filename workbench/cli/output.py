@@ -25,10 +25,12 @@ def print_comparison(
     exclude_disturbed: bool | None = None,
     detail: bool = False,
     wide: bool = False,
+    pick: bool = False,
 ) -> None:
     """The report of one run (or runs side by side against one baseline) on stdout: the verdict
     first, the main table, then phases, drafting, quality, targets and notes; ``detail``: every table
-    and note, ``wide``: every column (:mod:`workbench.report.run_report`)."""
+    and note, ``wide``: every column; ``pick``: on a tie, the verdict also names the rule's pick
+    (:mod:`workbench.report.run_report`)."""
     from workbench.analysis.compare import side_by_side
     from workbench.analysis.run import analyze_run
     from workbench.report.data import summary_rows
@@ -47,7 +49,9 @@ def print_comparison(
     if not summaries:
         click.echo("No finished trials.")
         return
-    report = build_run_report(analysis) if len(run_rows) == 1 else side_by_side_report(runs)
+    report = (
+        build_run_report(analysis, pick=pick) if len(run_rows) == 1 else side_by_side_report(runs, pick=pick)
+    )
     click.echo(render_text(report, detail=detail, wide=wide))
     if not detail:
         ref = run_rows[0]["id"] if len(run_rows) == 1 else " ".join(str(r["id"]) for r in run_rows)

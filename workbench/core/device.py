@@ -61,10 +61,14 @@ def resolve_device(name: str, *, needs_torch: bool = True) -> Device:
 
     ``auto`` picks CUDA, then MPS, then the CPU — falling back to the CPU cleanly when torch has no
     GPU support. Asking explicitly for a device that is not here is an error naming what is.
+    ``cpu`` asks torch nothing: ``torch.cuda.is_available()`` would start the CUDA driver in every CPU
+    worker of a GPU machine.
     """
     check_device_name(name)
+    if name == "cpu":
+        return Device("cpu")
     if not needs_torch or importlib.util.find_spec("torch") is None:
-        if name in ("auto", "cpu"):
+        if name == "auto":
             return Device("cpu")
         raise SpecError(f"device {name!r} needs torch, which is not installed")
     import torch
@@ -76,8 +80,6 @@ def resolve_device(name: str, *, needs_torch: bool = True) -> Device:
             return Device("cuda", torch.cuda.current_device())
         if mps:
             return Device("mps")
-        return Device("cpu")
-    if name == "cpu":
         return Device("cpu")
     if name == "mps":
         if not mps:

@@ -136,6 +136,11 @@ class Output:
     tokens actually prefilled are ``input_tokens - cached_tokens - trimmed_tokens``. ``compress_rate``:
     the share of the prompt a compressing strategy was asked to keep (the achieved share is
     ``1 - trimmed_tokens / input_tokens``); ``None`` for strategies that do not compress.
+
+    ``kv_held_tokens`` / ``kv_held_bytes``: the KV cache the session holds when the answer is done —
+    the request's own cache (the prompt it kept and the answer) plus every copy it keeps for later
+    requests (a prefix cache's earlier prompts) — in token positions and in bytes of its tensors;
+    ``None`` when the runtime cannot tell (never 0 for "unknown").
     """
 
     token_ids: list[int]
@@ -146,6 +151,8 @@ class Output:
     cached_tokens: int = 0
     trimmed_tokens: int = 0
     compress_rate: float | None = None
+    kv_held_tokens: int | None = None
+    kv_held_bytes: int | None = None
 
 
 @dataclass
@@ -259,7 +266,7 @@ class Session(ABC):
     #: with the variant. Never a secret.
     server_info: dict[str, Any] | None = None
     #: Where the runtime computed, when the variant's device does not say it all (a runtime with its
-    #: own CPU/GPU placement, e.g. ``"llama.cpp GPU offload on cuda:0 (all layers)"``), for the record.
+    #: own CPU/GPU placement, e.g. ``"llama.cpp CUDA offload on cuda:0 (17/17 layers)"``), for the record.
     backend: str | None = None
     #: KV-cache bytes one token adds (keys + values, all layers, all models resident), for the
     #: decode roofline; ``None`` when unknown.

@@ -23,6 +23,7 @@ TAB_NAMES = (
     "headline",
     "timeline",
     "sweeps",
+    "conversation",
     "speedup",
     "quality",
     "acceptance",

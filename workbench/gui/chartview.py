@@ -36,6 +36,11 @@ _TABS: list[tuple[str, str]] = [
     ("Headline", "No finished trials yet."),
     ("Timeline", "No token timelines: no trial finished with steps recorded."),
     ("Sweeps", "No sweep data: add the sweep-input or sweep-output workloads."),
+    (
+        "Conversation",
+        'No conversation workload in this run: add one (kind = "conversation", or the built-in '
+        '"conversation"; docs/spec.md) to see TTFT and the KV cache turn by turn.',
+    ),
     ("Speed-up", "No speed-ups: the run needs a baseline variant and another variant."),
     (
         "Quality",
@@ -201,7 +206,9 @@ class ChartPanel(QTabWidget):
             charts.fill(widget, chart)
             self.hovers[name].chart = chart
         # the tab's charts share its height, and scroll below a readable minimum
-        widget.setMinimumHeight(min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT))
+        kind = kind_of(chart)
+        least = kind.min_height(chart) if kind is not None else None
+        widget.setMinimumHeight(least or min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT))
         self._stale.discard(name)
 
     def current_chart(self) -> cd.Chart | None:

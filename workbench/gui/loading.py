@@ -104,13 +104,17 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
         a, b = runs
         # the same computation, and the same disturbed-trial rule, as `workbench compare A B`
         two_runs = compare_two_runs(store, a, b)
-        charts = [
+        charts: list[Chart | None] = [
             chartdata.headline_chart(view.summaries),
             # each variant's before → after change, not every variant against the first run's baseline
             chartdata.before_after_chart(two_runs.comparisons, a["id"], b["id"], two_runs.variant_names),
             chartdata.targets_chart(view),
             chartdata.memory_chart(view),  # both runs' variants side by side, a colour per name
         ]
+        # a conversation workload both runs ran: each run's turns, before (dashed) and after, on one chart
+        charts += chartdata.compare_conversation_charts(
+            analyze_run(store, a["id"]), analyze_run(store, b["id"])
+        )
         return ResultsData(
             tuple(run_ids),
             runs,

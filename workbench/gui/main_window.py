@@ -65,6 +65,7 @@ CHART_TAB_NAMES = {
     "headline": "headline",
     "timeline": "timeline",
     "sweeps": "sweep",
+    "conversation": "conversation",
     "speedup": "speedup",
     "quality": "quality",
     "acceptance": "accepted-length",

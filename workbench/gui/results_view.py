@@ -218,6 +218,11 @@ def empty_texts(data: Any) -> dict[str, str]:
         for title, what, more in (
             ("Timeline", "the token timelines", ""),
             ("Sweeps", "the sweep charts (TTFT vs input, decode vs output length)", ""),
+            (
+                "Conversation",
+                "a conversation's turns (when both runs ran the same conversation workload: overlaid)",
+                "",
+            ),
             ("Quality", "the quality figures (KLD, same top vs the run's own baseline)", ""),
             ("Acceptance", "drafting's acceptance and break-even", drafting),
         )

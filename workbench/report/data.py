@@ -1,7 +1,10 @@
 """A run's analysis as JSON-ready data: the one serialiser of ``workbench show --json``, ``noise --json``
 and the export's ``summary.json`` (and the rows of its ``phases.csv``). The figures are the
 analysis's own ``to_dict``; the worded parts (each workload's advice, what would it take, the drafting
-advice) are written by the report modules, as every other view writes them.
+advice) are written by the report modules, as every other view writes them. Every figure is rounded
+here, where the data is made, to :data:`~workbench.formatting.SIGNIFICANT` significant digits
+(:func:`~workbench.formatting.meaningful`): what a run measured, not the last bits of how this
+machine's numpy computed it — the same JSON on every machine.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from workbench.analysis.phases import WorkloadPhase
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.summary import GroupSummary
 from workbench.analysis.targets import Verdict
+from workbench.formatting import meaningful
 from workbench.report.compression import compression_lines
 from workbench.report.drafting import drafting_advice
-from workbench.report.phases import advice, turn_hold_lines
+from workbench.report.phases import advice, conversation_lines, turn_hold_lines
 from workbench.report.targets import target_advice
 
 __all__ = ["phase_data", "run_data", "summary_rows"]
@@ -24,7 +28,7 @@ __all__ = ["phase_data", "run_data", "summary_rows"]
 
 def phase_data(phase: WorkloadPhase) -> dict[str, Any]:
     """One workload's phase with its advice (``phases`` in the JSON, a row of ``phases.csv``)."""
-    return {**phase.to_dict(), "advice": advice(phase)}
+    return meaningful({**phase.to_dict(), "advice": advice(phase)})
 
 
 def summary_rows(summaries: Sequence[GroupSummary], verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
@@ -41,7 +45,7 @@ def summary_rows(summaries: Sequence[GroupSummary], verdicts: Sequence[Verdict])
                 "goodput": verdict.goodput if verdict is not None else None,
             }
         )
-    return rows
+    return meaningful(rows)
 
 
 def run_data(analysis: RunAnalysis) -> dict[str, Any]:
@@ -75,13 +79,17 @@ def run_data(analysis: RunAnalysis) -> dict[str, Any]:
         # per lossless variant: identical / numerically equivalent / unexplained, beside the A/A floor
         "equivalence": _equivalence(analysis),
     }
+    if analysis.conversations:  # conversation workloads: per variant, its figures turn by turn
+        data["conversations"] = [s.to_dict() for s in analysis.conversations]
+        reference = analysis.baseline or (analysis.phases[0].variant if analysis.phases else None)
+        data["conversation_advice"] = conversation_lines(analysis.conversations, reference)
     if analysis.turn_holds:  # conversation workloads with a TTFT target: the turns each variant holds it
         data["turn_holds"] = [dataclasses.asdict(h) for h in analysis.turn_holds]
         data["turn_hold_advice"] = turn_hold_lines(analysis.turn_holds)
     if analysis.compression:  # runs with a prompt-compression variant: its break-even (docs/analysis.md)
         data["compression"] = [dataclasses.asdict(b) for b in analysis.compression]
         data["compression_advice"] = compression_lines(analysis.compression)
-    return data
+    return meaningful(data)
 
 
 def _equivalence(analysis: RunAnalysis) -> dict[str, Any] | None:

@@ -16,6 +16,11 @@ PNG and SVG come from a :class:`ChartRenderer` the caller hands in (the CLI and 
 :func:`workbench.gui.chart_renderer`'s, which draws with the GUI's own chart module), so this package
 never imports Qt. Without one (the viewer-only install has no Qt) ``csv`` and ``md`` still work; asking
 for ``png``, ``svg`` or ``html`` is an error that says why, raised before anything is written.
+
+The records (``trials.csv``, ``steps.csv``, ``server_metrics.csv``, ``quality_positions.csv``) are
+written as stored; what the run's analysis computed (the summary, the phases, ``summary.json``, the
+charts' data) is rounded to 6 significant digits (:func:`workbench.formatting.meaningful`), so the
+files read the same on every machine.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from workbench.analysis.run import RunAnalysis, analyze_run
 from workbench.charts import run_charts
 from workbench.charts.base import Chart
 from workbench.core.errors import WorkbenchError
-from workbench.formatting import json_text
+from workbench.formatting import json_text, meaningful
 from workbench.report.data import phase_data, run_data
 from workbench.store import Store
 
@@ -198,13 +203,16 @@ def export_data(
             [run_id],
         )
         written.append(write_csv_rows(out_dir / "quality_positions.csv", *positions))
-        written.append(write_csv(out_dir / "quality_variants.csv", list(analysis.quality.variants.values())))
-    written.append(write_csv(out_dir / "summary.csv", [_flat(s.to_dict()) for s in analysis.summaries]))
+        quality = meaningful(list(analysis.quality.variants.values()))
+        written.append(write_csv(out_dir / "quality_variants.csv", quality))
+    # what the run computed, rounded where it is made (the stored records above are written as stored)
+    summary_rows = [_flat(meaningful(s.to_dict())) for s in analysis.summaries]
+    written.append(write_csv(out_dir / "summary.csv", summary_rows))
     written.append(write_csv(out_dir / "phases.csv", [_flat(phase_data(p)) for p in analysis.phases]))
     summary = json_text(run_data(analysis))
     written.append(write_file(out_dir / "summary.json", summary.encode("utf-8")))
     for chart in run_charts(analysis) if charts is None else charts:
-        written.append(write_csv(out_dir / f"{chart.name}.csv", chart.rows()))
+        written.append(write_csv(out_dir / f"{chart.name}.csv", meaningful(chart.rows())))
     return written
 
 

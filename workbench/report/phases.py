@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workbench.analysis.phases import CostModel, LeverResult, Prediction, TurnPhase, WorkloadPhase
+from workbench.analysis.phases import CostModel, LeverResult, Prediction, WorkloadPhase
 from workbench.analysis.targets import TurnHold
+from workbench.analysis.turns import TurnSeries
 from workbench.formatting import ci_suffix, fmt, num, percent, times
 
 __all__ = [
     "LEVER_ADVICE",
     "advice",
+    "conversation_lines",
     "conversation_text",
     "lever_text",
     "prediction_text",
@@ -142,28 +144,40 @@ def _disagreement(phase: WorkloadPhase, prediction: Prediction, measured: CostMo
     )
 
 
-def conversation_text(workload: str, variant: str, turns: Sequence[TurnPhase]) -> str | None:
-    """Where a conversation crosses from decode-heavy to prefill-heavy on ``variant``: the first turn
-    whose median TTFT reaches its median decode time, or that it never does over the turns run."""
+def conversation_text(series: TurnSeries) -> str | None:
+    """Where a conversation crosses from decode-heavy to prefill-heavy on the series' variant
+    (:attr:`~workbench.analysis.turns.TurnSeries.crossing`: the first turn whose median TTFT reaches its
+    median decode time), or that it never does over the turns run."""
+    turns = series.points
     if len(turns) < 2:
         return None
     first, last = turns[0], turns[-1]
+    name = f"{series.workload} ({series.variant})"
     history = f" ({fmt(last.history_tokens, 0)} tokens of history)" if last.history_tokens is not None else ""
-    climb = f"TTFT {num(first.ttft_ms)} ms at turn {first.turn}, {num(last.ttft_ms)} ms at turn {last.turn}{history}"
-    crossing = next((t for t in turns if t.prefill_heavy), None)
-    if crossing is None:
-        return (
-            f"{workload} ({variant}): {climb}; it stays decode-heavy through turn {last.turn} (TTFT "
-            f"{percent(last.ttft_ms / (last.ttft_ms + last.decode_ms))} of e2e at the last turn): "
-            "decode levers first."
-        )
-    if crossing is first:
-        return f"{workload} ({variant}): {climb}; prefill-heavy from the first turn: prefill levers first."
-    return (
-        f"{workload} ({variant}): {climb}; it crosses from decode-heavy to prefill-heavy at turn "
-        f"{crossing.turn}, where the TTFT ({num(crossing.ttft_ms)} ms) reaches the decode "
-        f"({num(crossing.decode_ms)} ms): from there, prefill levers (prefix caching) matter most."
+    climb = (
+        f"TTFT {num(first.ttft.value)} ms at turn {first.turn}, {num(last.ttft.value)} ms at turn "
+        f"{last.turn}{history}"
     )
+    crossing = series.crossing
+    if crossing is None:
+        ttft, decode = last.ttft.value or 0.0, last.decode_ms or 0.0
+        share = (
+            f" (TTFT {percent(ttft / (ttft + decode))} of e2e at the last turn)" if ttft + decode > 0 else ""
+        )
+        return f"{name}: {climb}; it stays decode-heavy through turn {last.turn}{share}: decode levers first."
+    if crossing == first.turn:
+        return f"{name}: {climb}; prefill-heavy from the first turn: prefill levers first."
+    point = next(p for p in turns if p.turn == crossing)
+    return (
+        f"{name}: {climb}; it crosses from decode-heavy to prefill-heavy at turn {crossing}, where the "
+        f"TTFT ({num(point.ttft.value)} ms) reaches the decode ({num(point.decode_ms)} ms): from there, "
+        "prefill levers (prefix caching) matter most."
+    )
+
+
+def conversation_lines(series: Sequence[TurnSeries], variant: str | None) -> list[str]:
+    """:func:`conversation_text` of each conversation workload on ``variant`` (the reference)."""
+    return [text for s in series if s.variant == variant and (text := conversation_text(s)) is not None]
 
 
 def turn_hold_text(holds: Sequence[TurnHold]) -> str | None:

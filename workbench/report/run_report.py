@@ -14,16 +14,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workbench.analysis.compare import SideBySide
-from workbench.analysis.phases import conversation_turns
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
-from workbench.analysis.verdict import Trust, WorkloadVerdict
+from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Trust, WorkloadVerdict
+from workbench.charts.memory import DEVICE_WIDE, MEMORY_LABELS
 from workbench.formatting import (
     fmt,
     host_environment,
     kld_text,
     libraries,
     machine_line,
+    ms,
     percent,
     plus_minus,
     ratio,
@@ -32,7 +33,7 @@ from workbench.formatting import (
 from workbench.report.columns import COLUMNS
 from workbench.report.design import design_lines
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
-from workbench.report.phases import LEVER_ADVICE, advice, conversation_text, turn_hold_lines
+from workbench.report.phases import LEVER_ADVICE, advice, conversation_lines, turn_hold_lines
 from workbench.report.quality import (
     QUALITY_NOTE,
     quality_lines,
@@ -96,31 +97,77 @@ def _tokens(value: float | None) -> str:
 # -- the verdict --------------------------------------------------------------------------------
 
 
-def _costs(v: WorkloadVerdict) -> list[str]:
-    best = v.best
+def _costs(summary: Any, costs: Mapping[str, Any]) -> list[str]:
+    """A variant's costs against the baseline (:func:`workbench.analysis.verdict.variant_costs`) in
+    words: its slower first token, its outputs (identical share, KLD or the equivalence check), its
+    extra memory."""
     out = []
-    if "ttft" in v.costs:
-        out.append(f"TTFT {longer_text(v.costs['ttft'].value)}")
-    if "equivalence" in v.costs:
+    if "ttft" in costs:
+        out.append(f"TTFT {longer_text(costs['ttft'].value)}")
+    if "equivalence" in costs:
         from workbench.report.equivalence import equivalence_text
 
-        out.append(equivalence_text(v.costs["equivalence"]))
-        if "output" in v.costs:
-            out.append(f"{percent(v.costs['output'])} of outputs identical")
-    elif "quality" in v.costs:
-        q = v.costs["quality"]
+        out.append(equivalence_text(costs["equivalence"]))
+        if "output" in costs:
+            out.append(f"{percent(costs['output'])} of outputs identical")
+    elif "quality" in costs:
+        q = costs["quality"]
         bound = "≥ " if q.get("method") == "top-k" else ""
-        what = "output differs" if "output" in v.costs else "same output"
+        what = f"{percent(costs['output'])} of outputs identical" if "output" in costs else "same output"
         out.append(f"{what}, KLD {bound}{kld_text(q['kld_mean'])}")
-    elif "output" in v.costs:
-        out.append(f"output differs ({percent(v.costs['output'])} of outputs identical)")
-    elif best is not None and best.matches_baseline == 1:
+    elif "output" in costs:
+        out.append(f"output differs ({percent(costs['output'])} of outputs identical)")
+    elif summary is not None and summary.matches_baseline == 1:
         out.append("same output")
+    if "memory_mb" in costs:
+        out.append(f"peak memory +{fmt(costs['memory_mb'], 0)} MB")
     return out
 
 
-def verdict_line(v: WorkloadVerdict, width: int) -> str:
-    """``chat: speculative 1.65x e2e [1.50–1.80] — same output; then int4-ort 1.62x``."""
+#: the rule that names one variant of a tie, when asked (``show --pick``)
+PICK_RULE = "the highest paired e2e speed-up"
+
+
+def _with_costs(v: WorkloadVerdict, s: Any) -> str:
+    """An alternative to the best with what it costs: ``int4-ort (TTFT 2.6 times as long, …)``."""
+    costs = _costs(s, v.alternatives.get(s.variant, {}))
+    return s.variant + (f" ({', '.join(costs)})" if costs else "")
+
+
+def _tie_line(name: str, v: WorkloadVerdict, pick: bool) -> str:
+    """A tie for the lead, each variant with its speed-up and costs, the medians that make it a tie,
+    and the rule's pick only when asked."""
+    assert v.best is not None
+    entries = []
+    for s in v.tied:
+        costs = v.costs if s is v.best else v.alternatives.get(s.variant, {})
+        said = _costs(s, costs)
+        entries.append(f"{s.variant} {ratio(s.speedup_e2e)}" + (f" ({', '.join(said)})" if said else ""))
+    medians = [s.metrics["e2e_ms"].value or 0.0 for s in v.tied]  # a tie has every median
+    mdes = [m for s in v.tied if s.speedup_e2e is not None and (m := s.speedup_e2e.mde) is not None]
+    lo, hi = min(medians), max(medians)
+    within = (
+        f"within the MDE {plus_minus(max(mdes), 0)}"
+        if mdes
+        else f"within {percent(TIE_WITHOUT_INTERVAL)} (no interval)"
+    )
+    each = [ms(m) for m in medians]
+    head = (
+        f"{name} tie: {', '.join(entries)} — e2e medians {', '.join(each[:-1])} and {each[-1]} ms, "
+        f"{percent(hi / lo - 1)} apart, {within}"
+    )
+    if v.close:
+        head += "; as fast: " + ", ".join(_with_costs(v, s) for s in v.close[:2])
+        head += " …" if len(v.close) > 2 else ""
+    if pick:
+        head += f"; picked by {PICK_RULE}: {v.best.variant}"
+    return head
+
+
+def verdict_line(v: WorkloadVerdict, width: int, *, pick: bool = False) -> str:
+    """``chat: speculative 1.65x [1.50–1.80]* e2e — same output; as fast: int4-ort (TTFT 47% longer)``;
+    on a tie ``chat: tie: A 1.62x […]* (costs), B 1.60x […]* (costs) — e2e medians …``; ``pick``: on a tie, also name
+    the variant :data:`PICK_RULE` picks."""
     name = f"{v.workload + ':':<{width + 1}}"
     if v.best is None:
         return f"{name} no variant to compare with {v.baseline or 'a baseline'}"
@@ -128,21 +175,37 @@ def verdict_line(v: WorkloadVerdict, width: int) -> str:
     speed = ratio(est)
     if v.beats is False:
         return f"{name} {v.baseline} stays fastest: the best variant, {v.best.variant}, is {speed} e2e"
+    if v.tie:
+        return _tie_line(name, v, pick)
     head = f"{name} {v.best.variant} {speed} e2e"
     if v.beats is None:
         head += " (no detectable difference)"
-    costs = _costs(v)
+    costs = _costs(v.best, v.costs)
     if costs:
         head += " — " + ", ".join(costs)
     if v.close and v.beats is not None:  # inside the winner's interval: the data cannot order them
-        head += "; as fast: " + ", ".join(s.variant for s in v.close[:2]) + (" …" if len(v.close) > 2 else "")
+        head += "; as fast: " + ", ".join(_with_costs(v, s) for s in v.close[:2])
+        head += " …" if len(v.close) > 2 else ""
     return head
 
 
+def prompts_text(prompts: Mapping[str, int]) -> str:
+    """The prompts each repetition measured: ``5 prompts``; per workload when they differ,
+    ``8 prompts (conversation), 1 prompt (summarise-short)``."""
+
+    def n(count: int) -> str:
+        return f"{count} prompt{'s' if count != 1 else ''}"
+
+    if len(set(prompts.values())) == 1:
+        return n(next(iter(prompts.values())))
+    return ", ".join(f"{n(count)} ({workload})" for workload, count in prompts.items())
+
+
 def trust_lines(t: Trust) -> list[str]:
-    """How far to trust the speed-ups, in a line or two."""
+    """How far to trust the speed-ups, in a line or two: repetitions × prompts, paired, the MDE."""
+    prompts = prompts_text(t.prompts) if t.prompts else ""
     if not t.intervals:
-        first = ONE_REPETITION
+        first = ONE_REPETITION + (f" Measured: {prompts} × 1 repetition." if prompts else "")
     else:
         reps = f"{t.repetitions} repetitions" if t.repetitions else "several repetitions"
         mde = ""
@@ -151,7 +214,7 @@ def trust_lines(t: Trust) -> list[str]:
             mde = f"; smallest e2e change it can detect (MDE) {plus_minus(lo, 0)}" + (
                 f" to {plus_minus(hi, 0)}" if hi - lo >= 0.005 else ""
             )
-        first = f"Trust: {reps}, paired{mde}."
+        first = f"Trust: {reps}{' × ' + prompts if prompts else ''}, paired{mde}."
         if t.mde and t.mde[1] > WIDE_MDE and not t.auto:
             first += f" {AUTO_HINT}"
     more = []
@@ -167,14 +230,16 @@ def trust_lines(t: Trust) -> list[str]:
     return [first] + ([("Note: " + "; ".join(more) + ".")] if more else [])
 
 
-def verdict_section(verdicts: Sequence[WorkloadVerdict], trust: Trust, baseline: str | None) -> Section:
-    """The answer first: per workload the fastest variant end to end (``verdicts``), then how far to
-    trust it."""
+def verdict_section(
+    verdicts: Sequence[WorkloadVerdict], trust: Trust, baseline: str | None, *, pick: bool = False
+) -> Section:
+    """The answer first: per workload the fastest variant end to end (``verdicts``) — or a tie, with
+    the rule's pick only with ``pick`` — then how far to trust it."""
     section = Section("verdict", f"Verdict (fastest end to end, vs {baseline or 'the baseline'})")
     if not verdicts:
         return section.add(Text("No finished trials to judge."))
     width = max(len(v.workload) for v in verdicts)
-    section.add(Bullets([verdict_line(v, width) for v in verdicts], strong=True))
+    section.add(Bullets([verdict_line(v, width, pick=pick) for v in verdicts], strong=True))
     for line in trust_lines(trust):
         section.add(Text(line))
     return section
@@ -268,11 +333,7 @@ def phases_section(analysis: RunAnalysis) -> Section:
             i += 1
     section.add(Bullets(detail, detail=True, marked=frozenset(marked)))
     baseline = analysis.baseline or phases[0].variant
-    chats = [
-        text
-        for workload, turns in conversation_turns(analysis.trials, baseline).items()
-        if (text := conversation_text(workload, baseline, turns)) is not None
-    ]
+    chats = conversation_lines(analysis.conversations, baseline)
     chats += turn_hold_lines(analysis.turn_holds)
     if chats:
         section.add(Bullets(chats))
@@ -496,7 +557,23 @@ def notes_section(analysis: RunAnalysis) -> Section:
     routine = [x for x in lines if x.startswith(said)]
     section.add(Bullets([x for x in lines if x not in routine]))
     section.add(Bullets(routine, detail=True))
+    memory = memory_kinds_line(analysis.variants)
+    if memory:
+        section.add(Text(memory))
     return section
+
+
+def memory_kinds_line(variants: Sequence[Any]) -> str | None:
+    """When the variants' peak memory is not one kind of figure: which kind each is, and which are
+    device-wide (not compared); ``None`` when all are measured alike."""
+    kinds = {v.name: v.memory_kind for v in variants if v.memory_kind}
+    if len(set(kinds.values())) < 2 and not DEVICE_WIDE & set(kinds.values()):
+        return None
+    said = "; ".join(f"{name}: {MEMORY_LABELS.get(kind, kind)}" for name, kind in kinds.items())
+    apart = [name for name, kind in kinds.items() if kind in DEVICE_WIDE]
+    return f"Peak memory is not one kind of figure ({said})" + (
+        f"; device-wide, not compared with the others: {', '.join(apart)}." if apart else "."
+    )
 
 
 def variants_section(analysis: RunAnalysis) -> Section:
@@ -607,7 +684,7 @@ def meta(analysis: RunAnalysis) -> list[str]:
     return lines
 
 
-def side_by_side_report(runs: SideBySide) -> Report:
+def side_by_side_report(runs: SideBySide, *, pick: bool = False) -> Report:
     """Runs side by side against one baseline variant (``compare A B --baseline V``): the variants
     carry ``RUN:`` tags; their speed-ups are paired only within a run (across runs: ratios of medians)."""
     summaries, baseline = runs.summaries, runs.baseline
@@ -626,7 +703,7 @@ def side_by_side_report(runs: SideBySide) -> Report:
     if disturbed:
         notes.add(Text(f"{disturbed} measured trials disturbed (see `workbench show` of each run)."))
     sections = [
-        verdict_section(runs.workload_verdicts, runs.trust, baseline),
+        verdict_section(runs.workload_verdicts, runs.trust, baseline, pick=pick),
         table,
         targets_section(runs.verdicts),
         notes,
@@ -634,14 +711,15 @@ def side_by_side_report(runs: SideBySide) -> Report:
     return Report(f"Runs {ids} side by side", [], [s for s in sections if s])
 
 
-def build_run_report(analysis: RunAnalysis) -> Report:
-    """The report of one run (``analysis.run.RunAnalysis``)."""
+def build_run_report(analysis: RunAnalysis, *, pick: bool = False) -> Report:
+    """The report of one run (``analysis.run.RunAnalysis``); ``pick``: on a tie, the verdict also
+    names the variant its rule picks."""
     table = Section("table", f"Per variant × workload (vs {analysis.baseline or 'the first variant'})")
     table.add(main_table(analysis.summaries))
     table.add(Text(LEGEND, note=True))
     table.add(Figure("speedup"))
     sections = [
-        verdict_section(analysis.workload_verdicts, analysis.trust, analysis.baseline),
+        verdict_section(analysis.workload_verdicts, analysis.trust, analysis.baseline, pick=pick),
         table,
         phases_section(analysis),
         drafting_section(analysis),

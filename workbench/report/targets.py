@@ -10,7 +10,7 @@ from typing import Any
 
 from workbench.analysis.projection import Projection, ProjectionCause
 from workbench.analysis.targets import Check, TargetGap, TargetMiss, Verdict
-from workbench.formatting import fixed, fmt, num, percent, significant, times, tokens
+from workbench.formatting import fixed, fmt, meaningful, num, percent, significant, times, tokens
 from workbench.report.model import TableRows
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 
@@ -237,7 +237,7 @@ def _length(p: Projection, cause: ProjectionCause) -> float:
 def projection_data(p: Projection) -> dict[str, Any]:
     """One projection as ``workbench project --json`` writes it: its figures and its notes in words."""
     notes = [_ROW_CAUSES[c.kind].format(n=_length(p, c), ranges=_range(c)) for c in p.causes]
-    return {**p.to_dict(), "notes": notes}
+    return meaningful({**p.to_dict(), "notes": notes})
 
 
 def projection_notes(projections: Sequence[Projection]) -> list[str]:

@@ -212,7 +212,10 @@ class RunExecutor:
                     Prompt(id=turn_id(c.id, k), messages=turn_messages(c, k, a.answers)),
                     a.history_tokens[k - 1],
                 )
-        self.plans = anchor_plans(self.plans, prompts)
+        before = planned_trials(self.spec, self.plans)
+        self.plans = anchor_plans(self.plans, prompts, warmup_max_new_tokens=self.spec.warmup_max_new_tokens)
+        # the anchored turns' lengths get their own warm-ups: the total follows
+        self.progress.total += planned_trials(self.spec, self.plans) - before
         for state, plan in zip(self._state, self.plans, strict=True):
             state.plan = plan
         return True

@@ -181,10 +181,18 @@ def _trial(
 
 
 def anchor_plans(
-    plans: list[VariantPlan], prompts: dict[tuple[str, str], tuple[Prompt, int | None]]
+    plans: list[VariantPlan],
+    prompts: dict[tuple[str, str], tuple[Prompt, int | None]],
+    *,
+    warmup_max_new_tokens: int | None = None,
 ) -> list[VariantPlan]:
     """The plans with each conversation turn's prompt replaced by its anchored one (``(workload,
-    prompt id)`` → (the prompt with its history, the history's tokens)): the same for every variant."""
+    prompt id)`` → (the prompt with its history, the history's tokens)): the same for every variant.
+
+    The length buckets' extra warm-ups of those workloads are chosen again on the anchored prompts
+    (:func:`_rebucket`): before anchoring a turn is its own message only, so every turn looked as short
+    as the first and the later turns' lengths got no warm-up."""
+    workloads = list(dict.fromkeys(w for w, _ in prompts))
     out = []
     for plan in plans:
         trials = []
@@ -193,5 +201,39 @@ def anchor_plans(
             if anchored is not None:
                 t = replace(t, prompt=anchored[0], history_tokens=anchored[1])
             trials.append(t)
+        for workload in workloads:
+            trials = _rebucket(trials, workload, warmup_max_new_tokens)
         out.append(VariantPlan(plan.variant, tuple(trials)))
     return out
+
+
+def _rebucket(trials: list[TrialPlan], workload: str, warmup_max_new_tokens: int | None) -> list[TrialPlan]:
+    """``trials`` with ``workload``'s bucket warm-ups chosen from its prompts as they are now, as
+    :func:`plan_run` chooses them: the ``warmup`` trials on the first prompt stay, then one short
+    warm-up on the first prompt of every other length bucket (:func:`length_bucket`), in the order
+    the measured trials first meet them. Nothing changes for a workload without warm-ups."""
+    own = [t for t in trials if t.workload == workload]
+    warm = [t for t in own if t.warmup]
+    if not warm:
+        return trials
+    first = warm[0].prompt.id
+    kept = [t for t in warm if t.prompt.id == first]
+    seen = {length_bucket(warm[0].prompt)}
+    extra = []
+    for t in own:
+        if t.warmup or t.repetition != 0:
+            continue
+        bucket = length_bucket(t.prompt)
+        if bucket in seen:
+            continue
+        seen.add(bucket)
+        cap = min(t.max_new_tokens, _BUCKET_WARMUP_TOKENS)
+        if warmup_max_new_tokens is not None:
+            cap = min(cap, warmup_max_new_tokens)
+        extra.append(replace(t, warmup=True, round=None, max_new_tokens=cap))
+    last = max(i for i, t in enumerate(trials) if t is kept[-1])
+    return [
+        *(t for t in trials[: last + 1] if not (t.warmup and t.workload == workload and t not in kept)),
+        *extra,
+        *(t for t in trials[last + 1 :] if not (t.warmup and t.workload == workload and t not in kept)),
+    ]

@@ -359,6 +359,8 @@ class TrialRunner:
             trimmed_tokens=int(output.trimmed_tokens),
             compress_ms=(probe.marks["compress"] - t0) / 1e6 if "compress" in probe.marks else None,
             compress_rate=output.compress_rate,
+            kv_held_tokens=output.kv_held_tokens,
+            kv_held_bytes=output.kv_held_bytes,
         )
         return TrialResult("ok", record, [s.to_row() for s in steps])
 

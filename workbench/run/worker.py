@@ -79,6 +79,7 @@ def main(runner: int | None = None) -> int:
     if os.getppid() != parent:  # the parent died before the death signal was armed
         return 1
     job = json.loads(sys.stdin.readline())
+    hide_gpus_from(job)  # before the strategies' imports: a runtime may start CUDA when it loads
     events.emit(ev.Started(pid=os.getpid()))
     try:
         return _run(job, events, lambda: cancel["requested"])
@@ -87,6 +88,15 @@ def main(runner: int | None = None) -> int:
         return 130
     except BrokenPipeError:  # the parent is gone: nobody is listening
         os._exit(1)
+
+
+def hide_gpus_from(job: dict[str, Any]) -> None:
+    """A ``device = "cpu"`` variant's worker sees no GPU (``CUDA_VISIBLE_DEVICES=""``), set before
+    anything is imported: a runtime built with CUDA starts it whatever it is asked to offload
+    (llama.cpp keeps CPU-layer weights in the first GPU's pinned host buffer and starts a backend per
+    GPU even with ``n_gpu_layers = 0``), and a CUDA context costs the GPU's memory and the CPU's time."""
+    if str(job.get("variant", {}).get("device", "")) == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
 def _set_threads(threads: int) -> None:
@@ -125,7 +135,8 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         # worker's would only repeat it
         first = os.environ.get("WORKBENCH_WORKER", "0") == "0"
         bandwidth = _bandwidth(str(device)) if first else None
-        free_before = _device_free_mb(device)
+        # after the CUDA context exists and the probe's blocks are gone: what the load adds
+        free_before, process_before = _cuda_baseline(device)
         sync = device.synchronizer()
         t0 = time.perf_counter()
         session = strategy.load(variant, device)
@@ -136,7 +147,16 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
         compile_ms = _prepare(session, variant, trials, sync)
         client = session.timing_scope != "in-process"
-        memory = None if client else gpu_memory(device, free_before)
+        memory = (
+            None
+            if client
+            else gpu_memory(
+                device,
+                free_before,
+                process_before_mb=process_before,
+                outside_torch_mb=getattr(session, "outside_torch_mb", None),
+            )
+        )
         runner = TrialRunner(session, device, cancelled=cancelled, memory=memory)
         footprint, free = _memory(device, runner.memory) if not client else (None, None)
     except Exception as exc:
@@ -462,17 +482,31 @@ def _run_group(
     return set(results.values())
 
 
-def _device_free_mb(device: Any) -> float | None:
-    """The CUDA device's free memory before the load (MB), for a runtime torch's allocator does not
-    see (the ``device_used_delta`` memory kind); ``None`` elsewhere."""
+def _cuda_baseline(device: Any) -> tuple[float | None, float | None]:
+    """Before the load, on CUDA: the device's free memory and this process's GPU memory per NVML (MB;
+    ``None`` when unknown or not CUDA), read once the CUDA context exists and the bandwidth probe's
+    cached blocks are released, so that the ``device_used_delta`` and ``nvml_process`` figures hold
+    what the load and the trials added: not the context, which torch's allocator peak lacks too."""
     if not device.is_cuda:
-        return None
+        return None, None
     try:
         import torch
 
-        return float(torch.cuda.mem_get_info(device.index or 0)[0]) / 2**20
+        torch.cuda.init()
+        torch.cuda.empty_cache()
+        free = float(torch.cuda.mem_get_info(device.index or 0)[0]) / 2**20
     except Exception:
-        return None
+        return None, None
+    from workbench.run.nvml import handle_for_cuda, load, process_used_mb
+
+    nvml = load()
+    if nvml is None:
+        return free, None
+    try:
+        handle = handle_for_cuda(nvml, torch.cuda.get_device_properties(device.index or 0))
+    except Exception:
+        return free, None
+    return free, process_used_mb(nvml, handle, os.getpid()) if handle is not None else None
 
 
 def _memory(device: Any, memory: Any) -> tuple[float | None, float | None]:

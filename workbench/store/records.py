@@ -108,6 +108,9 @@ class TrialRecord:
     turn: int | None = None  # a conversation workload's turn (1-based)
     history_tokens: int | None = None  # a conversation turn's prompt tokens before its user message
     recompiles: int | None = None  # torch.compile graphs compiled during it (None: not compiled)
+    #: the KV cache the session held at the trial's end, its kept copies included (None: cannot tell)
+    kv_held_tokens: int | None = None
+    kv_held_bytes: int | None = None
     #: frames torch.compile gave up compiling (its recompile limit hit) in the worker process so far,
     #: at the trial's end: > 0, the trial ran (partly) eagerly (None: not compiled)
     eager_fallbacks: int | None = None

@@ -408,6 +408,16 @@ def m020_compile(db: Database) -> None:
 
 
 @migrations()
+def m024_kv_held(db: Database) -> None:
+    """The KV cache a variant's session held at the end of each trial (docs/metrics.md ``kv_held_tokens``):
+    its working cache and every copy it keeps for later requests (a prefix cache's kept prompts), as the
+    strategy reported it; NULL when its runtime cannot tell (llama.cpp, ONNX Runtime, an endpoint)."""
+    trials = db.table("trials")
+    trials.add_column("kv_held_tokens", int)
+    trials.add_column("kv_held_bytes", int)
+
+
+@migrations()
 def m022_compile_truth(db: Database) -> None:
     """Compiled variants (docs/strategies.md "Compiled decoding"): ``compile_ms`` is the variant's
     first worker's (cold) compile; a fresh worker's (``workers = "per-repetition"``, inductor's cache

@@ -26,12 +26,13 @@ from typing import Any
 from workbench.charts.base import Chart
 from workbench.gui.chartkinds.acceptance import AcceptanceKind, DraftPositionKind
 from workbench.gui.chartkinds.base import ChartKind
+from workbench.gui.chartkinds.conversation import ConversationKind
 from workbench.gui.chartkinds.headline import HeadlineKind
 from workbench.gui.chartkinds.memory import MemoryKind
 from workbench.gui.chartkinds.quality import QualityKind
 from workbench.gui.chartkinds.roofline import RooflineKind
 from workbench.gui.chartkinds.speedup import SpeedupKind
-from workbench.gui.chartkinds.sweeps import ConversationKind, ParameterSweepKind, SweepKind
+from workbench.gui.chartkinds.sweeps import ParameterSweepKind, SweepKind
 from workbench.gui.chartkinds.targets import TargetsKind
 from workbench.gui.chartkinds.timeline import TimelineKind
 

@@ -79,6 +79,11 @@ class ChartKind(ABC, Generic[C]):
         (nothing there)."""
         return None
 
+    def min_height(self, chart: C) -> int | None:
+        """The least height (px) the window may give ``chart`` before its tab scrolls instead; None:
+        the window's default minimum."""
+        return None
+
 
 # -- style ---------------------------------------------------------------------------------------------
 
@@ -197,6 +202,7 @@ def grouped_rows(
 #: the legend's glyph of each pyqtgraph marker (a legend shows the marker the chart draws)
 GLYPHS = {
     "o": "&#9679;",
+    "hollow": "&#9675;",  # a hollow circle: the earlier of two runs
     "s": "&#9632;",
     "t": "&#9660;",
     "d": "&#9670;",
