@@ -145,7 +145,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         # inside the try: a CUDA initialisation error is the variant's load failure, not a dead worker
         environment = snapshot(device)
         trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
-        compile_ms = _prepare(session, variant, trials)
+        compile_ms = _prepare(session, variant, trials, sync)
         client = session.timing_scope != "in-process"
         memory = (
             None
@@ -185,6 +185,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         )
     )
     watch = MachineWatch(device.index or 0 if device.is_cuda else None)
+    compiled = CompileWatch(variant)
     for command in _commands(sys.stdin):
         if command.get("close"):
             break
@@ -215,7 +216,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             continue
         group = [int(i) for i in command["run"]]
         # a group is named by its first trial: unique in the variant however many processes run it
-        status = _run_group(session, runner, variant, trials, group, group[0], events, watch)
+        status = _run_group(session, runner, variant, trials, group, group[0], events, watch, compiled)
         if "cancelled" in status or cancelled():
             events.emit(ev.Cancelled())
             return 130
@@ -225,26 +226,59 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     return 0
 
 
-def _prepare(session: Any, variant: Any, trials: list[Any]) -> float | None:
+def _prepare(session: Any, variant: Any, trials: list[Any], sync: Any) -> float | None:
     """A compiled variant's :meth:`Session.prepare` with the run's prompt lengths and largest output,
-    before the first trial: its compiling time (ms), None for an eager variant."""
+    before the first trial: its compiling time (ms), None for an eager variant. ``sync`` (the
+    device's synchronizer) ends the clock: work the compile queued on a GPU (its warm-up steps, a
+    CUDA graph's capture) belongs to the compile, as it does to the load."""
     if variant.compile is None:
         return None
     from workbench.run.runner import encode_prompt
 
     lengths = sorted({len(encode_prompt(session, t.prompt)) for t in trials})
+    sync()  # nothing of the load's still queued
     t0 = time.perf_counter()
     session.prepare(lengths, max((t.max_new_tokens for t in trials), default=1))
+    sync()
     return (time.perf_counter() - t0) * 1000
 
 
-def _compiled_graphs(variant: Any) -> int | None:
-    """Graphs torch.compile compiled in this process so far; None for an eager variant."""
-    if variant.compile is None or "torch._dynamo" not in sys.modules:
-        return None
-    from torch._dynamo.utils import counters
+class CompileWatch:
+    """What torch.compile did in this worker process, read after each trial of a compiled variant
+    (all None for an eager one): the graphs it compiled (dynamo's counter), the frames it gave up
+    compiling and runs eagerly from then on (its recompile limit hit: dynamo's count of that
+    "unimplemented" case), and the CUDA graphs recorded (``reduce-overhead``: torch's CUDA-graph
+    trees announce each recording through dynamo's callback handler, which this listens to)."""
 
-    return int(counters["stats"]["unique_graphs"])
+    def __init__(self, variant: Any) -> None:
+        self.active = variant.compile is not None and "torch._dynamo" in sys.modules
+        self.recorded = 0
+        if self.active:
+            try:
+                from torch._dynamo.callback import CallbackTrigger, callback_handler
+            except ImportError:  # a torch without the hook: recordings are not counted
+                self._recording = None
+            else:
+                self._recording = CallbackTrigger.CUDAGRAPH_RECORDING
+                callback_handler.register_start_callback(self._started)
+
+    def _started(self, args: Any) -> None:
+        if getattr(args, "callback_trigger", None) is self._recording:
+            self.recorded += 1
+
+    def read(self) -> tuple[int, int, int] | None:
+        """(graphs compiled, frames fallen back to eager, CUDA graphs recorded) in this process so
+        far; None for an eager variant."""
+        if not self.active:
+            return None
+        from torch._dynamo.utils import counters
+
+        fallbacks = sum(
+            n
+            for case, n in counters["unimplemented"].items()
+            if "recompile limit" in case.lower() or "cache size limit" in case.lower()
+        )
+        return int(counters["stats"]["unique_graphs"]), int(fallbacks), self.recorded
 
 
 def _encode(session: Any, trials: list[Any], asked: dict[str, Any], events: _Events) -> None:
@@ -512,22 +546,31 @@ def _run_group(
     number: int,
     events: _Events,
     watch: MachineWatch,
+    compiled: CompileWatch,
 ) -> set[TrialOutcome]:
     """Run one group of trials (one trial, a batch or parallel streams) and emit their results, each
-    with what the machine did meanwhile. Returns the statuses seen."""
+    with what the machine did meanwhile (and for a compiled variant, what torch.compile did: a
+    recompile, a fallback to eager or a CUDA-graph recording inside a trial makes it disturbed:
+    :func:`~workbench.run.disturbance.judge`). Returns the statuses seen."""
     # The server's own counters before and after each group (untimed; endpoint strategies only).
     before = _server_call(session.server_snapshot)
     results: dict[int, TrialOutcome] = {}
     mark = watch.mark()
-    graphs = [_compiled_graphs(variant)]  # a recompile inside a trial: it is disturbed (judge)
+    last = [compiled.read()]
 
     def emit(position: int, result: Any) -> None:
         index = group[position]
         results[index] = result.status
-        now = _compiled_graphs(variant)
-        recompiles = now - graphs[0] if now is not None and graphs[0] is not None else None
-        graphs[0] = now
-        trial = dataclasses.replace(result.record, **watch.figures(mark), recompiles=recompiles)
+        now, then = compiled.read(), last[0]
+        last[0] = now
+        compile_figures: dict[str, int | None] = {}
+        if now is not None and then is not None:
+            compile_figures = {
+                "recompiles": now[0] - then[0],
+                "eager_fallbacks": now[1],  # since the process started: it runs eagerly from then on
+                "cudagraph_records": now[2] - then[2],
+            }
+        trial = dataclasses.replace(result.record, **watch.figures(mark), **compile_figures)
         events.emit(ev.TrialDone(index=index, status=result.status, trial=trial, steps=result.steps))
 
     if variant.batch_size > 1:

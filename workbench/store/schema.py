@@ -449,6 +449,18 @@ def m021_equivalence_replay(db: Database) -> None:
 
 
 @migrations()
+def m022_compile_truth(db: Database) -> None:
+    """Compiled variants (docs/strategies.md "Compiled decoding"): ``compile_ms`` is the variant's
+    first worker's (cold) compile; a fresh worker's (``workers = "per-repetition"``, inductor's cache
+    warm by then) is recorded apart. Per trial, what else of torch.compile can disturb it: a fallback
+    to eager (its recompile limit hit) and a CUDA graph recorded while it ran."""
+    db.table("variants").add_column("recompile_ms", float)  # the later workers' compile (median)
+    trials = db.table("trials")
+    trials.add_column("eager_fallbacks", int)  # frames run eagerly since the limit, in its process
+    trials.add_column("cudagraph_records", int)  # CUDA graphs recorded during it
+
+
+@migrations()
 def m023_kv_held(db: Database) -> None:
     """The KV cache a variant's session held at the end of each trial (docs/metrics.md ``kv_held_tokens``):
     its working cache and every copy it keeps for later requests (a prefix cache's kept prompts), as the
