@@ -93,14 +93,21 @@ class CompiledDecoder:
         sampler = Sampler(request, self.hf.torch_device)
         stopper = Stopper(request, self.hf.eos_ids, self.hf.decode)
         tokens: list[int] = []
+        trace = getattr(probe, "trace", None)  # the quality pass's replay through the compiled step
         with torch.inference_mode():
             logits = self.prefill(request.input_ids)
+            if trace is not None:
+                trace.forward(0, request.input_ids, keep=1)
             while True:
                 next_token = sampler(logits[:, -1, :])
                 token = int(next_token.item())
                 tokens.append(token)
                 probe.step((token,))
+                if trace is not None:
+                    trace.emitted(logits[0, -1:], (token,))
                 reason = stopper(tokens)
                 if reason is not None:
                     return tokens, reason
+                if trace is not None:
+                    trace.forward(len(request.input_ids) + len(tokens) - 1, (token,))
                 logits = self.decode(next_token)

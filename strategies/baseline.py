@@ -56,6 +56,9 @@ class BaselineSession(HFSession):
             cache = DynamicCache(config=hf.model.config)
             input_ids = torch.tensor([request.input_ids], dtype=torch.long, device=hf.torch_device)
             logits = hf.model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
+            trace = getattr(probe, "trace", None)  # the quality pass's replay (Probe.trace)
+            if trace is not None:
+                trace.forward(0, request.input_ids, keep=1)
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
         kv_tokens, kv_bytes = held(cache)
         return Output(

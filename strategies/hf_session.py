@@ -14,7 +14,14 @@ from typing import Any
 from workbench.core.shapes import kv_bytes_per_token
 from workbench.strategy import Probe, Prompt, Request, Session, TokenScores
 
-__all__ = ["HFSession", "decode_loop", "score_tokens", "score_tokens_shaped", "torch_unavailable_reason"]
+__all__ = [
+    "HFSession",
+    "decode_loop",
+    "score_tokens",
+    "score_tokens_passes",
+    "score_tokens_shaped",
+    "torch_unavailable_reason",
+]
 
 
 def torch_unavailable_reason() -> str | None:
@@ -53,6 +60,10 @@ class HFSession(Session):
     def score_shaped(self, token_ids: Any, start: int, *, chunk: int, prefix: int) -> TokenScores:
         """The scores through a generation's forward passes (:func:`score_tokens_shaped`)."""
         return score_tokens_shaped(self.hf, token_ids, start, chunk=chunk, prefix=prefix)
+
+    def score_passes(self, token_ids: Any, start: int, passes: Any, produced_by: Any) -> TokenScores:
+        """The scores through another session's recorded passes (:func:`score_tokens_passes`)."""
+        return score_tokens_passes(self.hf, token_ids, start, passes, produced_by)
 
     def close(self) -> None:
         del self.hf
@@ -110,21 +121,70 @@ def score_tokens_shaped(hf: Any, token_ids: Any, start: int, *, chunk: int, pref
     return TokenScores.from_logits(logits)
 
 
+def score_tokens_passes(hf: Any, token_ids: Any, start: int, passes: Any, produced_by: Any) -> TokenScores:
+    """:meth:`Session.score_passes` for a transformers model: the forward passes a traced replay
+    recorded (:class:`~workbench.strategy.Trace`), run again through a KV cache cropped to each pass's
+    start, each over its own input tokens (a verify pass's rejected drafts included) and computing its
+    ``keep`` last rows; a pass after a reused prefix first computes that prefix in one pass. The row
+    of scored token ``i`` (``token_ids[start + i]``) is the one of pass ``produced_by[i]`` that read
+    the position before it."""
+    import torch
+
+    from ._hf import kv_cache
+    from ._kv import crop_cache, new_cache
+
+    ids = list(token_ids)
+    n = len(ids) - start
+    if len(produced_by) != n:
+        raise ValueError(f"{len(produced_by)} tokens attributed to passes, {n} scored")
+    device = hf.torch_device
+    wanted: dict[int, list[int]] = {}
+    for i, q in enumerate(produced_by):
+        wanted.setdefault(int(q), []).append(i)
+    rows: list[Any] = [None] * n
+    with torch.inference_mode():
+        cache = new_cache(hf.model, rollback=True)
+        for q, step in enumerate(passes):
+            begin, part, keep = int(step["start"]), list(step["ids"]), int(step.get("keep") or 0)
+            cached = int(step.get("cached") or 0)
+            have = cache.get_seq_length()
+            if cached > have:  # a reused prefix: computed here in one pass of its own
+                prefix = torch.tensor([ids[have:cached]], dtype=torch.long, device=device)
+                hf.model(input_ids=prefix, **kv_cache(cache), use_cache=True, logits_to_keep=1)
+            crop_cache(cache, begin)
+            if cache.get_seq_length() != begin:
+                raise ValueError(f"pass {q} starts at {begin}, the cache holds {cache.get_seq_length()}")
+            x = torch.tensor([part], dtype=torch.long, device=device)
+            logits = hf.model(input_ids=x, **kv_cache(cache), use_cache=True, logits_to_keep=keep).logits[0]
+            first = len(part) - keep if keep else 0  # the input index of logits row 0
+            for i in wanted.get(q, []):
+                rows[i] = logits[start + i - 1 - begin - first].float().cpu()
+    if any(r is None for r in rows):
+        raise ValueError("a scored token's pass was not replayed")
+    return TokenScores.from_logits(torch.stack(rows).numpy())
+
+
 def decode_loop(hf: Any, request: Request, probe: Probe, cache: Any, logits: Any) -> tuple[list[int], str]:
     """Token-by-token decode after a prefill: ``cache`` holds the prompt, ``logits`` are the prefill's
     scores for the last prompt position. Returns the tokens and the finish reason. Call it under
-    ``torch.inference_mode()``."""
+    ``torch.inference_mode()``. A traced replay (``probe.trace``): the caller reported the prefill's
+    pass; each token's logits row and each decode pass are reported here."""
     from ._hf import Sampler, Stopper, kv_cache
 
     sampler = Sampler(request, hf.torch_device)
     stopper = Stopper(request, hf.eos_ids, hf.decode)
+    trace = getattr(probe, "trace", None)  # None in timed trials: one check per step
     tokens: list[int] = []
     while True:
         next_token = sampler(logits[:, -1, :])
         token = int(next_token.item())  # the token is on the host now
         tokens.append(token)
         probe.step((token,))
+        if trace is not None:
+            trace.emitted(logits[0, -1:], (token,))
         reason = stopper(tokens)
         if reason is not None:
             return tokens, reason
+        if trace is not None:
+            trace.forward(len(request.input_ids) + len(tokens) - 1, (token,))
         logits = hf.model(input_ids=next_token.view(1, 1), **kv_cache(cache), use_cache=True).logits

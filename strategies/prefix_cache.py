@@ -106,6 +106,9 @@ class PrefixCacheSession(HFSession):
             cache = self._copy(entry.cache, reused) if entry is not None else self._empty()
             suffix = torch.tensor([prompt[reused:]], dtype=torch.long, device=hf.torch_device)
             logits = hf.model(input_ids=suffix, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
+            trace = getattr(probe, "trace", None)  # the quality pass's replay (Probe.trace)
+            if trace is not None:  # the suffix's pass after the reused prefix
+                trace.forward(reused, prompt[reused:], cached=reused, keep=1)
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
             # what the session holds when the answer is done: this request's cache and every earlier
             # prompt's kept copy (the one this prefix was copied from included)

@@ -88,6 +88,132 @@ prompts = ["a b", "a b c d e f"]
     assert variant["compile"] == "default" and variant["compile_ms"] > 0
 
 
+def _run(tmp_path, text):
+    from workbench.run.execute import RunExecutor
+
+    with Store(tmp_path / "r.db") as store:
+        result = RunExecutor(parse_spec(text), store).run()
+        assert result.status == "ok", result.errors
+        return store.trials(result.run_id, include_warmup=True), store.variants(result.run_id)
+
+
+def test_compile_ms_is_the_first_workers_cold_compile_and_the_fresh_workers_are_apart(tmp_path):
+    """With a fresh worker per repetition, each compiles again (inductor's caches warm by then):
+    ``compile_ms`` stays the first worker's cold compile (400 ms here), the fresh workers' median is
+    ``recompile_ms`` (40 ms)."""
+    trials, variants = _run(
+        tmp_path,
+        """
+name = "cold"
+repetitions = 3
+warmup = 0
+workers = "per-repetition"
+[[variants]]
+name = "base"
+strategy = "fake"
+prefill_ms = 1
+decode_ms_per_token = 0.5
+[[variants]]
+name = "compiled"
+strategy = "tests.compile_helpers:ColdCompileStrategy"
+compile = true
+prefill_ms = 1
+decode_ms_per_token = 0.5
+[[workloads]]
+name = "w"
+max_new_tokens = 2
+prompts = ["a b"]
+""",
+    )
+    assert {t.worker for t in trials if t.variant == "compiled"} == {0, 1, 2}  # three processes
+    compiled = next(v for v in variants if v["name"] == "compiled")
+    assert 400 <= compiled["compile_ms"] < 2000, compiled["compile_ms"]
+    assert 40 <= compiled["recompile_ms"] < 400, compiled["recompile_ms"]
+    base = next(v for v in variants if v["name"] == "base")
+    assert base["compile_ms"] is None and base["recompile_ms"] is None
+
+
+def test_compile_ms_waits_for_the_device_to_finish_what_the_compile_queued():
+    """A stand-in for a GPU (none here): ``prepare`` queues 300 ms of work and returns at once, as a
+    CUDA compile's warm-up steps do; the device's synchronizer waits for it, and ``compile_ms`` holds
+    it (without the synchronizer it would read about 0)."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from workbench.run.worker import _prepare
+    from workbench.testing import FakeConfig, FakeSession
+
+    queued: list[threading.Thread] = []
+
+    class QueuingSession(FakeSession):
+        def prepare(self, prompt_lengths, max_new_tokens):
+            work = threading.Thread(target=time.sleep, args=(0.3,))
+            work.start()
+            queued.append(work)
+
+    def synchronize():
+        for work in queued:
+            work.join()
+
+    from workbench.strategy import Prompt
+
+    trials = [SimpleNamespace(prompt=Prompt(id="p", prompt="a b c"), max_new_tokens=2)]
+    compile_ms = _prepare(
+        QueuingSession(FakeConfig()), SimpleNamespace(compile="default"), trials, synchronize
+    )
+    assert compile_ms is not None and compile_ms >= 300
+
+
+def test_a_fallback_to_eager_or_a_cuda_graph_recorded_inside_a_trial_flags_it(tmp_path):
+    """Two compiled stand-ins in one run (their workers load side by side). ``fallback``: dynamo's
+    recompile limit (2 here) hit inside a measured trial, dynamo runs the frame eagerly from then on:
+    that trial and the later ones of its worker are disturbed with the reason. ``rerecord``: a
+    stand-in for ``reduce-overhead`` on a GPU: a trial that records a CUDA graph (announced as
+    torch's CUDA-graph trees announce it) is disturbed; the trials that replay are not."""
+    pytest.importorskip("torch")
+    trials, _ = _run(
+        tmp_path,
+        """
+name = "fallback"
+repetitions = 1
+warmup = 0
+[[variants]]
+name = "fallback"
+strategy = "tests.compile_helpers:FallingBackStrategy"
+compile = true
+decode_ms_per_token = 1
+[[variants]]
+name = "rerecord"
+strategy = "tests.compile_helpers:ReRecordingStrategy"
+compile = "reduce-overhead"
+decode_ms_per_token = 1
+[[workloads]]
+name = "w"
+max_new_tokens = 2
+prompts = ["a", "a b", "a b c", "a b c d"]
+""",
+    )
+    # in the order they ran (the rounds are shuffled): prepare compiled the shortest prompt's length;
+    # the first other length recompiles (graph 2 of 2), the second hits the limit
+    ran = [t for t in trials if t.variant == "fallback"]  # stored as they arrived
+    new = [i for i, t in enumerate(ran) if t.input_tokens != 1]
+    assert ran[new[0]].recompiles == 1 and ran[new[0]].eager_fallbacks == 0
+    for i, t in enumerate(ran):
+        if i < new[1]:
+            assert t.eager_fallbacks == 0 and "fell back" not in (t.disturbance or ""), t
+        else:  # the trial that hit the limit, and every later one of its worker (eager from then on)
+            assert t.eager_fallbacks == 1 and t.disturbed, t
+            assert "torch.compile fell back to eager for 1 frame(s)" in t.disturbance
+    assert all(t.cudagraph_records == 0 for t in ran)
+
+    records = {t.prompt_id: t for t in trials if t.variant == "rerecord"}
+    assert [records[p].cudagraph_records for p in ("p1", "p2", "p3", "p4")] == [0, 1, 0, 0], records
+    assert records["p2"].disturbed and "CUDA graph(s) recorded while it ran" in records["p2"].disturbance
+    assert "CUDA graph" not in (records["p1"].disturbance or "")
+    assert all(t.eager_fallbacks == 0 and t.recompiles == 0 for t in records.values())
+
+
 def test_the_roofline_names_compiling_as_the_lever_for_an_eager_gpu_variant_far_from_its_limit():
     from types import SimpleNamespace
 

@@ -1,7 +1,11 @@
-"""Lossless variants checked for numerical equivalence, not assumed identical: the A/A floor, the
-divergences classified at near-ties, the words, the verdict (docs/metrics.md, "Equivalence")."""
+"""Lossless variants checked for numerical equivalence, not assumed identical (docs/metrics.md,
+"Equivalence"): each replayed through its own code path with a trace, every position judged on its own
+tokens against that position's own floor and on its own logits; planted faults caught in real runs;
+the old check's figures still read for old runs."""
 
+import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -11,8 +15,10 @@ from workbench.analysis.equivalence import (
     Equivalence,
     Floor,
     FloorShape,
+    Judged,
     classify_divergence,
     floor_figures,
+    judge_positions,
 )
 from workbench.report.equivalence import equivalence_text
 from workbench.spec import parse_spec
@@ -33,7 +39,7 @@ def _ref_row(token, logprobs):
     }
 
 
-def test_a_divergence_is_tie_explained_only_within_the_floors_margin():
+def test_old_runs_a_divergence_is_tie_explained_only_within_the_floors_margin():
     lp = np.log(np.array([0.40, 0.39, 0.21]))
     reference = [_ref_row(2, np.log([0.2, 0.2, 0.6])), _ref_row(0, lp)]
     assert classify_divergence(reference, [2, 0], margin=0.05) is None  # identical
@@ -68,12 +74,13 @@ def _divergence(explained, gap=0.01):
     return Divergence("chat", "p1", 0, 3, 10, 11, gap, explained)
 
 
-def test_the_status_and_its_words():
+def test_old_runs_the_status_and_its_words():
     assert _check("bfloat16", []).status == "identical"
     equivalent = _check("bfloat16", [_divergence(True), _divergence(True)], kld=1.5e-6)
     assert equivalent.status == "equivalent" and equivalent.lossless
     assert equivalence_text(equivalent) == (
         "numerically equivalent (KLD 1.5e-06, within the bf16 floor 1e-06; 2 of 2 divergences at near-ties)"
+        " [checked the old way]"
     )
     unexplained = _check("bfloat16", [_divergence(True), _divergence(False, gap=3.2)])
     assert unexplained.status == "unexplained" and not unexplained.lossless
@@ -101,6 +108,186 @@ def test_shaped_scoring_is_the_same_arithmetic_in_float32_and_rounds_in_bfloat16
         session.close()
 
 
+def _lp(*probs):
+    p = np.asarray(probs, dtype=np.float64)
+    return np.log(p / p.sum())
+
+
+def test_each_position_is_judged_against_its_own_floor_not_a_run_wide_one():
+    """Position 0: the baseline's argmax. Position 1: a swap of two tokens 0.025 nats apart, which
+    the variant's passes moved by 0.02 each (gap ≤ 2 × shift): a near-tie. Position 2: the same swap
+    where the passes moved nothing: unexplained, though position 1's floor would have covered it."""
+    ref = np.stack([_lp(0.7, 0.2, 0.1), _lp(0.41, 0.40, 0.19), _lp(0.41, 0.40, 0.19)])
+    shaped = ref.copy()
+    shaped[1, 0] -= 0.02
+    shaped[1, 1] += 0.02
+    got = judge_positions([0, 1, 1], ref, shaped)
+    assert list(got["verdict"]) == ["argmax", "near-tie", "unexplained"]
+    assert got["gap"][0] == 0 and got["gap"][1] == pytest.approx(np.log(0.41 / 0.40))
+    assert got["floor_shift"][1] == pytest.approx(0.02) and got["floor_shift"][2] == 0
+    assert list(got["base_top"]) == [0, 0, 0] and got["floor_kld"][0] == 0 and got["floor_kld"][1] > 0
+    # the near-tie rule's edge: a gap of exactly twice the shift is explained, a hair more is not
+    # an output whose passes were not recorded: each position's floor is the largest of the shapes
+    # that may have run
+    either = judge_positions([0, 1, 1], ref, [ref, shaped])
+    assert list(either["verdict"]) == ["argmax", "near-tie", "unexplained"]
+    assert either["floor_shift"][1] == pytest.approx(0.02)
+    moved = np.array([[-0.02, 0.02, 0.0]])
+    for gap, verdict in ((0.04, "near-tie"), (0.04 + 1e-6, "unexplained")):
+        edge = np.array([[-1.0, -1.0 - gap, -3.0]])
+        assert judge_positions([1], edge, edge + moved)["verdict"][0] == verdict
+
+
+def test_a_token_that_is_not_its_own_passs_argmax_is_caught_whatever_the_baseline_says():
+    """A greedy decoder must emit the argmax of its own pass: a token accepted within a tolerance
+    is caught even where the baseline's floor would call it a near-tie; an exact tie is no fault."""
+    ref = np.stack([_lp(0.41, 0.40, 0.19), _lp(0.5, 0.3, 0.2)])
+    shaped = ref.copy()
+    shaped[0, 0] -= 0.02
+    shaped[0, 1] += 0.02
+    own = shaped.copy()
+    own[0] = _lp(0.45, 0.36, 0.19)  # its own pass prefers token 0; it emitted token 1
+    got = judge_positions([1, 0], ref, shaped, own)
+    assert list(got["verdict"]) == ["not-own-argmax", "argmax"]
+    assert got["own_gap"][0] == pytest.approx(np.log(0.45 / 0.36)) and got["own_gap"][1] == 0
+    assert got["own_shift"][1] == 0 and got["own_kld"][1] == 0 and got["own_kld"][0] > 0
+    tie = np.stack([_lp(0.4, 0.4, 0.2)])
+    assert judge_positions([1], tie, tie, tie)["verdict"][0] == "near-tie"  # gap 0 <= 2 * 0
+
+
+def _judged(**figures):
+    base = dict(
+        prompts=2,
+        outputs=2,
+        positions=40,
+        near_ties=0,
+        unexplained=0,
+        not_own_argmax=0,
+        not_argmax=0,
+        own_kld=0.0,
+        floor_kld=1e-6,
+        widest_gap=None,
+    )
+    return Judged(**{**base, **figures})
+
+
+def _replayed(dtype, differ=True, **figures):
+    divergences = (_divergence(None),) if differ else ()
+    return Equivalence("spec", "replayed", dtype, 0.0, None, 2, divergences, judged=_judged(**figures))
+
+
+def test_the_replays_status_and_its_words():
+    identical = _replayed("bfloat16")
+    assert identical.status == "identical" and identical.lossless
+    text = equivalence_text(identical)
+    assert text.startswith("identical: its outputs are the baseline's, every token the baseline's argmax (40")
+    assert "own tokens, each against its own floor" in text and "its own logits' KLD 0" in text
+    equivalent = _replayed("bfloat16", near_ties=2, not_argmax=2)
+    assert equivalent.status == "equivalent" and equivalent.lossless
+    assert equivalence_text(equivalent).startswith(
+        "numerically equivalent: 1 of 2 outputs differ from the baseline's, 2 of 40 positions at near-ties"
+    )
+    # the same near-ties where its outputs are the baseline's: the baseline's own decoding took them too
+    same = _replayed("bfloat16", differ=False, near_ties=2, not_argmax=2)
+    assert same.status == "identical" and "2 at near-ties the baseline's own decoding took too" in (
+        equivalence_text(same)
+    )
+    for fault in (dict(unexplained=1, widest_gap=0.9), dict(not_own_argmax=1), dict(own_kld=5e-6)):
+        check = _replayed("bfloat16", near_ties=3, **fault)
+        assert check.status == "unexplained" and not check.lossless, fault
+        assert equivalence_text(check).startswith("UNEXPLAINED (a bug signal): ")
+    assert "NOT the argmax of its own pass" in equivalence_text(_replayed("bfloat16", not_own_argmax=1))
+    assert _replayed("bfloat16", own_kld=4e-6).status == "identical"  # 4x the floor: still arithmetic
+    mismatch = _replayed("float32", near_ties=1, not_argmax=1)
+    assert mismatch.status == "mismatch" and equivalence_text(mismatch).startswith("ERROR: output differs")
+    # nothing replayed (a session that cannot trace), or a prompt left out: never equivalent
+    untraced = _replayed("bfloat16", positions=0, prompts=0, outputs=0, own_kld=None, unchecked=("no trace",))
+    assert untraced.status == "unchecked" and equivalence_text(untraced) == (
+        "not checked (no trace): its equivalence is not claimed"
+    )
+    partly = _replayed("bfloat16", unchecked=("chat/p3 not replayed: it failed",))
+    assert partly.status == "unchecked" and "not checked: chat/p3 not replayed" in equivalence_text(partly)
+
+
+def test_the_trace_records_the_passes_and_the_baseline_replays_them_exactly(tiny_model_dir, tmp_path):
+    """The speculative loop (a draft that is not the target: drafts get rejected), prompt lookup, the
+    prefix cache and plain decoding report every pass of the target and each emitted token's row;
+    the baseline, through those passes, computes the variant's own log-probabilities bit for bit (the
+    same arithmetic), and a timed trial's probe carries no trace."""
+    from workbench.run.runner import _Probe
+    from workbench.run.worker import _ReplayProbe
+    from workbench.testing.helpers import build_tiny_model, request_for
+
+    assert _Probe.trace is None
+    draft = build_tiny_model(tmp_path / "draft", seed=1)
+    base = load_session(tiny_model_dir, "baseline", dtype="bfloat16")
+    texts = ["w1 w2 w3 w4 w5 w6 the a of w1 w2", "w1 w2 w3 w4 w5 w6 the a of w1 w2 w7 w8 and w9"]
+    for strategy, params in (
+        ("speculative", {"draft": str(draft)}),
+        ("prompt-lookup", {}),
+        ("prefix-cache", {"min_prefix_tokens": 2}),
+        ("baseline", {}),
+    ):
+        session = load_session(tiny_model_dir, strategy, dtype="bfloat16", **params)
+        verified = rejected = cached = 0
+        for n, text in enumerate(texts):
+            request = request_for(session, text, max_new_tokens=16, ignore_eos=True)
+            request = dataclasses.replace(request, prompt=dataclasses.replace(request.prompt, id=f"p{n}"))
+            probe = _ReplayProbe(lambda: False)
+            output = session.generate(request, probe)
+            trace = probe.trace
+            assert trace.tokens == output.token_ids == probe.tokens and len(trace.rows) == 16
+            prompt = list(request.input_ids)
+            own = np.stack(trace.rows)
+            assert (own.argmax(axis=1) == np.asarray(output.token_ids)).all()
+            shaped = base.score_passes(
+                prompt + output.token_ids, len(prompt), trace.passes, trace.produced_by
+            )
+            np.testing.assert_array_equal(np.asarray(shaped.logprobs), own)
+            for q, step in enumerate(trace.passes[1:], 1):  # a verify pass: [last] + k drafts
+                k, emitted = len(step["ids"]) - 1, trace.produced_by.count(q)
+                verified += k > 0
+                rejected += max(k - (emitted - 1), 0)
+            cached += max(p["cached"] for p in trace.passes)
+        if strategy == "speculative":
+            assert verified and rejected  # verify passes whose drafts were not all taken
+        if strategy == "prefix-cache":
+            assert cached > 0  # the second prompt reused the first's prefix
+        session.close()
+
+
+def test_a_timed_trial_reads_the_trace_once_per_request_never_per_step(tiny_model_dir, tmp_path):
+    """Timed trials carry ``trace = None``: a session reads it once per request (the speculative
+    loop, the prefix cache's prefill and its decode loop each once), whatever the number of steps,
+    and its hot path is an ``is not None`` test per step."""
+    from workbench.testing.helpers import ListProbe, build_tiny_model, request_for
+
+    class CountingProbe(ListProbe):
+        reads = 0
+
+        @property
+        def trace(self):
+            type(self).reads += 1
+            return None
+
+    draft = build_tiny_model(tmp_path / "draft", seed=1)
+    for strategy, params, reads in (
+        ("speculative", {"draft": str(draft)}, 1),
+        ("prompt-lookup", {}, 1),
+        ("prefix-cache", {}, 2),
+        ("baseline", {}, 2),
+    ):
+        session = load_session(tiny_model_dir, strategy, **params)
+        CountingProbe.reads = 0
+        probe = CountingProbe()
+        output = session.generate(
+            request_for(session, "w1 w2 w3 w4", max_new_tokens=12, ignore_eos=True), probe
+        )
+        assert len(output.token_ids) == 12 and len(probe.steps) > 1
+        assert CountingProbe.reads == reads, strategy
+        session.close()
+
+
 _SPEC = """
 name = "equivalence"
 repetitions = 1
@@ -114,7 +301,7 @@ device = "cpu"
 name = "speculative"
 strategy = "speculative"
 model = "{m}"
-draft = "{m}"
+draft = "{draft}"
 dtype = "{dtype}"
 device = "cpu"
 [[variants]]
@@ -128,6 +315,13 @@ name = "prefix"
 strategy = "prefix-cache"
 min_prefix_tokens = 2
 model = "{m}"
+dtype = "{dtype}"
+device = "cpu"
+[[variants]]
+name = "assisted"
+strategy = "hf-assisted"
+model = "{m}"
+draft = "{m}"
 dtype = "{dtype}"
 device = "cpu"
 [[variants]]
@@ -147,44 +341,74 @@ prompts = ["w1 w2 w3 w4 w5 w6 the a of w1 w2", "w1 w2 w3 w4 w5 w6 the a of w1 w2
 """
 
 
-def _equivalence_run(model, dtype, folder):
+@pytest.fixture(scope="module")
+def near_draft(tiny_model_dir, tmp_path_factory):
+    """A draft close to the tiny target (its weights + 2 % noise): it proposes the target's argmax
+    almost everywhere and the runner-up at some near-ties, as a good distilled draft does."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path_factory.mktemp("near-draft") / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    weights = load_file(folder / "model.safetensors")
+    gen = torch.Generator().manual_seed(7)
+    noisy = {
+        k: (v + 0.02 * v.abs().mean() * torch.randn(v.shape, generator=gen).to(v.dtype)).contiguous()
+        for k, v in weights.items()
+    }
+    save_file(noisy, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def _run(spec_text, folder, name="run"):
     from workbench.analysis.run import analyze_run
     from workbench.run.execute import RunExecutor
 
-    db = folder / f"{dtype}.db"
+    db = folder / f"{name}.db"
     with Store(db) as store:
-        result = RunExecutor(parse_spec(_SPEC.format(m=model, dtype=dtype)), store).run()
+        result = RunExecutor(parse_spec(spec_text), store).run()
         assert result.status == "ok", result.errors
-        return db, analyze_run(store, result.run_id), store.quality_variants(result.run_id)
+        trials = [t for t in store.trials(result.run_id) if not t.warmup]
+        return db, analyze_run(store, result.run_id), trials, store.equivalence_positions(result.run_id)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-def test_a_run_checks_its_lossless_variants_against_the_floor(tiny_model_dir, tmp_path, dtype):
-    """The issue's run on a tiny random model: baseline, speculative, prompt lookup, prefix cache and
-    int4, in bfloat16 (the lossless ones equivalent within the floor, every divergence classified, int4
-    outside it) and in float32 (the lossless ones identical)."""
+def test_a_run_checks_its_lossless_variants_position_by_position(tiny_model_dir, near_draft, tmp_path, dtype):
+    """A real run on a tiny random model: baseline, speculative (a draft close to the target, so
+    drafts are rejected and rolled back), prompt lookup, a prefix cache, transformers' assisted
+    generation (no trace: unchecked) and int4. Every lossless variant that traces is replayed and
+    every one of its positions judged: identical in float32, identical or equivalent in bfloat16."""
     pytest.importorskip("torchao")
-    db, analysis, rows = _equivalence_run(tiny_model_dir, dtype, tmp_path)
-    shapes = {r["variant"]: r["shape"] for r in rows}
-    assert shapes["speculative"].startswith("chunks of") and shapes["lookup"].startswith("chunks of")
-    assert shapes["prefix"] == "cached prefix, one token per pass"
+    spec = _SPEC.format(m=tiny_model_dir, draft=near_draft, dtype=dtype)
+    db, analysis, _, positions = _run(spec, tmp_path, dtype)
     checked = analysis.equivalence
-    assert checked is not None and checked.floor is not None
-    assert set(checked.variants) == {"speculative", "lookup", "prefix"}
+    assert checked is not None and set(checked.variants) == {"speculative", "lookup", "prefix", "assisted"}
+    assisted = checked.variants.pop("assisted")
+    assert assisted.status == "unchecked" and assisted.judged.positions == 0
+    assert "does not report its forward passes" in equivalence_text(assisted)
+    for name, check in checked.variants.items():
+        j = check.judged
+        assert j is not None and j.prompts == 3 and j.own_kld is not None, name
+        assert not j.unchecked and j.not_own_argmax == 0, (name, j)
+        replayed = [p for p in positions if p["variant"] == name and p["source"] == "replay"]
+        assert len(replayed) == 48 and all(p["own_top_id"] is not None for p in replayed)
+        # a timed output that differs from the replay's (other draft lengths): judged on its tokens
+        timed = [p for p in positions if p["variant"] == name and p["source"] == "trial"]
+        assert j.positions == 48 + len(timed) and all(p["own_top_id"] is None for p in timed)
+    # what the replays ran: the speculative loop's verify passes read drafts, the prefix cache reused
+    spec_rows = [p for p in positions if p["variant"] == "speculative"]
+    assert max(p["pass_tokens"] for p in spec_rows) > 1
+    assert max(p["cached"] for p in positions if p["variant"] == "prefix") > 0
     floor = checked.floor
-    assert {s.shape for s in floor.shapes} == {"one token per pass", *shapes.values()} - {None}
-    for check in checked.variants.values():
-        assert check.outputs == 3 and check.kld is not None
-        assert check.within_floor, (check.variant, check.kld, floor.kld)
-        assert all(d.explained is not None for d in check.divergences)
     int4 = next(f for f in analysis.quality.figures if f.variant == "int4" and f.source == "output")
     assert not floor.within(int4.kld_mean)  # weights rounded to 4 bits: far outside the arithmetic's floor
     if dtype == "float32":
         assert all(c.status == "identical" for c in checked.variants.values())
-        assert floor.kld < 1e-8
     else:
-        assert floor.kld > 0  # bf16 rounds the shapes differently
+        assert floor.kld > 0  # bf16 rounds the passes differently
         assert all(c.status in ("identical", "equivalent") for c in checked.variants.values()), [
             equivalence_text(c) for c in checked.variants.values()
         ]
@@ -194,13 +418,188 @@ def test_a_run_checks_its_lossless_variants_against_the_floor(tiny_model_dir, tm
 
     shown = CliRunner().invoke(cli, ["show", "1", "--db", str(db)])
     assert shown.exit_code == 0, shown.output
-    assert "Numerical floor (" in shown.output and "outside the numerical floor" in shown.output
-    for verdict in analysis.workload_verdicts:  # an equivalent variant's cost is not "output differs"
-        check = checked.variants.get(verdict.best.variant) if verdict.best is not None else None
-        if check is not None and check.status == "equivalent":
-            assert "output" not in verdict.costs and verdict.costs["equivalence"] is check
+    flat = " ".join(shown.output.split())  # the report wraps its lines
+    assert "Numerical floor (" in flat and "outside the numerical floor" in flat
+    assert "judged on its own tokens, each against its own floor" in flat
     data = json.loads(CliRunner().invoke(cli, ["show", "1", "--db", str(db), "--json"]).output)
-    assert set(data["equivalence"]["variants"]) == {"speculative", "lookup", "prefix"}
+    variants = data["equivalence"]["variants"]
+    assert set(variants) == {"speculative", "lookup", "prefix", "assisted"}
+    assert (
+        variants["speculative"]["judged"]["positions"] >= 48
+        and variants["speculative"]["checked"] == "replay"
+    )
+
+
+_FAULT = """
+name = "fault"
+repetitions = 2
+warmup = 0
+quality = true  # float32 on the CPU with lossless variants alone: the pass runs when asked
+[[variants]]
+name = "baseline"
+model = "{m}"
+dtype = "{dtype}"
+device = "cpu"
+[[variants]]
+name = "speculative"
+strategy = "speculative"
+model = "{m}"
+draft = "{draft}"
+dtype = "{dtype}"
+device = "cpu"
+[[variants]]
+name = "tolerant"
+strategy = "tolerant-speculative"
+model = "{m}"
+draft = "{draft}"
+dtype = "{dtype}"
+device = "cpu"
+[[workloads]]
+name = "chat"
+max_new_tokens = 16
+ignore_eos = true
+prompts = ["w1 w2 w3 w4 w5 w6 the a of w1 w2", "w1 w2 w3 w4 w5 w6 the a of w1 w2 w7 w8 and w9",
+           "w3 w4 the w5 of w6 the w3 w4 the"]
+"""
+
+_TOLERANT = '''"""A planted fault (tests/test_equivalence.py): speculative decoding whose greedy acceptance takes
+a draft token within EQ_TOLERANCE nats of the target's argmax."""
+
+import os
+
+from workbench_strategies.speculative import SpeculativeStrategy
+
+
+class TolerantSpeculative(SpeculativeStrategy):
+    name = "tolerant-speculative"
+
+    def load(self, variant, device):
+        from workbench_strategies.speculative import loop
+
+        session = super().load(variant, device)
+        honest_generate, honest_accept = session.generate, loop._accept
+        tolerance = float(os.environ["EQ_TOLERANCE"])
+
+        def accept(logits, draft, sampler):
+            if not sampler.greedy or not draft.tokens:
+                return honest_accept(logits, draft, sampler)
+            lp = logits.float().log_softmax(-1)
+            top = lp.argmax(-1).tolist()
+            n = 0
+            while n < len(draft.tokens) and float(lp[n, top[n]] - lp[n, draft.tokens[n]]) <= tolerance:
+                n += 1
+            return [*draft.tokens[:n], top[n]], n
+
+        def generate(request, probe):
+            loop._accept = accept
+            try:
+                return honest_generate(request, probe)
+            finally:
+                loop._accept = honest_accept
+
+        session.generate = generate
+        return session
+'''
+
+
+@pytest.fixture
+def tolerant_plugin(tmp_path, monkeypatch):
+    """The planted fault, registered through the ``workbench.strategies`` entry point of a
+    distribution on PYTHONPATH (the workers are subprocesses: they find it the same way)."""
+    import sys
+
+    from workbench.core import registry
+
+    folder = tmp_path / "plugins"
+    (folder / "eq_core_faults-0.1.dist-info").mkdir(parents=True)
+    (folder / "tolerant_speculative.py").write_text(_TOLERANT)
+    (folder / "eq_core_faults-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: eq-core-faults\nVersion: 0.1\n"
+    )
+    (folder / "eq_core_faults-0.1.dist-info" / "entry_points.txt").write_text(
+        "[workbench.strategies]\ntolerant-speculative = tolerant_speculative:TolerantSpeculative\n"
+    )
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    )
+    registry._entry_points.cache_clear()
+    yield
+    registry._entry_points.cache_clear()
+    sys.modules.pop("tolerant_speculative", None)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("tolerant_plugin")
+@pytest.mark.parametrize(("dtype", "tolerance"), [("bfloat16", 0.003), ("float32", 0.01)])
+def test_a_planted_acceptance_tolerance_is_caught_in_a_real_run(
+    tiny_model_dir, near_draft, tmp_path, monkeypatch, dtype, tolerance
+):
+    """Speculative decoding whose acceptance takes a draft within a small tolerance of the argmax,
+    beside the honest one with the same draft. The tolerance changes outputs (asserted); the check
+    reports it not equivalent: it emitted tokens that are not its own pass's argmax. In bfloat16 the
+    old check (the first divergence against a run-wide margin of twice the largest top shift) called
+    this fault "numerically equivalent; 6 of 6 divergences at near-ties"."""
+    monkeypatch.setenv("EQ_TOLERANCE", str(tolerance))
+    spec = _FAULT.format(m=tiny_model_dir, draft=near_draft, dtype=dtype)
+    _, analysis, trials, positions = _run(spec, tmp_path, dtype)
+    outputs = {(t.variant, t.prompt_id, t.repetition): t.output_token_ids for t in trials}
+    changed = [k for k, v in outputs.items() if k[0] == "tolerant" and v != outputs[("baseline", *k[1:])]]
+    assert changed, "the planted fault never changed an output: nothing to catch"
+    checks = analysis.equivalence.variants
+    honest, faulty = checks["speculative"], checks["tolerant"]
+    assert honest.status in ("identical", "equivalent"), equivalence_text(honest)
+    assert faulty.status not in ("identical", "equivalent") and not faulty.lossless
+    assert faulty.judged.not_own_argmax > 0
+    assert faulty.status == ("mismatch" if dtype == "float32" else "unexplained")
+    assert "NOT the argmax of its own pass" in equivalence_text(faulty) or dtype == "float32"
+    # each prompt's distinct outputs are judged once, however many repetitions gave them: the
+    # replay's and every timed one
+    replayed: dict[str, list[int]] = {}
+    for p in positions:
+        if p["variant"] == "tolerant" and p["source"] == "replay":
+            replayed.setdefault(p["prompt_id"], []).append(p["token_id"])
+    distinct = {
+        (t.prompt_id, tuple(json.loads(t.output_token_ids))) for t in trials if t.variant == "tolerant"
+    }
+    distinct |= {(prompt, tuple(tokens)) for prompt, tokens in replayed.items()}
+    assert faulty.judged.outputs == len(distinct) and faulty.judged.prompts == 3
+
+
+@pytest.mark.slow
+def test_a_compiled_variant_is_checked_through_its_own_compiled_passes(tiny_model_dir, tmp_path):
+    """``compile = true`` beside the eager baseline in bfloat16: the pass runs for it (its kernels
+    round differently), replays it through the compiled decode step and judges every position."""
+    from workbench.run.quality import quality_wanted, scoring_plan
+
+    spec = f"""
+name = "compiled"
+repetitions = 1
+warmup = 0
+[[variants]]
+name = "baseline"
+model = "{tiny_model_dir}"
+dtype = "bfloat16"
+device = "cpu"
+[[variants]]
+name = "compiled"
+model = "{tiny_model_dir}"
+dtype = "bfloat16"
+device = "cpu"
+compile = true
+[[workloads]]
+name = "chat"
+max_new_tokens = 12
+ignore_eos = true
+prompts = ["w1 w2 w3 w4 w5 w6 the a of w1 w2", "w3 w4 the w5 of w6 the w3 w4 the"]
+"""
+    parsed = parse_spec(spec)
+    assert quality_wanted(parsed) and "compiled" in scoring_plan(parsed)["compiled"]
+    _, analysis, _, positions = _run(spec, tmp_path)
+    check = analysis.equivalence.variants["compiled"]
+    assert check.judged.positions == 24 and check.judged.own_kld is not None, equivalence_text(check)
+    assert check.status in ("identical", "equivalent"), equivalence_text(check)
+    assert {p["pass_tokens"] for p in positions if p["variant"] == "compiled"} >= {1}
 
 
 def test_the_pass_runs_for_lossless_levers_alone_when_their_arithmetic_can_differ():

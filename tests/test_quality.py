@@ -214,14 +214,14 @@ def test_a_run_scores_its_lossy_variants_and_records_why_others_are_not(quality_
     assert outcome["lookup"]["status"] == "lossless" and "by construction" in outcome["lookup"]["reason"]
     assert outcome["copy"]["status"] == "lossless" and "configuration" in outcome["copy"]["reason"]
     assert outcome["trim"]["status"] == "scored"
-    # the lossless variants are checked (scored through their shapes), not scored as lossy
-    assert {p["variant"] for p in positions} == {"bf16", "trim", "lookup", "copy"}
-    assert (
-        outcome["lookup"]["shape"].startswith("chunks of")
-        and outcome["copy"]["shape"] == "one token per pass"
-    )
-    checked = [p for p in outputs if p["variant"] in ("lookup", "copy")]
-    assert len(checked) == 32 and max(p["kld"] for p in checked) < 1e-6  # float32: the same predictions
+    # the lossless variants are checked (replayed, every position judged), not scored as lossy
+    assert {p["variant"] for p in positions} == {"bf16", "trim"}
+    assert outcome["lookup"]["checked"] == outcome["copy"]["checked"] == "replay"
+    assert outcome["lookup"]["shape"].startswith("replayed: 2 prompt(s)")
+    with Store(db) as store:
+        checked = store.equivalence_positions(1)
+    assert len(checked) == 32 and {p["variant"] for p in checked} == {"lookup", "copy"}
+    assert all(p["verdict"] == "argmax" and p["own_kld"] < 1e-9 for p in checked)  # float32: the same
     trimmed = [p for p in outputs if p["variant"] == "trim"]
     outputs = [p for p in outputs if p["variant"] == "bf16"]
     assert len(outputs) == 16 and len(trimmed) == 16

@@ -35,6 +35,7 @@ from workbench.core.strategy import (
     Session,
     Strategy,
     TokenScores,
+    Trace,
 )
 from workbench.core.variant import DTYPES, Dtype, Variant
 
@@ -58,6 +59,7 @@ __all__ = [
     "Strategy",
     "StrategyError",
     "TokenScores",
+    "Trace",
     "Variant",
     "build_config",
     "config_fields",

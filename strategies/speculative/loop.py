@@ -79,8 +79,11 @@ def generate_speculative(
     timer = _Timer(device)
     seq = list(request.input_ids)  # prompt + accepted tokens; the target cache holds all but the last
     out: list[int] = []
+    trace = getattr(probe, "trace", None)  # the quality pass's replay (Probe.trace); None when timed
     with torch.inference_mode():
-        cache, reason, setup_ms = _first_token(hf, drafter, request, probe, sampler, stopper, timer, seq, out)
+        cache, reason, setup_ms = _first_token(
+            hf, drafter, request, probe, sampler, stopper, timer, seq, out, trace
+        )
         prior = drafter.prior_acceptance
         plan = schedule.start(free_drafts=drafter.free_drafts, prior=prior) if schedule is not None else None
         shadows = plan if isinstance(plan, Adaptive) and plan.free_drafts else None
@@ -100,9 +103,13 @@ def generate_speculative(
             setup_ms = None
             k = len(draft.tokens)
             t0 = timer.now()
-            new, accepted = _verify(hf.model, device, cache, seq, draft, sampler)  # host values: device done
+            new, accepted, logits = _verify(hf.model, device, cache, seq, draft, sampler)  # host values
             verify_ms = (timer.now() - t0) * 1e3
+            if trace is not None:  # untimed replay: the verify pass, drafts rejected or not
+                trace.forward(len(seq) - 1, [seq[-1], *draft.tokens])
             emitted, reason = _emit(new, out, stopper)
+            if trace is not None:
+                trace.emitted(logits[: len(emitted)], emitted)
             seq.extend(emitted)
             crop_cache(cache, len(seq) - 1)
             if k == 0:
@@ -145,6 +152,7 @@ def _first_token(
     timer: _Timer,
     seq: list[int],
     out: list[int],
+    trace: Any = None,
 ) -> tuple[Any, str | None, float | None]:
     """The target's prefill and first token, exactly as the baseline's, reported; the drafter started
     before the report (``prefills_prompt``) or after it. Appends the token to ``seq`` and ``out``;
@@ -155,6 +163,9 @@ def _first_token(
     input_ids = torch.tensor([seq], dtype=torch.long, device=hf.torch_device)
     logits = model(input_ids=input_ids, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
     first = int(sampler(logits[:, -1, :]).item())  # same draw as the baseline's first token
+    if trace is not None:  # the quality pass's replay (Probe.trace), untimed
+        trace.forward(0, seq, keep=1)
+        trace.emitted(logits[0, -1:], (first,))
     seq.append(first)
     out.append(first)
     # A draft that reads the prompt itself does prefill work: it is in the TTFT (as in serving
@@ -211,12 +222,13 @@ def _propose(
 
 def _verify(
     model: Any, device: torch.device, cache: Any, seq: list[int], draft: Draft, sampler: Sampler
-) -> tuple[list[int], int]:
+) -> tuple[list[int], int, torch.Tensor]:
     """The target's one pass over ``[last token] + draft`` (appending to ``cache``), and what it
-    yields: the tokens (accepted draft prefix + one of the target's) and how many were accepted."""
+    yields: the tokens (accepted draft prefix + one of the target's), how many were accepted, and
+    the pass's logits (``[k + 1, vocab]``: row ``i`` chose token ``i``)."""
     verify_in = torch.tensor([[seq[-1], *draft.tokens]], dtype=torch.long, device=device)
     logits = model(input_ids=verify_in, **kv_cache(cache), use_cache=True).logits[0]  # [k + 1, vocab]
-    return _accept(logits, draft, sampler)
+    return (*_accept(logits, draft, sampler), logits)
 
 
 def _emit(new: list[int], out: list[int], stopper: Stopper) -> tuple[list[int], str | None]:

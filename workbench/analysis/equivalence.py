@@ -8,7 +8,13 @@ far below any gap between two tokens' logits, so its greedy output is the baseli
 bfloat16 or float16 they are not: where the baseline's two best tokens are nearly tied, the other
 shape can pick the other one, and from there the outputs differ. That is arithmetic, not a bug — and a
 bug looks the same in the ``match`` column. This module tells them apart from what the quality pass
-stored (docs/metrics.md, "Equivalence"):
+stored (docs/metrics.md, "Equivalence").
+
+The check (:func:`judge_positions`, ``equivalence_positions``): each lossless variant replayed through
+its own code path, every emitted position judged on its own token — its own pass's argmax, and the
+baseline's argmax or a near-tie of *that position's* floor (the baseline's shift between one pass and
+the passes the variant ran) — and its own log-probabilities against the baseline's through the same
+passes. Runs recorded before it keep the old check, read as before:
 
 - the **A/A floor** (``quality_floor``): the baseline's own tokens re-scored by the baseline through
   each shape, against its one-pass reference. Per shape, the KLD that arithmetic alone produces, and
@@ -23,6 +29,7 @@ stored (docs/metrics.md, "Equivalence"):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,14 +42,17 @@ from workbench.store import Store, TrialRecord
 
 __all__ = [
     "FLOOR_FACTOR",
+    "OWN_KLD_FACTOR",
     "Divergence",
     "Equivalence",
     "EquivalenceStatus",
     "Floor",
     "FloorShape",
+    "Judged",
     "RunEquivalence",
     "classify_divergence",
     "floor_figures",
+    "judge_positions",
     "run_equivalence",
 ]
 
@@ -51,6 +61,12 @@ __all__ = [
 FLOOR_FACTOR = 2.0
 #: a KLD this small counts as zero (float32 rounding of identical arithmetic): within any floor
 _ZERO_KLD = 1e-9
+#: the variant's own log-probabilities against the baseline's through the same passes: within what
+#: arithmetic explains when their mean KLD over the judged positions is at most this many times the
+#: floor's there (the one-pass reference against those passes). Both are differences between two
+#: roundings of the same computation; a KLD grows with the square of a log-prob shift, so 4 is the
+#: near-tie rule's factor 2 on the log-prob scale.
+OWN_KLD_FACTOR = 4.0
 
 #: identical: every greedy output is the baseline's; equivalent: the outputs that differ do so at
 #: near-ties and the KLD is within the floor; unexplained: a divergence the floor does not explain,
@@ -93,6 +109,9 @@ class Floor:
 
     shapes: tuple[FloorShape, ...]
     dtype: str | None
+    #: True: measured on each lossless variant's own tokens through its own recorded passes, each
+    #: position judged against its own (no run-wide margin); False: the old A/A floor
+    per_position: bool = False
 
     @property
     def kld(self) -> float:
@@ -132,15 +151,20 @@ class Divergence:
 
 @dataclass(frozen=True)
 class Equivalence:
-    """One lossless variant's check (its greedy outputs, its KLD, the floor)."""
+    """One lossless variant's check. Checked by replay (``judged`` is set): every position of its
+    outputs judged on its own tokens and its own passes' log-probabilities (``kld``: its own
+    log-probabilities against the baseline's through the same passes). Checked the old way (a run
+    from before the replay): its teacher-forced KLD and its outputs' first divergences against a
+    run-wide floor."""
 
     variant: str
     shape: str | None  # the shape it was scored through (None: its KLD was not measured)
     dtype: str | None
-    kld: float | None  # mean KLD from the reference over its scored positions
+    kld: float | None  # mean KLD: its own passes vs the baseline's (replay), else teacher-forced
     floor: Floor | None
     outputs: int  # greedy outputs compared with the reference
     divergences: tuple[Divergence, ...]
+    judged: Judged | None = None  # the replay's judgement (None: a run checked the old way)
 
     @property
     def explained(self) -> int:
@@ -148,12 +172,27 @@ class Equivalence:
 
     @property
     def within_floor(self) -> bool | None:
+        if self.judged is not None:
+            return self.judged.own_within
         if self.kld is None or self.floor is None:
             return None
         return self.floor.within(self.kld)
 
     @property
     def status(self) -> EquivalenceStatus:
+        j = self.judged
+        if j is not None:  # judged position by position (docs/metrics.md, "Equivalence")
+            if j.positions == 0:
+                return "unchecked"
+            if self.dtype == "float32" and j.not_argmax:
+                return "mismatch"
+            if j.unexplained or j.not_own_argmax or j.own_within is False:
+                return "unexplained"
+            if j.unchecked:  # some prompt not replayed: no claim about it
+                return "unchecked"
+            # identical: its outputs are the baseline's (a near-tie where the baseline's own decoding
+            # took the same runner-up is no difference); equivalent: they differ, at near-ties only
+            return "equivalent" if j.near_ties and self.divergences else "identical"
         if self.dtype == "float32" and self.divergences:
             return "mismatch"
         if self.within_floor is False:
@@ -237,9 +276,14 @@ def run_equivalence(
     """The run's equivalence checks from the store: None when its quality pass checked no lossless
     variant (runs from before the check, or without a pass). ``trials``: the measured trials;
     ``dtypes``: each variant's resolved dtype."""
-    # a lossless variant checked records its shape (not recorded before the check existed)
-    rows = [r for r in store.quality_variants(run_id) if r["status"] == "lossless" and r.get("shape")]
-    if not rows or baseline is None:
+    variants = [r for r in store.quality_variants(run_id) if r["status"] == "lossless"]
+    if baseline is None:
+        return None
+    if any(r.get("checked") for r in variants):  # checked by replay, position by position
+        return _replayed(store, run_id, [r for r in variants if r.get("checked")], trials, dtypes, baseline)
+    # checked the old way: a lossless variant records its shape (not recorded before the check existed)
+    rows = [r for r in variants if r.get("shape")]
+    if not rows:
         return None
     floor = _floor(store.quality_floor(run_id), dtypes.get(baseline))
     reference: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -279,3 +323,197 @@ def run_equivalence(
             divergences=tuple(found),
         )
     return RunEquivalence(floor, checks)
+
+
+#: a position's verdict: the baseline's argmax; a near-tie its own floor explains; unexplained (the
+#: gap is wider than twice that position's floor); not-own-argmax (a greedy decoder emitted a token
+#: that is not the argmax of its own pass: an acceptance rule with a tolerance, whatever the baseline)
+Verdict = Literal["argmax", "near-tie", "unexplained", "not-own-argmax"]
+
+
+def _kl(p_log: np.ndarray, q_log: np.ndarray) -> np.ndarray:
+    pb = np.exp(p_log)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.maximum(np.where(pb > 0, pb * (p_log - q_log), 0.0).sum(axis=1), 0.0)
+
+
+def judge_positions(
+    tokens: Sequence[int], ref: Any, shaped: Any, own: Any | None = None
+) -> dict[str, np.ndarray]:
+    """Every position of one output, judged (docs/metrics.md, "Equivalence"). ``tokens``: the
+    variant's emitted tokens; ``ref``: the baseline's one-pass log-probabilities on the variant's own
+    prefix (``[n, vocab]``); ``shaped``: the baseline's through the passes the variant ran (a list of
+    several: the shapes it may have run, for an output whose passes were not recorded — each
+    position's floor is then the largest of theirs); ``own``: the variant's own passes' (None for an
+    output whose passes were not recorded).
+
+    Per position: ``base_top`` (the baseline's argmax) and ``gap`` (log p_ref(base_top) − log
+    p_ref(token)); the position's floor ``floor_shift`` = the larger |Δ log p| of those two tokens
+    between one pass and the shape (two tokens each moved by the rounding can swap only when their
+    gap is at most the sum of their shifts: the near-tie rule is gap ≤ 2 × floor_shift) and
+    ``floor_kld``; with ``own``: ``own_top``, ``own_gap`` (> 0: the token is not its own pass's
+    argmax), ``own_shift`` (the two tokens' |Δ log p| between the variant's pass and the baseline's
+    through the same shape) and ``own_kld``; and the ``verdict``."""
+    lr = np.asarray(ref, dtype=np.float64)
+    candidates = [np.asarray(s, dtype=np.float64) for s in (shaped if isinstance(shaped, list) else [shaped])]
+    tok = np.asarray(tokens, dtype=np.int64)
+    if any(ls.shape != lr.shape for ls in candidates) or lr.shape[0] != len(tok):
+        raise ValueError(f"{len(tok)} tokens, reference {lr.shape}, shaped {[c.shape for c in candidates]}")
+    rows = np.arange(len(tok))
+    base_top = lr.argmax(axis=1)
+    gap = np.maximum(lr[rows, base_top] - lr[rows, tok], 0.0)
+    floor_shift = np.max(
+        [
+            np.maximum(np.abs(ls[rows, base_top] - lr[rows, base_top]), np.abs(ls[rows, tok] - lr[rows, tok]))
+            for ls in candidates
+        ],
+        axis=0,
+    )
+    verdict = np.where(tok == base_top, "argmax", np.where(gap <= 2 * floor_shift, "near-tie", "unexplained"))
+    ls = candidates[0]
+    out: dict[str, np.ndarray] = {
+        "base_top": base_top,
+        "gap": gap,
+        "floor_shift": floor_shift,
+        "floor_kld": np.max([_kl(lr, c) for c in candidates], axis=0),
+    }
+    if own is not None:
+        lo = np.asarray(own, dtype=np.float64)
+        if lo.shape != lr.shape:
+            raise ValueError(f"own log-probabilities {lo.shape}, reference {lr.shape}")
+        own_top = lo.argmax(axis=1)
+        own_gap = np.maximum(lo[rows, own_top] - lo[rows, tok], 0.0)  # 0: its argmax, or an exact tie
+        out["own_top"] = own_top
+        out["own_gap"] = own_gap
+        out["own_shift"] = np.maximum(
+            np.abs(lo[rows, base_top] - ls[rows, base_top]), np.abs(lo[rows, tok] - ls[rows, tok])
+        )
+        out["own_kld"] = _kl(ls, lo)
+        verdict = np.where(own_gap > 0, "not-own-argmax", verdict)
+    out["verdict"] = verdict
+    return out
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A lossless variant's judged positions, summed up (its ``equivalence_positions`` rows)."""
+
+    prompts: int  # prompts replayed and judged
+    outputs: int  # distinct outputs judged (the replays' and the timed ones that differ from them)
+    positions: int
+    near_ties: int
+    unexplained: int
+    not_own_argmax: int
+    not_argmax: int  # positions whose token is not the baseline's argmax (near-ties included)
+    own_kld: float | None  # mean KL(baseline through the shape ‖ the variant's own pass)
+    floor_kld: float  # mean KL(one pass ‖ through the shape) over the same positions
+    widest_gap: float | None  # the largest gap of an unexplained position
+    unchecked: tuple[str, ...] = ()  # why some prompts were not replayed (a line each)
+
+    @property
+    def own_within(self) -> bool | None:
+        if self.own_kld is None:
+            return None
+        return self.own_kld <= max(OWN_KLD_FACTOR * self.floor_kld, _ZERO_KLD)
+
+
+def _judged(rows: Sequence[Mapping[str, Any]], unchecked: tuple[str, ...]) -> Judged:
+    verdicts = [r["verdict"] for r in rows]
+    own = [float(r["own_kld"]) for r in rows if r.get("own_kld") is not None]
+    floor = [float(r["floor_kld"]) for r in rows if r.get("own_kld") is not None]
+    gaps = [float(r["gap"]) for r in rows if r["verdict"] == "unexplained"]
+    return Judged(
+        prompts=len({(r["workload"], r["prompt_id"]) for r in rows}),
+        outputs=len({(r["workload"], r["prompt_id"], r["output"]) for r in rows}),
+        positions=len(rows),
+        near_ties=verdicts.count("near-tie"),
+        unexplained=verdicts.count("unexplained"),
+        not_own_argmax=verdicts.count("not-own-argmax"),
+        not_argmax=sum(1 for r in rows if r["token_id"] != r["base_top_id"]),
+        own_kld=float(np.mean(own)) if own else None,
+        floor_kld=float(np.mean(floor)) if floor else 0.0,
+        widest_gap=max(gaps) if gaps else None,
+        unchecked=unchecked,
+    )
+
+
+def _replayed(
+    store: Store,
+    run_id: int,
+    variants: Sequence[Mapping[str, Any]],
+    trials: Sequence[TrialRecord],
+    dtypes: Mapping[str, str | None],
+    baseline: str,
+) -> RunEquivalence:
+    """The checks of a run whose lossless variants were replayed and judged position by position.
+    The floor shown is, per variant, its positions' one-pass-vs-its-passes figures (what arithmetic
+    alone moved there); each position was judged against its own."""
+    by_variant: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in store.equivalence_positions(run_id):
+        by_variant[row["variant"]].append(row)
+    baseline_outputs: dict[tuple[str, str], list[int]] = {}
+    for t in trials:
+        if t.variant == baseline and t.status == "ok" and not t.temperature and t.output_token_ids:
+            baseline_outputs.setdefault((t.workload, t.prompt_id), json.loads(t.output_token_ids))
+    shapes = []
+    checks: dict[str, Equivalence] = {}
+    for variant in variants:
+        name = variant["variant"]
+        rows = by_variant.get(name, [])
+        notes = tuple(json.loads(variant["unchecked"])) if variant.get("unchecked") else ()
+        judged = _judged(rows, notes if rows else notes or ("not replayed",))
+        if rows:
+            shapes.append(
+                FloorShape(
+                    shape=f"{name}'s passes",
+                    positions=len(rows),
+                    kld_mean=float(np.mean([r["floor_kld"] for r in rows])),
+                    kld_p99=float(np.quantile([r["floor_kld"] for r in rows], 0.99)),
+                    kld_max=float(max(r["floor_kld"] for r in rows)),
+                    top_shift_max=float(max(r["floor_shift"] for r in rows)),
+                )
+            )
+        # the outputs, distinct per prompt, against the baseline's (a repetition is not an output)
+        seen: dict[tuple[str, str], set[str]] = defaultdict(set)
+        found = []
+        for t in trials:
+            if t.variant != name or t.status != "ok" or t.temperature or not t.output_token_ids:
+                continue
+            key = (t.workload, t.prompt_id)
+            if t.output_token_ids in seen[key] or key not in baseline_outputs:
+                continue
+            seen[key].add(t.output_token_ids)
+            reference = [{"token_id": tok} for tok in baseline_outputs[key]]
+            first = _first_difference(reference, json.loads(t.output_token_ids))
+            if first is not None:
+                found.append(Divergence(t.workload, t.prompt_id, t.repetition, *first, None, None))
+        checks[name] = Equivalence(
+            variant=name,
+            shape=variant.get("shape"),
+            dtype=dtypes.get(name),
+            kld=judged.own_kld,
+            floor=None,
+            outputs=sum(len(v) for v in seen.values()),
+            divergences=tuple(found),
+            judged=judged,
+        )
+    floor = Floor(tuple(shapes), dtypes.get(baseline), per_position=True) if shapes else None
+    if floor is not None:
+        checks = {k: dataclasses.replace(c, floor=floor) for k, c in checks.items()}
+    return RunEquivalence(floor, checks)
+
+
+def _first_difference(
+    reference: Sequence[Mapping[str, Any]], output: Sequence[int]
+) -> tuple[int, int | None, int | None] | None:
+    tokens = [int(r["token_id"]) for r in reference]
+    first = next((i for i, (a, b) in enumerate(zip(output, tokens, strict=False)) if a != b), None)
+    if first is None:
+        if len(output) == len(tokens):
+            return None
+        first = min(len(output), len(tokens))
+    return (
+        first,
+        tokens[first] if first < len(tokens) else None,
+        int(output[first]) if first < len(output) else None,
+    )

@@ -123,8 +123,12 @@ def _costs_dict(costs: dict[str, Any]) -> dict[str, Any]:
 def _equivalence_dict(check: Equivalence | None) -> dict[str, Any] | None:
     if check is None:
         return None
+    judged = check.judged
     return {
         "status": check.status,
+        "checked": "replay" if judged is not None else "teacher-forced (old)",
+        "positions": judged.positions if judged is not None else None,
+        "near_ties": judged.near_ties if judged is not None else None,
         "kld": check.kld,
         "floor_kld": check.floor.kld if check.floor is not None else None,
         "divergences": len(check.divergences),

@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: ``run``/``demo``/``noise``: 0 every trial succeeded; 2 bad input (nothing ran); 3 some or all trials
-#: failed (each recorded with its reason); 4 the run failed as a whole (a result could not be stored:
-#: the run is recorded ``failed`` with the reason, what was stored is intact); 130 cancelled (Ctrl-C,
-#: SIGTERM, SIGHUP: finished trials kept)
+#: ``run``/``demo``/``noise``: 0 every planned trial ran to its end and succeeded (the run is ``ok``);
+#: 2 bad input (nothing ran); 3 some or all trials failed or are missing (each recorded with its
+#: reason); 4 the run failed as a whole (a result could not be stored: the run is recorded ``failed``
+#: with the reason, what was stored is intact); 130 cancelled (Ctrl-C, SIGTERM, SIGHUP: finished
+#: trials kept)
 EXIT_OK, EXIT_BAD_INPUT, EXIT_SOME_FAILED, EXIT_RUN_FAILED, EXIT_CANCELLED = 0, 2, 3, 4, 130
 
 
@@ -30,7 +31,9 @@ def run_exit_code(result: Any) -> int:
         return EXIT_RUN_FAILED
     if result.status == "cancelled":
         return EXIT_CANCELLED
-    return EXIT_OK if result.failed == 0 else EXIT_SOME_FAILED
+    # ``ok`` only when every planned trial ran to its end (RunResult.final_status): a run that lost
+    # one without a failed trial (its worker stopped by a signal from outside) is no success either
+    return EXIT_OK if result.status == "ok" else EXIT_SOME_FAILED
 
 
 class _OneLineErrors:

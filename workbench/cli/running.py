@@ -40,8 +40,9 @@ def run(spec_path: Path, db: Path | None, out: Path | None, as_json: bool) -> No
     """Run a spec: every variant × workload × prompt × repetition, each variant in its own worker process.
 
     Prints the comparison when done; Ctrl-C (or SIGTERM, SIGHUP) cancels at the next token and keeps
-    finished trials; a worker that has not stopped 15 s later is killed. Exit codes: 0 every trial
-    succeeded, 2 bad input (nothing ran), 3 some trials failed (recorded with the reason), 4 the run
+    finished trials; a worker that has not stopped 15 s later is killed. Exit codes: 0 every planned
+    trial ran and succeeded, 2 bad input (nothing ran), 3 some trials failed or are missing (recorded
+    with the reason), 4 the run
     failed as a whole (a result could not be stored; what was stored is kept), 130 cancelled.
     """
     from workbench.spec.parse import load_spec
@@ -275,6 +276,7 @@ def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool, expect
         export_files(store, result.run_id, out, None, None)
     click.echo(
         f"Run {result.run_id} {result.status}: {result.ok} ok, {result.failed} failed"
+        + (f", {result.cancelled} cancelled" if result.cancelled else "")
         + (f", {result.skipped} sweep points beyond the context skipped" if result.skipped else "")
         + f" — `workbench show {result.run_id}`",
         err=True,

@@ -56,6 +56,7 @@ __all__ = [
     "Session",
     "Strategy",
     "TokenScores",
+    "Trace",
 ]
 
 #: A strategy's parameters dataclass (:attr:`Strategy.Config`): ``Strategy[MyConfig]`` types
@@ -222,8 +223,72 @@ class ScoreShape:
         return f"cached prefix, {passes}" if self.cached_prefix else passes
 
 
+class Trace:
+    """What a session reports, when asked, about its *target* model's forward passes: the quality
+    pass's equivalence check replays each prompt through the variant's own code path, untimed, and
+    judges every emitted token (docs/metrics.md, "Equivalence"). ``probe.trace`` is this object during
+    such a replay and ``None`` in timed trials: a session reads it once per ``generate`` and, when it
+    is not ``None``, reports
+
+    - :meth:`forward` for every forward pass of the target model over the sequence (the prompt's
+      prefill, each decode step, each verify pass with its drafts, rejected ones included), and
+    - :meth:`emitted` for the tokens it emits, with the logits rows of the target's pass each was
+      chosen from.
+
+    A session that never reports is "unchecked": its equivalence is not claimed. Nothing here
+    imports torch; the logits may be a torch tensor or an array."""
+
+    __slots__ = ("passes", "produced_by", "rows", "tokens")
+
+    def __init__(self) -> None:
+        #: each pass: ``start`` (the position of its first input token), ``ids`` (its input tokens),
+        #: ``cached`` (positions whose keys/values it read from a cache it did not compute itself
+        #: this request: a reused prefix) and ``keep`` (the logits rows it computed, from the end;
+        #: 0 = all)
+        self.passes: list[dict[str, Any]] = []
+        self.tokens: list[int] = []  # the emitted tokens, in order
+        self.produced_by: list[int] = []  # per emitted token: the index of the pass it came from
+        self.rows: list[Any] = []  # per emitted token: float32 log-probabilities over the vocabulary
+
+    def forward(self, start: int, input_ids: Sequence[int], *, cached: int = 0, keep: int = 0) -> None:
+        """A forward pass of the target over ``input_ids`` at positions ``start ..``, after a KV cache
+        holding positions ``0 .. start - 1`` (of which the first ``cached`` were reused from an
+        earlier request's cache); it computed the last ``keep`` logits rows (0: all)."""
+        self.passes.append(
+            {
+                "start": int(start),
+                "ids": [int(t) for t in input_ids],
+                "cached": int(cached),
+                "keep": int(keep),
+            }
+        )
+
+    def emitted(self, logits: Any, token_ids: Sequence[int]) -> None:
+        """``token_ids`` were emitted, token ``i`` chosen from row ``i`` of ``logits`` (``[n, vocab]``,
+        raw scores of the last :meth:`forward` pass, before any temperature)."""
+        import numpy as np
+
+        if hasattr(logits, "detach"):  # a torch tensor
+            logits = logits.detach().float().cpu().numpy()
+        rows = np.asarray(logits, dtype=np.float64).reshape(-1, np.shape(logits)[-1])
+        if len(rows) < len(token_ids):
+            raise ValueError(f"{len(token_ids)} tokens emitted from {len(rows)} logits rows")
+        if not self.passes:
+            raise ValueError("Trace.emitted() before any Trace.forward()")
+        for row, token in zip(rows, token_ids, strict=False):
+            shifted = row - row.max()
+            self.rows.append((shifted - np.log(np.exp(shifted).sum())).astype(np.float32))
+            self.tokens.append(int(token))
+            self.produced_by.append(len(self.passes) - 1)
+
+
 class Probe(Protocol):
     """Handed to :meth:`Session.generate`; the only way a strategy reports progress."""
+
+    #: ``None`` in timed trials; a :class:`Trace` during the quality pass's untimed replay, which a
+    #: session that can reports its target's forward passes to (read it with ``getattr(probe,
+    #: "trace", None)`` once per request: a probe from before the trace has no such attribute)
+    trace: Trace | None
 
     def step(
         self,
@@ -334,6 +399,20 @@ class Session(ABC):
         scored tokens ``chunk`` per pass through the KV cache. Untimed; optional (the quality pass's
         equivalence check says "not checked" without it)."""
         raise NotImplementedError(f"{type(self).__name__} cannot score through its generation's shape")
+
+    def score_passes(
+        self,
+        token_ids: Sequence[int],
+        start: int,
+        passes: Sequence[dict[str, Any]],
+        produced_by: Sequence[int],
+    ) -> TokenScores:
+        """:meth:`score` through the forward passes another session's traced replay recorded
+        (:class:`Trace`: ``passes``, and per scored token the pass it came from), untimed: the same
+        positions computed in the same shapes, for the equivalence check (docs/metrics.md,
+        "Equivalence"). Optional: the baseline's session needs it for a lossless variant to be
+        checked."""
+        raise NotImplementedError(f"{type(self).__name__} cannot score through recorded passes")
 
     def server_snapshot(self) -> Any:
         """Server-side counters before a group of trials (e.g. a Prometheus scrape), untimed; ``None``

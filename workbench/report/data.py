@@ -105,7 +105,9 @@ def _equivalence(analysis: RunAnalysis) -> dict[str, Any] | None:
         else {
             "dtype": floor.dtype,
             "kld": floor.kld,
-            "margin": floor.margin,
+            # the old check's run-wide near-tie margin; a replayed run judges each position by its own
+            "margin": None if floor.per_position else floor.margin,
+            "per_position": floor.per_position,
             "shapes": [vars(s) for s in floor.shapes],
             "text": floor_line(floor),
         },

@@ -472,7 +472,7 @@ def quality_section(analysis: RunAnalysis) -> Section:
     checked = analysis.equivalence
     if checked is not None:
         from workbench.analysis.quality import quality_by_variant
-        from workbench.report.equivalence import EQUIVALENCE_NOTE, equivalence_lines
+        from workbench.report.equivalence import equivalence_lines, equivalence_note
 
         scored = {
             name: f
@@ -480,7 +480,7 @@ def quality_section(analysis: RunAnalysis) -> Section:
             if quality.variants.get(name, {}).get("status") == "scored"
         }
         section.add(Bullets(equivalence_lines(checked, scored), strong=True))
-        section.add(Text(EQUIVALENCE_NOTE, detail=True, note=True))
+        section.add(Text(equivalence_note(checked), detail=True, note=True))
         lossless = [name for name in lossless if name not in checked.variants]
     if lossless:
         section.add(

@@ -14,6 +14,10 @@ A trial is **disturbed** (:func:`judge`) when
   cores the model needed; on a quiet machine the share is about 1 %;
 - or a compiled variant (``compile``) compiled a graph while it ran (``recompiles``: torch.compile
   recompiling for a shape or a guard its warm-up did not see): the trial timed the compiler;
+- or torch.compile fell back to eager in its worker (``eager_fallbacks``: dynamo's recompile limit
+  hit, during it or before it in that process): the trial did not time the compiled graphs alone;
+- or a CUDA graph was recorded while it ran (``cudagraph_records``: ``reduce-overhead``'s graphs
+  re-recorded, e.g. for an input at a new address): the trial timed the recording;
 - or, on CUDA, NVML says the clocks were held down (power cap, thermal or hardware slowdown, power
   brake, or a violation counter grew) while it ran;
 - or, where NVML cannot say why (``gpu_throttle`` NULL), the SM clock after the unit fell below
@@ -139,6 +143,16 @@ def judge(trial: TrialRecord, best_clock_mhz: float | None = None) -> str | None
     variant ran at so far in the run."""
     if trial.recompiles:
         return f"torch.compile compiled {trial.recompiles} graph(s) while it ran: its time includes compiling"
+    if trial.eager_fallbacks:
+        return (
+            f"torch.compile fell back to eager for {trial.eager_fallbacks} frame(s) in its worker (its "
+            "recompile limit hit): it did not run the compiled graphs alone"
+        )
+    if trial.cudagraph_records:
+        return (
+            f"{trial.cudagraph_records} CUDA graph(s) recorded while it ran (a re-record): its time "
+            "includes recording"
+        )
     cpu, wait = trial.cpu_ms, trial.cpu_wait_ms
     if cpu is not None and wait is not None and wait > max(WAIT_SHARE_LIMIT * cpu, WAIT_MIN_MS):
         return f"waited {wait:.0f} ms for a CPU while it ran {cpu:.0f} ms on one"

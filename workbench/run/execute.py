@@ -21,6 +21,7 @@ Used by the CLI and the GUI alike; it never imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -122,7 +123,7 @@ class RunExecutor:
                 self._account_missing()
             recorder.finish(
                 {s.plan.variant.name: s.final_status(cancelled, result.error) for s in self._state},
-                result.final_status(cancelled),
+                result.final_status(cancelled, lost=not all(s.complete for s in self._state)),
                 self.spec.baseline_variant,
             )
         return result
@@ -457,6 +458,12 @@ class RunExecutor:
     def _on_event(self, state: VariantState, event: ev.Event, position: int) -> None:
         if isinstance(event, ev.TrialDone):
             record = state.received_trial(event, position)
+            if event.status == "cancelled" and not self.cancelled:  # the run sends its cancel after
+                # it is set: this one came from outside (the worker's variant is failed for it)
+                record = dataclasses.replace(
+                    record,
+                    error="stopped by a signal this run did not send (SIGINT or SIGTERM from outside)",
+                )
             plan = state.plan.trials[event.index]
             state.trial_ids[event.index] = self._recorder.trial(
                 state.plan.variant, plan, event.status, record, event.steps

@@ -12,16 +12,16 @@ baseline's worker scores them (:meth:`Session.score`: full distributions, writte
 position), written through the run's recorder (:meth:`RunRecorder.quality`).
 
 Which variants are scored: every variant but the baseline whose strategy can score, except those
-lossless by construction (:attr:`Strategy.lossless`) on the baseline's model and dtype: those are
-*checked* instead (docs/metrics.md, "Equivalence"). The baseline re-scores its own tokens through each
-of their shapes of forward passes (:meth:`Strategy.score_shape`: verify chunks of k + 1, a suffix after
-a cached prefix) and through its own decoding's (one token per pass): the A/A numerical floor,
-``quality_floor``. Each lossless variant scores the same tokens through its own shape
-(``quality_positions``, its ``quality_variants`` row stays ``lossless`` with the shape);
-:mod:`workbench.analysis.equivalence` judges its KLD and its divergences by the floor. Always, when the
-pass runs: teacher forcing costs about one generation per prompt and shape, and in float32 it is what
-shows that an exact match was not luck; the pass runs for lossless variants alone when their
-arithmetic can differ from float32 on the CPU (:func:`quality_wanted`). A variant whose tokenizer encodes the
+lossless by construction (:attr:`Strategy.lossless`) on the baseline's model and dtype, and the
+baseline's own configuration (compiled or not): those are *checked* instead (docs/metrics.md,
+"Equivalence"). Each is replayed through its own code path (its worker's ``replay``: greedy, untimed,
+a :class:`~workbench.strategy.Trace` on the probe recording its target's passes and the log-probabilities
+each token was chosen from); the baseline scores prompt + the variant's tokens in one pass and through
+those passes (``score`` items with ``passes``); :func:`judge_positions` judges every position, stored in
+``equivalence_positions`` (its ``quality_variants`` row stays ``lossless``, ``checked = 'replay'``).
+Always, when the pass runs: about two generations' worth of passes per prompt and lossless variant, and
+in float32 it is what shows that an exact match was not luck; the pass runs for lossless variants alone
+when their arithmetic can differ from float32 on the CPU (:func:`quality_wanted`). A variant whose tokenizer encodes the
 prompts differently cannot be compared position by position: "not scored", with that reason. Nothing
 in this pass fails the run: a variant that cannot be scored is recorded with the reason.
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.analysis.equivalence import floor_figures
+from workbench.analysis.equivalence import judge_positions
 from workbench.analysis.quality import position_figures, reference_rows
 from workbench.core import registry
 from workbench.core.errors import StoreError, describe_exception
@@ -76,11 +76,14 @@ def scoring_plan(spec: Spec) -> dict[str, str | None]:
         if baseline is None or variant.name == baseline.name:
             continue
         if _lossless_twin(variant, baseline):
-            same = (
-                "the baseline's configuration"
-                if variant.strategy == baseline.strategy
-                else "lossless by construction"
-            )
+            if variant.strategy != baseline.strategy:
+                same = "lossless by construction"
+            elif variant.compile != baseline.compile:
+                same = (
+                    "the baseline's configuration, compiled" if variant.compile else "the baseline's, eager"
+                )
+            else:
+                same = "the baseline's configuration"
             plan[variant.name] = f"{same}: checked for numerical equivalence, not scored as lossy"
         else:
             plan[variant.name] = None
@@ -113,8 +116,8 @@ def _arithmetic_may_differ(spec: Spec, name: str) -> bool:
 
 def quality_wanted(spec: Spec) -> bool:
     """``quality = true`` (with a baseline and another variant), or unset and some variant is lossy,
-    or a lossless lever with passes of another shape, on arithmetic that can differ from float32 on
-    the CPU (its equivalence is checked)."""
+    or a lossless lever with passes of another shape (or compiled kernels), on arithmetic that can
+    differ from float32 on the CPU (its equivalence is checked)."""
     if len(spec.variants) < 2 or spec.quality is False:
         return False
     plan = scoring_plan(spec)
@@ -124,8 +127,9 @@ def quality_wanted(spec: Spec) -> bool:
         return True
     # a lossless lever whose passes have another shape than plain decoding's (a copy of the baseline
     # computes the same passes), on arithmetic that rounds them differently
+    compiled = {v.name for v in spec.variants if v.compile is not None}
     return any(
-        shape != ScoreShape() and _arithmetic_may_differ(spec, name)
+        (shape != ScoreShape() or name in compiled) and _arithmetic_may_differ(spec, name)
         for name, shape in equivalence_shapes(spec).items()
     )
 
@@ -177,9 +181,11 @@ class QualityPass:
         self.report = report
         self.cancelled = cancelled
         self.notes: list[str] = []
-        #: the A/A floor's shapes measured so far (ScoreShape.label), each once per stream: the
-        #: (workload, prompt) streams each has covered
-        self._floors: dict[str, set[tuple[str, str]]] = {}
+        #: the baseline's log-probabilities of the equivalence check, per stream (one pass) and per
+        #: stream × recorded passes: each scored once, whichever variant ran it
+        self._scored: dict[str, Any] = {}
+        #: the baseline's reference streams (their prompts' encodings), once the reference is scored
+        self._baseline_streams: list[_Stream] = []
         #: the quality_text, read once by the reference (the baseline and every variant encode it)
         self._corpus: str | None = None
 
@@ -191,7 +197,6 @@ class QualityPass:
             self.report("quality: not scored: the baseline failed")
             return self.notes
         plan = scoring_plan(self.spec)
-        shapes = equivalence_shapes(self.spec)
         scratch = Path(tempfile.mkdtemp(prefix="workbench-quality-"))
         try:
             try:
@@ -203,6 +208,7 @@ class QualityPass:
                 streams = None
             if streams is None:
                 return self.notes
+            self._baseline_streams = [s for s in streams if s.source == "output"]
             for name, reason in plan.items():
                 if self.cancelled():
                     break
@@ -210,13 +216,11 @@ class QualityPass:
                     self._record(name, "not scored", "its timed trials failed")
                 elif reason is not None:
                     try:
-                        self._check_variant(
-                            name, reason, shapes.get(name), self._runs(name, streams), scratch
-                        )
+                        self._check_variant(name, reason, scratch)
                     except StoreError:
                         raise
-                    except Exception as exc:  # the check fails alone; the variant stays lossless
-                        self._record(name, "lossless", f"{reason}; not checked: {describe_exception(exc)}")
+                    except Exception as exc:  # the check fails alone; the variant stays lossless, unchecked
+                        self._record_check(name, reason, None, [describe_exception(exc)], [])
                 else:
                     try:
                         self._score_variant(name, self._runs(name, streams), scratch)
@@ -437,116 +441,180 @@ class QualityPass:
 
     # -- a lossless variant: its equivalence ------------------------------------------------------
 
-    def _check_variant(
-        self, name: str, reason: str, shape: ScoreShape | None, streams: list[_Stream], scratch: Path
-    ) -> None:
-        """Score the baseline's outputs through ``name``'s shape: the floor of that shape (and of plain
-        decoding) by the baseline, then ``name`` itself."""
-        outputs = [s for s in streams if s.source == "output"]
-        if shape is None or not outputs:
-            why = "its strategy has no shape to check" if shape is None else "no output to re-score"
-            self._record(name, "lossless", f"{reason}; not checked: {why}")
+    def _check_variant(self, name: str, reason: str, scratch: Path) -> None:
+        """Replay ``name``'s prompts through its own code path (its worker's ``replay``: greedy,
+        untimed, traced), then judge every emitted token: the baseline's worker scores prompt + the
+        variant's tokens in one pass and through the passes the variant ran, and
+        :func:`judge_positions` compares the three (docs/metrics.md, "Equivalence")."""
+        plan = self.plans[name]
+        unchecked: list[str] = []
+        replays, timed, sampled = self._replay_targets(plan)
+        fixed = equivalence_shapes(self.spec).get(name)  # the shape its strategy declares
+        chunk = fixed.chunk if fixed is not None else 1
+        if sampled:
+            unchecked.append(f"{sampled} prompt(s) sampled at temperature > 0: sampling is not checked")
+        if not replays:
+            unchecked.append("no greedy output to replay")
+            self._record_check(name, reason, None, unchecked, [])
             return
-        prefixes = self._prefixes(name, outputs) if shape.cached_prefix else [0] * len(outputs)
-        baseline = self.spec.baseline_variant
-        for floor_shape, floor_prefixes in ((ScoreShape(), [0] * len(outputs)), (shape, prefixes)):
-            covered = self._floors.setdefault(floor_shape.label, set())
-            missing = [
-                (s, p)
-                for s, p in zip(outputs, floor_prefixes, strict=True)
-                if (s.workload, s.prompt_id) not in covered
-            ]
-            if missing:  # each stream once per shape, whichever variants run its workload
-                covered.update((s.workload, s.prompt_id) for s, _ in missing)
-                self._floor(baseline, floor_shape, [p for _, p in missing], [s for s, _ in missing], scratch)
-        worker = self.worker_for(self.plans[name])
+        worker = self.worker_for(plan)
         if worker is None:
-            self._record(name, "lossless", f"{reason}; not checked: its worker could not be started again")
+            self._record_check(name, reason, None, [*unchecked, "its worker could not be started again"], [])
             return
-        self.report(f"quality: {name} re-scores the baseline's outputs ({shape.label})")
-        results = self._score(worker, outputs, scratch, name, shape.chunk, prefixes)
+        self.report(f"quality: {name} replays {len(replays)} prompt(s) through its own passes (traced)")
+        folder = self._folder(scratch)
+        items = [{"trial": i, "out": str(folder / f"{n}.npz")} for n, (_, i) in enumerate(replays)]
+        results = self._ask(worker, {"replay": items})
         if isinstance(results, str):
-            self._record(name, "lossless", f"{reason}; not checked: {results}")
+            self._record_check(name, reason, None, [*unchecked, f"its replay failed: {results}"], [])
+            return
+        if results and all(r.unsupported for r in results):
+            why = results[0].error or "its session does not trace"
+            self._record_check(name, reason, None, [*unchecked, why], [])
             return
         import numpy as np
 
         rows: list[dict[str, Any]] = []
-        for stream, result in zip(outputs, results, strict=True):
+        passes_run: list[int] = []
+        prompts = {(s.workload, s.prompt_id): s.prompt for s in self._baseline_streams}
+        for ((workload, prompt_id), _), result in zip(replays, results, strict=True):
+            label = f"{workload}/{prompt_id}"
             if result.path is None:
-                self._record(name, "lossless", f"{reason}; not checked: {result.error or 'no scores'}")
-                return
-            assert stream.base_path is not None
-            scored = stream.tokens[stream.start :]
-            with np.load(stream.base_path) as base, np.load(result.path) as mine:
-                figures = position_figures(base, mine, scored)
+                unchecked.append(f"{label} not replayed: {result.error or 'no answer'}")
+                continue
+            with np.load(result.path) as data:
+                replay = {k: data[k] for k in data.files}
             Path(result.path).unlink(missing_ok=True)
-            rows += _position_rows(name, stream, scored, figures)
-        self.recorder.quality(
+            prompt = [int(t) for t in replay["prompt"]]
+            tokens = [int(t) for t in replay["tokens"]]
+            known = prompts.get((workload, prompt_id))
+            if known is not None and known != prompt:
+                unchecked.append(f"{label}: its prompt encodes differently from the baseline's")
+                continue
+            passes = _passes(replay)
+            passes_run.append(len(passes))
+            judged = self._judge(prompt, tokens, passes, replay["produced_by"].tolist(), scratch)
+            if isinstance(judged, str):
+                unchecked.append(f"{label}: {judged}")
+                continue
+            ref, shaped = judged
+            figures = judge_positions(tokens, ref, shaped, replay["logprobs"])
+            rows += _judged_rows(
+                name, workload, prompt_id, "replay", 0, prompt, tokens, figures, passes, replay
+            )
+            # the timed outputs of this prompt that differ from the replay's: judged too, on their
+            # tokens (their passes were not recorded: each position's floor is the larger of plain
+            # decoding's and the strategy's own shape's, :meth:`Strategy.score_shape`)
+            for n, other in enumerate(o for o in timed.get((workload, prompt_id), []) if o != tokens):
+                shaped = []
+                for width in sorted({1, chunk}):
+                    passes, produced_by = _chunked(prompt, other, width)
+                    judged = self._judge(prompt, other, passes, produced_by, scratch)
+                    if isinstance(judged, str):
+                        break
+                    shaped.append(judged[1])
+                if isinstance(judged, str):
+                    unchecked.append(f"{label}, a timed output: {judged}")
+                    continue
+                figures = judge_positions(other, judged[0], shaped)
+                rows += _judged_rows(
+                    name, workload, prompt_id, "trial", n + 1, prompt, other, figures, None, None
+                )
+        shape = (
+            f"replayed: {len(passes_run)} prompt(s), {sum(passes_run)} forward passes" if passes_run else None
+        )
+        self._record_check(name, reason, shape, unchecked, rows)
+
+    def _replay_targets(
+        self, plan: VariantPlan
+    ) -> tuple[list[tuple[tuple[str, str], int]], dict[tuple[str, str], list[list[int]]], int]:
+        """The prompts to replay (each with the plan index of its first measured ok greedy trial), the
+        distinct greedy outputs each prompt's measured trials gave, and how many prompts only sampled."""
+        index = {
+            (t.workload, t.prompt.id, t.repetition): i for i, t in enumerate(plan.trials) if not t.warmup
+        }
+        first: dict[tuple[str, str], tuple[int, int]] = {}
+        outputs: dict[tuple[str, str], list[list[int]]] = {}
+        sampled: set[tuple[str, str]] = set()
+        for trial in self.store.trials(self.run_id, status="ok"):
+            if trial.variant != plan.variant.name or trial.warmup:
+                continue
+            key = (trial.workload, trial.prompt_id)
+            if trial.temperature:
+                sampled.add(key)
+                continue
+            i = index.get((trial.workload, trial.prompt_id, trial.repetition))
+            if i is None or not trial.output_token_ids:
+                continue
+            tokens = json.loads(trial.output_token_ids)
+            if tokens and tokens not in outputs.setdefault(key, []):
+                outputs[key].append(tokens)
+            if key not in first or trial.repetition < first[key][0]:
+                first[key] = (trial.repetition, i)
+        # in the order the trials ran (a prefix cache's reuse follows the order of its prompts)
+        targets = sorted(((key, i) for key, (_, i) in first.items()), key=lambda kv: kv[1])
+        return targets, outputs, len(sampled - set(first))
+
+    def _judge(
+        self,
+        prompt: list[int],
+        tokens: list[int],
+        passes: list[dict[str, Any]],
+        produced_by: list[int],
+        scratch: Path,
+    ) -> tuple[Any, Any] | str:
+        """The baseline's log-probabilities for ``tokens`` after ``prompt``: in one pass, and through
+        ``passes``. Each distinct stream and each distinct shape of it is scored once, whichever
+        variant ran it (identical shapes grouped)."""
+        import numpy as np
+
+        stream = prompt + tokens
+        key = json.dumps([stream, passes, produced_by])
+        one_key = json.dumps(stream)
+        missing = []
+        if one_key not in self._scored:
+            missing.append((one_key, {"tokens": stream, "start": len(prompt)}))
+        if key not in self._scored:
+            missing.append(
+                (key, {"tokens": stream, "start": len(prompt), "passes": passes, "produced_by": produced_by})
+            )
+        if missing:
+            worker = self.worker_for(self.plans[self.spec.baseline_variant])
+            if worker is None:
+                return "the baseline's worker could not be started again"
+            folder = self._folder(scratch)
+            items = [dict(item, out=str(folder / f"{n}.npz")) for n, (_, item) in enumerate(missing)]
+            results = self._ask(worker, {"score": items})
+            if isinstance(results, str):
+                return f"the baseline did not score it: {results}"
+            for (k, _), result in zip(missing, results, strict=True):
+                if result.path is None:
+                    return f"the baseline did not score it: {result.error or 'no answer'}"
+                with np.load(result.path) as data:
+                    if "logprobs" not in data.files:
+                        return "the baseline returns no whole distributions"
+                    self._scored[k] = data["logprobs"]
+                Path(result.path).unlink(missing_ok=True)
+        return self._scored[one_key], self._scored[key]
+
+    def _record_check(
+        self, name: str, reason: str, shape: str | None, unchecked: list[str], rows: list[dict[str, Any]]
+    ) -> None:
+        self.recorder.equivalence(
             {
                 "variant": name,
                 "status": "lossless",
                 "reason": reason,
                 "method": "full",
                 "positions": len(rows),
-                "score_ms": sum(r.score_ms or 0 for r in results),
-                "shape": shape.label,
+                "shape": shape,
+                "checked": "replay",
+                "unchecked": json.dumps(unchecked) if unchecked else None,
             },
-            positions=rows,
+            rows,
         )
-
-    def _floor(
-        self, baseline: str, shape: ScoreShape, prefixes: list[int], outputs: list[_Stream], scratch: Path
-    ) -> None:
-        """The A/A floor of ``shape``: the baseline's outputs re-scored by the baseline through it,
-        against its one-pass reference, into ``quality_floor``."""
-        worker = self.worker_for(self.plans[baseline])
-        if worker is None:
-            self._note(f"quality: no floor for {shape.label}: the baseline's worker could not be started")
-            return
-        self.report(f"quality: {baseline} re-scores its outputs ({shape.label}): the numerical floor")
-        results = self._score(worker, outputs, scratch, baseline, shape.chunk, prefixes)
-        if isinstance(results, str):
-            self._note(f"quality: no floor for {shape.label}: {results}")
-            return
-        import numpy as np
-
-        rows = []
-        for stream, result in zip(outputs, results, strict=True):
-            if result.path is None:
-                self._note(f"quality: no floor for {shape.label}: {result.error or 'no scores'}")
-                return
-            assert stream.base_path is not None
-            with np.load(stream.base_path) as base, np.load(result.path) as mine:
-                figures = floor_figures(base, mine)
-            Path(result.path).unlink(missing_ok=True)
-            rows += [
-                {
-                    "shape": shape.label,
-                    "workload": stream.workload,
-                    "prompt_id": stream.prompt_id,
-                    "position": stream.start + offset,
-                    "kld": float(kld),
-                    "top_shift": float(shift),
-                }
-                for offset, (kld, shift) in enumerate(zip(figures["kld"], figures["top_shift"], strict=True))
-            ]
-        self.recorder.quality_floor(rows)
-
-    def _prefixes(self, name: str, outputs: list[_Stream]) -> list[int]:
-        """Per stream, the cached prefix ``name``'s first measured trial of that prompt reused
-        (``trials.cached_tokens``), in the stream's tokens (a prompt cut to fit loses its head)."""
-        cached: dict[tuple[str, str], tuple[int, int]] = {}
-        for trial in self.store.trials(self.run_id, status="ok"):
-            if trial.variant != name or trial.warmup:
-                continue
-            key = (trial.workload, trial.prompt_id)
-            if key not in cached or trial.repetition < cached[key][0]:
-                cached[key] = (trial.repetition, int(trial.cached_tokens or 0))
-        out = []
-        for stream in outputs:
-            reused = cached.get((stream.workload, stream.prompt_id), (0, 0))[1]
-            out.append(max(reused - (len(stream.prompt) - stream.start), 0))
-        return out
+        for line in unchecked:
+            self._note(f"quality: {name} not checked: {line}")
 
     # -- worker commands --------------------------------------------------------------------------
 
@@ -571,8 +639,7 @@ class QualityPass:
     ) -> list[ev.Scored] | str:
         """Each stream scored by ``worker``: in one pass, or (``chunk``) through a generation's
         passes, after each stream's cached prefix of ``prefixes``."""
-        folder = scratch / f"v{len(list(scratch.iterdir()))}"
-        folder.mkdir()
+        folder = self._folder(scratch)
         items: list[dict[str, Any]] = [
             {"tokens": s.tokens, "start": s.start, "out": str(folder / f"{n}.npz")}
             for n, s in enumerate(streams)
@@ -593,6 +660,27 @@ class QualityPass:
             return "cancelled"
         return [answers.get(n, ev.Scored(item=n, error="no answer")) for n in range(len(items))]
 
+    def _folder(self, scratch: Path) -> Path:
+        folder = scratch / f"v{len(list(scratch.iterdir()))}"
+        folder.mkdir()
+        return folder
+
+    def _ask(self, worker: WorkerProcess, command: dict[str, Any]) -> list[ev.Scored] | str:
+        """A ``replay`` or ``score`` command's answers, one per item, in order (or why none came)."""
+        (items,) = command.values()
+        answers: dict[int, ev.Scored] = {}
+
+        def on_event(event: ev.Event) -> None:
+            if isinstance(event, ev.Scored):
+                answers[event.item] = event
+
+        outcome = worker.ask(command, on_event)
+        if outcome == "died":
+            return worker.death()
+        if outcome == "cancelled":
+            return "cancelled"
+        return [answers.get(n, ev.Scored(item=n, error="no answer")) for n in range(len(items))]
+
     def _record(self, name: str, status: QualityStatus, reason: str | None) -> None:
         self.recorder.quality({"variant": name, "status": status, "reason": reason})
         if status in ("failed", "not scored"):
@@ -601,6 +689,75 @@ class QualityPass:
     def _note(self, message: str) -> None:
         self.notes.append(message)
         self.report(message)
+
+
+def _chunked(prompt: list[int], tokens: list[int], width: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """The passes of a generation of ``tokens`` after ``prompt`` that reads ``width`` tokens per pass
+    (1: plain decoding; k + 1: verify passes whose drafts were all taken), and the pass of each token."""
+    passes = [{"start": 0, "ids": list(prompt), "cached": 0, "keep": 1}]
+    produced_by = [0]
+    i = 0  # the output token the next pass starts from
+    while len(produced_by) < len(tokens):
+        part = tokens[i : i + width]
+        passes.append({"start": len(prompt) + i, "ids": part, "cached": 0, "keep": 0})
+        produced_by += [len(passes) - 1] * min(len(part), len(tokens) - len(produced_by))
+        i += len(part)
+    return passes, produced_by
+
+
+def _passes(replay: dict[str, Any]) -> list[dict[str, Any]]:
+    """A replay's recorded passes (its ``.npz`` arrays) as :meth:`Session.score_passes` takes them."""
+    out, offset = [], 0
+    for start, n, cached, keep in zip(
+        replay["pass_start"], replay["pass_len"], replay["pass_cached"], replay["pass_keep"], strict=True
+    ):
+        ids = [int(t) for t in replay["pass_ids"][offset : offset + n]]
+        offset += int(n)
+        out.append({"start": int(start), "ids": ids, "cached": int(cached), "keep": int(keep)})
+    return out
+
+
+def _judged_rows(
+    name: str,
+    workload: str,
+    prompt_id: str,
+    source: str,
+    output: int,
+    prompt: list[int],
+    tokens: list[int],
+    figures: dict[str, Any],
+    passes: list[dict[str, Any]] | None,
+    replay: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """``equivalence_positions`` rows of one judged output (:func:`judge_positions`'s arrays)."""
+    own = "own_top" in figures
+    rows = []
+    for i, token in enumerate(tokens):
+        step = passes[int(replay["produced_by"][i])] if passes is not None and replay is not None else None
+        rows.append(
+            {
+                "variant": name,
+                "workload": workload,
+                "prompt_id": prompt_id,
+                "source": source,
+                "output": output,
+                "position": len(prompt) + i,
+                "token_id": int(token),
+                "pass_start": step["start"] if step else None,
+                "pass_tokens": len(step["ids"]) if step else None,
+                "cached": step["cached"] if step else None,
+                "base_top_id": int(figures["base_top"][i]),
+                "gap": float(figures["gap"][i]),
+                "floor_shift": float(figures["floor_shift"][i]),
+                "floor_kld": float(figures["floor_kld"][i]),
+                "own_top_id": int(figures["own_top"][i]) if own else None,
+                "own_gap": float(figures["own_gap"][i]) if own else None,
+                "own_shift": float(figures["own_shift"][i]) if own else None,
+                "own_kld": float(figures["own_kld"][i]) if own else None,
+                "verdict": str(figures["verdict"][i]),
+            }
+        )
+    return rows
 
 
 def _position_rows(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,13 +66,16 @@ class RunResult:
     #: planned, whatever its trials did
     error: str | None = None
 
-    def final_status(self, cancelled: bool) -> RunStatus:
-        """The run's status once it has ended (``cancelled``: a cancel stopped trials it needed)."""
+    def final_status(self, cancelled: bool, lost: bool = False) -> RunStatus:
+        """The run's status once it has ended (``cancelled``: a cancel stopped trials it needed;
+        ``lost``: a planned trial of some variant is not there as run to its end, whatever the
+        reason: a worker stopped by a signal nobody in the run sent, a variant that died). ``ok``
+        only when every planned trial ran to its end and none failed."""
         if self.error is not None:  # the run failed as a whole
             return "failed"
         if cancelled:
             return "cancelled"
-        if self.failed == 0:
+        if self.failed == 0 and not lost:
             return "ok"
         return "partial" if self.ok > 0 else "failed"
 
@@ -88,6 +92,8 @@ class RunRecorder:
         #: the run's environment: the host and, per variant, what its worker saw (written at the end)
         self.environment: dict[str, Any] = {}
         self._host_elsewhere = False  # the environment's host was seen from another interpreter
+        #: per compiled variant: its later (fresh) workers' compile times, ms, in order
+        self._recompiles: dict[str, list[float]] = {}
 
     @property
     def _run(self) -> int:
@@ -140,6 +146,13 @@ class RunRecorder:
         if first is not None:  # a fresh worker: the load time stays the first (cold) one's, and what
             # a fresh worker does not measure again (the memory bandwidth) the first one's
             loaded["load_ms"] = first["load_ms"]
+            # so does the compile time (inductor's caches are warm for a fresh worker): the fresh
+            # workers' own compiles are kept apart, their median in ``recompile_ms``
+            if event.compile_ms is not None:
+                later = self._recompiles.setdefault(variant.name, [])
+                later.append(event.compile_ms)
+                loaded["recompile_ms"] = statistics.median(later)
+            loaded["compile_ms"] = first["compile_ms"]
             loaded.update({k: v for k, v in first.items() if k in loaded and loaded[k] is None})
         environment = event.environment
         # The machine: as a worker in the workbench's own interpreter saw it (one in another Python
@@ -154,6 +167,8 @@ class RunRecorder:
             if "gpu" in environment and "gpu" not in host:
                 host.update({k: v for k, v in environment.items() if k.startswith(("gpu", "cuda"))})
         entry = dict(loaded)
+        if variant.name in self._recompiles:
+            entry["recompile_ms_workers"] = list(self._recompiles[variant.name])
         if "torch_threads" in environment:  # per variant: its `threads` may differ
             entry["torch_threads"] = environment["torch_threads"]
         if variant.python is not None:  # another Python environment: its own libraries
@@ -178,7 +193,8 @@ class RunRecorder:
         elif forked:
             where = " (forked)"
         if event.compile_ms is not None:
-            where += f", compiled ({variant.compile}) in {event.compile_ms / 1000:.1f} s"
+            again = " again" if first is not None else ""
+            where += f", compiled ({variant.compile}){again} in {event.compile_ms / 1000:.1f} s"
         self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s{where}")
 
     def trial(
@@ -293,6 +309,10 @@ class RunRecorder:
     ) -> None:
         """One variant's quality-pass outcome with its per-position rows (:mod:`workbench.run.quality`)."""
         self.store.add_quality(self._run, variant, reference=reference, positions=positions)
+
+    def equivalence(self, variant: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+        """A lossless variant's equivalence check (:mod:`workbench.run.quality`)."""
+        self.store.add_equivalence(self._run, variant, rows)
 
     def quality_floor(self, rows: Sequence[dict[str, Any]]) -> None:
         """The quality pass's A/A numerical floor (:mod:`workbench.run.quality`)."""

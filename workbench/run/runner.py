@@ -25,7 +25,7 @@ from typing import Any
 from workbench.core.device import Device
 from workbench.core.errors import describe_exception
 from workbench.core.literals import TrialOutcome
-from workbench.core.strategy import Cancelled, Output, Prompt, Request, Session
+from workbench.core.strategy import Cancelled, Output, Prompt, Request, Session, Trace
 from workbench.run.clock import Clock, MemoryTracker
 from workbench.run.metrics import StepRecord, trial_metrics
 from workbench.run.plan import TrialPlan
@@ -38,6 +38,7 @@ class _Probe:
     """The runner's probe. Its hot path is one sync, one clock read and one list append."""
 
     __slots__ = ("_cancelled", "_clock", "_t0", "counted", "marks", "records", "t_end", "tokens")
+    trace: Trace | None = None  # timed trials are never traced (Probe.trace: the quality pass's replay)
 
     def __init__(self, clock: Clock, t0_ns: int, cancelled: Callable[[], bool]) -> None:
         self._clock = clock

@@ -145,7 +145,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         # inside the try: a CUDA initialisation error is the variant's load failure, not a dead worker
         environment = snapshot(device)
         trials = [TrialPlan.from_dict(raw) for raw in job["trials"]]
-        compile_ms = _prepare(session, variant, trials)
+        compile_ms = _prepare(session, variant, trials, sync)
         client = session.timing_scope != "in-process"
         memory = (
             None
@@ -185,6 +185,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
         )
     )
     watch = MachineWatch(device.index or 0 if device.is_cuda else None)
+    compiled = CompileWatch(variant)
     for command in _commands(sys.stdin):
         if command.get("close"):
             break
@@ -201,6 +202,12 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
                 return 130
             events.emit(ev.UnitDone(trials=[]))
             continue
+        if "replay" in command:
+            if not _replay(session, trials, command["replay"], events, cancelled):
+                events.emit(ev.Cancelled())
+                return 130
+            events.emit(ev.UnitDone(trials=[]))
+            continue
         if "score" in command:
             if not _score(session, command["score"], events, cancelled):
                 events.emit(ev.Cancelled())
@@ -209,7 +216,7 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
             continue
         group = [int(i) for i in command["run"]]
         # a group is named by its first trial: unique in the variant however many processes run it
-        status = _run_group(session, runner, variant, trials, group, group[0], events, watch)
+        status = _run_group(session, runner, variant, trials, group, group[0], events, watch, compiled)
         if "cancelled" in status or cancelled():
             events.emit(ev.Cancelled())
             return 130
@@ -219,26 +226,59 @@ def _run(job: dict[str, Any], events: _Events, cancelled: Any) -> int:
     return 0
 
 
-def _prepare(session: Any, variant: Any, trials: list[Any]) -> float | None:
+def _prepare(session: Any, variant: Any, trials: list[Any], sync: Any) -> float | None:
     """A compiled variant's :meth:`Session.prepare` with the run's prompt lengths and largest output,
-    before the first trial: its compiling time (ms), None for an eager variant."""
+    before the first trial: its compiling time (ms), None for an eager variant. ``sync`` (the
+    device's synchronizer) ends the clock: work the compile queued on a GPU (its warm-up steps, a
+    CUDA graph's capture) belongs to the compile, as it does to the load."""
     if variant.compile is None:
         return None
     from workbench.run.runner import encode_prompt
 
     lengths = sorted({len(encode_prompt(session, t.prompt)) for t in trials})
+    sync()  # nothing of the load's still queued
     t0 = time.perf_counter()
     session.prepare(lengths, max((t.max_new_tokens for t in trials), default=1))
+    sync()
     return (time.perf_counter() - t0) * 1000
 
 
-def _compiled_graphs(variant: Any) -> int | None:
-    """Graphs torch.compile compiled in this process so far; None for an eager variant."""
-    if variant.compile is None or "torch._dynamo" not in sys.modules:
-        return None
-    from torch._dynamo.utils import counters
+class CompileWatch:
+    """What torch.compile did in this worker process, read after each trial of a compiled variant
+    (all None for an eager one): the graphs it compiled (dynamo's counter), the frames it gave up
+    compiling and runs eagerly from then on (its recompile limit hit: dynamo's count of that
+    "unimplemented" case), and the CUDA graphs recorded (``reduce-overhead``: torch's CUDA-graph
+    trees announce each recording through dynamo's callback handler, which this listens to)."""
 
-    return int(counters["stats"]["unique_graphs"])
+    def __init__(self, variant: Any) -> None:
+        self.active = variant.compile is not None and "torch._dynamo" in sys.modules
+        self.recorded = 0
+        if self.active:
+            try:
+                from torch._dynamo.callback import CallbackTrigger, callback_handler
+            except ImportError:  # a torch without the hook: recordings are not counted
+                self._recording = None
+            else:
+                self._recording = CallbackTrigger.CUDAGRAPH_RECORDING
+                callback_handler.register_start_callback(self._started)
+
+    def _started(self, args: Any) -> None:
+        if getattr(args, "callback_trigger", None) is self._recording:
+            self.recorded += 1
+
+    def read(self) -> tuple[int, int, int] | None:
+        """(graphs compiled, frames fallen back to eager, CUDA graphs recorded) in this process so
+        far; None for an eager variant."""
+        if not self.active:
+            return None
+        from torch._dynamo.utils import counters
+
+        fallbacks = sum(
+            n
+            for case, n in counters["unimplemented"].items()
+            if "recompile limit" in case.lower() or "cache size limit" in case.lower()
+        )
+        return int(counters["stats"]["unique_graphs"]), int(fallbacks), self.recorded
 
 
 def _encode(session: Any, trials: list[Any], asked: dict[str, Any], events: _Events) -> None:
@@ -320,7 +360,8 @@ def _anchor(runner: Any, asked: dict[str, Any], events: _Events, cancelled: Any)
 
 def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled: Any) -> bool:
     """The ``score`` command (the quality pass, untimed): each item's token sequence scored by
-    :meth:`Session.score` (:meth:`Session.score_shaped` for an item with a ``chunk``), the arrays written to the item's ``out`` file (``.npz``). A session without
+    :meth:`Session.score` (:meth:`Session.score_shaped` for an item with a ``chunk``,
+    :meth:`Session.score_passes` for one with a replay's ``passes``), the arrays written to the item's ``out`` file (``.npz``). A session without
     the hook answers every item with the reason. False when cancelled."""
     import numpy as np
 
@@ -332,7 +373,9 @@ def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled
         tokens, start = [int(t) for t in item["tokens"]], int(item["start"])
         t0 = time.perf_counter()
         try:
-            if item.get("chunk") is not None:  # through a generation's forward passes
+            if item.get("passes") is not None:  # through a traced replay's recorded passes
+                scores = session.score_passes(tokens, start, item["passes"], item["produced_by"])
+            elif item.get("chunk") is not None:  # through a generation's forward passes
                 scores = session.score_shaped(
                     tokens, start, chunk=int(item["chunk"]), prefix=int(item.get("prefix") or 0)
                 )
@@ -353,6 +396,110 @@ def _score(session: Any, items: list[dict[str, Any]], events: _Events, cancelled
                 path=item["out"],
                 positions=len(tokens) - start,
                 method="full" if "logprobs" in arrays else "top-k",
+                score_ms=(time.perf_counter() - t0) * 1000,
+            )
+        )
+    return True
+
+
+class _ReplayProbe:
+    """The probe of an untimed replay: no clock; it collects the tokens and carries the trace."""
+
+    def __init__(self, cancelled: Any) -> None:
+        from workbench.core.strategy import Trace
+
+        self.trace = Trace()
+        self.tokens: list[int] = []
+        self._cancelled = cancelled
+
+    def step(self, token_ids: Any = (), *, n_tokens: int | None = None, **_: Any) -> None:
+        from workbench.core.strategy import Cancelled
+
+        self.tokens.extend(int(t) for t in token_ids)
+        if self._cancelled():
+            raise Cancelled
+
+    def recount(self, n_tokens: Any) -> None:
+        pass
+
+    def mark(self, phase: str) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+
+def _replay(
+    session: Any, trials: list[Any], items: list[dict[str, Any]], events: _Events, cancelled: Any
+) -> bool:
+    """The ``replay`` command (the quality pass's equivalence check, untimed): each item's trial
+    generated again, greedily, through the session's own code path with a :class:`Trace` on the probe;
+    the prompt, the tokens, the passes and the log-probabilities of each emitted token's pass written
+    to the item's ``out`` file (``.npz``). A session that reports no pass answers with the reason
+    (``unsupported``). False when cancelled."""
+    import numpy as np
+
+    from workbench.core.errors import describe_exception
+    from workbench.core.strategy import Cancelled, Request
+    from workbench.run.runner import encode_prompt
+
+    for number, item in enumerate(items):
+        if cancelled():
+            return False
+        plan = trials[int(item["trial"])]
+        probe = _ReplayProbe(cancelled)
+        t0 = time.perf_counter()
+        try:
+            prompt = list(encode_prompt(session, plan.prompt))
+            request = Request(
+                prompt=plan.prompt,
+                input_ids=tuple(prompt),
+                max_new_tokens=plan.max_new_tokens,
+                temperature=0.0,
+                seed=plan.seed,
+                ignore_eos=plan.ignore_eos,
+                stop=tuple(plan.stop),
+            )
+            output = session.generate(request, probe)
+        except Cancelled:
+            return False
+        except Exception as exc:
+            events.emit(ev.Scored(item=number, error=describe_exception(exc)))
+            continue
+        trace = probe.trace
+        tokens = [int(t) for t in output.token_ids] or probe.tokens
+        if not trace.passes or not trace.rows:
+            reason = f"{type(session).__name__} does not report its forward passes (Probe.trace)"
+            events.emit(ev.Scored(item=number, error=reason, unsupported=True))
+            continue
+        if trace.tokens != tokens:
+            events.emit(
+                ev.Scored(
+                    item=number,
+                    error=f"its trace reports {len(trace.tokens)} emitted tokens that are not its "
+                    f"output's {len(tokens)}: a broken trace",
+                )
+            )
+            continue
+        passes = trace.passes
+        np.savez(
+            item["out"],
+            prompt=np.asarray(prompt, dtype=np.int64),
+            tokens=np.asarray(tokens, dtype=np.int64),
+            produced_by=np.asarray(trace.produced_by, dtype=np.int64),
+            logprobs=np.stack(trace.rows).astype(np.float32),
+            pass_start=np.asarray([p["start"] for p in passes], dtype=np.int64),
+            pass_len=np.asarray([len(p["ids"]) for p in passes], dtype=np.int64),
+            pass_cached=np.asarray([p["cached"] for p in passes], dtype=np.int64),
+            pass_keep=np.asarray([p["keep"] for p in passes], dtype=np.int64),
+            pass_ids=np.asarray([t for p in passes for t in p["ids"]], dtype=np.int64),
+        )
+        events.emit(
+            ev.Scored(
+                item=number,
+                path=item["out"],
+                positions=len(tokens),
+                method="full",
                 score_ms=(time.perf_counter() - t0) * 1000,
             )
         )
@@ -382,7 +529,7 @@ def _score_arrays(scores: Any, n: int) -> dict[str, Any]:
 
 def _commands(stream: TextIO) -> Iterator[dict[str, Any]]:
     """The parent's commands after the job, one JSON line each: ``{"run": [indices]}`` runs those
-    trials as one group, ``{"encode": {...}}`` / ``{"score": [...]}`` serve the quality pass
+    trials as one group, ``{"encode": {...}}`` / ``{"score": [...]}`` / ``{"replay": [...]}`` serve the quality pass
     (untimed, after the trials), ``{"close": true}`` (or the end of the stream) ends the worker. Between
     commands the worker is blocked on this read: an idle worker costs no CPU."""
     for line in stream:
@@ -399,22 +546,31 @@ def _run_group(
     number: int,
     events: _Events,
     watch: MachineWatch,
+    compiled: CompileWatch,
 ) -> set[TrialOutcome]:
     """Run one group of trials (one trial, a batch or parallel streams) and emit their results, each
-    with what the machine did meanwhile. Returns the statuses seen."""
+    with what the machine did meanwhile (and for a compiled variant, what torch.compile did: a
+    recompile, a fallback to eager or a CUDA-graph recording inside a trial makes it disturbed:
+    :func:`~workbench.run.disturbance.judge`). Returns the statuses seen."""
     # The server's own counters before and after each group (untimed; endpoint strategies only).
     before = _server_call(session.server_snapshot)
     results: dict[int, TrialOutcome] = {}
     mark = watch.mark()
-    graphs = [_compiled_graphs(variant)]  # a recompile inside a trial: it is disturbed (judge)
+    last = [compiled.read()]
 
     def emit(position: int, result: Any) -> None:
         index = group[position]
         results[index] = result.status
-        now = _compiled_graphs(variant)
-        recompiles = now - graphs[0] if now is not None and graphs[0] is not None else None
-        graphs[0] = now
-        trial = dataclasses.replace(result.record, **watch.figures(mark), recompiles=recompiles)
+        now, then = compiled.read(), last[0]
+        last[0] = now
+        compile_figures: dict[str, int | None] = {}
+        if now is not None and then is not None:
+            compile_figures = {
+                "recompiles": now[0] - then[0],
+                "eager_fallbacks": now[1],  # since the process started: it runs eagerly from then on
+                "cudagraph_records": now[2] - then[2],
+            }
+        trial = dataclasses.replace(result.record, **watch.figures(mark), **compile_figures)
         events.emit(ev.TrialDone(index=index, status=result.status, trial=trial, steps=result.steps))
 
     if variant.batch_size > 1:

@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast, get_args
 
@@ -30,6 +30,10 @@ from workbench.store.schema import migrations
 __all__ = ["RUN_STATUSES", "Store", "default_db_path", "resolve_db_path"]
 
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+
+#: seconds a write waits for another process's write to end before it fails ("database is locked"):
+#: several runs, the GUI and the CLI may write one database at once, each transaction short
+BUSY_TIMEOUT_S = 60.0
 
 
 def now_iso() -> str:
@@ -56,13 +60,13 @@ class Store:
                     f"cannot create the folder for the results database {self.path}: {exc.strerror}"
                 ) from None
         try:
-            conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
             self.db = Database(conn)
             # Touch the file: "file is not a database" surfaces here, before anything is written.
             self.db.execute("select count(*) from sqlite_master").fetchall()
             if create:
-                self.db.enable_wal()
-                migrations.apply(self.db)
+                self.db.enable_wal()  # the switch waits for another process's lock (the busy timeout)
+                self._migrate()
             else:
                 self._check_tables()
         except sqlite3.DatabaseError as exc:
@@ -83,16 +87,45 @@ class Store:
         missing = {"runs", "trials", "steps"} - set(self.db.table_names())
         if missing:
             raise StoreError(f"{self.path} is a SQLite file but not a workbench results database")
-        if migrations.pending(self.db):
-            # An older schema opened by a newer workbench: migrating adds columns, renames nothing.
-            try:
-                migrations.apply(self.db)
-            except sqlite3.OperationalError as exc:
-                raise _translate(exc, self.path) from None
+        # An older schema opened by a newer workbench: migrating adds columns, renames nothing.
+        try:
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            raise _translate(exc, self.path) from None
+
+    def _migrate(self) -> None:
+        """Apply the pending migrations, one process at a time: several processes opening a fresh
+        (or older) database at once would each find the same migrations pending and apply them twice.
+        The check is repeated under the write lock (``BEGIN IMMEDIATE``), so whoever comes second
+        finds nothing left to do."""
+        if not migrations.pending(self.db):  # the usual case: a read, no lock
+            return
+        with self._immediate():
+            migrations.apply(self.db)  # it asks again what is pending: now under the lock
+
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[None]:
+        """One write transaction that takes the write lock when it begins (``BEGIN IMMEDIATE``), so
+        a write that meets another process's waits for it (the busy timeout). A deferred
+        transaction that reads first and writes later cannot wait: when another process wrote in
+        between, SQLite refuses it at once with "database is locked". Nested: a savepoint."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            with self.db.atomic():
+                yield
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        conn.commit()
 
     def _write(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            with self.db.atomic():
+            with self._immediate():
                 return fn(*args, **kwargs)
         except sqlite3.DatabaseError as exc:
             raise _translate(exc, self.path) from None
@@ -231,6 +264,7 @@ class Store:
                 "quality_reference",
                 "quality_variants",
                 "quality_floor",
+                "equivalence_positions",
                 "conversation_turns",
             ):
                 self.db.execute(f"delete from {table} where run_id = ?", [run_id])
@@ -271,6 +305,24 @@ class Store:
                 ({"run_id": run_id, **r} for r in rows), alter=False, batch_size=500
             )
         )
+
+    def add_equivalence(self, run_id: int, variant: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+        """A lossless variant's equivalence check: its ``quality_variants`` row and its judged
+        positions (``equivalence_positions``), in one transaction."""
+
+        def insert() -> None:
+            self.db.table("quality_variants").insert({"run_id": run_id, **variant}, alter=False)
+            if rows:
+                self.db.table("equivalence_positions").insert_all(
+                    ({"run_id": run_id, **r} for r in rows), alter=False, batch_size=500
+                )
+
+        self._write(insert)
+
+    def equivalence_positions(self, run_id: int) -> list[dict[str, Any]]:
+        """The judged positions of the run's lossless variants (empty for runs checked before the
+        replay, or not checked)."""
+        return self.query("select * from equivalence_positions where run_id = ? order by id", [run_id])
 
     def quality_floor(self, run_id: int) -> list[dict[str, Any]]:
         """The run's A/A floor rows (empty for runs without one, or from before it was measured)."""

@@ -108,6 +108,10 @@ class TrialRecord:
     turn: int | None = None  # a conversation workload's turn (1-based)
     history_tokens: int | None = None  # a conversation turn's prompt tokens before its user message
     recompiles: int | None = None  # torch.compile graphs compiled during it (None: not compiled)
+    #: frames torch.compile gave up compiling (its recompile limit hit) in the worker process so far,
+    #: at the trial's end: > 0, the trial ran (partly) eagerly (None: not compiled)
+    eager_fallbacks: int | None = None
+    cudagraph_records: int | None = None  # CUDA graphs recorded during it (None: not compiled)
     #: the KV cache the session held at the trial's end, its kept copies included (None: cannot tell)
     kv_held_tokens: int | None = None
     kv_held_bytes: int | None = None
@@ -265,7 +269,8 @@ class VariantRecord(_Row):
     packages: str | None = None
     backend: str | None = None  # where the runtime computed, when the device does not say it all
     compile: str | None = None  # its torch.compile mode; None = eager
-    compile_ms: float | None = None  # compiling before the first trial (beside load_ms, not in it)
+    compile_ms: float | None = None  # its first worker's compile before the first trial (cold)
+    recompile_ms: float | None = None  # its later workers' compile (median; None: no later worker)
 
 
 #: the ``runs`` and ``variants`` tables' columns, in the tables' order

@@ -408,7 +408,60 @@ def m020_compile(db: Database) -> None:
 
 
 @migrations()
-def m024_kv_held(db: Database) -> None:
+def m021_equivalence_replay(db: Database) -> None:
+    """The equivalence check through each lossless variant's own code path (docs/metrics.md
+    "Equivalence"): per variant × prompt × output × judged position, the variant's token judged
+    against the baseline's one-pass argmax on the variant's own prefix, against that position's
+    floor (the baseline through the passes the variant ran), and the variant's own log-probabilities
+    against the baseline's through the same passes. ``quality_variants.checked``: how the variant was
+    checked (``replay``; NULL: before this check, or not checked); ``.unchecked``: what was not."""
+    db.table("equivalence_positions").create(
+        {
+            "id": int,
+            "run_id": int,
+            "variant": str,
+            "workload": str,
+            "prompt_id": str,
+            "source": str,  # replay (the traced replay's output) | trial (a timed output that differs)
+            "output": int,  # which distinct output of the prompt (0: the replay's)
+            "position": int,  # index of the token in prompt + output
+            "token_id": int,  # the variant's token
+            "pass_start": int,  # the variant's pass that emitted it: its first position,
+            "pass_tokens": int,  # its input tokens (rejected drafts included),
+            "cached": int,  # the reused prefix it read (prefix cache); NULL for a timed output
+            "base_top_id": int,  # the baseline's one-pass argmax there (on the variant's prefix)
+            "gap": float,  # log p_base(base_top) − log p_base(token): 0 when the token is the argmax
+            "floor_shift": float,  # that position's floor: |Δ log p| of those two tokens, one pass vs shape
+            "floor_kld": float,  # KL(one pass ‖ the baseline through the shape) there
+            "own_top_id": int,  # the argmax of the variant's own pass there (NULL: a timed output)
+            "own_gap": float,  # log p_own(own_top) − log p_own(token): > 0 = not its own argmax
+            "own_shift": float,  # |Δ log p| of the two tokens, the variant's own pass vs the baseline's
+            "own_kld": float,  # KL(the baseline through the shape ‖ the variant's own pass)
+            "verdict": str,  # argmax | near-tie | unexplained | not-own-argmax
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("equivalence_positions").create_index(["run_id", "variant"])
+    db.table("quality_variants").add_column("checked", str)  # replay; NULL: the old check, or none
+    # JSON list: what of the variant the replay could not check, a line each (a prompt not replayed...)
+    db.table("quality_variants").add_column("unchecked", str)
+
+
+@migrations()
+def m022_compile_truth(db: Database) -> None:
+    """Compiled variants (docs/strategies.md "Compiled decoding"): ``compile_ms`` is the variant's
+    first worker's (cold) compile; a fresh worker's (``workers = "per-repetition"``, inductor's cache
+    warm by then) is recorded apart. Per trial, what else of torch.compile can disturb it: a fallback
+    to eager (its recompile limit hit) and a CUDA graph recorded while it ran."""
+    db.table("variants").add_column("recompile_ms", float)  # the later workers' compile (median)
+    trials = db.table("trials")
+    trials.add_column("eager_fallbacks", int)  # frames run eagerly since the limit, in its process
+    trials.add_column("cudagraph_records", int)  # CUDA graphs recorded during it
+
+
+@migrations()
+def m023_kv_held(db: Database) -> None:
     """The KV cache a variant's session held at the end of each trial (docs/metrics.md ``kv_held_tokens``):
     its working cache and every copy it keeps for later requests (a prefix cache's kept prompts), as the
     strategy reported it; NULL when its runtime cannot tell (llama.cpp, ONNX Runtime, an endpoint)."""
@@ -418,7 +471,7 @@ def m024_kv_held(db: Database) -> None:
 
 
 @migrations()
-def m025_compress_protected(db: Database) -> None:
+def m024_compress_protected(db: Database) -> None:
     """Prompt compression: the prompt tokens it could not drop, per part of the prompt, as JSON
     (``{"template": 9, "instruction": 12, "question": 520}``; NULL when the prompt was within the
     budget): what the report names when the kept share stays above the one asked."""

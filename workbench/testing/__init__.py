@@ -13,10 +13,11 @@ Tokens are deterministic functions of the prompt and the seed; ``tokens_per_step
 speculative strategy (several tokens per step, with draft statistics); ``draft_tokens`` with
 ``acceptance``, ``draft_ms_per_token`` and ``verify_ms_per_token`` imitates a draft -> verify loop
 with known costs and sub-splits (for the break-even analysis). ``fail_on_prompt`` and
-``crash_after_trials`` make failures on purpose, for testing how they are recorded; ``slow_factor``
-with ``slow_from``/``slow_until``, or ``drift_per_s``, imitate a machine whose speed changes during the
-run, and ``process_factors`` processes of one variant that differ in speed, for testing the design
-(interleaving, pairing, fresh workers per repetition).
+``crash_after_trials`` make failures on purpose, for testing how they are recorded; ``hold_at`` with
+``hold_dir`` holds a worker at a stage until a test releases it (signals without timing races);
+``slow_factor`` with ``slow_from``/``slow_until``, or ``drift_per_s``, imitate a machine whose speed
+changes during the run, and ``process_factors`` processes of one variant that differ in speed, for
+testing the design (interleaving, pairing, fresh workers per repetition).
 """
 
 from __future__ import annotations
@@ -81,6 +82,16 @@ class FakeConfig:
     process_factors: tuple[float, ...] = field_help(
         "cost multiplier of the variant's k-th worker process (cycled)", default=(1.0,)
     )
+    # A stage a test can hit without racing the clock (tests/test_signals.py): the variant's worker
+    # process k holds at ``hold_at`` -- ``"k:load"`` (in the load) or ``"k:trialN"`` (after the first
+    # token of its N-th trial, warm-ups counted) -- until the file ``release`` appears in ``hold_dir``.
+    # It writes ``reached`` there when it holds, and every worker writes ``worker-<pid>`` (its variant
+    # and number) when it loads, so a test knows which process to signal.
+    hold_at: str | None = field_help(
+        "for tests: hold this worker stage, 'k:load' or 'k:trialN', until hold_dir/release exists",
+        default=None,
+    )
+    hold_dir: str | None = field_help("for tests: the folder of hold_at's files", default=None)
 
     def __post_init__(self) -> None:
         if self.tokens_per_step < 1:
@@ -112,6 +123,24 @@ class FakeConfig:
         return f
 
 
+#: how long a held stage waits for its release at most (a test that died must not leave it forever)
+HOLD_LIMIT_S = 300.0
+
+
+def hold(folder: str, stage: str) -> None:
+    """Tell a test that this process reached ``stage`` (the file ``reached`` in ``folder``: this pid
+    and the stage), then wait until the test writes ``release`` there. Signals arrive meanwhile as
+    they would in the middle of the stage."""
+    here = os.path.join(folder, f"reached.{os.getpid()}")
+    with open(here, "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()}\n{stage}\n")
+    os.replace(here, os.path.join(folder, "reached"))  # whole, or not there
+    release = os.path.join(folder, "release")
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def wait_until_ns(deadline_ns: int) -> None:
     """Sleep, then spin for the last stretch: accurate to a few microseconds."""
     while True:
@@ -131,6 +160,13 @@ class FakeSession(Session):
         self.weights_mb = config.weights_mb
         self.dtype = "none"
         self._trials = 0
+        self.worker = os.environ.get("WORKBENCH_WORKER", "0") or "0"  # this process's number
+
+    def _stage(self, stage: str) -> None:
+        """Hold here when the config's ``hold_at`` names this stage of this worker process."""
+        c = self.config
+        if c.hold_dir is not None and c.hold_at == f"{self.worker}:{stage}":
+            hold(c.hold_dir, f"{self.worker}:{stage}")
 
     def encode(self, prompt: Prompt) -> list[int]:
         text = (
@@ -158,6 +194,7 @@ class FakeSession(Session):
         deadline = start + int(prefill * c.factor(time.time()) * 1e6)
         wait_until_ns(deadline)
         probe.step(tokens[:1])
+        self._stage(f"trial{self._trials}")  # in the middle of the trial: its first token is out
         if c.draft_tokens:
             self._draft_verify(tokens, deadline, random.Random(base), probe)
             return Output(token_ids=tokens, text=self.decode(tokens), finish_reason="length")
@@ -223,4 +260,10 @@ class FakeStrategy(Strategy[FakeConfig]):
     supports_batching = True
 
     def load(self, variant: Variant[FakeConfig], device: Device) -> Session:
-        return FakeSession(variant.config)
+        session = FakeSession(variant.config)
+        folder = variant.config.hold_dir
+        if folder is not None:  # which process this is, for a test that signals it
+            with open(os.path.join(folder, f"worker-{os.getpid()}"), "w", encoding="utf-8") as f:
+                f.write(f"{variant.name}:{session.worker}\n")
+            session._stage("load")
+        return session
