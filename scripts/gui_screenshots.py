@@ -136,9 +136,71 @@ def main() -> int:
     settle()
     save(glossary, "gui-glossary.png")
     glossary.close()
+    first = window.shown_ids[0]
+    dispose(window)
+    # two runs compared (History → Compare): the run and the same run stored again, in a copy of the
+    # database (a database given with --db is never written)
+    copy = tmp / "compare.db"
+    shutil.copyfile(db, copy)
+    again = store_again(copy, first)
+    window = window_on(copy)
+    window.results_view.show_runs((first, again))
+    deadline = time.monotonic() + 60
+    while window.results is None or window.results.run_ids != (first, again):
+        if time.monotonic() > deadline:
+            raise SystemExit("timed out waiting for the comparison")
+        app.processEvents()
+        time.sleep(0.02)
+    window.show_tab("speedup")
+    window.charts.draw_all()
+    settle()
+    save(window, "gui-compare.png")
     dispose(window)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def store_again(db: Path, run_id: int) -> int:
+    """Store run ``run_id`` of ``db`` again as a new run (its variants, trials, steps and quality
+    pass; named as a copy), for a picture of two runs compared: the same measurements twice, so the
+    comparison reads "no detectable change" — nothing in it is invented."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+
+        def columns(table: str) -> list[str]:
+            return [r[1] for r in conn.execute(f"pragma table_info({table})") if r[1] != "id"]
+
+        def copy(table: str, where: str, args: list[object], changes: dict[str, object]) -> dict[int, int]:
+            cols = columns(table)
+            key = "id" if "id" in [r[1] for r in conn.execute(f"pragma table_info({table})")] else "rowid"
+            ids = {}
+            for old, *values in conn.execute(
+                f"select {key}, {', '.join(cols)} from {table} where {where}", args
+            ):
+                row = {**dict(zip(cols, values, strict=True)), **changes}
+                marks = ", ".join("?" * len(row))
+                cursor = conn.execute(
+                    f"insert into {table} ({', '.join(row)}) values ({marks})", list(row.values())
+                )
+                ids[old] = cursor.lastrowid
+            return ids
+
+        (name,) = conn.execute("select name from runs where id = ?", [run_id]).fetchone()
+        new = copy("runs", "id = ?", [run_id], {"name": f"{name} (stored again)"})[run_id]
+        tables = [t for (t,) in conn.execute("select name from sqlite_master where type = 'table'")]
+        trials = copy("trials", "run_id = ?", [run_id], {"run_id": new})
+        for old, trial in trials.items():
+            copy("steps", "trial_id = ?", [old], {"trial_id": trial})
+        for table in tables:
+            if table not in ("runs", "trials") and "run_id" in columns(table):
+                copy(table, "run_id = ?", [run_id], {"run_id": new})
+                if "trial_id" in columns(table):  # rows of a trial: of its copy
+                    conn.executemany(
+                        f"update {table} set trial_id = ? where run_id = ? and trial_id = ?",
+                        [(trial, new, old) for old, trial in trials.items()],
+                    )
+    return new
 
 
 if __name__ == "__main__":

@@ -87,9 +87,10 @@ def test_pngs_are_2x_and_svgs_parse_and_render(exported, qapp):
     for chart in run_charts(analysis):
         img = QtGui.QImage(str(out / f"{chart.name}.png"))
         w, h = qt_charts.preferred_size(chart)
-        assert (img.width(), img.height()) == (2 * w, 2 * h), chart.name
+        # the kind's width; its height, or taller by what the title and legend take wrapped to it
+        assert img.width() == 2 * w and img.height() >= 2 * h and img.height() % 2 == 0, chart.name
         root = ET.parse(out / f"{chart.name}.svg").getroot()
-        assert root.tag.endswith("svg") and root.get("viewBox") == f"0 0 {w} {h}"
+        assert root.tag.endswith("svg") and root.get("viewBox") == f"0 0 {w} {img.height() // 2}"
         assert QtSvg.QSvgRenderer(str(out / f"{chart.name}.svg")).isValid()
 
 

@@ -17,15 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from workbench.analysis.groups import run_groups
 from workbench.analysis.paired import Disturbance, disturbance, usable
-from workbench.analysis.quality import attach_quality, run_quality
-from workbench.analysis.stats import Estimate, bootstrap_median, speedup
-from workbench.analysis.summary import GroupSummary, prompt_keys, summarize
-from workbench.analysis.targets import Verdict, evaluate
+from workbench.analysis.stats import Estimate, bootstrap_median
+from workbench.analysis.summary import METRICS, GroupSummary, prompt_keys, unpaired_speedup
+from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
 from workbench.core.errors import WorkbenchError
 from workbench.spec.parse import recorded_spec, recorded_targets
-from workbench.spec.targets import Targets
 from workbench.store import RunRecord, TrialRecord, VariantRecord
 
 if TYPE_CHECKING:
@@ -132,14 +131,19 @@ def compare_runs(
                 run_b=run_b,
                 a={m: bootstrap_median(col(rows_a, m), pa) for m in _COMPARED},
                 b={m: bootstrap_median(col(rows_b, m), pb) for m in _COMPARED},
-                speedup_e2e=speedup(col(rows_a, "e2e_ms"), col(rows_b, "e2e_ms"), pa, pb),
-                speedup_ttft=speedup(col(rows_a, "ttft_ms"), col(rows_b, "ttft_ms"), pa, pb),
-                speedup_decode=speedup(
-                    col(rows_b, "decode_tokens_per_s"), col(rows_a, "decode_tokens_per_s"), pb, pa
-                ),
+                speedup_e2e=_across(rows_a, rows_b, "e2e_ms"),
+                speedup_ttft=_across(rows_a, rows_b, "ttft_ms"),
+                speedup_decode=_across(rows_a, rows_b, "decode_tokens_per_s"),
             )
         )
     return results, _unmatched(trials_a, trials_b, run_a, run_b)
+
+
+def _across(rows_a: Sequence[TrialRecord], rows_b: Sequence[TrialRecord], metric: str) -> Estimate | None:
+    """RUN_B's speed-up over RUN_A on ``metric``: a ratio of medians, each run resampled on its own
+    (:func:`~workbench.analysis.summary.unpaired_speedup`, what the runs side by side show too)."""
+    est = unpaired_speedup(rows_a, rows_b, metric, higher_is_better=METRICS[metric][2])
+    return None if est is None else Estimate(est.value, est.lo, est.hi, est.n)
 
 
 def _unmatched(
@@ -213,9 +217,10 @@ def merge_runs(
 
 @dataclass(frozen=True)
 class SideBySide:
-    """Runs side by side against one baseline variant (``compare A B --baseline V``, the GUI's view of
-    two runs): every variant name carries its run (``"3:baseline"``); speed-ups are paired only within
-    a run (across runs: ratios of medians). Built once by :func:`side_by_side`."""
+    """Runs side by side (``compare A B --baseline V``: against one baseline variant; the GUI's view of
+    two runs: each run against its own): every variant name carries its run (``"3:baseline"``); each
+    run's rows are the ones it has alone; speed-ups are paired only within a run (across runs: ratios
+    of medians, each run resampled on its own). Built once by :func:`side_by_side`."""
 
     runs: tuple[RunRecord, ...]
     variants: tuple[VariantRecord, ...]  # names tagged
@@ -223,7 +228,7 @@ class SideBySide:
     baseline: str | None
     failures: tuple[str, ...]  # variants that crashed or failed to load, with the reason
     summaries: tuple[GroupSummary, ...]  # quality attached (each run's pass, names tagged)
-    verdicts: tuple[Verdict, ...]  # experience targets (each run's spec; the first run's win)
+    verdicts: tuple[Verdict, ...]  # experience targets (each run's against its own spec's, as alone)
     workload_verdicts: tuple[WorkloadVerdict, ...]
     trust: Trust
 
@@ -239,23 +244,63 @@ def side_by_side(
     *,
     exclude_disturbed: bool | None = None,
     strict: bool = False,
+    each_alone: bool = False,
 ) -> SideBySide:
     """Runs (runs rows) side by side against ``baseline`` (see :func:`merge_runs`; ``strict``: a
-    baseline no trial has is an error)."""
-    merged = merge_runs(store, runs, baseline, strict=strict)
-    summaries = summarize(
-        merged.trials,
-        merged.baseline,
-        merged.windows,
-        [v["name"] for v in merged.variants],
-        exclude_disturbed=exclude_disturbed,
-    )
-    for run in runs:  # each run's quality pass, its variants tagged "RUN:variant"
-        attach_quality(summaries, run_quality(store, run["id"], lambda name, r=run["id"]: f"{r}:{name}"))
-    targets: dict[str, Targets] = {}
-    for run in reversed(runs):  # the first run's targets win
-        targets.update(recorded_targets(run.get("spec") or ""))
-    quality = {(s.variant, s.workload): s.quality for s in summaries}
+    baseline no trial has is an error). Each run's rows are the rows it has alone
+    (:func:`workbench.analysis.groups.run_groups`: its own disturbed-trial rule and targets, its
+    speed-ups paired within it); a variant of another run than the baseline's gets its speed-ups as
+    ratios of medians, each run resampled on its own (two runs are never paired). ``each_alone``:
+    every run against its own baseline instead, exactly as it is shown alone (the GUI's compare view:
+    what holds across the runs is :func:`compare_two_runs`'s); ``baseline`` is then ignored."""
+    merged = merge_runs(store, runs, None if each_alone else baseline, strict=strict)
+    if each_alone:
+        merged.baseline = None
+    tagged = len(runs) > 1
+    base_run, _, base_name = (merged.baseline or "").rpartition(":") if tagged else ("", "", merged.baseline)
+    summaries: list[GroupSummary] = []
+    verdicts: list[Verdict] = []
+    base_rows: dict[str, list[TrialRecord]] = defaultdict(list)  # the baseline's used trials per workload
+    across: list[tuple[GroupSummary, list[TrialRecord]]] = []  # rows of other runs, with their used trials
+    for run in runs:
+        trials = store.trials(run["id"])
+        own = each_alone or not tagged or str(run["id"]) == base_run  # paired within the run
+        reference = run.get("baseline") if each_alone else base_name
+        groups = run_groups(
+            store,
+            run["id"],
+            trials,
+            reference if own and reference in {t.variant for t in trials} else None,
+            [v["name"] for v in store.variants(run["id"])],
+            recorded_targets(run.get("spec") or ""),
+            exclude_disturbed=exclude_disturbed,
+        )
+        used: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
+        for t in usable(trials, exclude_disturbed):
+            used[(t.variant, t.workload)].append(t)
+            if own and not each_alone and t.variant == base_name:
+                base_rows[t.workload].append(t)
+        for summary in groups.summaries:
+            if not own and merged.baseline is not None:
+                across.append((summary, used[(summary.variant, summary.workload)]))
+            if tagged:
+                summary.variant = f"{run['id']}:{summary.variant}"
+        summaries += groups.summaries
+        verdicts += [
+            dataclasses.replace(v, variant=f"{run['id']}:{v.variant}") if tagged else v
+            for v in groups.verdicts
+        ]
+    for summary, mine in across:  # against another run's baseline: never paired
+        base = base_rows.get(summary.workload)
+        if not base or not mine:
+            continue
+        summary.speedup_e2e = unpaired_speedup(base, mine, "e2e_ms", higher_is_better=False)
+        summary.speedup_ttft = unpaired_speedup(base, mine, "ttft_ms", higher_is_better=False)
+        summary.speedup_decode = unpaired_speedup(base, mine, "decode_tokens_per_s", higher_is_better=True)
+        est = summary.speedup_e2e
+        summary.significant = (
+            None if est is None or est.lo is None or est.hi is None else not est.lo <= 1 <= est.hi
+        )
     return SideBySide(
         runs=tuple(RunRecord.from_row(r) for r in runs),
         variants=tuple(VariantRecord.from_row(v) for v in merged.variants),
@@ -263,9 +308,7 @@ def side_by_side(
         baseline=merged.baseline,
         failures=tuple(merged.failures),
         summaries=tuple(summaries),
-        verdicts=tuple(
-            evaluate(merged.trials, targets, exclude_disturbed=exclude_disturbed, quality=quality)
-        ),
+        verdicts=tuple(verdicts),
         workload_verdicts=tuple(workload_verdicts(summaries, merged.baseline)),
         trust=trust(summaries, merged.baseline),
     )

@@ -15,13 +15,14 @@ import numpy as np
 from workbench.analysis.compression import CompressionBreakEven, compression_break_even
 from workbench.analysis.drafting import BreakEven, break_even
 from workbench.analysis.equivalence import RunEquivalence, run_equivalence
+from workbench.analysis.groups import run_groups
 from workbench.analysis.lengths import LengthSeries, length_series
 from workbench.analysis.paired import Disturbance, disturbance, drift
 from workbench.analysis.phases import CostModel, WorkloadPhase, measure_phases
-from workbench.analysis.quality import RunQuality, attach_quality, run_quality
+from workbench.analysis.quality import RunQuality
 from workbench.analysis.roofline import RooflineRow, roofline_rows
-from workbench.analysis.summary import GroupSummary, summarize
-from workbench.analysis.targets import TargetGap, TurnHold, Verdict, evaluate, turns_held, what_it_takes
+from workbench.analysis.summary import GroupSummary
+from workbench.analysis.targets import TargetGap, TurnHold, Verdict, turns_held, what_it_takes
 from workbench.analysis.turns import TurnSeries, conversation_series
 from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
 from workbench.core.errors import WorkbenchError
@@ -169,16 +170,18 @@ def analyze_run(
         )
     if reference not in names:
         reference = None
-    summaries = summarize(
+    targets = recorded_targets(run.spec or "")
+    # the rows the run has alone and beside another run (analysis.compare.side_by_side): one computation
+    groups = run_groups(
+        store,
+        run_id,
         trials,
         reference,
-        store.server_metrics(run_id),
         [v.name for v in variants],
+        targets,
         exclude_disturbed=exclude_disturbed,
-        step_totals=store.step_totals(run_id),
     )
-    quality = run_quality(store, run_id)
-    attach_quality(summaries, quality)
+    summaries, verdicts, quality = list(groups.summaries), groups.verdicts, groups.quality
     equivalence = (
         run_equivalence(
             store, run_id, [t for t in trials if not t.warmup], {v.name: v.dtype for v in variants}, reference
@@ -206,8 +209,6 @@ def analyze_run(
         auto=recorded_auto_repetitions(run.spec or ""),
     )
     device = _device(variants, reference)
-    targets = recorded_targets(run.spec or "")
-    verdicts = _target_verdicts(trials, summaries, targets, exclude_disturbed)
     conversations = tuple(conversation_series(_kept(trials, design), [v.name for v in variants]))
     accepted: dict[str, dict[int, int]] = {}
     for row in store.accepted_lengths(run_id):
@@ -271,26 +272,6 @@ def _break_even(
     rule = design.disturbance
     used = [t for t in trials if t.status == "ok" and not t.warmup and rule.keeps(t)]
     return tuple(break_even(used, store.draft_steps(run_id), summaries, reference))
-
-
-def _target_verdicts(
-    trials: Sequence[TrialRecord],
-    summaries: Sequence[GroupSummary],
-    targets: Mapping[str, Targets],
-    exclude_disturbed: bool | None,
-) -> tuple[Verdict, ...]:
-    """A verdict per variant × workload of the workloads the run's spec gives targets, in the
-    summaries' order (the spec's variants): an interleaved round may start with any of them."""
-    quality = {(s.variant, s.workload): s.quality for s in summaries}
-    verdicts = evaluate(trials, targets, exclude_disturbed=exclude_disturbed, quality=quality)
-    rank = {(s.workload, s.variant): i for i, s in enumerate(summaries)}
-    workloads = {w: i for i, w in enumerate(dict.fromkeys(s.workload for s in summaries))}
-    return tuple(
-        sorted(
-            verdicts,
-            key=lambda v: (workloads.get(v.workload, len(workloads)), rank.get((v.workload, v.variant), 0)),
-        )
-    )
 
 
 def _timelines(

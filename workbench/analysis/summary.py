@@ -28,7 +28,15 @@ from workbench.analysis.stats import Estimate, bootstrap_median, speedup
 from workbench.core.literals import TimingScope
 from workbench.store import TrialRecord
 
-__all__ = ["METRICS", "GroupSummary", "server_summary", "speedup_of", "summarize", "throughput"]
+__all__ = [
+    "METRICS",
+    "GroupSummary",
+    "server_summary",
+    "speedup_of",
+    "summarize",
+    "throughput",
+    "unpaired_speedup",
+]
 
 #: metric column → (label, unit, higher_is_better)
 METRICS: dict[str, tuple[str, str, bool]] = {
@@ -211,6 +219,16 @@ def speedup_of(
     a, b, strata, clusters = paired_trials(reference, variant, metric, pairs=pairs)
     if len(a) >= 2:
         return paired_speedup(a, b, strata, higher_is_better=higher_is_better, clusters=clusters)
+    return unpaired_speedup(reference, variant, metric, higher_is_better=higher_is_better)
+
+
+def unpaired_speedup(
+    reference: Sequence[TrialRecord], variant: Sequence[TrialRecord], metric: str, *, higher_is_better: bool
+) -> PairedEstimate | None:
+    """The variant's speed-up on ``metric`` as a ratio of medians, its bootstrap 95 % CI resampling
+    each side on its own (within prompts), ``method`` "unpaired": for trials that do not pair up — and
+    for two runs, which never pair (the machine may have changed between them; the same computation as
+    :func:`workbench.analysis.compare.compare_runs`)."""
     num, den = (variant, reference) if higher_is_better else (reference, variant)
     est = speedup(
         [metric_value(r, metric) for r in num],

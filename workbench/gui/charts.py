@@ -47,9 +47,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import html
+import math
 import os
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,7 +58,10 @@ from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 
 from workbench import charts as cd
 from workbench.gui.chartkinds import kind_of
-from workbench.gui.chartkinds.base import BACKGROUND, FONT_PX, FOREGROUND, TITLE_PX, WIDTH, qcolour
+from workbench.gui.chartkinds.base import BACKGROUND, TITLE_PX, WIDTH, WrapLabel, keep_labels_inside, qcolour
+
+#: a caption's widest line (px): ~125 characters, as long as a line a reader's eye follows
+_CAPTION_PX = 860
 
 __all__ = [
     "build",
@@ -73,6 +76,7 @@ __all__ = [
     "save_svg",
     "svg_bytes",
     "variant_qcolours",
+    "wrapped_extra",
 ]
 
 
@@ -100,19 +104,31 @@ def fill(widget: pg.GraphicsLayoutWidget, chart: cd.Chart, *, notes: bool = True
         raise TypeError(f"no chart builder for {type(chart).__name__}")
     widget.clear()
     widget.ci.setContentsMargins(10, 10, 20, 10)
+    # the title and the caption wrap to the chart's width (WrapLabel): nothing passes the canvas' edge
     if chart.title:
-        widget.addLabel(chart.title, row=0, col=0, colspan=2, size=f"{TITLE_PX}px", color=FOREGROUND)
+        widget.addItem(WrapLabel([html.escape(chart.title)], px=TITLE_PX), row=0, col=0, colspan=2)
         widget.nextRow()
     kind.build(widget, chart)
+    for plot in plot_items(widget):
+        keep_labels_inside(plot)
     if notes and chart.notes:
-        lines = [html.escape(line) for note in chart.notes for line in textwrap.wrap(note, 125)]
         widget.nextRow()
-        widget.addLabel("<br>".join(lines), colspan=2, size=f"{FONT_PX}px", color="#555555")
+        # lines a reader's eye can follow
+        caption = WrapLabel([html.escape(n) for n in chart.notes], colour="#555555", max_width=_CAPTION_PX)
+        widget.addItem(caption, colspan=2)
+        widget.ci.layout.setAlignment(caption, QtCore.Qt.AlignmentFlag.AlignHCenter)
 
 
 def plot_items(widget: pg.GraphicsLayoutWidget) -> list[pg.PlotItem]:
     """The plot panels of a chart widget, left to right, top to bottom (e.g. to link axes)."""
     return [item for item in widget.ci.items if isinstance(item, pg.PlotItem)]
+
+
+def wrapped_extra(widget: pg.GraphicsLayoutWidget) -> int:
+    """The height (px) a chart's title, legend and caption take, wrapped to its width, beyond the lines
+    its kind planned for: how much taller the chart must be to keep its plots' planned height (an
+    export grows by it; the app's chart too, and its tab scrolls)."""
+    return math.ceil(sum(i.extra_height for i in widget.ci.items if isinstance(i, WrapLabel)))
 
 
 def preferred_size(chart: cd.Chart) -> tuple[int, int]:
@@ -148,14 +164,24 @@ def render(
     widget = build(chart, notes=notes)
     try:
         widget.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen)
-        widget.resize(*(size or preferred_size(chart)))
+        width, height = size or preferred_size(chart)
+        widget.resize(width, height)
         widget.show()  # lays the scene out at that size; nothing appears on a screen
-        app.processEvents()
+        _settle(app)
+        if size is None and (extra := wrapped_extra(widget)):
+            widget.resize(width, height + extra)  # the lines its title, legend and caption wrapped to
+            _settle(app)
         yield widget
     finally:
         widget.close()
         del widget
         gc.collect()
+
+
+def _settle(app: QtWidgets.QApplication) -> None:
+    """Let the layout settle: a wrapped label's height follows the width it is given (a second pass)."""
+    for _ in range(3):
+        app.processEvents()
 
 
 def _png_image(widget: pg.GraphicsLayoutWidget, scale: float) -> QtGui.QImage:

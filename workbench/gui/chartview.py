@@ -8,11 +8,12 @@ data, not from the pixels. A chart's tab is its kind's ``tab``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QPointF, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer
 from PySide6.QtGui import QCursor, QImage
 from PySide6.QtWidgets import (
     QApplication,
@@ -29,7 +30,14 @@ from workbench import charts as cd
 from workbench.gui import charts
 from workbench.gui.chartkinds import CHART_KINDS, kind_of
 
-__all__ = ["CHART_TABS", "ChartHover", "ChartPanel", "copy_chart", "describe", "export_chart"]
+__all__ = [
+    "CHART_TABS",
+    "ChartHover",
+    "ChartPanel",
+    "copy_chart",
+    "describe",
+    "export_chart",
+]
 
 #: the window's chart tabs, in order, and what each says when the run has none of its charts
 _TABS: list[tuple[str, str]] = [
@@ -146,6 +154,7 @@ class ChartPanel(QTabWidget):
         for name in list(self.data):
             if name not in wanted:
                 del self.data[name]
+        self._stale &= set(wanted)  # a chart never drawn (another tab) and gone: nothing to draw
         for chart in chart_list:
             if self.data.get(chart.name) != chart or chart.name not in self.widgets:
                 self._stale.add(chart.name)
@@ -208,8 +217,34 @@ class ChartPanel(QTabWidget):
         # the tab's charts share its height, and scroll below a readable minimum
         kind = kind_of(chart)
         least = kind.min_height(chart) if kind is not None else None
-        widget.setMinimumHeight(least or min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT))
+        widget.setProperty("least_height", least or min(charts.preferred_size(chart)[1], MIN_CHART_HEIGHT))
+        widget.setMinimumHeight(widget.property("least_height"))
+        widget.removeEventFilter(self)
+        widget.installEventFilter(self)  # resized: is the plot still readable? (fit_height)
         self._stale.discard(name)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Resize and watched in self.widgets.values():
+            for delay in (0, 50):  # again once its labels have wrapped to the new width
+                QTimer.singleShot(delay, lambda w=watched: self.fit_height(w))
+        return False
+
+    def fit_height(self, widget: Any) -> None:
+        """A chart's least height: its own, plus what its title, legend and caption take wrapped to a
+        narrow panel (:func:`~workbench.gui.charts.wrapped_extra`): the tab scrolls instead of
+        squeezing the plot."""
+        try:
+            least = int(widget.property("least_height") or 0) + charts.wrapped_extra(widget)
+            # and never less than its rows take (a plot does not shrink without end: else the caption
+            # would fall off the bottom)
+            bottom = max((i.sceneBoundingRect().bottom() for i in widget.ci.items), default=0.0)
+            overflow = bottom + 10 - widget.viewRect().bottom()
+        except RuntimeError:  # deleted meanwhile (new results)
+            return
+        if overflow > 0:
+            least = max(least, widget.height() + math.ceil(overflow))
+        if least != widget.minimumHeight():
+            widget.setMinimumHeight(least)
 
     def current_chart(self) -> cd.Chart | None:
         """The chart to export or copy: the one last hovered in this tab, else the tab's first."""

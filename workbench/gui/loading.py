@@ -100,9 +100,10 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
                 charts=chartdata.run_charts(analysis),
                 verdicts=analysis.verdicts,
             )
-        view = side_by_side(store, runs, baseline)
+        # each run's rows as it has them alone (`workbench show A`, `show B`); what holds across the
+        # runs is the one comparison `workbench compare A B` and its report.html show
+        view = side_by_side(store, runs, each_alone=True)
         a, b = runs
-        # the same computation, and the same disturbed-trial rule, as `workbench compare A B`
         two_runs = compare_two_runs(store, a, b)
         charts: list[Chart | None] = [
             chartdata.headline_chart(view.summaries),

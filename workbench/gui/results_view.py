@@ -29,6 +29,7 @@ __all__ = [
     "ResultsView",
     "ResultsWindow",
     "advice_html",
+    "comparison_table_html",
     "drafting_html",
     "empty_texts",
     "verdict_html",
@@ -150,6 +151,7 @@ class ResultsView(QObject):
         w.advice.setHtml(advice_html(data))
         if w.charts is not None:
             w.charts.set_note("Acceptance", drafting_html(data))
+            w.charts.set_note("Speed-up", comparison_table_html(data))
             w.charts.set_empty_texts(empty_texts(data))
         self.update_charts()
         if data.failures:
@@ -242,6 +244,15 @@ def verdict_html(data: Any) -> str:
     return render_html(report, heading=4, sections=["verdict"]) if report is not None else ""
 
 
+def comparison_table_html(data: Any) -> str:
+    """Two runs: above the Speed-up tab's before → after chart, the table `workbench compare A B`
+    prints (medians A → B, RUN_B's speed-ups over RUN_A); empty for one run."""
+    from workbench.report.model import render_html
+
+    compared = _comparison_report(data)
+    return _qt_tables(render_html(compared, heading=3, sections=["table"])) if compared is not None else ""
+
+
 def drafting_html(data: Any) -> str:
     """Above the Acceptance tab's charts: does drafting pay, on decode and end to end, per speculative
     variant; the break-even tables (one run; empty otherwise)."""
@@ -259,15 +270,24 @@ def _qt_tables(html: str) -> str:
 
 
 def advice_html(data: Any) -> str:
-    """The side panel: per workload its measured phase and the advice (one run), or how RUN_B and
-    RUN_A differ, their disturbed trials and why two runs are not paired (two runs; the verdict per
+    """The side panel: per workload its measured phase and the advice (one run), or `workbench compare
+    A B`'s table (medians A → B, RUN_B's speed-ups over RUN_A), what the results table holds, how the
+    runs differ, their disturbed trials and why two runs are not paired (two runs; the verdict per
     variant is above the table)."""
     out = []
     compared = _comparison_report(data)
-    if compared is not None:  # the notes of `workbench compare A B`: how the runs differ, disturbed trials
+    if compared is not None:  # `workbench compare A B`'s table and notes, from the same report
         from workbench.report.model import render_html
 
-        return render_html(compared, heading=3, sections=["notes"])
+        a, b = data.two_runs.ids
+        rows = (
+            f"<p><i>The table: each run's rows as it has them alone (<code>workbench show {a}</code>, "
+            f"<code>show {b}</code>): speed-ups against that run's own baseline, paired within the run. "
+            "Across the runs: the verdict and the Speed-up tab (the before → after chart and the table of "
+            f"<code>workbench compare {a} {b}</code>) — ratios of medians, each run resampled on its own."
+            "</i></p>"
+        )
+        return rows + render_html(compared, heading=3, sections=["notes"])
     report = _report(data)
     if report is not None:  # what show and the exported report say, in the same order and words
         from workbench.report.model import render_html

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtGui
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from workbench.charts.base import Axis, Chart
 
@@ -30,10 +30,12 @@ __all__ = [
     "TITLE_PX",
     "WIDTH",
     "ChartKind",
+    "WrapLabel",
     "add_text",
     "axis_label",
     "font",
     "grouped_rows",
+    "keep_labels_inside",
     "legend",
     "line",
     "new_plot",
@@ -199,6 +201,60 @@ def grouped_rows(
     return positions
 
 
+def keep_labels_inside(plot: pg.PlotItem) -> None:
+    """Widen ``plot``'s x range, whenever its view is resized, just enough that every text on it (a
+    bar's value, a group's header, a whisker's interval) ends inside the plot: a text has a width in
+    pixels, not in data, so the room a kind left for it at one width is too little at a narrower one
+    or with longer names; a text wider than 60 % of the plot is shortened with … to that. A range the
+    kind set stays the least; an automatic one is only widened. A plot without texts is left alone."""
+    view = plot.getViewBox()
+    texts = {id(i): i.toPlainText() for i in plot.items if isinstance(i, pg.TextItem)}
+    if not texts:
+        return
+    fixed = view.state["autoRange"][0] is False  # the kind set the x range
+    set_low, set_high = view.viewRange()[0]
+    hidden: set[int] = set()  # texts hidden here: they did not fit where they stand (restored when they do)
+
+    def refit(*_: Any) -> None:
+        width = view.sceneBoundingRect().width()
+        low, high = (set_low, set_high) if fixed else view.viewRange()[0]
+        need = high
+        items = [i for i in plot.items if isinstance(i, pg.TextItem) and (i.isVisible() or id(i) in hidden)]
+        for item in items:
+            full = texts.get(id(item), item.toPlainText())
+            x = float(item.pos().x())
+            if x <= low:  # at the left edge (a group's header): no range makes room; shortened with …
+                metrics = QtGui.QFontMetricsF(item.textItem.font())
+                shown = metrics.elidedText(full, QtCore.Qt.TextElideMode.ElideRight, max(width - 12, 0))
+                if shown != item.toPlainText():
+                    item.setText(shown)
+                continue
+            # a text takes at most 60 % of its plot's width (shortened with …), so the data keep the rest
+            metrics = QtGui.QFontMetricsF(item.textItem.font())
+            shown = metrics.elidedText(full, QtCore.Qt.TextElideMode.ElideRight, max(0.6 * width, 0))
+            if shown != item.toPlainText():
+                item.setText(shown)
+            right = (1 - float(item.anchor[0])) * item.boundingRect().width()  # px right of its x
+            room = width - 4 - right
+            if room > 0:
+                need = max(need, low + (x - low) * width / room)
+        if abs(need - view.viewRange()[0][1]) > 1e-9 * max(abs(need), 1.0):
+            view.setXRange(low, need, padding=0)
+        for item in items:  # a text that would start left of the plot (a value in too short a bar)
+            x = float(item.pos().x())
+            if x <= low or need <= low:
+                continue
+            left = (x - low) / (need - low) * width - float(item.anchor[0]) * item.boundingRect().width()
+            item.setVisible(left >= -1)
+            if left >= -1:
+                hidden.discard(id(item))
+            else:
+                hidden.add(id(item))
+
+    view.sigResized.connect(refit)
+    refit()
+
+
 #: the legend's glyph of each pyqtgraph marker (a legend shows the marker the chart draws)
 GLYPHS = {
     "o": "&#9679;",
@@ -224,7 +280,8 @@ def legend(
     """A legend row under the plot: a swatch in the variant's colour — the chart's own marker (``marker``,
     or per entry a third item: a pyqtgraph symbol, ``bar`` or ``line``) — and a text per entry. Outside
     the plot it never hides data, and it scales with the export (pyqtgraph's in-plot legend stays 1x
-    in a 2x PNG)."""
+    in a 2x PNG). At most ``per_line`` entries a line, and fewer where they would not fit the chart's
+    width (:class:`WrapLabel`): a long entry is never cut at the canvas' edge."""
     if not entries:
         return
     items = []
@@ -232,9 +289,104 @@ def legend(
         colour, text = entry[0], entry[1]
         glyph = GLYPHS[entry[2] if len(entry) == 3 else marker]
         items.append(f'<span style="color:{colour}">{glyph}</span>&nbsp;{html.escape(text)}')
-    lines = ["&nbsp;&nbsp;&nbsp;&nbsp;".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
     widget.nextRow()
-    widget.addLabel("<br>".join(lines), colspan=2, size=f"{FONT_PX + 1}px", color=FOREGROUND)
+    widget.addItem(WrapLabel(items, px=FONT_PX + 1, per_line=per_line), colspan=2)
+
+
+class WrapLabel(pg.GraphicsWidget):
+    """Rich text that fits the width its layout row gives it: ``pieces`` (HTML) packed into centred
+    lines — at most ``per_line`` a line, fewer where the next would pass the width — and a piece wider
+    than a line wrapped at its spaces; ``per_line`` 1: a paragraph per piece. Its height follows its
+    width, so a chart's title, legend and caption stay inside the canvas at every width (an exported
+    file's, the app's narrower chart panel) instead of widening the layout past the canvas' edge, which
+    pyqtgraph's ``LabelItem`` (one unbreakable line as its minimum width) does."""
+
+    SEPARATOR = "&nbsp;" * 4
+
+    def __init__(
+        self,
+        pieces: Sequence[str],
+        *,
+        px: int = FONT_PX,
+        colour: str = FOREGROUND,
+        per_line: int = 1,
+        width: float = WIDTH - 30,
+        max_width: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.pieces = list(pieces)
+        self.per_line = max(per_line, 1)
+        self.item = QtWidgets.QGraphicsTextItem(self)
+        self.item.setDefaultTextColor(qcolour(colour))
+        self.item.setFont(font(px))
+        option = QtGui.QTextOption(QtCore.Qt.AlignmentFlag.AlignHCenter)
+        option.setWrapMode(QtGui.QTextOption.WrapMode.WordWrap)
+        self.item.document().setDefaultTextOption(option)
+        self.item.document().setDocumentMargin(1)
+        self._natural = [self._width_of(p) for p in [*self.pieces, self.SEPARATOR]]
+        self._laid_out_at = -1.0
+        self.setMinimumWidth(60)
+        self.setPreferredWidth(60)  # takes the row's width, never asks for more
+        if max_width is not None:
+            self.setMaximumWidth(max_width)
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed)
+        # the height of the lines the kind planned (per_line entries a line, nothing wrapped but at
+        # max_width): what it sized the chart for; a narrower width adds to it (:attr:`extra_height`)
+        planned = QtGui.QTextDocument()
+        planned.setDefaultFont(self.item.font())
+        planned.setDocumentMargin(1)
+        planned.setTextWidth(max_width if max_width is not None else -1)
+        groups = [self.pieces[i : i + self.per_line] for i in range(0, len(self.pieces), self.per_line)]
+        planned.setHtml("<br>".join(self.SEPARATOR.join(group) for group in groups))
+        self.planned_height = planned.size().height()
+        self._lay_out(min(width, max_width or width))
+
+    @property
+    def extra_height(self) -> float:
+        """The height (px) wrapping to the present width adds to the lines the kind planned."""
+        return max(self.preferredHeight() - self.planned_height, 0.0)
+
+    def _width_of(self, piece: str) -> float:
+        document = QtGui.QTextDocument()
+        document.setDefaultFont(self.item.font())
+        document.setDocumentMargin(0)
+        document.setHtml(piece)
+        return document.idealWidth()
+
+    def lines(self, width: float) -> list[str]:
+        """The pieces packed into lines that fit ``width`` (px)."""
+        *widths, gap = self._natural
+        room = width * 0.97 - 2  # the document's margin, and rounding between measure and layout
+        lines: list[list[str]] = []
+        used = 0.0
+        for piece, piece_width in zip(self.pieces, widths, strict=True):
+            if lines and len(lines[-1]) < self.per_line and used + gap + piece_width <= room:
+                lines[-1].append(piece)
+                used += gap + piece_width
+            else:
+                lines.append([piece])
+                used = piece_width
+        return [self.SEPARATOR.join(line) for line in lines]
+
+    def _lay_out(self, width: float) -> None:
+        if width <= 0 or abs(width - self._laid_out_at) < 0.5:
+            return
+        self._laid_out_at = width
+        self.item.setTextWidth(width)
+        self.item.setHtml("<br>".join(self.lines(width)))
+        height = self.item.boundingRect().height()
+        if abs(height - self.preferredHeight()) >= 0.5:
+            self.setMinimumHeight(height)
+            self.setPreferredHeight(height)
+            self.setMaximumHeight(height)
+            self.updateGeometry()
+
+    def toPlainText(self) -> str:
+        return self.item.toPlainText()
+
+    def resizeEvent(self, ev: Any) -> None:
+        self._lay_out(self.size().width())
+        self.item.setPos(0, 0)
 
 
 # -- hover ---------------------------------------------------------------------------------------------

@@ -43,14 +43,11 @@ class QualityKind(kb.ChartKind[QualityChart]):
             for v in dict.fromkeys(p.variant for p in chart.points)
         ]
         workloads = [f"{kb.GLYPHS[symbols[w]]}&nbsp;{html.escape(w)}" for w in chart.workloads]
-        gap = "&nbsp;&nbsp;&nbsp;&nbsp;"
-        widget.nextRow()
-        widget.addLabel(
-            f"variant: {gap.join(variants)}<br>workload (marker): {gap.join(workloads)}",
-            colspan=2,
-            size=f"{kb.FONT_PX + 1}px",
-            color=kb.FOREGROUND,
-        )
+        for key, entries in (("variant:", variants), ("workload (marker):", workloads)):
+            widget.nextRow()  # each key a row of its own, wrapped to the chart's width
+            widget.addItem(
+                kb.WrapLabel([key, *entries], px=kb.FONT_PX + 1, per_line=len(entries) + 1), colspan=2
+            )
 
 
 def _panel(
