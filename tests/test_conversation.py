@@ -8,6 +8,7 @@ import json
 import pytest
 
 from workbench.core.errors import SpecError
+from workbench.formatting import meaningful
 from workbench.run.plan import plan_run
 from workbench.spec.parse import parse_spec
 from workbench.spec.workloads import builtin_workload, turn_messages
@@ -162,7 +163,7 @@ def test_a_run_anchors_the_history_on_the_baseline_s_answers(tmp_path, tiny_mode
 
     data = run_data(analysis)
     (talk,) = [s for s in data["conversations"] if s["variant"] == "baseline"]
-    assert [p["ttft_ms"]["value"] for p in talk["turns"]] == list(chart.series[0].y)
+    assert [p["ttft_ms"]["value"] for p in talk["turns"]] == meaningful(list(chart.series[0].y))  # JSON: 6 digits
     assert [p["kv_held_tokens"] for p in talk["turns"]] == list(kv["baseline"].tokens)
     text = render_text(build_run_report(analysis), detail=True)
     assert "talk (baseline): TTFT" in text and "turn 3" in text
@@ -295,7 +296,7 @@ def test_every_view_reads_one_set_of_turn_figures_without_the_disturbed_trial(tm
     assert baseline.y == tuple(p.ttft.value for p in series.points)
     data = run_data(analysis)
     (row,) = [s for s in data["conversations"] if s["variant"] == "baseline"]
-    assert row["turns"][2]["n"] == 2 and row["turns"][2]["ttft_ms"] == third.ttft.to_dict()
+    assert row["turns"][2]["n"] == 2 and row["turns"][2]["ttft_ms"] == meaningful(third.ttft.to_dict())
     assert row["crossing_turn"] == series.crossing
     # kept in, it is everywhere at once
     kept = analyze_run(store, None, exclude_disturbed=False)
