@@ -35,7 +35,7 @@ from workbench.spec.parse import parse_spec
 from workbench.store import Store
 from workbench.testing.helpers import build_tiny_model, tiny_prompt
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 
@@ -201,6 +201,45 @@ def _cases():
             yield pytest.param(fault, dtype, marks=marks, id=f"{fault}-{dtype}")
 
 
+def test_the_plugins_are_registered_through_the_entry_point(planted):
+    import planted_faults
+
+    from workbench.core import registry
+
+    for name, target in planted_faults.ENTRY_POINTS.items():
+        assert name in registry.names()
+        cls = registry.get(name)
+        assert f"{cls.__module__}:{cls.__name__}" == target and cls.name == name
+        assert cls.lossless  # checked for equivalence, not scored as lossy
+
+
+def test_the_tolerance_widens_greedy_acceptance_and_nothing_else(planted):
+    """At tolerance 0 the planted rule is the loop's own; a tolerance accepts a draft token exactly
+    when its log-probability is within it of the argmax's, and the correction is the argmax."""
+    torch = pytest.importorskip("torch")
+    import planted_faults
+    from workbench_strategies.speculative import loop
+    from workbench_strategies.speculative.drafter import Draft
+
+    class Greedy:
+        greedy = True
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        logits = torch.randn(4, 12, generator=generator)
+        draft = Draft(torch.randint(0, 12, (3,), generator=generator).tolist())
+        honest = loop._accept(logits, draft, Greedy())
+        assert planted_faults.tolerant_accept(loop._accept, 0.0)(logits, draft, Greedy()) == honest
+        tokens, accepted = planted_faults.tolerant_accept(loop._accept, 0.5)(logits, draft, Greedy())
+        logprobs = logits.log_softmax(-1)
+        gaps = [float(logprobs[i].max() - logprobs[i, t]) for i, t in enumerate(draft.tokens)]
+        assert accepted >= honest[1]
+        assert all(gap <= 0.5 for gap in gaps[:accepted])
+        assert accepted == len(gaps) or gaps[accepted] > 0.5
+        assert tokens == [*draft.tokens[:accepted], int(logits[accepted].argmax())]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(("fault", "dtype"), list(_cases()))
 def test_a_planted_fault_changes_an_output_and_is_not_called_equivalent(planted_run, fault, dtype):
     run = planted_run(dtype)
@@ -214,6 +253,7 @@ def test_a_planted_fault_changes_an_output_and_is_not_called_equivalent(planted_
     assert check.status not in ("identical", "equivalent"), _words(check)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_honest_strategies_are_identical_in_float32_and_equivalent_in_bfloat16(planted_run, dtype):
     run = planted_run(dtype)
