@@ -10,10 +10,12 @@ What is measured
     (tests/plugins/planted_faults.py, registered through the ``workbench.strategies`` entry point
     for the run) is the speculative strategy whose greedy acceptance takes a draft token whose target
     log-probability is within τ nats of the argmax's. The draft of both: the demo model's first
-    ``--draft-layers`` layers (20 of 30; saved once next to the database), with a fixed draft length
+    ``--draft-layers`` layers (27 of 30; saved once next to the database), with a fixed draft length
     (``--k``): a draft that agrees with the target often and proposes a close runner-up
     sometimes, so that a tolerance has tokens to accept (the demo's own draft, the same weights in
-    int8, agrees almost always: a tolerance would rarely touch an output).
+    int8, agrees almost always: a tolerance would rarely touch an output). Even so the demo model is
+    confident: over 32 tokens of a prompt, the 27-layer draft proposed about three tokens within 1 nat
+    of the argmax (20 layers: about one), so a small τ changes an output only on enough prompts.
 
     Per τ: how many outputs differ from the honest variant's (and from the baseline's), and the
     check's status for it (``workbench.analysis.equivalence``: identical / equivalent /
@@ -62,7 +64,7 @@ def _arguments() -> Any:
     p.add_argument("--limit", type=int, default=3, help="prompts per workload (0: all)")
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--draft-layers", type=int, default=20, help="the draft: the demo model's first N layers")
+    p.add_argument("--draft-layers", type=int, default=27, help="the draft: the demo model's first N layers")
     p.add_argument("--k", type=int, default=3, help="draft tokens per step (a fixed schedule)")
     p.add_argument("--threads", type=int, default=0, help="threads per variant (0: the library's default)")
     p.add_argument("--json", type=Path, help="write the figures here (default: beside the database)")
