@@ -253,7 +253,10 @@ def _clustered(
             pair_sd=pair_sd,
         )
     terms = (v_w**2 / df_w if df_w > 0 else 0.0) + (v_b**2 / (g - 1))
-    df = max(1, int(var**2 / terms)) if terms > 0 else max(1, df_w)
+    # Welch-Satterthwaite's df is a real number, floored to an integer for t; with one variance
+    # component zero it is exactly df_w in exact arithmetic, which floating point lands a few ULPs
+    # either side of: floored as it comes, the df (and so the CI) would depend on the BLAS kernel
+    df = max(1, math.floor(var**2 / terms * (1 + 1e-9))) if terms > 0 else max(1, df_w)
     se = max(math.sqrt(var), iid_se)
     t95, t80 = t_quantile(0.975, df), t_quantile(0.8, df)
     return PairedEstimate(
