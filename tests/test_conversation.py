@@ -163,7 +163,9 @@ def test_a_run_anchors_the_history_on_the_baseline_s_answers(tmp_path, tiny_mode
 
     data = run_data(analysis)
     (talk,) = [s for s in data["conversations"] if s["variant"] == "baseline"]
-    assert [p["ttft_ms"]["value"] for p in talk["turns"]] == meaningful(list(chart.series[0].y))  # JSON: 6 digits
+    assert [p["ttft_ms"]["value"] for p in talk["turns"]] == meaningful(
+        list(chart.series[0].y)
+    )  # JSON: 6 digits
     assert [p["kv_held_tokens"] for p in talk["turns"]] == list(kv["baseline"].tokens)
     text = render_text(build_run_report(analysis), detail=True)
     assert "talk (baseline): TTFT" in text and "turn 3" in text
