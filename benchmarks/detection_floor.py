@@ -67,6 +67,15 @@ def _arguments() -> Any:
     p.add_argument("--draft-layers", type=int, default=27, help="the draft: the demo model's first N layers")
     p.add_argument("--k", type=int, default=3, help="draft tokens per step (a fixed schedule)")
     p.add_argument("--threads", type=int, default=0, help="threads per variant (0: the library's default)")
+    p.add_argument(
+        "--faults",
+        default="",
+        help="the other planted faults to run beside the tolerances, comma-separated: "
+        f"{', '.join(OTHER_FAULTS)} (the prefix cache's on the built-in conversation, --turns turns)",
+    )
+    p.add_argument(
+        "--turns", type=int, default=4, help="the conversation's turns for the prefix-cache faults"
+    )
     p.add_argument("--json", type=Path, help="write the figures here (default: beside the database)")
     harness.add_db(p)
     return p.parse_args()
@@ -100,23 +109,53 @@ def _draft(folder: Path, layers: int) -> Path:
     return dest
 
 
+#: the other planted faults: name -> (its honest twin, strategy, its keys besides the twin's)
+OTHER_FAULTS: dict[str, tuple[str, str, str]] = {
+    "stale-kv": ("speculative", "planted-stale-kv", ""),
+    "position": ("speculative", "planted-position", "offset = 1\n"),
+    "prefix-short": ("prefix-cache", "planted-prefix", 'fault = "short"\n'),
+    "prefix-scaled": ("prefix-cache", "planted-prefix", 'fault = "scaled"\nscale = 1.01\n'),
+}
+_PREFIX_KEYS = "min_prefix_tokens = 16\n"
+
+
 def _label(tolerance: float) -> str:
     return f"tolerance {tolerance:g}"
 
 
-def _spec(args: Any, draft: Path, tolerances: list[float]) -> str:
+def _spec(args: Any, draft: Path, tolerances: list[float], faults: list[str]) -> str:
     threads = f"threads = {args.threads}\n" if args.threads else ""
-    common = f'device = "{args.device}"\n{threads}draft = "{draft}"\nnum_draft_tokens = {args.k}\nschedule = "fixed"\n'
+    device = f'device = "{args.device}"\n{threads}'
+    common = f'{device}draft = "{draft}"\nnum_draft_tokens = {args.k}\nschedule = "fixed"\n'
     text = 'name = "detection floor"\nrepetitions = 1\nwarmup = 0\nquality = true\n'
-    text += harness.variant_toml("baseline", f'device = "{args.device}"\n{threads}', dtype="bfloat16")
+    text += harness.variant_toml("baseline", device, dtype="bfloat16")
     text += harness.variant_toml("speculative", 'strategy = "speculative"\n' + common, dtype="bfloat16")
+    decoding = ["baseline", "speculative"]
     for tolerance in tolerances:
         body = f'strategy = "planted-tolerance"\n{common}tolerance = {tolerance!r}\n'
         text += harness.variant_toml(_label(tolerance), body, dtype="bfloat16")
+        decoding.append(_label(tolerance))
+    prefix = ["baseline"]
+    if any(OTHER_FAULTS[f][0] == "prefix-cache" for f in faults):
+        text += harness.variant_toml(
+            "prefix-cache", f'strategy = "prefix-cache"\n{device}{_PREFIX_KEYS}', dtype="bfloat16"
+        )
+        prefix.append("prefix-cache")
+    for fault in faults:
+        twin, strategy, keys = OTHER_FAULTS[fault]
+        base = common if twin == "speculative" else device + _PREFIX_KEYS
+        text += harness.variant_toml(fault, f'strategy = "{strategy}"\n{base}{keys}', dtype="bfloat16")
+        (decoding if twin == "speculative" else prefix).append(fault)
+    runs = f"variants = {json.dumps(decoding)}\n" if len(prefix) > 1 else ""
     for workload in harness.names(args.workloads):
         text += (
-            harness.workload_toml(workload, args.max_new_tokens, args.limit or None) + "ignore_eos = true\n"
+            harness.workload_toml(workload, args.max_new_tokens, args.limit or None)
+            + "ignore_eos = true\n"
+            + runs
         )
+    if len(prefix) > 1:
+        text += harness.workload_toml("conversation", args.max_new_tokens, None)
+        text += f"limit = {args.turns}\nvariants = {json.dumps(prefix)}\n"
     return text
 
 
@@ -136,7 +175,7 @@ def _host() -> dict[str, Any]:
     }
 
 
-def _figures(store: Any, run_id: int, tolerances: list[float]) -> dict[str, Any]:
+def _figures(store: Any, run_id: int, tolerances: list[float], faults: list[str]) -> dict[str, Any]:
     from workbench.analysis.run import analyze_run
     from workbench.report.equivalence import equivalence_text
 
@@ -146,14 +185,15 @@ def _figures(store: Any, run_id: int, tolerances: list[float]) -> dict[str, Any]
             outputs.setdefault(t.variant, {})[(t.workload, t.prompt_id)] = json.loads(t.output_token_ids)
     equivalence = analyze_run(store, run_id).equivalence
     checks = dict(equivalence.variants) if equivalence is not None else {}
-    honest, base = outputs.get("speculative", {}), outputs.get("baseline", {})
+    base = outputs.get("baseline", {})
 
-    def row(name: str, tolerance: float | None) -> dict[str, Any]:
+    def row(name: str, tolerance: float | None, twin: str = "speculative") -> dict[str, Any]:
         mine = outputs.get(name, {})
+        honest = outputs.get(twin, {})
         check = checks.get(name)
         status = check.status if check is not None else None
         changed = sum(1 for key, out in mine.items() if honest.get(key) != out)
-        if tolerance is None:
+        if name == twin:
             outcome = "honest"
         elif not changed:
             outcome = "nothing to catch"
@@ -173,13 +213,17 @@ def _figures(store: Any, run_id: int, tolerances: list[float]) -> dict[str, Any]
         }
 
     rows = [row("speculative", None)] + [row(_label(t), t) for t in tolerances]
-    caught = [r["tolerance"] for r in rows if r["outcome"] == "caught"]
-    missed = [r["tolerance"] for r in rows if r["outcome"] == "missed"]
+    if "prefix-cache" in outputs:
+        rows.append(row("prefix-cache", None, "prefix-cache"))
+    rows += [row(f, None, OTHER_FAULTS[f][0]) for f in faults]
+    caught = [r["tolerance"] for r in rows if r["outcome"] == "caught" and r["tolerance"] is not None]
+    missed = [r["tolerance"] for r in rows if r["outcome"] == "missed" and r["tolerance"] is not None]
     floor = equivalence.floor if equivalence is not None else None
     return {
         "rows": rows,
         "detection_floor_nats": min(caught) if caught else None,
         "largest_missed_nats": max(missed) if missed else None,
+        "faults_missed": [r["variant"] for r in rows if r["tolerance"] is None and r["outcome"] == "missed"],
         "run_margin_nats": floor.margin if floor is not None else None,
     }
 
@@ -203,6 +247,8 @@ def _print(figures: dict[str, Any]) -> None:
     floor, missed = figures["detection_floor_nats"], figures["largest_missed_nats"]
     print(f"\ndetection floor: {'none caught' if floor is None else f'{floor:g} nats'}")
     print(f"largest tolerance missed: {'none' if missed is None else f'{missed:g} nats'}")
+    if figures["faults_missed"]:
+        print(f"other planted faults missed: {', '.join(figures['faults_missed'])}")
     if figures["run_margin_nats"] is not None:
         print(f"the run's near-tie margin (today's check): {figures['run_margin_nats']:.3f} nats")
 
@@ -210,6 +256,13 @@ def _print(figures: dict[str, Any]) -> None:
 def main() -> int:
     args = _arguments()
     tolerances = sorted(float(x) for x in harness.names(args.tolerances))
+    faults = harness.names(args.faults) if args.faults else []
+    unknown = [f for f in faults if f not in OTHER_FAULTS]
+    if unknown:
+        print(
+            f"unknown fault(s) {', '.join(unknown)}: choose from {', '.join(OTHER_FAULTS)}", file=sys.stderr
+        )
+        return 2
     db = harness.result_db(args.db, "detection_floor.db")
     db.parent.mkdir(parents=True, exist_ok=True)
     _register_plugins(db.parent / "plugins")
@@ -219,8 +272,8 @@ def main() -> int:
     started = time.monotonic()
     draft = _draft(db.parent, args.draft_layers)
     with Store(db) as store:
-        result = harness.run_spec(_spec(args, draft, tolerances), store)
-        figures = _figures(store, result.run_id, tolerances)
+        result = harness.run_spec(_spec(args, draft, tolerances, faults), store)
+        figures = _figures(store, result.run_id, tolerances, faults)
     figures.update(
         {
             "model": DEMO_MODEL,
@@ -246,7 +299,14 @@ def main() -> int:
     )
     print(f"{figures['seconds']:.0f} s; database {db}; figures {out}\n")
     honest = figures["rows"][0]
-    problems = []
+    problems = [
+        f"planted fault {f} changed an output and was called equivalent" for f in figures["faults_missed"]
+    ]
+    problems += [
+        f"the honest {r['variant']} is {r['status']}: {r['words']}"
+        for r in figures["rows"][1:]
+        if r["outcome"] == "honest" and r["status"] not in ("identical", "equivalent")
+    ]
     if result.status != "ok":
         problems.append(f"the run ended {result.status}: {result.errors}")
     if honest["status"] not in ("identical", "equivalent"):
