@@ -307,11 +307,14 @@ def _texts(widget):
     import pyqtgraph as pg
 
     from workbench.gui import charts
+    from workbench.gui.chartkinds.base import WrapLabel
 
     out = []
     for plot in charts.plot_items(widget):
         out += [i.textItem.toPlainText() for i in plot.items if isinstance(i, pg.TextItem)]
     out += [i.text for i in widget.ci.items if isinstance(i, pg.LabelItem)]
+    # titles, legends and captions wrap to the canvas' width: their pieces (HTML), one text each
+    out += [" ".join(i.pieces) for i in widget.ci.items if isinstance(i, WrapLabel)]
     return out
 
 
@@ -342,6 +345,7 @@ def test_the_speedup_chart_with_one_repetition_calls_nothing_faster(qtbot, runs_
 def test_chart_captions_legends_and_units(qtbot):
     from workbench import charts as cd
     from workbench.gui import charts
+    from workbench.gui.chartkinds.base import WrapLabel
 
     timeline = cd.TimelineChart(title="t", variants=("a",))
     assert timeline.y_axis.text == "tokens generated"
@@ -356,9 +360,13 @@ def test_chart_captions_legends_and_units(qtbot):
         notes=["n"],
     )
     with charts.render(positions) as widget:
-        legend = [i.text for i in widget.ci.items if hasattr(i, "text") and "spec · chat" in str(i.text)]
+        legend = [
+            p for i in widget.ci.items if isinstance(i, WrapLabel) for p in i.pieces if "spec · chat" in p
+        ]
     assert legend and "decode 2.17x · e2e 0.97x" in legend[0]
-    assert "&#9679;" in legend[0] and "&#9632;" in legend[0]  # each workload's marker: circle, square
+    assert "&#9679;" in legend[0]  # each workload's marker: chat a circle, code a square
+    code = [p for i in widget.ci.items if isinstance(i, WrapLabel) for p in i.pieces if "spec · code" in p]
+    assert code and "&#9632;" in code[0]
 
 
 def test_the_glossary_scrolls(qtbot, runs_db):

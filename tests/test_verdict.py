@@ -256,21 +256,61 @@ def test_the_trust_line_names_prompts_and_repetitions():
     assert trust(rows, "baseline").prompts == {"chat": 2}
 
 
-def test_show_says_the_samples_tie_and_picks_only_with_pick():
+TWINS = """
+name = "twins"
+repetitions = 2
+warmup = 1
+
+[[variants]]
+name = "baseline"
+strategy = "fake"
+prefill_ms = 4
+decode_ms_per_token = 3
+
+[[variants]]
+name = "twin-a"
+strategy = "fake"
+prefill_ms = 4
+decode_ms_per_token = 1.5
+
+[[variants]]
+name = "twin-b"
+strategy = "fake"
+prefill_ms = 4
+decode_ms_per_token = 1.5
+
+[[workloads]]
+name = "code"
+limit = 2
+max_new_tokens = 12
+"""
+
+
+def test_show_says_a_tie_and_picks_only_with_pick(tmp_path):
+    """Two variants with the same costs, both twice as fast as the baseline: ``show`` calls it a tie
+    and names no winner; ``--pick`` adds the stated rule's pick. On the sample, the trust line names
+    prompts × repetitions."""
     from pathlib import Path
 
-    sample = Path(__file__).resolve().parent.parent / "resources" / "sample" / "demo.db"
+    from workbench.run.execute import RunExecutor
+    from workbench.spec.parse import parse_spec
+    from workbench.store import Store
 
-    def verdict(*extra):
-        shown = CliRunner().invoke(cli, ["show", "1", "--db", str(sample), *extra], terminal_width=120)
+    db = tmp_path / "twins.db"
+    with Store(db) as store:
+        assert RunExecutor(parse_spec(TWINS), store).run().status == "ok"
+
+    def verdict(database, *extra):
+        shown = CliRunner().invoke(cli, ["show", "1", "--db", str(database), *extra], terminal_width=120)
         assert shown.exit_code == 0, shown.output
         return " ".join(text_section(shown.stdout, "Verdict").split())
 
-    plain, picked = verdict(), verdict("--pick")
-    assert "summarise-short: tie: prompt-lookup 1.38x" in plain and "speculative 1.35x" in plain
-    assert "peak memory +239 MB" in plain and "3 repetitions × 8 prompts (conversation), 1 prompt" in plain
+    plain, picked = verdict(db), verdict(db, "--pick")
+    assert "code: tie: twin-" in plain and "twin-a" in plain and "twin-b" in plain, plain
     assert "picked by" not in plain
-    assert "picked by the highest paired e2e speed-up: prompt-lookup" in picked
+    assert re.search(r"picked by the highest paired e2e speed-up: twin-[ab]", picked), picked
+    sample = Path(__file__).resolve().parent.parent / "resources" / "sample" / "demo.db"
+    assert "3 repetitions × 8 prompts (conversation), 1 prompt (summarise-short)" in verdict(sample)
 
 
 def test_without_intervals_a_tie_is_speed_ups_and_medians_within_five_percent():
