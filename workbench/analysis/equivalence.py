@@ -223,14 +223,10 @@ def classify_divergence(
     """``output``'s first difference from the reference output (its rows, in order: ``token_id``,
     ``logprob``, ``top_ids``, ``top_logprobs``): ``(index, baseline token, variant token, gap,
     explained)``; None when identical."""
-    tokens = [int(r["token_id"]) for r in reference]
-    first = next((i for i, (a, b) in enumerate(zip(output, tokens, strict=False)) if a != b), None)
-    if first is None:
-        if len(output) == len(tokens):
-            return None
-        first = min(len(output), len(tokens))
-    base = tokens[first] if first < len(tokens) else None
-    mine = int(output[first]) if first < len(output) else None
+    found = _first_difference(reference, output)
+    if found is None:
+        return None
+    first, base, mine = found
     gap = None
     if base is not None and mine is not None:
         row = reference[first]
@@ -506,6 +502,8 @@ def _replayed(
 def _first_difference(
     reference: Sequence[Mapping[str, Any]], output: Sequence[int]
 ) -> tuple[int, int | None, int | None] | None:
+    """``output``'s first difference from the reference output's tokens: ``(index, baseline token,
+    variant token)`` (None where that output had ended); None when identical."""
     tokens = [int(r["token_id"]) for r in reference]
     first = next((i for i, (a, b) in enumerate(zip(output, tokens, strict=False)) if a != b), None)
     if first is None:
