@@ -71,10 +71,10 @@ def _arguments() -> Any:
         "--faults",
         default="",
         help="the other planted faults to run beside the tolerances, comma-separated: "
-        f"{', '.join(OTHER_FAULTS)} (the prefix cache's on the built-in conversation, --turns turns)",
+        f"{', '.join(OTHER_FAULTS)} (the prefix cache's on the first --conversations of the built-in conversation workload)",
     )
     p.add_argument(
-        "--turns", type=int, default=4, help="the conversation's turns for the prefix-cache faults"
+        "--conversations", type=int, default=1, help="the built-in conversations for the prefix-cache faults"
     )
     p.add_argument("--json", type=Path, help="write the figures here (default: beside the database)")
     harness.add_db(p)
@@ -155,7 +155,7 @@ def _spec(args: Any, draft: Path, tolerances: list[float], faults: list[str]) ->
         )
     if len(prefix) > 1:
         text += harness.workload_toml("conversation", args.max_new_tokens, None)
-        text += f"limit = {args.turns}\nvariants = {json.dumps(prefix)}\n"
+        text += f"limit = {args.conversations}\nvariants = {json.dumps(prefix)}\n"
     return text
 
 
