@@ -125,7 +125,8 @@ def score_tokens_passes(hf: Any, token_ids: Any, start: int, passes: Any, produc
     """:meth:`Session.score_passes` for a transformers model: the forward passes a traced replay
     recorded (:class:`~workbench.strategy.Trace`), run again through a KV cache cropped to each pass's
     start, each over its own input tokens (a verify pass's rejected drafts included) and computing its
-    ``keep`` last rows; a pass after a reused prefix first computes that prefix in one pass. The row
+    ``keep`` last rows; a pass after a reused prefix first computes that prefix through the passes that
+    built it when it was cached (``built``; one pass when unknown). The row
     of scored token ``i`` (``token_ids[start + i]``) is the one of pass ``produced_by[i]`` that read
     the position before it."""
     import torch
@@ -148,9 +149,11 @@ def score_tokens_passes(hf: Any, token_ids: Any, start: int, passes: Any, produc
             begin, part, keep = int(step["start"]), list(step["ids"]), int(step.get("keep") or 0)
             cached = int(step.get("cached") or 0)
             have = cache.get_seq_length()
-            if cached > have:  # a reused prefix: computed here in one pass of its own
-                prefix = torch.tensor([ids[have:cached]], dtype=torch.long, device=device)
-                hf.model(input_ids=prefix, **kv_cache(cache), use_cache=True, logits_to_keep=1)
+            if cached > have:  # a reused prefix: computed as its passes computed it when it was cached
+                starts = [b for b in step.get("built") or () if have < b < cached]
+                for a, b in zip([have, *starts], [*starts, cached], strict=True):
+                    prefix = torch.tensor([ids[a:b]], dtype=torch.long, device=device)
+                    hf.model(input_ids=prefix, **kv_cache(cache), use_cache=True, logits_to_keep=1)
             crop_cache(cache, begin)
             if cache.get_seq_length() != begin:
                 raise ValueError(f"pass {q} starts at {begin}, the cache holds {cache.get_seq_length()}")

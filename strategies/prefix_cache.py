@@ -65,12 +65,15 @@ class PrefixCacheConfig:
 
 
 class _Entry:
-    __slots__ = ("cache", "prompt_id", "tokens")
+    __slots__ = ("built", "cache", "prompt_id", "tokens")
 
-    def __init__(self, prompt_id: str, tokens: tuple[int, ...], cache: Any) -> None:
+    def __init__(self, prompt_id: str, tokens: tuple[int, ...], cache: Any, built: tuple[int, ...]) -> None:
         self.prompt_id = prompt_id
         self.tokens = tokens
         self.cache = cache
+        #: where the passes that computed its keys/values began (a reused prefix, then a suffix, turn
+        #: after turn): the equivalence check computes a reused prefix the same way (Trace.forward)
+        self.built = built
 
 
 def shared_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -106,14 +109,16 @@ class PrefixCacheSession(HFSession):
             cache = self._copy(entry.cache, reused) if entry is not None else self._empty()
             suffix = torch.tensor([prompt[reused:]], dtype=torch.long, device=hf.torch_device)
             logits = hf.model(input_ids=suffix, **kv_cache(cache), use_cache=True, logits_to_keep=1).logits
+            # the passes that computed this prompt's keys/values: the reused prefix's, then the suffix's
+            built = (*(b for b in entry.built if b < reused), reused) if entry is not None else (0,)
             trace = getattr(probe, "trace", None)  # the quality pass's replay (Probe.trace)
-            if trace is not None:  # the suffix's pass after the reused prefix
-                trace.forward(reused, prompt[reused:], cached=reused, keep=1)
+            if trace is not None:  # the suffix's pass after the reused prefix (and how it was built)
+                trace.forward(reused, prompt[reused:], cached=reused, keep=1, built=built[:-1])
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
             # what the session holds when the answer is done: this request's cache and every earlier
             # prompt's kept copy (the one this prefix was copied from included)
             kv_tokens, kv_bytes = held(cache, *(e.cache for e in self.entries))
-            self._keep(request.prompt.id, prompt, cache)
+            self._keep(request.prompt.id, prompt, cache, built)
         return Output(
             token_ids=tokens,
             text=hf.decode(tokens),
@@ -151,11 +156,11 @@ class PrefixCacheSession(HFSession):
 
         return copy_prefix(self.hf.model, source, length)
 
-    def _keep(self, prompt_id: str, prompt: tuple[int, ...], cache: Any) -> None:
+    def _keep(self, prompt_id: str, prompt: tuple[int, ...], cache: Any, built: tuple[int, ...]) -> None:
         from ._kv import cut_to
 
         cut_to(cache, len(prompt))  # the prompt's keys/values; this cache is ours, no copy needed
-        self.entries.append(_Entry(prompt_id, prompt, cache))
+        self.entries.append(_Entry(prompt_id, prompt, cache, built))
         total = sum(len(e.tokens) for e in self.entries)
         while total > self.config.max_cached_tokens and self.entries:
             total -= len(self.entries.pop(0).tokens)

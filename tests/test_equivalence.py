@@ -221,7 +221,13 @@ def test_the_trace_records_the_passes_and_the_baseline_replays_them_exactly(tiny
     assert _Probe.trace is None
     draft = build_tiny_model(tmp_path / "draft", seed=1)
     base = load_session(tiny_model_dir, "baseline", dtype="bfloat16")
-    texts = ["w1 w2 w3 w4 w5 w6 the a of w1 w2", "w1 w2 w3 w4 w5 w6 the a of w1 w2 w7 w8 and w9"]
+    # the third prompt extends the second, which extended the first: the prefix cache reuses an entry
+    # that was itself built on a reused prefix, and its trace says through which passes (``built``)
+    texts = [
+        "w1 w2 w3 w4 w5 w6 the a of w1 w2",
+        "w1 w2 w3 w4 w5 w6 the a of w1 w2 w7 w8 and w9",
+        "w1 w2 w3 w4 w5 w6 the a of w1 w2 w7 w8 and w9 of the w3 w4 w5 a",
+    ]
     for strategy, params in (
         ("speculative", {"draft": str(draft)}),
         ("prompt-lookup", {}),
@@ -249,6 +255,8 @@ def test_the_trace_records_the_passes_and_the_baseline_replays_them_exactly(tiny
                 verified += k > 0
                 rejected += max(k - (emitted - 1), 0)
             cached += max(p["cached"] for p in trace.passes)
+            if strategy == "prefix-cache" and n == 2:  # built on the first prompt, then the second's suffix
+                assert len(trace.passes[0]["built"]) == 2 and trace.passes[0]["built"][0] == 0
         if strategy == "speculative":
             assert verified and rejected  # verify passes whose drafts were not all taken
         if strategy == "prefix-cache":

@@ -244,22 +244,34 @@ class Trace:
         #: each pass: ``start`` (the position of its first input token), ``ids`` (its input tokens),
         #: ``cached`` (positions whose keys/values it read from a cache it did not compute itself
         #: this request: a reused prefix) and ``keep`` (the logits rows it computed, from the end;
-        #: 0 = all)
+        #: 0 = all), ``built`` (the reused prefix's own history: the first positions of the passes that
+        #: computed its keys/values when it was cached, so a check can compute it the same way)
         self.passes: list[dict[str, Any]] = []
         self.tokens: list[int] = []  # the emitted tokens, in order
         self.produced_by: list[int] = []  # per emitted token: the index of the pass it came from
         self.rows: list[Any] = []  # per emitted token: float32 log-probabilities over the vocabulary
 
-    def forward(self, start: int, input_ids: Sequence[int], *, cached: int = 0, keep: int = 0) -> None:
+    def forward(
+        self,
+        start: int,
+        input_ids: Sequence[int],
+        *,
+        cached: int = 0,
+        keep: int = 0,
+        built: Sequence[int] = (),
+    ) -> None:
         """A forward pass of the target over ``input_ids`` at positions ``start ..``, after a KV cache
         holding positions ``0 .. start - 1`` (of which the first ``cached`` were reused from an
-        earlier request's cache); it computed the last ``keep`` logits rows (0: all)."""
+        earlier request's cache); it computed the last ``keep`` logits rows (0: all). ``built``: where
+        the passes that computed the reused prefix began, in order (``(0, 212)``: positions 0-211 in
+        one pass, the rest of the prefix in another); empty: unknown, taken as one pass."""
         self.passes.append(
             {
                 "start": int(start),
                 "ids": [int(t) for t in input_ids],
                 "cached": int(cached),
                 "keep": int(keep),
+                "built": [int(b) for b in built],
             }
         )
 

@@ -707,13 +707,18 @@ def _chunked(prompt: list[int], tokens: list[int], width: int) -> tuple[list[dic
 
 def _passes(replay: dict[str, Any]) -> list[dict[str, Any]]:
     """A replay's recorded passes (its ``.npz`` arrays) as :meth:`Session.score_passes` takes them."""
-    out, offset = [], 0
-    for start, n, cached, keep in zip(
-        replay["pass_start"], replay["pass_len"], replay["pass_cached"], replay["pass_keep"], strict=True
+    out, offset, at = [], 0, 0
+    built_len = replay.get("pass_built_len")
+    for q, (start, n, cached, keep) in enumerate(
+        zip(replay["pass_start"], replay["pass_len"], replay["pass_cached"], replay["pass_keep"], strict=True)
     ):
         ids = [int(t) for t in replay["pass_ids"][offset : offset + n]]
         offset += int(n)
-        out.append({"start": int(start), "ids": ids, "cached": int(cached), "keep": int(keep)})
+        step = {"start": int(start), "ids": ids, "cached": int(cached), "keep": int(keep)}
+        if built_len is not None and int(built_len[q]):
+            step["built"] = [int(b) for b in replay["pass_built"][at : at + int(built_len[q])]]
+            at += int(built_len[q])
+        out.append(step)
     return out
 
 

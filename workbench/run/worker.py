@@ -493,6 +493,8 @@ def _replay(
             pass_cached=np.asarray([p["cached"] for p in passes], dtype=np.int64),
             pass_keep=np.asarray([p["keep"] for p in passes], dtype=np.int64),
             pass_ids=np.asarray([t for p in passes for t in p["ids"]], dtype=np.int64),
+            pass_built_len=np.asarray([len(p.get("built", ())) for p in passes], dtype=np.int64),
+            pass_built=np.asarray([b for p in passes for b in p.get("built", ())], dtype=np.int64),
         )
         events.emit(
             ev.Scored(
