@@ -23,10 +23,13 @@ Two cases:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+from workbench.strategy import Output
 
 __all__ = [
     "copy_prefix",
@@ -147,3 +150,19 @@ def held(*caches: Any) -> tuple[int, int]:
                 storage = tensor.untyped_storage()
                 storages[storage.data_ptr()] = storage.nbytes()
     return tokens, sum(storages.values())
+
+
+def output_holding(
+    hf: Any, tokens: list[int], reason: str, caches: Sequence[Any] | None, **extra: Any
+) -> Output:
+    """A generation's :class:`Output` with what ``caches`` hold at its end (:func:`held`; ``None``:
+    the session cannot tell, e.g. a draft in another runtime): ``kv_held_tokens`` / ``kv_held_bytes``."""
+    kv_tokens, kv_bytes = held(*caches) if caches is not None else (None, None)
+    return Output(
+        token_ids=tokens,
+        text=hf.decode(tokens),
+        finish_reason=reason,  # type: ignore[arg-type]
+        kv_held_tokens=kv_tokens,
+        kv_held_bytes=kv_bytes,
+        **extra,
+    )

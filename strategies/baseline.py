@@ -46,7 +46,7 @@ class BaselineSession(HFSession):
         from transformers import DynamicCache
 
         from ._hf import kv_cache
-        from ._kv import held
+        from ._kv import output_holding
 
         hf = self.hf
         if self.compiled is not None:
@@ -60,14 +60,7 @@ class BaselineSession(HFSession):
             if trace is not None:
                 trace.forward(0, request.input_ids, keep=1)
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
-        kv_tokens, kv_bytes = held(cache)
-        return Output(
-            token_ids=tokens,
-            text=hf.decode(tokens),
-            finish_reason=reason,  # type: ignore[arg-type]
-            kv_held_tokens=kv_tokens,
-            kv_held_bytes=kv_bytes,
-        )
+        return output_holding(hf, tokens, reason, [cache])
 
     def generate_batch(self, requests: Sequence[Request], probes: Sequence[Probe]) -> list[Output]:
         """Static batching: the prompts left-padded into one batch (attention mask, position ids), one

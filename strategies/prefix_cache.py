@@ -95,7 +95,7 @@ class PrefixCacheSession(HFSession):
         import torch
 
         from ._hf import kv_cache
-        from ._kv import held
+        from ._kv import output_holding
 
         hf = self.hf
         prompt = tuple(request.input_ids)
@@ -117,16 +117,10 @@ class PrefixCacheSession(HFSession):
             tokens, reason = decode_loop(hf, request, probe, cache, logits)
             # what the session holds when the answer is done: this request's cache and every earlier
             # prompt's kept copy (the one this prefix was copied from included)
-            kv_tokens, kv_bytes = held(cache, *(e.cache for e in self.entries))
+            caches = [cache, *(e.cache for e in self.entries)]
+            output = output_holding(hf, tokens, reason, caches, cached_tokens=reused)
             self._keep(request.prompt.id, prompt, cache, built)
-        return Output(
-            token_ids=tokens,
-            text=hf.decode(tokens),
-            finish_reason=reason,  # type: ignore[arg-type]
-            cached_tokens=reused,
-            kv_held_tokens=kv_tokens,
-            kv_held_bytes=kv_bytes,
-        )
+        return output
 
     def _lookup(self, prompt: tuple[int, ...]) -> tuple[_Entry | None, int]:
         from ._kv import reusable_length

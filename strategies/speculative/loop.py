@@ -44,7 +44,7 @@ import torch
 from workbench.strategy import Output, Probe, Request
 
 from .._hf import HFModel, Sampler, Stopper, kv_cache
-from .._kv import crop_cache, held, new_cache
+from .._kv import crop_cache, new_cache, output_holding
 from .context import catch_up_pays, prior_speedup
 from .drafter import Draft, Drafter
 from .schedule import Adaptive, Plan, Schedule
@@ -132,14 +132,7 @@ def generate_speculative(
                 verify_ms=verify_ms,
             )
     drafts = drafter.kv_caches()  # None: a runtime's draft model cannot tell what it holds
-    kv_tokens, kv_bytes = held(cache, *drafts) if drafts is not None else (None, None)
-    return Output(
-        token_ids=out,
-        text=hf.decode(out),
-        finish_reason=reason,  # type: ignore[arg-type]
-        kv_held_tokens=kv_tokens,
-        kv_held_bytes=kv_bytes,
-    )
+    return output_holding(hf, out, reason, [cache, *drafts] if drafts is not None else None)
 
 
 def _first_token(
