@@ -220,9 +220,14 @@ def _print_run_comparison(
     else:
         click.echo(render_text(build_comparison_report(two)))
     if out is not None:
+        from workbench.charts import two_runs_charts, two_runs_view
         from workbench.report.comparison import export_comparison
 
-        written, notes = export_comparison(two, out, formats, renderer=renderer, no_renderer=why_not)
+        # the charts of two runs compared: the GUI's compare view shows the same list
+        view = two_runs_view(store, a, b, two=two, exclude_disturbed=exclude_disturbed)
+        written, notes = export_comparison(
+            two, out, formats, renderer=renderer, no_renderer=why_not, charts=two_runs_charts(view)
+        )
         for note in notes:
             click.echo(note, err=True)
         click.echo(wrote_line(written, out), err=True)

@@ -152,9 +152,8 @@ class ExportActions:
                 return None
         try:
             with busy():  # the comparison the Results tab holds: nothing is analysed again here
-                charts = [c for c in shown if c.key == "before-after"]
-                pngs = {c.name: qt_charts.png_bytes(c) for c in charts}
-                path.write_text(comparison_html(two, pngs), encoding="utf-8")
+                pngs = {c.name: qt_charts.png_bytes(c) for c in shown}
+                path.write_text(comparison_html(two, shown, pngs), encoding="utf-8")
         except OSError as exc:
             w.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
             return None
@@ -186,8 +185,11 @@ class ExportActions:
         )
         return list(written)
 
-    def _export_comparison(self, two: Any, out_dir: Path | None, formats: Any = None) -> list[Path]:
-        """What `workbench compare A B --out DIR` writes (``formats``: ("csv",) for the data only)."""
+    def _export_comparison(
+        self, two: Any, shown: Sequence[Chart], out_dir: Path | None, formats: Any = None
+    ) -> list[Path]:
+        """What `workbench compare A B --out DIR` writes (``formats``: ("csv",) for the data only), with
+        the charts on screen (``shown``: the same list)."""
         from workbench.gui import charts as qt_charts
         from workbench.report.comparison import export_comparison
 
@@ -195,7 +197,7 @@ class ExportActions:
         return self._export_into(
             out_dir,
             f"Export run {b} against run {a} into",
-            lambda folder: export_comparison(two, folder, formats, renderer=qt_charts),
+            lambda folder: export_comparison(two, folder, formats, renderer=qt_charts, charts=shown),
             f"the comparison of run {b} against run {a}",
         )
 
@@ -207,7 +209,7 @@ class ExportActions:
 
         w = self.window
         if w.results is not None and w.results.two_runs is not None:
-            return self._export_comparison(w.results.two_runs, out_dir)
+            return self._export_comparison(w.results.two_runs, w.results.charts, out_dir)
         one = self._one_run("Export")
         if one is None or w.store is None:
             return []
@@ -229,7 +231,7 @@ class ExportActions:
 
         w = self.window
         if w.results is not None and w.results.two_runs is not None:
-            return self._export_comparison(w.results.two_runs, out_dir, ("csv",))
+            return self._export_comparison(w.results.two_runs, w.results.charts, out_dir, ("csv",))
         if w.results is None or len(w.results.run_ids) != 1 or w.store is None:
             w.show_error("Export", "Open a run first (History tab).")
             return []
