@@ -262,7 +262,18 @@ def build_comparison_report(two: TwoRuns, charts: Sequence[Chart] = ()) -> Repor
     )
     table.add(Figure(BeforeAfterChart.key))
     rest = [c.name for c in charts if c.name != BeforeAfterChart.key]
-    figures = Section("charts", "Charts", [Figure(n) for n in rest])
+    figures = Section("charts", "Charts")
+    if rest:
+        figures.add(
+            Text(
+                "Both runs side by side, each as it is alone (variants named RUN:variant, a variant in one "
+                "colour in both runs); a conversation both ran: each run's turns on one chart, the first "
+                "run dashed.",
+                note=True,
+            )
+        )
+        for name in rest:
+            figures.add(Figure(name))
     sections = [verdict_section(two), table, figures, notes_section(two)]
     return Report(_title(two), _meta(two), [s for s in sections if s])
 
