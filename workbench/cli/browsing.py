@@ -116,7 +116,8 @@ def show(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     help="With RUN2: also write the comparison into this folder (report.html, summary.md, "
-    "comparison.csv and .json, the before → after chart as PNG, SVG and CSV).",
+    "comparison.csv and .json, and as PNG, SVG and CSV the charts the GUI's compare view shows: "
+    "the before → after chart, both runs side by side).",
 )
 @click.option(
     "--format",
