@@ -247,7 +247,7 @@ class _StartupProbe(QObject):
 
     def _check_ready(self) -> None:
         w = self._window
-        if w.is_ready and (not w.shown_ids or w.results is not None):
+        if w.is_ready and (not w.state.shown_ids or w.state.results is not None):
             self._poll.stop()
             print(f"ready {time.time():.6f}", flush=True)
             QApplication.instance().quit()  # type: ignore[union-attr]
@@ -259,8 +259,8 @@ def _screenshot(app: QApplication, window: MainWindow, out: Path, tab: str | Non
     window.finish_startup()
     if window.last_message:
         raise WorkbenchError(window.last_message)
-    if window.shown_ids:
-        wait_for(app, lambda: window.results is not None, timeout_s=60)
+    if window.state.shown_ids:
+        wait_for(app, lambda: window.state.results is not None, timeout_s=60)
     if tab is not None:
         window.show_tab(tab)
     save_screenshot(app, window, out)

@@ -241,7 +241,7 @@ class MainWindow(QMainWindow):
         if len(run_ids) == 1:
             self.history.select_run(run_ids[0])
 
-    # -- what the state holds, to read (the controllers write it through ``state``) ----------------
+    # -- the state, read-only (for tests and scripts; the code reads and writes ``self.state``) ------
 
     @property
     def db_path(self) -> Path:
