@@ -73,12 +73,12 @@ def _check(db: Path, png: Path, started: float) -> str:
         window.finish_startup()
         if window.last_message:
             raise WorkbenchError(f"smoke test: {window.last_message}")
-        if not window.shown_ids:
+        if not window.state.shown_ids:
             raise WorkbenchError(f"smoke test: {db} holds no runs")
-        wait_for(app, lambda: window.results is not None, timeout_s=120)
+        wait_for(app, lambda: window.state.results is not None, timeout_s=120)
         if window.last_message:
             raise WorkbenchError(f"smoke test: {window.last_message}")
-        data = window.results
+        data = window.state.results
         assert data is not None  # waited for above
         headline = next((c for c in data.charts if c.key == "headline"), None)
         if headline is None:
