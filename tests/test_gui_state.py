@@ -192,3 +192,17 @@ def test_the_check_finds_a_write_of_the_shared_state(tmp_path):
         "controller.py:6 setattr db_path",
         "main_window.py:2 self.store",
     ]
+
+
+def test_opening_an_empty_database_leaves_nothing_of_the_last_one_on_screen(qtbot, tmp_path):
+    """Another database with no runs: the last database's results leave the screen and its exports go
+    (they kept the old results, their exports enabled, before the state cleared them)."""
+    from workbench.store import Store
+
+    window = open_window(qtbot, sample_db(tmp_path))
+    assert window.export_report_action.isEnabled()
+    empty = tmp_path / "empty.db"
+    Store(empty).close()
+    assert window.file_actions.open_database(empty)
+    assert window.state.shown_ids == () and window.state.results is None
+    assert not window.export_report_action.isEnabled()

@@ -90,7 +90,7 @@ class FileActions:
             return False
         if not w.open_store(path, create=False):
             return False
-        w.state.show_runs(())
+        w.state.clear_shown()  # the other database's runs and their results leave the screen
         runs = w.history_actions.refresh()
         if runs:
             w.results_view.show_runs((runs[-1]["id"],))
