@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from workbench.core.errors import first_line
+from workbench.formatting import duration
 from workbench.strategy import (
     FinishReason,
     Output,
@@ -319,7 +320,9 @@ class EndpointSession(Session):
                     if stream.feed(line, probe):
                         break
                     if not stream.steps and time.monotonic() > deadline:
-                        raise StrategyError(f"no first token from {url} within {self.config.timeout_s:g} s")
+                        raise StrategyError(
+                            f"no first token from {url} within {duration(self.config.timeout_s)}"
+                        )
         except httpx.HTTPError as exc:
             raise StrategyError(stream.transport_error(exc, self.config.timeout_s)) from None
         probe.end()  # the answer is complete: what follows is bookkeeping, not generation
@@ -583,10 +586,8 @@ class _Stream:
     def transport_error(self, exc: httpx.HTTPError, timeout_s: float) -> str:
         if isinstance(exc, httpx.ReadTimeout):
             if not self.steps:
-                return f"no first token from {self.url} within {timeout_s:g} s"
-            return (
-                f"the server sent nothing for {timeout_s:g} s after {self.steps} chunks with tokens (stalled)"
-            )
+                return f"no first token from {self.url} within {duration(timeout_s)}"
+            return f"the server sent nothing for {duration(timeout_s)} after {self.steps} chunks with tokens (stalled)"
         if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and self.chunks:
             return f"the server closed the stream mid-answer after {self.chunks} chunks ({exc})"
         return _transport_error(exc, self.url, timeout_s)
@@ -594,11 +595,11 @@ class _Stream:
 
 def _transport_error(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
     if isinstance(exc, httpx.ConnectTimeout):
-        return f"no connection to {url} within {timeout_s:g} s"
+        return f"no connection to {url} within {duration(timeout_s)}"
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect to {url}: {exc}"
     if isinstance(exc, httpx.TimeoutException):
-        return f"no answer from {url} within {timeout_s:g} s"
+        return f"no answer from {url} within {duration(timeout_s)}"
     return f"{type(exc).__name__} from {url}: {exc}"
 
 

@@ -8,7 +8,7 @@ from PySide6 import QtCore
 
 from workbench.charts.acceptance import AcceptanceChart, DraftPositionChart
 from workbench.charts.base import OKABE_ITO
-from workbench.formatting import count, fixed, times
+from workbench.formatting import count, fixed, spaced_percent, times
 from workbench.gui.chartkinds import base as kb
 
 __all__ = ["AcceptanceKind", "DraftPositionKind"]
@@ -105,9 +105,9 @@ class DraftPositionKind(kb.ChartKind[DraftPositionChart]):
             )
             figures = []
             if s.acceptance is not None:
-                figures.append(f"accepted {count(s.acceptance)} %")
-            if s.needed is not None:
-                figures.append(f"needed {count(s.needed)} %" if s.needed <= 100 else "needed > 100 %")
+                figures.append(f"accepted {spaced_percent(s.acceptance / 100)}")
+            if s.needed is not None:  # in % (the chart's axis); "> 100 %" where no acceptance reaches it
+                figures.append(f"needed {spaced_percent(s.needed / 100)}")
             # decode and end to end: drafting can pay on decode and lose the whole request (its prefill)
             speedups = [
                 f"{label} {times(value)}"
