@@ -131,6 +131,17 @@ def _s(value: float) -> float:
     return value if isinstance(value, int) else steady(value)
 
 
+def _odd(value: float, unit: str = "", unknown: str = "–") -> str | None:
+    """How a figure that is not a finite number reads, the same in every writer: NaN as unknown
+    (``unknown``: what the writer writes for None), an infinity ``∞`` / ``−∞`` followed by ``unit``
+    (``∞x``); None for a finite figure, which the writer writes itself."""
+    if isinstance(value, int) or math.isfinite(value):
+        return None
+    if math.isnan(value):
+        return unknown
+    return ("∞" if value > 0 else "−∞") + unit
+
+
 # -- plain numbers -------------------------------------------------------------------------------
 
 
@@ -138,7 +149,7 @@ def fmt(value: float | None, digits: int = 1) -> str:
     """``1,234.5``: thousands separated, ``digits`` decimals; ``–`` when unknown."""
     if value is None:
         return "–"
-    return f"{_s(value):,.{digits}f}"
+    return _odd(value) or f"{_s(value):,.{digits}f}"
 
 
 def num(value: float | None, *, whole: bool = True) -> str:
@@ -147,6 +158,8 @@ def num(value: float | None, *, whole: bool = True) -> str:
     unless ``whole`` is False; ``–`` when unknown."""
     if value is None:
         return "–"
+    if (odd := _odd(value)) is not None:
+        return odd
     value = _s(value)
     if abs(value) >= 100 or (whole and float(value).is_integer()):
         return f"{value:,.0f}"
@@ -155,25 +168,32 @@ def num(value: float | None, *, whole: bool = True) -> str:
     return f"{value:.3g}"
 
 
-def tokens(value: float) -> str:
-    """A token count, rounded: ``1,024``."""
-    return f"{round(_s(value)):,}"
+def tokens(value: float | None) -> str:
+    """A token count, rounded: ``1,024`` (:func:`count`, grouped); ``–`` when unknown."""
+    return count(value, grouped=True)
 
 
-def count(value: float) -> str:
-    """A whole number without separators: a median count ``48``, a share already in percent ``31``."""
+def count(value: float | None, *, grouped: bool = False) -> str:
+    """A whole number, rounded: a median count ``48``, a share already in percent ``31``; ``grouped``:
+    thousands separated, ``12,000`` trials (an int exactly, however large); ``–`` when unknown."""
+    if value is None:
+        return "–"
+    if (odd := _odd(value)) is not None:
+        return odd
+    if grouped:
+        return f"{round(_s(value)):,}"
     return f"{_s(value):.0f}"
 
 
 def fixed(value: float, decimals: int) -> str:
     """A ratio, a cost in target steps, a mean length at fixed decimals: ``0.25``, ``3.5``."""
-    return f"{_s(value):.{decimals}f}"
+    return _odd(value) or f"{_s(value):.{decimals}f}"
 
 
 def significant(value: float, digits: int = 3, *, signed: bool = False, grouped: bool = False) -> str:
     """``digits`` significant digits: a KLD ``0.00375``; ``signed``: with its sign, a fitted slope
     ``+0.012``; ``grouped``: thousands separated, a target ``1,500``."""
-    return f"{_s(value):{'+' if signed else ''}{',' if grouped else ''}.{digits}g}"
+    return _odd(value) or f"{_s(value):{'+' if signed else ''}{',' if grouped else ''}.{digits}g}"
 
 
 def ms(value: float | None) -> str:
@@ -184,12 +204,16 @@ def ms(value: float | None) -> str:
 def ms_text(value: float | None) -> str:
     """A time in ms with its unit, as a chart's read-out writes it: ``12.3 ms``, ``1,234 ms`` from
     100 ms (:func:`ms`); ``–`` when unknown."""
-    return "–" if value is None else f"{ms(value)} ms"
+    if value is None:
+        return "–"
+    return _odd(value, " ms") or f"{ms(value)} ms"
 
 
 def chart_value(value: float) -> str:
     """A value on a chart's bar or in its legend (ms, s, tok/s): no decimals from 100 (``1,234``), one
     from 10 (``12.3``), else two (``1.23``)."""
+    if (odd := _odd(value)) is not None:
+        return odd
     value = _s(value)
     if value >= 100:
         return f"{value:,.0f}"
@@ -201,7 +225,7 @@ def chart_value(value: float) -> str:
 def size(mb: float | None, unit: str = "MB") -> str:
     """An amount of memory given in MB (MiB, as measured), in ``unit``: ``1,234 MB`` (no decimals),
     ``GB`` as ``3.2 GB`` (one decimal, 1,024 MB each); ``–`` when unknown."""
-    if mb is None:
+    if mb is None or math.isnan(mb):
         return "–"
     if unit == "GB":
         return f"{fmt(mb / 1024, 1)} GB"
@@ -214,7 +238,8 @@ def duration(seconds: float | None, decimals: int | None = None, *, clock: bool 
     """How long something takes, given in seconds — every duration the workbench writes.
 
     As a person says it (the default): ``48 s`` (whole seconds; two significant digits under 10 s:
-    ``2.5 s``, ``0.25 s``), from 90 s in minutes at :func:`num`'s precision (``4.2 min``, ``15 min``).
+    ``2.5 s``, ``0.25 s``), from 90 s in minutes, one decimal unless whole or from 100 min (``1.7 min``,
+    ``15 min``, ``240 min``).
     ``decimals``: a measured time, always in seconds at that many decimals (``2.10 s``). ``clock``: a
     count-down to the second (an ETA): ``45 s``, ``4 min 05 s``, ``1 h 02 min``. ``–`` when unknown
     (None or NaN); ``∞`` for an endless one."""
@@ -224,7 +249,7 @@ def duration(seconds: float | None, decimals: int | None = None, *, clock: bool 
         return "∞" if seconds > 0 else "−∞"
     value = _s(seconds)
     if decimals is not None:
-        return f"{value:.{decimals}f} s"
+        return f"{fmt(value, decimals)} s"
     if clock:
         sign, whole = ("-" if value < 0 else ""), round(abs(value))
         if whole < 60:
@@ -238,7 +263,10 @@ def duration(seconds: float | None, decimals: int | None = None, *, clock: bool 
         return f"{value:.2g} s"
     if abs(value) < 90:
         return f"{value:.0f} s"
-    return f"{num(value / 60)} min"
+    in_minutes = steady(value / 60)
+    if in_minutes.is_integer() or abs(in_minutes) >= 100:
+        return f"{in_minutes:,.0f} min"
+    return f"{in_minutes:.1f} min"
 
 
 def power_of_ten(exponent: int) -> str:
@@ -251,7 +279,9 @@ def power_of_ten(exponent: int) -> str:
 
 def times(value: float | None, digits: int = 2) -> str:
     """A ratio (a speed-up: > 1 is faster) as ``1.23x`` (``digits`` decimals); ``–`` when unknown."""
-    return "–" if value is None else f"{_s(value):.{digits}f}x"
+    if value is None:
+        return "–"
+    return _odd(value, "x") or f"{_s(value):.{digits}f}x"
 
 
 def ratio(est: Any, *, interval: bool = True) -> str:
@@ -311,19 +341,21 @@ def percent(value: float | None, digits: int = 0, *, signed: bool = False) -> st
     """A share as a percentage: 0.38 → ``38%`` (``signed``: ``+38%``); ``""`` when unknown."""
     if value is None:
         return ""
+    if (odd := _odd(value, "%", unknown="")) is not None:
+        return odd
     value = _s(value)
     return f"{value:+.{digits}%}" if signed else f"{value:.{digits}%}"
 
 
 def written_percent(fraction: float) -> str:
     """A share as a person wrote it in a spec (``ci_target = 0.025``): ``2.5%``, ``3%``, ``0.01%``."""
-    return f"{significant(fraction * 100, 4)}%"
+    return _odd(fraction, "%") or f"{significant(fraction * 100, 4)}%"
 
 
 def spaced_percent(value: float | None) -> str:
     """An acceptance or a break-even share as the drafting tables write it: ``31 %``; ``> 100 %`` for a
     break-even no acceptance can reach; ``–`` when unknown."""
-    if value is None:
+    if value is None or math.isnan(value):
         return "–"
     if value > 1:
         return "> 100 %"
@@ -332,7 +364,11 @@ def spaced_percent(value: float | None) -> str:
 
 def plus_minus(value: float | None, digits: int = 1) -> str:
     """A relative half-width: 0.062 → ``±6.2%``; ``""`` when unknown."""
-    return "" if value is None else f"±{_s(value):.{digits}%}"
+    if value is None:
+        return ""
+    if (odd := _odd(abs(value), "%", unknown="")) is not None:
+        return odd and "±" + odd
+    return f"±{_s(value):.{digits}%}"
 
 
 def mde_text(est: Any) -> str:
@@ -385,6 +421,8 @@ def kld_text(value: float | None) -> str:
     """A KLD in nats, three significant digits ("0" only when the predictions are identical)."""
     if value is None:
         return ""
+    if (odd := _odd(value, unknown="")) is not None:
+        return odd
     return "0" if value == 0 else f"{_s(value):.3g}"
 
 

@@ -28,6 +28,11 @@ class Metric(NamedTuple):
         return "higher" if self.higher_is_better else "lower"
 
     @property
+    def header(self) -> str:
+        """A table's header for its values: the label and the unit, ``TTFT ms``, ``decode tok/s``."""
+        return f"{self.label} {self.unit}".rstrip()
+
+    @property
     def bound(self) -> str:
         """The sign of a limit on it: ``≥`` (a least value, higher is better) or ``≤``."""
         return "≥" if self.higher_is_better else "≤"
@@ -46,7 +51,7 @@ METRIC_TABLE: dict[str, Metric] = {
     "itl_p50_ms": Metric("ITL p50", "ms", False),
     "itl_p90_ms": Metric("ITL p90", "ms", False),
     "itl_p99_ms": Metric("ITL p99", "ms", False),
-    "peak_memory_mb": Metric("peak mem", "MB", False),
+    "peak_memory_mb": Metric("peak", "MB", False),
     "input_tokens": Metric("in", "tok", False),
     "output_tokens": Metric("out", "tok", False),
     # the quality pass's figures (per variant × workload, not per request): the mean KLD from the

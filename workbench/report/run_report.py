@@ -18,6 +18,7 @@ from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Trust, WorkloadVerdict
 from workbench.charts.memory import DEVICE_WIDE, MEMORY_LABELS
+from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import (
     duration,
     fmt,
@@ -612,7 +613,8 @@ def _short(text: str, width: int = 40) -> str:
 
 
 def roofline_section(analysis: RunAnalysis) -> Section:
-    headers = ["variant", "workload", "decode tok/s", "limit tok/s", "of limit", "weights MB", "KV MB/step"]
+    decode = METRIC_TABLE["decode_tokens_per_s"].header
+    headers = ["variant", "workload", decode, "limit tok/s", "of limit", "weights MB", "KV MB/step"]
     rows = [
         [
             r.variant,

@@ -10,6 +10,7 @@ from typing import Any
 
 from workbench.analysis.projection import Projection, ProjectionCause
 from workbench.analysis.targets import Check, TargetGap, TargetMiss, Verdict
+from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import (
     fixed,
     fmt,
@@ -181,11 +182,10 @@ def projection_table(projections: Sequence[Projection]) -> TableRows:
 
     headers = [
         "variant",
-        "in tok",
-        "out tok",
-        "TTFT ms",
-        "after TTFT ms",
-        "e2e ms",
+        *(
+            METRIC_TABLE[key].header
+            for key in ("input_tokens", "output_tokens", "ttft_ms", "decode_phase_ms", "e2e_ms")
+        ),
         "prefill ms/tok",
         "decode ms/tok",
     ]

@@ -24,6 +24,7 @@ from workbench.core.device import check_device_name
 from workbench.core.errors import ModelSourceError, SpecError, StrategyError, error_context
 from workbench.core.literals import TrialOrder, Workers
 from workbench.core.variant import COMPILE_MODES, DTYPES, Variant
+from workbench.formatting import count
 from workbench.sources import parse_source
 from workbench.spec.targets import Targets, parse_targets
 from workbench.spec.workloads import (
@@ -734,7 +735,7 @@ def _check_value(value: Any, where: str, key: str) -> None:
     elif isinstance(value, int) and not isinstance(value, bool) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
         raise SpecError(
             f"{where}: '{key}' = {value} is out of range (whole numbers are stored as 64-bit integers: "
-            f"at most {INT_RANGE[1]:,})"
+            f"at most {count(INT_RANGE[1], grouped=True)})"
         )
 
 
@@ -743,9 +744,9 @@ def _check_plan_size(variants: int, warmup: int, repetitions: int, workloads: Se
     planned = variants * (warmup * len(workloads) + repetitions * prompts)
     if planned > MAX_PLANNED_TRIALS:
         raise SpecError(
-            f"spec: plans {planned:,} trials ({variants} variants × ({warmup} warm-ups × {len(workloads)} "
+            f"spec: plans {count(planned, grouped=True)} trials ({variants} variants × ({warmup} warm-ups × {len(workloads)} "
             f"workloads + {repetitions} repetitions × {prompts} prompts)); one run holds at most "
-            f"{MAX_PLANNED_TRIALS:,}"
+            f"{count(MAX_PLANNED_TRIALS, grouped=True)}"
         )
 
 
