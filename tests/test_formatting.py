@@ -339,6 +339,8 @@ def strays(root: Path) -> list[str]:
                         report(node, "an interval or a range written inline")
                     if _DURATION_UNIT.match(after) and not _called(part.value, "duration"):
                         report(node, f"a duration written inline ('{after[:4]}')")
+                    if after.startswith(("%", " %")):
+                        report(node, "a percentage written inline (percent, spaced_percent)")
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 if _TEMPLATE_SPEC.search(node.value):
                     report(node, "number format in a template")
@@ -393,7 +395,8 @@ def test_the_guard_finds_each_kind_of_stray(tmp_path):
         'METRICS = {"ttft_ms": ("TTFT", "ms", False)}\n'
         'HEADERS = ["variant", "TTFT ms"]\n'
         'COLUMN = Column("e2e_ms", "e2e ms", "e2e ms", "e2e", None)\n'
-        'eta = f"{n} s left"\n',
+        'eta = f"{n} s left"\n'
+        'share = f"{count(x)} % of steps"\n',
         encoding="utf-8",
     )
     found = "\n".join(strays(tmp_path))
@@ -410,6 +413,7 @@ def test_the_guard_finds_each_kind_of_stray(tmp_path):
         "metric header 'TTFT ms' written out",
         "a column's metric header written out",
         "a duration written inline (' s l')",
+        "a percentage written inline",
     ):
         assert what in found, f"{what!r} not found in:\n{found}"
     # and the formatters themselves are left alone

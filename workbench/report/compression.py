@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workbench.analysis.compression import CompressionBreakEven
-from workbench.formatting import ci_suffix, fixed, interval, ms_text, percent, significant, span, tokens
+from workbench.formatting import (
+    ci_suffix,
+    fixed,
+    interval,
+    ms_text,
+    percent,
+    significant,
+    span,
+    times,
+    tokens,
+)
 
 __all__ = ["compression_line", "compression_lines"]
 
@@ -83,7 +93,7 @@ def compression_line(b: CompressionBreakEven) -> str:
     if b.cost_fraction >= 1:
         return line + (
             f" — it costs {cost} of the prefill it saves here: it pays only with a compressor at least "
-            f"{fixed(b.cost_fraction, 2)}x cheaper, or when the compressed prompt is reused{end}"
+            f"{times(b.cost_fraction)} cheaper, or when the compressed prompt is reused{end}"
         )
     return line + f" — it costs {cost} of the prefill it saves: it pays at these prompt lengths{end}"
 

@@ -63,9 +63,7 @@ class AcceptanceKind(kb.ChartKind[AcceptanceChart]):
         if share is None or not 0 <= y <= share * 1.05 + 1:
             return None
         steps = chart.counts[variants[i]][length]
-        return (
-            f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {count(share)} % of steps ({steps})"
-        )
+        return f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {spaced_percent(share / 100)} of steps ({steps})"
 
 
 #: a dash pattern per workload of the draft-position chart (the colour is the variant's)
@@ -136,6 +134,7 @@ class DraftPositionKind(kb.ChartKind[DraftPositionChart]):
             return None
         lines = [f"<b>draft position {position}</b>"]
         lines += [
-            f"{s.variant} on {s.workload}: {count(rate)} % accepted (of {n} steps)" for s, rate, n in rows
+            f"{s.variant} on {s.workload}: {spaced_percent(rate / 100)} accepted (of {n} steps)"
+            for s, rate, n in rows
         ]
         return "<br>".join(lines)
