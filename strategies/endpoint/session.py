@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from workbench.core.errors import first_line
+from workbench.formatting import duration
 from workbench.strategy import (
     Output,
     Probe,
@@ -319,7 +320,9 @@ class EndpointSession(Session):
                     if stream.feed(line, probe):
                         break
                     if not stream.steps and time.monotonic() > deadline:
-                        raise StrategyError(f"no first token from {url} within {self.config.timeout_s:g} s")
+                        raise StrategyError(
+                            f"no first token from {url} within {duration(self.config.timeout_s)}"
+                        )
         except httpx.HTTPError as exc:
             raise StrategyError(stream.transport_error(exc, self.config.timeout_s)) from None
         probe.end()  # the answer is complete: what follows is bookkeeping, not generation

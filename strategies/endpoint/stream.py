@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from workbench.formatting import duration
 from workbench.strategy import FinishReason, Probe, StrategyError
 
 __all__ = ["Stream", "split_counts", "transport_error"]
@@ -109,10 +110,8 @@ class Stream:
     def transport_error(self, exc: httpx.HTTPError, timeout_s: float) -> str:
         if isinstance(exc, httpx.ReadTimeout):
             if not self.steps:
-                return f"no first token from {self.url} within {timeout_s:g} s"
-            return (
-                f"the server sent nothing for {timeout_s:g} s after {self.steps} chunks with tokens (stalled)"
-            )
+                return f"no first token from {self.url} within {duration(timeout_s)}"
+            return f"the server sent nothing for {duration(timeout_s)} after {self.steps} chunks with tokens (stalled)"
         if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and self.chunks:
             return f"the server closed the stream mid-answer after {self.chunks} chunks ({exc})"
         return transport_error(exc, self.url, timeout_s)
@@ -120,11 +119,11 @@ class Stream:
 
 def transport_error(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
     if isinstance(exc, httpx.ConnectTimeout):
-        return f"no connection to {url} within {timeout_s:g} s"
+        return f"no connection to {url} within {duration(timeout_s)}"
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect to {url}: {exc}"
     if isinstance(exc, httpx.TimeoutException):
-        return f"no answer from {url} within {timeout_s:g} s"
+        return f"no answer from {url} within {duration(timeout_s)}"
     return f"{type(exc).__name__} from {url}: {exc}"
 
 

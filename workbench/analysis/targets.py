@@ -117,7 +117,7 @@ class Check:
 
     @property
     def higher_is_better(self) -> bool:
-        return TARGET_METRICS[self.metric][2]
+        return TARGET_METRICS[self.metric].higher_is_better
 
     @property
     def status(self) -> CheckStatus:
@@ -213,7 +213,7 @@ def _meets(row: TrialRecord, metric: str, target: float) -> bool:
     value = metric_value(row, metric)
     if value is None:
         return False
-    return value >= target if TARGET_METRICS[metric][2] else value <= target
+    return value >= target if TARGET_METRICS[metric].higher_is_better else value <= target
 
 
 def evaluate(
@@ -254,7 +254,9 @@ def evaluate(
                 )
                 continue
             values = [metric_value(r, metric) for r in ok]
-            measured = bootstrap_percentile(values, prompts, wanted.percentile, TARGET_METRICS[metric][2])
+            measured = bootstrap_percentile(
+                values, prompts, wanted.percentile, TARGET_METRICS[metric].higher_is_better
+            )
             share = sum(_meets(r, metric, limit) for r in rows) / len(rows) if rows else None
             verdict.checks.append(Check(metric, limit, wanted.percentile, measured, share))
         good_enough = all(c.met for c in verdict.checks if c.metric in QUALITY_TARGETS)

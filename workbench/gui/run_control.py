@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 from PySide6.QtCore import QObject, SignalInstance
 from PySide6.QtWidgets import QApplication, QLabel, QProgressBar, QPushButton, QWidget
 
-from workbench.formatting import plus_minus
+from workbench.formatting import duration, plus_minus
 
 if TYPE_CHECKING:
     from workbench.gui.builder import ExperimentBuilder
@@ -148,17 +148,14 @@ class RunControl(QObject):
         w.results_view.show_runs((run_id,))
 
     def _on_progress(self, info: ProgressInfo) -> None:
-        from workbench.gui.running import format_eta
-
         w = self.window
         w.progress.setRange(0, max(info.total, 1))
         w.progress.setValue(info.done)
         parts = [f"{info.done}/{info.total} trials"]
         if info.failed:
             parts.append(f"{info.failed} failed")
-        eta = format_eta(info.eta_s)
-        if eta:
-            parts.append(f"ETA {eta}")
+        if info.eta_s is not None:
+            parts.append(f"ETA {duration(info.eta_s, clock=True)}")
         if info.ci_target is not None:  # repetitions = "auto": the interval narrowing, live
             now = plus_minus(info.interval, 1) if info.interval is not None else "not yet known"
             parts.append(f"widest CI {now} (target {plus_minus(info.ci_target, 0)})")

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.formatting import duration
 
 __all__ = ["MIN_COLOURS", "run_smoke", "sample_db"]
 
@@ -104,7 +105,7 @@ def _check(db: Path, png: Path, started: float) -> str:
         f"smoke ok: Workbench {__version__} (PySide6 {pyside_version}, {QGuiApplication.platformName()}), "
         f'run {run["id"]} "{run["name"]}" from {db.name}: {variants} variants × {workloads} workloads, '
         f"{measured} trials; headline chart {image.width()}×{image.height()} px, {colours} colours; "
-        f'font "{family}"; {time.monotonic() - started:.1f} s'
+        f'font "{family}"; {duration(time.monotonic() - started, 1)}'
     )
 
 

@@ -21,6 +21,7 @@ from workbench.core.device import check_device_name
 from workbench.core.errors import ModelSourceError, SpecError, StrategyError, error_context
 from workbench.core.literals import CompileMode, TrialOrder, Workers
 from workbench.core.variant import COMPILE_MODES, DTYPES, Variant
+from workbench.formatting import count
 from workbench.sources import parse_source
 from workbench.spec.tables import INT_RANGE, check_keys, check_numbers, duration_s, get_typed
 from workbench.spec.targets import Targets, parse_targets
@@ -501,9 +502,9 @@ def _check_plan_size(variants: int, warmup: int, repetitions: int, workloads: Se
     planned = variants * (warmup * len(workloads) + repetitions * prompts)
     if planned > MAX_PLANNED_TRIALS:
         raise SpecError(
-            f"spec: plans {planned:,} trials ({variants} variants × ({warmup} warm-ups × {len(workloads)} "
+            f"spec: plans {count(planned, grouped=True)} trials ({variants} variants × ({warmup} warm-ups × {len(workloads)} "
             f"workloads + {repetitions} repetitions × {prompts} prompts)); one run holds at most "
-            f"{MAX_PLANNED_TRIALS:,}"
+            f"{count(MAX_PLANNED_TRIALS, grouped=True)}"
         )
 
 

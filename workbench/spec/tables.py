@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from workbench.core.errors import SpecError
+from workbench.formatting import count
 from workbench.spec.workloads import MAX_INTEGER
 
 __all__ = ["INT_RANGE", "check_keys", "check_numbers", "duration_s", "get_typed"]
@@ -73,7 +74,7 @@ def _check_value(value: Any, where: str, key: str) -> None:
     elif isinstance(value, int) and not isinstance(value, bool) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
         raise SpecError(
             f"{where}: '{key}' = {value} is out of range (whole numbers are stored as 64-bit integers: "
-            f"at most {INT_RANGE[1]:,})"
+            f"at most {count(INT_RANGE[1], grouped=True)})"
         )
 
 

@@ -33,6 +33,7 @@ from workbench.core.errors import SpecError
 from workbench.core.literals import History, WorkloadKind, WorkloadSweep
 from workbench.core.resources import resource_path
 from workbench.core.strategy import Prompt
+from workbench.formatting import count
 from workbench.spec.targets import Targets, parse_targets
 
 if sys.version_info >= (3, 11):
@@ -328,7 +329,7 @@ def _item(data: Any, where: str, default_max_new_tokens: int) -> Item:
         or not 1 <= max_new_tokens <= MAX_INTEGER
     ):
         raise SpecError(
-            f'{where}: "max_new_tokens" must be a positive integer of at most {MAX_INTEGER:,}, got {max_new_tokens!r}'
+            f'{where}: "max_new_tokens" must be a positive integer of at most {count(MAX_INTEGER, grouped=True)}, got {max_new_tokens!r}'
         )
     prompt = Prompt(id=str(data["id"]), prompt=data.get("prompt"), messages=messages, parts=parts)
     return Item(prompt, max_new_tokens)
