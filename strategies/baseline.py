@@ -129,6 +129,8 @@ class BaselineSession(HFSession):
 
 class BaselineStrategy(Strategy[BaselineConfig]):
     name = "baseline"
+    lever = "precision/settings"
+    phase = "both"
     description = "Plain prefill + token-by-token decode with the KV cache (the reference)"
     Config = BaselineConfig
     supports_batching = True

@@ -135,6 +135,8 @@ class ContextTrimSession(HFSession):
 class ContextTrimStrategy(Strategy[ContextTrimConfig]):
     compile_refusal = "its trimmed prompt is decoded eagerly (the compiled path serves the baseline's loop)"
     name = "context-trim"
+    lever = "context trimming"
+    phase = "prefill"
     description = "Less context: drop the oldest chat turns or the middle of a long prompt to a token budget"
     Config = ContextTrimConfig
 

@@ -132,6 +132,8 @@ class HFAssistedSession(HFSession):
 
 class HFAssistedStrategy(Strategy[HFAssistedConfig]):
     name = "hf-assisted"
+    lever = "assisted generation"
+    phase = "decode"
     description = "transformers' own assisted generation (draft model or prompt lookup), for cross-checks"
     lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = HFAssistedConfig

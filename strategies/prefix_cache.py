@@ -166,6 +166,8 @@ class PrefixCacheSession(HFSession):
 
 class PrefixCacheStrategy(Strategy[PrefixCacheConfig]):
     name = "prefix-cache"
+    lever = "KV-cache reuse"
+    phase = "prefill"
     description = "KV-cache reuse: a prompt sharing a prefix with an earlier one prefills only the rest"
     lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = PrefixCacheConfig

@@ -418,6 +418,8 @@ class PromptCompressionSession(HFSession):
 
 class PromptCompressionStrategy(Strategy[PromptCompressionConfig]):
     name = "prompt-compression"
+    lever = "prompt compression"
+    phase = "prefill"
     description = (
         "Compress the prompt: a compressor model's least surprising tokens are dropped before the prefill"
     )

@@ -137,6 +137,8 @@ class PromptLookupSession(HFSession):
 
 class PromptLookupStrategy(Strategy[PromptLookupConfig]):
     name = "prompt-lookup"
+    lever = "speculative decoding with prompt lookup"
+    phase = "decode"
     description = "Speculative decoding with n-gram drafts copied from the prompt (no draft model)"
     lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = PromptLookupConfig

@@ -47,6 +47,30 @@ def test_each_turn_is_a_prompt_with_its_turn_number(tmp_path):
     assert len(spec_with(path, "limit = 1\n").workloads[0].items) == 3
 
 
+def test_the_parsed_workload_keeps_its_kind_and_says_whether_it_is_a_conversation(tmp_path):
+    """``kind`` is kept on the parsed workload (typed, not checked and dropped), from a file or the
+    built-in set alike; everything else is ``prompts``, sweeps keep their ``sweep``."""
+    from workbench.store import TrialRecord
+
+    path = conversations_file(tmp_path, [{"id": "c1", "turns": ["hi", "more"]}])
+    (talk,) = spec_with(path).workloads
+    assert talk.kind == "conversation" and talk.is_conversation and talk.history == "baseline-anchored"
+    spec = parse_spec(
+        VARIANT + '[[workloads]]\nname = "conversation"\n[[workloads]]\nname = "chat"\n'
+        '[[workloads]]\nname = "sweep-output"\n[[workloads]]\nname = "inline"\nkind = "prompts"\n'
+        'prompts = ["hello"]\n'
+    )
+    kinds = {w.name: (w.kind, w.is_conversation, w.sweep) for w in spec.workloads}
+    assert kinds == {
+        "conversation": ("conversation", True, None),
+        "chat": ("prompts", False, None),
+        "sweep-output": ("prompts", False, "output"),
+        "inline": ("prompts", False, None),
+    }
+    # a stored trial says the same of itself: a conversation's turn carries its number
+    assert TrialRecord(turn=2).in_conversation and not TrialRecord().in_conversation
+
+
 def test_turn_messages_interleave_the_answers():
     c = builtin_workload("conversation").conversations[0]
     messages = turn_messages(c, 3, ["A1", "A2"])

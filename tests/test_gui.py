@@ -277,7 +277,7 @@ def test_cancel_stops_within_a_trial_and_keeps_what_finished(qtbot, db_path):
     window = open_window(qtbot, db_path)
     spec = fake_spec(reps=20, decode=100.0)  # 6 tokens x 100 ms per baseline trial, 40 trials each
     landed = []
-    window.run_thread = None
+    assert window.run_thread is None
     with qtbot.waitSignal(window.runFinished, timeout=60_000) as finished:
         window.run_control.start_run(spec=spec)
         thread = window.run_thread

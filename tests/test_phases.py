@@ -175,3 +175,110 @@ def test_a_run_without_the_named_baseline_measures_its_first_variant():
     rows = [trial("only", "w", "a", 10, 90, rep=r) for r in range(2)]
     (phase,) = measure_phases(summarize(rows, None), rows, None)
     assert phase.variant == "only" and phase.label == "decode-heavy" and phase.levers == ()
+
+
+# -- a strategy's lever is declared on its class ---------------------------------------------------
+
+_LEVER_PLUGINS = """
+from workbench.strategy import Strategy
+
+
+class SlicedPrefill(Strategy):
+    name = "sliced-prefill"
+    lever = "sliced prefill"
+    phase = "prefill"
+    requires_model = False
+
+    def load(self, variant, device):
+        raise NotImplementedError
+
+
+class Undeclared(Strategy):
+    name = "undeclared"
+    requires_model = False
+
+    def load(self, variant, device):
+        raise NotImplementedError
+"""
+
+
+@pytest.fixture
+def lever_plugins(tmp_path, monkeypatch):
+    """Two plugin strategies registered through the ``workbench.strategies`` entry point of a
+    distribution on the path: one declares its lever and phase, one declares neither."""
+    import sys
+
+    from workbench.core import registry
+
+    (tmp_path / "lever_plugins-0.1.dist-info").mkdir()
+    (tmp_path / "lever_plugins.py").write_text(_LEVER_PLUGINS)
+    (tmp_path / "lever_plugins-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: lever-plugins\nVersion: 0.1\n"
+    )
+    (tmp_path / "lever_plugins-0.1.dist-info" / "entry_points.txt").write_text(
+        "[workbench.strategies]\nsliced-prefill = lever_plugins:SlicedPrefill\n"
+        "undeclared = lever_plugins:Undeclared\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry._entry_points.cache_clear()
+    yield
+    registry._entry_points.cache_clear()
+    sys.modules.pop("lever_plugins", None)
+
+
+@pytest.mark.usefixtures("lever_plugins")
+def test_a_plugin_s_declared_lever_gets_advice_and_one_that_declares_none_gets_none():
+    """'spec' halves the decode time of the decode-heavy chat workload. Run by a plugin that declares
+    a prefill lever, the advice names its lever and notes that a prefill lever helped a decode-heavy
+    workload; by a plugin that declares nothing, or one not installed here (an old run read without
+    its plugin), it is named by its strategy, no phase is assumed, and nothing fails."""
+    rows = levers_run()
+    summaries = summarize(rows, "base")
+    for strategy, lever, targets, noted in (
+        ("sliced-prefill", "sliced prefill", "prefill", True),
+        ("undeclared", "undeclared", "both", False),
+        ("uninstalled-plugin", "uninstalled-plugin", "both", False),
+    ):
+        strategies = {"base": "baseline", "spec": strategy, "quant": "quantized"}
+        phases = {p.workload: p for p in measure_phases(summaries, rows, "base", strategies=strategies)}
+        chat = phases["chat"]
+        levers = {x.variant: x for x in chat.levers}
+        assert (levers["spec"].lever, levers["spec"].targets) == (lever, targets), strategy
+        assert levers["quant"].lever == "weight quantization" and levers["quant"].targets == "decode"
+        text = " ".join(advice(chat))
+        assert f"In this run, helped: spec ({lever}): e2e 1.60x" in text
+        assert ("spec targets prefill, yet it helped this decode-heavy workload" in text) is noted, strategy
+
+
+def test_the_lever_table_keyed_by_names_is_gone_each_built_in_declares_its_own():
+    from workbench.analysis import phases
+    from workbench.analysis.phases import BATCHING, strategy_lever
+    from workbench.core import registry
+
+    assert not hasattr(phases, "LEVERS")
+    levers = "quantized speculative prompt-lookup hf-assisted prefix-cache context-trim prompt-compression"
+    names = [*levers.split(), "endpoint", "baseline"]
+    declared = {name: (registry.get(name).lever, registry.get(name).phase) for name in names}
+    assert declared["prefix-cache"] == ("KV-cache reuse", "prefill")
+    assert declared["speculative"] == ("speculative decoding", "decode")
+    assert all(lever and phase for lever, phase in declared.values())
+    assert all(strategy_lever(name) == lever for name, lever in declared.items())
+    # runtimes and the test double declare none; a batched variant is the batching lever
+    assert strategy_lever("llama-cpp") == (None, None) and strategy_lever("fake") == (None, None)
+    assert strategy_lever(BATCHING) == ("batching", "decode")
+    # a stored name is looked up among the registered ones, never imported as a path
+    assert strategy_lever("workbench.testing:FakeStrategy") == (None, None)
+
+
+def test_a_strategy_declaring_an_unknown_phase_is_refused_where_it_is_defined():
+    from workbench.strategy import Strategy
+
+    with pytest.raises(TypeError, match="phase = 'prefil' is not one of prefill, decode, both"):
+
+        class Typo(Strategy):
+            name = "typo"
+            lever = "a typo"
+            phase = "prefil"
+
+            def load(self, variant, device):
+                raise NotImplementedError

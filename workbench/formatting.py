@@ -8,10 +8,14 @@ few ULPs differently on another machine (another BLAS kernel) reads the same; :f
 the figures of the JSON and CSV files the same way, to :data:`SIGNIFICANT` significant digits.
 
 Plain numbers: :func:`fmt` (fixed digits), :func:`num` (a readable precision: 1,290 · 77.5 · 0.0484),
-:func:`significant` (``0.00375``, ``+0.012``), :func:`ms` (a time in ms at the main table's precision).
-Ratios: :func:`times` (``1.23x``), :func:`ratio` (a speed-up with its CI), :func:`ci_suffix` (an
-interval after its value). Shares: :func:`percent` (``38%``), :func:`plus_minus` (``±6.2%``),
-:func:`mde_text`. The charts' own: :func:`chart_value` (a value on a bar or in a legend),
+:func:`significant` (``0.00375``, ``+0.012``), :func:`ms` (a time in ms at the main table's precision),
+:func:`count` and :func:`tokens` (counts), :func:`size` (memory: ``1,234 MB``, ``3.2 GB``),
+:func:`duration` (how long something takes: ``48 s``, ``4.2 min``, ``2.10 s``, ``4 min 05 s``).
+Ratios: :func:`times` (``1.23x``), :func:`ratio` (a speed-up with its CI). Intervals:
+:func:`interval` (a CI after its value, `` [380–450]``, each end written by the figure's own writer;
+:func:`ci_suffix` at fixed decimals), :func:`span` (a range, ``1,046–1,246``). Shares:
+:func:`percent` (``38%``), :func:`spaced_percent` (``31 %``, ``> 100 %``), :func:`written_percent`,
+:func:`plus_minus` (``±6.2%``), :func:`mde_text`. The charts' own: :func:`chart_value` (a value on a bar or in a legend),
 :func:`ms_text` (a time with its unit, ``12.3 ms``), :func:`interval_ratio` (a speed-up and its CI in
 a read-out), :func:`power_of_ten` (a log axis's tick). A summary's cells: :func:`trials_text` (n with the failed and disturbed
 trials), :func:`acceptance_text`, :func:`match_text`; quality: :func:`kld_text`. The columns these fill
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -29,11 +34,13 @@ __all__ = [
     "chart_value",
     "ci_suffix",
     "count",
+    "duration",
     "environment_lines",
     "fixed",
     "fmt",
     "host_environment",
     "instruction_set",
+    "interval",
     "interval_ratio",
     "json_text",
     "kld_text",
@@ -49,9 +56,10 @@ __all__ = [
     "plus_minus",
     "power_of_ten",
     "ratio",
-    "seconds",
     "significant",
+    "size",
     "spaced_percent",
+    "span",
     "steady",
     "times",
     "tokens",
@@ -123,6 +131,17 @@ def _s(value: float) -> float:
     return value if isinstance(value, int) else steady(value)
 
 
+def _odd(value: float, unit: str = "", unknown: str = "–") -> str | None:
+    """How a figure that is not a finite number reads, the same in every writer: NaN as unknown
+    (``unknown``: what the writer writes for None), an infinity ``∞`` / ``−∞`` followed by ``unit``
+    (``∞x``); None for a finite figure, which the writer writes itself."""
+    if isinstance(value, int) or math.isfinite(value):
+        return None
+    if math.isnan(value):
+        return unknown
+    return ("∞" if value > 0 else "−∞") + unit
+
+
 # -- plain numbers -------------------------------------------------------------------------------
 
 
@@ -130,7 +149,7 @@ def fmt(value: float | None, digits: int = 1) -> str:
     """``1,234.5``: thousands separated, ``digits`` decimals; ``–`` when unknown."""
     if value is None:
         return "–"
-    return f"{_s(value):,.{digits}f}"
+    return _odd(value) or f"{_s(value):,.{digits}f}"
 
 
 def num(value: float | None, *, whole: bool = True) -> str:
@@ -139,6 +158,8 @@ def num(value: float | None, *, whole: bool = True) -> str:
     unless ``whole`` is False; ``–`` when unknown."""
     if value is None:
         return "–"
+    if (odd := _odd(value)) is not None:
+        return odd
     value = _s(value)
     if abs(value) >= 100 or (whole and float(value).is_integer()):
         return f"{value:,.0f}"
@@ -147,30 +168,32 @@ def num(value: float | None, *, whole: bool = True) -> str:
     return f"{value:.3g}"
 
 
-def tokens(value: float) -> str:
-    """A token count, rounded: ``1,024``."""
-    return f"{round(_s(value)):,}"
+def tokens(value: float | None) -> str:
+    """A token count, rounded: ``1,024`` (:func:`count`, grouped); ``–`` when unknown."""
+    return count(value, grouped=True)
 
 
-def count(value: float) -> str:
-    """A whole number without separators: a median count ``48``, a share already in percent ``31``."""
+def count(value: float | None, *, grouped: bool = False) -> str:
+    """A whole number, rounded: a median count ``48``, a share already in percent ``31``; ``grouped``:
+    thousands separated, ``12,000`` trials (an int exactly, however large); ``–`` when unknown."""
+    if value is None:
+        return "–"
+    if (odd := _odd(value)) is not None:
+        return odd
+    if grouped:
+        return f"{round(_s(value)):,}"
     return f"{_s(value):.0f}"
 
 
 def fixed(value: float, decimals: int) -> str:
     """A ratio, a cost in target steps, a mean length at fixed decimals: ``0.25``, ``3.5``."""
-    return f"{_s(value):.{decimals}f}"
+    return _odd(value) or f"{_s(value):.{decimals}f}"
 
 
 def significant(value: float, digits: int = 3, *, signed: bool = False, grouped: bool = False) -> str:
     """``digits`` significant digits: a KLD ``0.00375``; ``signed``: with its sign, a fitted slope
     ``+0.012``; ``grouped``: thousands separated, a target ``1,500``."""
-    return f"{_s(value):{'+' if signed else ''}{',' if grouped else ''}.{digits}g}"
-
-
-def seconds(ms: float) -> str:
-    """Milliseconds as seconds: ``2.10 s``."""
-    return f"{_s(ms / 1e3):.2f} s"
+    return _odd(value) or f"{_s(value):{'+' if signed else ''}{',' if grouped else ''}.{digits}g}"
 
 
 def ms(value: float | None) -> str:
@@ -181,18 +204,69 @@ def ms(value: float | None) -> str:
 def ms_text(value: float | None) -> str:
     """A time in ms with its unit, as a chart's read-out writes it: ``12.3 ms``, ``1,234 ms`` from
     100 ms (:func:`ms`); ``–`` when unknown."""
-    return "–" if value is None else f"{ms(value)} ms"
+    if value is None:
+        return "–"
+    return _odd(value, " ms") or f"{ms(value)} ms"
 
 
 def chart_value(value: float) -> str:
     """A value on a chart's bar or in its legend (ms, s, tok/s): no decimals from 100 (``1,234``), one
     from 10 (``12.3``), else two (``1.23``)."""
+    if (odd := _odd(value)) is not None:
+        return odd
     value = _s(value)
     if value >= 100:
         return f"{value:,.0f}"
     if value >= 10:
         return f"{value:.1f}"
     return f"{value:.2f}"
+
+
+def size(mb: float | None, unit: str = "MB") -> str:
+    """An amount of memory given in MB (MiB, as measured), in ``unit``: ``1,234 MB`` (no decimals),
+    ``GB`` as ``3.2 GB`` (one decimal, 1,024 MB each); ``–`` when unknown."""
+    if mb is None or math.isnan(mb):
+        return "–"
+    if unit == "GB":
+        return f"{fmt(mb / 1024, 1)} GB"
+    if unit == "MB":
+        return f"{fmt(mb, 0)} MB"
+    raise ValueError(f"size: unit is MB or GB, got {unit!r}")
+
+
+def duration(seconds: float | None, decimals: int | None = None, *, clock: bool = False) -> str:
+    """How long something takes, given in seconds — every duration the workbench writes.
+
+    As a person says it (the default): ``48 s`` (whole seconds; two significant digits under 10 s:
+    ``2.5 s``, ``0.25 s``), from 90 s in minutes, one decimal unless whole or from 100 min (``1.7 min``,
+    ``15 min``, ``240 min``).
+    ``decimals``: a measured time, always in seconds at that many decimals (``2.10 s``). ``clock``: a
+    count-down to the second (an ETA): ``45 s``, ``4 min 05 s``, ``1 h 02 min``. ``–`` when unknown
+    (None or NaN); ``∞`` for an endless one."""
+    if seconds is None or math.isnan(seconds):
+        return "–"
+    if math.isinf(seconds):
+        return "∞" if seconds > 0 else "−∞"
+    value = _s(seconds)
+    if decimals is not None:
+        return f"{fmt(value, decimals)} s"
+    if clock:
+        sign, whole = ("-" if value < 0 else ""), round(abs(value))
+        if whole < 60:
+            return f"{sign}{whole} s"
+        minutes, rest = divmod(whole, 60)
+        if minutes < 60:
+            return f"{sign}{minutes} min {rest:02d} s"
+        hours, minutes = divmod(minutes, 60)
+        return f"{sign}{hours} h {minutes:02d} min"
+    if abs(value) < 10 and not float(value).is_integer():
+        return f"{value:.2g} s"
+    if abs(value) < 90:
+        return f"{value:.0f} s"
+    in_minutes = steady(value / 60)
+    if in_minutes.is_integer() or abs(in_minutes) >= 100:
+        return f"{in_minutes:,.0f} min"
+    return f"{in_minutes:.1f} min"
 
 
 def power_of_ten(exponent: int) -> str:
@@ -203,9 +277,11 @@ def power_of_ten(exponent: int) -> str:
 # -- ratios and shares ----------------------------------------------------------------------------
 
 
-def times(value: float | None) -> str:
-    """A ratio (a speed-up: > 1 is faster) as ``1.23x``; ``–`` when unknown."""
-    return "–" if value is None else f"{_s(value):.2f}x"
+def times(value: float | None, digits: int = 2) -> str:
+    """A ratio (a speed-up: > 1 is faster) as ``1.23x`` (``digits`` decimals); ``–`` when unknown."""
+    if value is None:
+        return "–"
+    return _odd(value, "x") or f"{_s(value):.{digits}f}x"
 
 
 def ratio(est: Any, *, interval: bool = True) -> str:
@@ -230,31 +306,56 @@ def interval_ratio(value: float | None, lo: float | None, hi: float | None) -> s
 
 def ci_suffix(lo: float | None, hi: float | None, digits: int = 2, *, grouped: bool = False) -> str:
     """An interval to follow its value, with its leading space: `` [1.40–1.88]`` (``digits`` decimals;
-    ``grouped``: thousands separated, `` [1,234.5–1,301.0]``); ``""`` when either end is unknown."""
-    if lo is None or hi is None:
-        return ""
+    ``grouped``: thousands separated, `` [1,234.5–1,301.0]``); ``""`` when either end is unknown
+    (:func:`interval` with fixed decimals)."""
     if grouped:
-        return f" [{fmt(lo, digits)}–{fmt(hi, digits)}]"
-    return f" [{fixed(lo, digits)}–{fixed(hi, digits)}]"
+        return interval(lo, hi, lambda v: fmt(v, digits))
+    return interval(lo, hi, lambda v: fixed(v, digits))
+
+
+def interval(lo: float | None, hi: float | None, write: Callable[[float], str] | None = None) -> str:
+    """An interval (a CI) to follow its value, with its leading space: `` [380–450]``, each end written
+    by ``write`` (:func:`num` unless given: a KLD's ``kld_text``, a share's ``percent``). An end that
+    is unbounded (infinite: a one-sided interval) is written ``∞`` (``−∞`` below); ``""`` when either end
+    is unknown (None or NaN): no interval is shown rather than half of one."""
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return ""
+    return f" [{_end(lo, write or num)}–{_end(hi, write or num)}]"
+
+
+def span(lo: float, hi: float, write: Callable[[float], str] | None = None, unit: str = "") -> str:
+    """A range of values (the lowest and highest of several, the lengths a line was fitted over):
+    ``1,046–1,246``, each end written by ``write`` (:func:`num` unless given) and ``unit`` once after
+    both (``1.20–1.80x``); one value when both ends read the same (``38%``); infinite ends ``∞``."""
+    first, last = _end(lo, write or num), _end(hi, write or num)
+    return f"{first}{unit}" if first == last else f"{first}–{last}{unit}"
+
+
+def _end(value: float, write: Callable[[float], str]) -> str:
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return write(value)
 
 
 def percent(value: float | None, digits: int = 0, *, signed: bool = False) -> str:
     """A share as a percentage: 0.38 → ``38%`` (``signed``: ``+38%``); ``""`` when unknown."""
     if value is None:
         return ""
+    if (odd := _odd(value, "%", unknown="")) is not None:
+        return odd
     value = _s(value)
     return f"{value:+.{digits}%}" if signed else f"{value:.{digits}%}"
 
 
 def written_percent(fraction: float) -> str:
     """A share as a person wrote it in a spec (``ci_target = 0.025``): ``2.5%``, ``3%``, ``0.01%``."""
-    return f"{significant(fraction * 100, 4)}%"
+    return _odd(fraction, "%") or f"{significant(fraction * 100, 4)}%"
 
 
 def spaced_percent(value: float | None) -> str:
     """An acceptance or a break-even share as the drafting tables write it: ``31 %``; ``> 100 %`` for a
     break-even no acceptance can reach; ``–`` when unknown."""
-    if value is None:
+    if value is None or math.isnan(value):
         return "–"
     if value > 1:
         return "> 100 %"
@@ -263,7 +364,11 @@ def spaced_percent(value: float | None) -> str:
 
 def plus_minus(value: float | None, digits: int = 1) -> str:
     """A relative half-width: 0.062 → ``±6.2%``; ``""`` when unknown."""
-    return "" if value is None else f"±{_s(value):.{digits}%}"
+    if value is None:
+        return ""
+    if (odd := _odd(abs(value), "%", unknown="")) is not None:
+        return odd and "±" + odd
+    return f"±{_s(value):.{digits}%}"
 
 
 def mde_text(est: Any) -> str:
@@ -316,6 +421,8 @@ def kld_text(value: float | None) -> str:
     """A KLD in nats, three significant digits ("0" only when the predictions are identical)."""
     if value is None:
         return ""
+    if (odd := _odd(value, unknown="")) is not None:
+        return odd
     return "0" if value == 0 else f"{_s(value):.3g}"
 
 

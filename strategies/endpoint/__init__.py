@@ -31,6 +31,8 @@ __all__ = ["EndpointConfig", "EndpointStrategy", "check_url"]
 
 class EndpointStrategy(Strategy[EndpointConfig]):
     name = "endpoint"
+    lever = "a served engine"
+    phase = "both"
     description = "An OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp), timed as its client"
     Config = EndpointConfig
     requires_model = False  # `model` is the served model's name, not a source to load

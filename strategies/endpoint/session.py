@@ -6,7 +6,6 @@ Imported by ``EndpointStrategy.load`` only. Thread-safe: with ``concurrency = N`
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import re
@@ -21,8 +20,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from workbench.core.errors import first_line
+from workbench.formatting import duration
 from workbench.strategy import (
-    FinishReason,
     Output,
     Probe,
     Prompt,
@@ -35,6 +34,8 @@ from workbench.strategy import (
 
 from .config import EndpointConfig
 from .prometheus import Scrape, parse_prometheus, requests_done, window_figures
+from .scoring import echo_position, first_choice, scores, vllm_position
+from .stream import Stream, split_counts, transport_error
 
 __all__ = ["EndpointSession", "split_counts"]
 
@@ -135,7 +136,7 @@ class EndpointSession(Session):
         try:
             return self.client.get(url)
         except httpx.HTTPError as exc:
-            raise StrategyError(_transport_error(exc, url, self.config.timeout_s)) from None
+            raise StrategyError(transport_error(exc, url, self.config.timeout_s)) from None
 
     def _discover(self) -> None:
         config = self.config
@@ -308,7 +309,7 @@ class EndpointSession(Session):
 
     def generate(self, request: Request, probe: Probe) -> Output:
         url, body = self._request(request)
-        stream = _Stream(url)
+        stream = Stream(url)
         deadline = time.monotonic() + self.config.timeout_s
         try:
             with self.client.stream("POST", url, json=body) as response:
@@ -319,7 +320,9 @@ class EndpointSession(Session):
                     if stream.feed(line, probe):
                         break
                     if not stream.steps and time.monotonic() > deadline:
-                        raise StrategyError(f"no first token from {url} within {self.config.timeout_s:g} s")
+                        raise StrategyError(
+                            f"no first token from {url} within {duration(self.config.timeout_s)}"
+                        )
         except httpx.HTTPError as exc:
             raise StrategyError(stream.transport_error(exc, self.config.timeout_s)) from None
         probe.end()  # the answer is complete: what follows is bookkeeping, not generation
@@ -344,7 +347,7 @@ class EndpointSession(Session):
             token_count_source=source,
         )
 
-    def _recount(self, stream: _Stream, text: str, probe: Probe) -> str:
+    def _recount(self, stream: Stream, text: str, probe: Probe) -> str:
         """Steps reported as text only: count the tokens and tell the probe how many each step held."""
         usage_total = (stream.usage or {}).get("completion_tokens")
         counted = self._count_text(text) if self.tokenizer is not None or usage_total is None else None
@@ -400,13 +403,13 @@ class EndpointSession(Session):
         }
         if self.flavor == "vllm":
             data, k = self._score_request(body, "prompt_logprobs")
-            rows = _first_choice(data).get("prompt_logprobs")
+            rows = first_choice(data).get("prompt_logprobs")
             if not isinstance(rows, list):
                 raise NotImplementedError("the server's answer has no prompt_logprobs")
-            return _scores(ids, start, k, rows, _vllm_position)
+            return scores(ids, start, k, rows, vllm_position)
         body.update(echo=True, return_tokens_as_token_ids=True)
         data, k = self._score_request(body, "logprobs")
-        logprobs = _first_choice(data).get("logprobs")
+        logprobs = first_choice(data).get("logprobs")
         if not isinstance(logprobs, dict) or not isinstance(logprobs.get("top_logprobs"), list):
             raise NotImplementedError(
                 "the server answered without logprobs (it offers neither vLLM's prompt_logprobs "
@@ -423,7 +426,7 @@ class EndpointSession(Session):
             None if i == 0 else (top, given[i] if i < len(given) else None)
             for i, top in enumerate(logprobs["top_logprobs"])
         ]
-        return _scores(ids, start, k, rows, _echo_position)
+        return scores(ids, start, k, rows, echo_position)
 
     def _score_request(self, body: dict[str, Any], key: str) -> tuple[dict[str, Any], int]:
         """POST /completions asking for ``score_top_k`` logprobs under ``key``; once more with the
@@ -435,7 +438,7 @@ class EndpointSession(Session):
             try:
                 response = self.client.post(url, json=body)
             except httpx.HTTPError as exc:
-                raise StrategyError(f"scoring: {_transport_error(exc, url, self.config.timeout_s)}") from None
+                raise StrategyError(f"scoring: {transport_error(exc, url, self.config.timeout_s)}") from None
             if response.status_code == 400:
                 limit = _LOGPROB_LIMIT.search(_error_text(response))
                 if limit and 1 <= int(limit.group(1)) < k:
@@ -488,215 +491,6 @@ class EndpointSession(Session):
 
     def close(self) -> None:
         self.client.close()
-
-
-class _Stream:
-    """The state of one streamed answer, fed line by line."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.texts: list[str] = []  # all text, in order
-        self.step_texts: list[str] = []  # the text each probe step carried (text mode)
-        self.ids: list[int] = []
-        self.steps = 0
-        self.chunks = 0
-        self.usage: dict[str, Any] | None = None
-        self.finish: str | None = None
-        self.stop_reason: Any = None
-        self.done = False
-        self.mode: str | None = None  # server-token-ids | server-usage-per-chunk | text
-        self._cumulative = 0
-
-    def feed(self, line: str, probe: Probe) -> bool:
-        """One line of the event stream; True at ``data: [DONE]``."""
-        if not line.startswith("data:"):
-            return False  # blank separators, ": keep-alive" comments, "event:" lines
-        data = line[5:].strip()
-        if data == "[DONE]":
-            self.done = True
-            return True
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            raise StrategyError(f"the server sent an invalid event: {data[:120]!r}") from None
-        if not isinstance(chunk, dict):
-            return False
-        if chunk.get("error"):
-            error = chunk["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            raise StrategyError(f"the server reported an error mid-stream: {message}")
-        self.chunks += 1
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            self.usage = usage
-        text = ""
-        ids: list[int] | None = None
-        finished = False
-        for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta")
-            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-            text = piece or ""
-            if isinstance(choice.get("token_ids"), list):
-                ids = [int(i) for i in choice["token_ids"]]
-            if choice.get("finish_reason"):
-                self.finish = choice["finish_reason"]
-                self.stop_reason = choice.get("stop_reason")
-                finished = True
-        if not (chunk.get("choices") or []):
-            return False  # the final usage-only chunk
-        self.texts.append(text)
-        cumulative = usage.get("completion_tokens") if isinstance(usage, dict) else None
-        if ids is not None and (ids or self.mode == "server-token-ids"):
-            self.mode = "server-token-ids"
-            if ids:
-                self.ids.extend(ids)
-                self._step(probe, ids)
-        elif isinstance(cumulative, int) and self.mode != "text":
-            self.mode = "server-usage-per-chunk"
-            if cumulative > self._cumulative:
-                new, self._cumulative = cumulative - self._cumulative, cumulative
-                self._step(probe, n_tokens=new)
-        elif text or finished:
-            # Text only: a step now (the clock is what matters), its token count after the stream.
-            # The finishing chunk gets a step too: it may carry the end-of-sequence token.
-            self.mode = "text"
-            self.step_texts.append(text)
-            self._step(probe, n_tokens=0)
-        return False
-
-    def _step(self, probe: Probe, ids: Sequence[int] = (), n_tokens: int | None = None) -> None:
-        self.steps += 1
-        if n_tokens is None:
-            probe.step(ids)
-        else:
-            probe.step(n_tokens=n_tokens)
-
-    def finish_reason(self) -> FinishReason:
-        if self.finish == "length":
-            return "length"
-        if self.finish == "stop" and self.stop_reason is None:
-            return "eos"  # vLLM names the stop string (or token) it stopped on; None is end-of-sequence
-        return "stop"
-
-    def transport_error(self, exc: httpx.HTTPError, timeout_s: float) -> str:
-        if isinstance(exc, httpx.ReadTimeout):
-            if not self.steps:
-                return f"no first token from {self.url} within {timeout_s:g} s"
-            return (
-                f"the server sent nothing for {timeout_s:g} s after {self.steps} chunks with tokens (stalled)"
-            )
-        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and self.chunks:
-            return f"the server closed the stream mid-answer after {self.chunks} chunks ({exc})"
-        return _transport_error(exc, self.url, timeout_s)
-
-
-def _transport_error(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
-    if isinstance(exc, httpx.ConnectTimeout):
-        return f"no connection to {url} within {timeout_s:g} s"
-    if isinstance(exc, httpx.ConnectError):
-        return f"cannot connect to {url}: {exc}"
-    if isinstance(exc, httpx.TimeoutException):
-        return f"no answer from {url} within {timeout_s:g} s"
-    return f"{type(exc).__name__} from {url}: {exc}"
-
-
-def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise StrategyError("scoring: the server's answer has no choices")
-    return choices[0]
-
-
-def _vllm_position(row: Any, token: int) -> tuple[list[tuple[int, float]], float | None]:
-    """One entry of vLLM's ``prompt_logprobs``: ``{"<id>": {"logprob", "rank", "decoded_token"}}``,
-    the top-k and the given token (one more entry when it ranks lower)."""
-    candidates = [(int(key), float(v["logprob"] if isinstance(v, dict) else v)) for key, v in row.items()]
-    given = next((lp for t, lp in candidates if t == token), None)
-    return candidates, given
-
-
-def _echo_position(row: Any, token: int) -> tuple[list[tuple[int, float]], float | None]:
-    """One position of OpenAI-style echoed logprobs: ``({"token_id:<id>": logprob}, given logprob)``."""
-    top, given = row
-    candidates = [(int(str(key).removeprefix("token_id:")), float(lp)) for key, lp in (top or {}).items()]
-    if given is None:
-        given = next((lp for t, lp in candidates if t == token), None)
-    return candidates, None if given is None else float(given)
-
-
-def _scores(ids: list[int], start: int, k: int, rows: list[Any], position: Any) -> TokenScores:
-    """``rows[i]`` (one per token, ``None`` at 0) to top-k arrays for the positions ``start..``."""
-    import numpy as np
-
-    if len(rows) < len(ids):
-        raise StrategyError(f"scoring: the server returned {len(rows)} positions for {len(ids)} tokens")
-    tops: list[list[tuple[int, float]]] = []
-    given: list[float] = []
-    for i in range(start, len(ids)):
-        if not rows[i]:
-            raise StrategyError(f"scoring: the server gave no logprobs at position {i}")
-        try:
-            candidates, lp = position(rows[i], ids[i])
-        except (TypeError, ValueError, KeyError, AttributeError):
-            raise StrategyError(f"scoring: the server's logprobs at position {i} are malformed") from None
-        if lp is None:
-            raise StrategyError(f"scoring: the server gave no logprob for the given token at position {i}")
-        tops.append(sorted(candidates, key=lambda c: -c[1])[:k])
-        given.append(lp)
-    width = min(len(t) for t in tops)  # k, or fewer where the server sent fewer
-    return TokenScores(
-        top_ids=np.array([[t for t, _ in top[:width]] for top in tops], dtype=np.int64),
-        top_logprobs=np.array([[lp for _, lp in top[:width]] for top in tops], dtype=np.float32),
-        token_logprobs=np.array(given, dtype=np.float32),
-    )
-
-
-def split_counts(step_chars: Sequence[int], total: int, token_ends: Sequence[int] | None = None) -> list[int]:
-    """How many of ``total`` tokens each step held, from the characters each step delivered.
-
-    With ``token_ends`` (the end offset of each token in the whole text, from a tokenizer) a token
-    belongs to the step that delivered its last character. Without, tokens are shared in proportion
-    to characters, at least one per step that carried text (an estimate: only the per-step split is,
-    the total is the server's). Tokens beyond the text (an end-of-sequence token) go to the last step.
-    """
-    n = len(step_chars)
-    if n == 0:
-        return []
-    counts = [0] * n
-    if token_ends is not None:
-        bounds = []
-        acc = 0
-        for c in step_chars:
-            acc += c
-            bounds.append(acc)
-        for end in token_ends:
-            counts[min(bisect.bisect_left(bounds, end), n - 1)] += 1
-    else:
-        chars = sum(step_chars)
-        with_text = [i for i, c in enumerate(step_chars) if c > 0]
-        if chars and total >= len(with_text):
-            for i in with_text:
-                counts[i] = 1
-            rest = total - len(with_text)
-            shares = [rest * c / chars for c in step_chars]
-            floors = [int(s) for s in shares]
-            counts = [c + f for c, f in zip(counts, floors, strict=True)]
-            left = rest - sum(floors)
-            by_remainder = sorted(range(n), key=lambda i: shares[i] - floors[i], reverse=True)
-            for i in by_remainder[:left]:
-                counts[i] += 1
-    diff = total - sum(counts)
-    if diff > 0:
-        counts[-1] += diff
-    i = n - 1
-    while diff < 0 and i >= 0:
-        take = min(counts[i], -diff)
-        counts[i] -= take
-        diff += take
-        i -= 1
-    return counts
 
 
 def _load_tokenizer(source: str) -> Any:

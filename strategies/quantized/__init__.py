@@ -349,6 +349,8 @@ def _quiet_bnb_int8() -> None:
 
 class QuantizedStrategy(Strategy[QuantizedConfig]):
     name = "quantized"
+    lever = "weight quantization"
+    phase = "decode"
     description = "The baseline on a quantized model (torchao int8/int4, bitsandbytes int8/nf4, GPTQ)"
     Config = QuantizedConfig
     supports_batching = True  # the baseline loop, batched (BaselineSession.generate_batch)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.core.errors import one_line
 from workbench.core.lifetime import pid_alive
+from workbench.formatting import duration
 from workbench.sources import staged
 from workbench.strategy import ModelSourceError, StrategyError, error_context
 
@@ -428,7 +429,7 @@ def _quantize(
         }
         del model
         (staging / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    log(f"gptq: quantized in {seconds:.1f} s")
+    log(f"gptq: quantized in {duration(seconds, 1)}")
     return seconds
 
 

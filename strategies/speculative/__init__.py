@@ -67,6 +67,8 @@ __all__ = ["SpeculativeConfig", "SpeculativeStrategy", "runtime_draft"]
 
 class SpeculativeStrategy(Strategy[SpeculativeConfig]):
     name = "speculative"
+    lever = "speculative decoding"
+    phase = "decode"
     description = "Speculative decoding: a small draft model proposes tokens, the target verifies them"
     lossless = True  # greedy output = its model's own, up to the rounding of its shapes (quality pass)
     Config = SpeculativeConfig

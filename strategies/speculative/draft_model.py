@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.core.shapes import kv_bytes_per_token
+from workbench.formatting import fixed
 from workbench.strategy import Output, Probe, Request, StrategyError
 
 from .._text import TOKENIZER_PROBE as _PROBE_TEXT
@@ -222,7 +223,7 @@ def check_compatible(target: Any, draft: Any, draft_name: str) -> None:
     d_params = sum(p.numel() for p in draft.model.parameters())
     if d_params > t_params:
         raise StrategyError(
-            f"draft {draft_name!r} has {d_params / 1e6:.1f}M parameters, the target {t_params / 1e6:.1f}M: "
+            f"draft {draft_name!r} has {fixed(d_params / 1e6, 1)}M parameters, the target {fixed(t_params / 1e6, 1)}M: "
             "draft larger than the target (swap them?)"
         )
 

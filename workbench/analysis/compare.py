@@ -142,7 +142,7 @@ def compare_runs(
 def _across(rows_a: Sequence[TrialRecord], rows_b: Sequence[TrialRecord], metric: str) -> Estimate | None:
     """RUN_B's speed-up over RUN_A on ``metric``: a ratio of medians, each run resampled on its own
     (:func:`~workbench.analysis.summary.unpaired_speedup`, what the runs side by side show too)."""
-    est = unpaired_speedup(rows_a, rows_b, metric, higher_is_better=METRICS[metric][2])
+    est = unpaired_speedup(rows_a, rows_b, metric, higher_is_better=METRICS[metric].higher_is_better)
     return None if est is None else Estimate(est.value, est.lo, est.hi, est.n)
 
 

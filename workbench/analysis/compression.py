@@ -43,6 +43,7 @@ import numpy as np
 
 from workbench.analysis.paired import match_trials
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED
+from workbench.formatting import tokens
 from workbench.store.records import TrialRecord
 
 __all__ = [
@@ -222,7 +223,7 @@ def _paired(
     saved_line, cost_line = fit(n, saved), fit(n, cost)
     if saved_line is None or cost_line is None:
         out["no_break_even"] = (
-            f"the prompts have one length ({n[0]:,.0f} tokens): a break-even length needs prompts of "
+            f"the prompts have one length ({tokens(n[0])} tokens): a break-even length needs prompts of "
             "different lengths"
         )
     elif cost_line[1] <= 0:

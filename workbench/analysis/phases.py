@@ -13,6 +13,10 @@ after it, and what to do about it.
   disagreement with the prediction is reported with its cause.
 - **Levers**: how each other variant of the run did on the workload (faster, slower, no clear change);
   the advice that names the levers for the dominating phase is worded by :mod:`workbench.report.phases`.
+  A variant's lever and the phase it targets are what its strategy class declares
+  (``Strategy.lever``, ``Strategy.phase``), read through the registry when the run is analysed
+  (:func:`strategy_lever`): nothing is stored, so old runs read the same; a strategy that declares
+  none, or is not installed here, gets no lever advice (its name stands for the lever).
 
 Thresholds and defaults are documented in ``docs/analysis.md``.
 """
@@ -22,9 +26,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from workbench.analysis.stats import fit_line
+from workbench.core import registry
+from workbench.core.errors import StrategyError
+from workbench.core.literals import Phase
 from workbench.store import TrialRecord
 
 if TYPE_CHECKING:
@@ -33,9 +40,9 @@ if TYPE_CHECKING:
     from workbench.spec.workloads import Workload
 
 __all__ = [
+    "BATCHING",
     "DECODE_HEAVY",
     "DEFAULT_COST_MODELS",
-    "LEVERS",
     "PREFILL_HEAVY",
     "CostModel",
     "LeverResult",
@@ -45,6 +52,7 @@ __all__ = [
     "estimate_tokens",
     "measure_phases",
     "predict_workload",
+    "strategy_lever",
     "typical_lengths",
 ]
 
@@ -53,19 +61,27 @@ DECODE_HEAVY = 0.40
 CHARS_PER_TOKEN = 4.0  # English text with a BPE tokenizer: a rough, documented estimate
 TOKENS_PER_MESSAGE = 4  # chat-template tokens around each message
 
-#: What a strategy is, as a lever: (lever name, the phase it targets).
-LEVERS: dict[str, tuple[str, str]] = {
-    "quantized": ("weight quantization", "decode"),
-    "speculative": ("speculative decoding", "decode"),
-    "prompt-lookup": ("speculative decoding with prompt lookup", "decode"),
-    "hf-assisted": ("assisted generation", "decode"),
-    "prefix-cache": ("KV-cache reuse", "prefill"),
-    "context-trim": ("context trimming", "prefill"),
-    "prompt-compression": ("prompt compression", "prefill"),
-    "batching": ("batching", "decode"),  # a variant with batch_size > 1 (workbench.analysis.run)
-    "endpoint": ("a served engine", "both"),
-    "baseline": ("precision/settings", "both"),
-}
+#: the strategy a batched variant (``batch_size > 1``) is analysed as, whatever strategy decodes it
+#: (:func:`workbench.analysis.run.analyze_run`): the batching lever, a decode lever
+BATCHING = "batching"
+_PHASES: tuple[Phase, ...] = get_args(Phase)
+
+
+def strategy_lever(strategy: str) -> tuple[str | None, Phase | None]:
+    """The lever and the phase it targets that the strategy registered as ``strategy`` declares
+    (``Strategy.lever``, ``Strategy.phase``); ``(None, None)`` when it declares none, or when it is not
+    installed here (a run made with a plugin read without it) or fails to import: no lever advice,
+    never an error. Only registered names are looked up (a stored name is not an import path)."""
+    if strategy == BATCHING:
+        return "batching", "decode"
+    if strategy not in registry.names():
+        return None, None
+    try:
+        cls = registry.get(strategy)
+    except StrategyError:
+        return None, None
+    lever, phase = getattr(cls, "lever", None), getattr(cls, "phase", None)
+    return (lever if isinstance(lever, str) and lever else None), (phase if phase in _PHASES else None)
 
 
 def classify(prefill_share: float) -> str:
@@ -199,8 +215,8 @@ class LeverResult:
 
     variant: str
     strategy: str
-    lever: str
-    targets: str  # prefill | decode | both
+    lever: str  # what its strategy declares (Strategy.lever), else the strategy's name
+    targets: Phase  # the phase its strategy declares (Strategy.phase), else "both"
     speedup_e2e: Estimate | None
     speedup_ttft: Estimate | None
     speedup_decode: Estimate | None
@@ -335,12 +351,12 @@ def measure_phases(
 
 
 def _lever(summary: GroupSummary, strategy: str) -> LeverResult:
-    lever, targets = LEVERS.get(strategy, (strategy or "other", "both"))
+    lever, phase = strategy_lever(strategy)
     return LeverResult(
         summary.variant,
         strategy,
-        lever,
-        targets,
+        lever or strategy or "other",
+        phase or "both",
         summary.speedup_e2e,
         summary.speedup_ttft,
         summary.speedup_decode,

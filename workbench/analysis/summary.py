@@ -26,6 +26,7 @@ from workbench.analysis.paired import (
 )
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
 from workbench.core.literals import TimingScope
+from workbench.core.metrics import METRIC_TABLE, TRIAL_METRICS, Metric
 from workbench.store import TrialRecord
 
 __all__ = [
@@ -38,21 +39,9 @@ __all__ = [
     "unpaired_speedup",
 ]
 
-#: metric column → (label, unit, higher_is_better)
-METRICS: dict[str, tuple[str, str, bool]] = {
-    "ttft_ms": ("TTFT", "ms", False),
-    "prefill_tokens_per_s": ("prefill", "tok/s", True),
-    "tpot_ms": ("TPOT", "ms", False),
-    "decode_tokens_per_s": ("decode", "tok/s", True),
-    "e2e_ms": ("e2e", "ms", False),
-    "decode_phase_ms": ("after TTFT", "ms", False),  # e2e − TTFT: the decode phase as the caller sees it
-    "itl_p50_ms": ("ITL p50", "ms", False),
-    "itl_p90_ms": ("ITL p90", "ms", False),
-    "itl_p99_ms": ("ITL p99", "ms", False),
-    "peak_memory_mb": ("peak mem", "MB", False),
-    "input_tokens": ("in", "tok", False),
-    "output_tokens": ("out", "tok", False),
-}
+#: metric column → its metric (label, unit, higher_is_better): the metrics measured on every trial,
+#: from the metric table (:mod:`workbench.core.metrics`)
+METRICS: dict[str, Metric] = {key: METRIC_TABLE[key] for key in TRIAL_METRICS}
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from workbench.analysis.paired import disturbance, metric_value
-from workbench.analysis.phases import LEVERS
+from workbench.analysis.phases import strategy_lever
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate, measured_percentile
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
@@ -117,7 +117,7 @@ class Check:
 
     @property
     def higher_is_better(self) -> bool:
-        return TARGET_METRICS[self.metric][2]
+        return TARGET_METRICS[self.metric].higher_is_better
 
     @property
     def status(self) -> CheckStatus:
@@ -213,7 +213,7 @@ def _meets(row: TrialRecord, metric: str, target: float) -> bool:
     value = metric_value(row, metric)
     if value is None:
         return False
-    return value >= target if TARGET_METRICS[metric][2] else value <= target
+    return value >= target if TARGET_METRICS[metric].higher_is_better else value <= target
 
 
 def evaluate(
@@ -254,7 +254,9 @@ def evaluate(
                 )
                 continue
             values = [metric_value(r, metric) for r in ok]
-            measured = bootstrap_percentile(values, prompts, wanted.percentile, TARGET_METRICS[metric][2])
+            measured = bootstrap_percentile(
+                values, prompts, wanted.percentile, TARGET_METRICS[metric].higher_is_better
+            )
             share = sum(_meets(r, metric, limit) for r in rows) / len(rows) if rows else None
             verdict.checks.append(Check(metric, limit, wanted.percentile, measured, share))
         good_enough = all(c.met for c in verdict.checks if c.metric in QUALITY_TARGETS)
@@ -304,7 +306,7 @@ class LeverReach:
     """Another variant of the run on a target the reference misses: its own measured percentile."""
 
     variant: str
-    lever: str  # the lever its strategy is (phases.LEVERS), else the strategy; "" when unknown
+    lever: str  # the lever its strategy declares (Strategy.lever), else the strategy; "" when unknown
     check: Check  # its check of the same target
     speedup: float | None  # against the reference (> 1: better, whichever way the metric points)
 
@@ -437,7 +439,8 @@ def _levers(
         other = next((c for c in v.checks if c.metric == check.metric), None)
         if other is None or other.measured.value is None or not ref_value:
             continue
-        lever = LEVERS.get(strategies.get(v.variant, ""), (strategies.get(v.variant) or "", ""))[0]
+        strategy = strategies.get(v.variant) or ""
+        lever = strategy_lever(strategy)[0] or strategy
         # a speed-up (> 1: better), whichever way the metric points: x is never a time ratio
         value = other.measured.value
         speedup = value / ref_value if check.higher_is_better else ref_value / value if value else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from workbench.analysis.stats import Estimate, bootstrap_median, fit_line, measured_percentile
 from workbench.store import TrialRecord
@@ -119,8 +119,9 @@ def conversation_series(trials: Sequence[TrialRecord], variants: Sequence[str] =
     TTFT. ``trials``: those the statistics keep (the run's disturbed-trial rule already applied)."""
     cells: dict[str, dict[str, dict[int, list[TrialRecord]]]] = {}
     for t in trials:
-        if t.turn is not None and t.measured and t.ttft_ms is not None:
-            cells.setdefault(t.workload, {}).setdefault(t.variant, {}).setdefault(t.turn, []).append(t)
+        if t.in_conversation and t.measured and t.ttft_ms is not None:
+            turn = cast(int, t.turn)  # a conversation's trial carries its turn
+            cells.setdefault(t.workload, {}).setdefault(t.variant, {}).setdefault(turn, []).append(t)
     out = []
     for workload, by_variant in cells.items():
         order = [v for v in variants if v in by_variant] + [v for v in by_variant if v not in variants]

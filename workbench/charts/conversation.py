@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from workbench.charts.base import Axis, file_stem
 from workbench.charts.registry import ChartSpec, Tab, register_chart
 from workbench.charts.sweeps import SweepChart, SweepSeries
+from workbench.formatting import count, tokens
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
@@ -76,7 +77,7 @@ class ConversationChart(SweepChart):
         turns = sorted({x for s in self.series for x in s.x})
         history = dict(self.history)
         return [
-            (x, f"{x:.0f}" if history.get(int(x)) is None else f"{x:.0f}\n{history[int(x)]:,.0f} tok")
+            (x, count(x) if history.get(int(x)) is None else f"{count(x)}\n{tokens(history[int(x)])} tok")
             for x in turns
         ]
 

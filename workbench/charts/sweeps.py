@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from workbench.analysis.stats import bootstrap_median, fit_line
 from workbench.charts.base import Axis, Chart, file_stem
 from workbench.charts.registry import ChartSpec, Tab, register_chart
+from workbench.core.metrics import METRIC_TABLE
 from workbench.store import TrialRecord
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class SweepChart(Chart):
     series: tuple[SweepSeries, ...] = ()
     source: str = ""  # the workload the points come from ("all workloads" when no sweep was run)
     x_axis: Axis = Axis("input length", "tokens")
-    y_axis: Axis = Axis("TTFT", "ms")
+    y_axis: Axis = Axis(METRIC_TABLE["ttft_ms"].label, METRIC_TABLE["ttft_ms"].unit)
     slope_unit: str = "ms per input token"
 
     @property
@@ -214,7 +215,7 @@ def parameter_sweep_charts(analysis: RunAnalysis) -> list[ParameterSweepChart]:
             continue
         for kind, y_key, axis in (
             ("decode", "decode_tokens_per_s", Axis("decode speed", "tok/s")),
-            ("ttft", "ttft_ms", Axis("TTFT", "ms")),
+            ("ttft", "ttft_ms", Axis(METRIC_TABLE["ttft_ms"].label, METRIC_TABLE["ttft_ms"].unit)),
         ):
             # one series per workload, along the swept parameter's value of each variant
             rows = [t for t in analysis.trials if t.variant in values]

@@ -31,7 +31,7 @@ class TargetBar:
     def label(self) -> str:
         """e.g. ``goodput 80 % · TTFT ✓ · TPOT ✗``."""
         marks = " · ".join(
-            f"{TARGET_METRICS[m][0]} {'✓' if s == 'met' else '✗' if s == 'missed' else '?'}"
+            f"{TARGET_METRICS[m].label} {'✓' if s == 'met' else '✗' if s == 'missed' else '?'}"
             for m, s, _, _ in self.checks
         )
         head = "no data" if self.goodput is None else f"goodput {percent(self.goodput)}"

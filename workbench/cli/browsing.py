@@ -11,7 +11,7 @@ import click
 from workbench.cli.common import db_option, detail_options, disturbed_option, json_option, open_store
 from workbench.cli.output import export_files, print_comparison, wrote_line
 from workbench.core.errors import WorkbenchError
-from workbench.formatting import json_text
+from workbench.formatting import json_text, tokens
 from workbench.report.text import text_table
 
 
@@ -301,7 +301,7 @@ def project(
         return
     click.echo(
         f"Projected (a prediction from run {run_row['id']}'s fitted lines, not a measurement) for "
-        f"{input_tokens:,} input and {output_tokens:,} output tokens:"
+        f"{tokens(input_tokens)} input and {tokens(output_tokens)} output tokens:"
     )
     click.echo(text_table(*projection_table(projections)))
     for note in projection_notes(projections):

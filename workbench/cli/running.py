@@ -22,7 +22,15 @@ from workbench.cli.common import (
 )
 from workbench.cli.output import export_files, print_comparison
 from workbench.core.errors import WorkbenchError
-from workbench.formatting import count, json_text, percent, plus_minus, written_percent
+from workbench.formatting import (
+    duration,
+    fixed,
+    json_text,
+    percent,
+    plus_minus,
+    times,
+    written_percent,
+)
 from workbench.report.text import noise_table, text_table
 
 
@@ -126,7 +134,7 @@ def demo_hint(full: bool, load: float | None = None, cores: int | None = None) -
     slower = (cores + load) / cores
     if slower < 1.5:
         return quiet
-    return f"{quiet}; this machine is busy now (load {load:.1f} on {cores} cores): about {slower:.1f}x that"
+    return f"{quiet}; this machine is busy now (load {fixed(load, 1)} on {cores} cores): about {times(slower, 1)} that"
 
 
 def _available_variants(spec: Any) -> Any:
@@ -300,7 +308,7 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
     executor = RunExecutor(spec, store, on_progress=bar.update)
     auto = ""
     if spec.auto_repetitions:
-        budget = f", budget {_duration_words(spec.budget_s)}" if spec.budget_s is not None else ""
+        budget = f", budget {duration(spec.budget_s)}" if spec.budget_s is not None else ""
         auto = (
             f" (repetitions: auto, until every speed-up CI is within ±{written_percent(spec.ci_target)}, "
             "at most "
@@ -313,7 +321,7 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
     )
     estimate = expected_duration(store, spec, executor.progress.total)
     if estimate is not None:
-        click.echo(f"Expected: about {_duration_words(estimate[0])} ({estimate[1]}).", err=True)
+        click.echo(f"Expected: about {duration(estimate[0])} ({estimate[1]}).", err=True)
     elif expected is not None:
         click.echo(f"Expected: about {expected}.", err=True)
 
@@ -326,7 +334,7 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
             else:
                 click.echo(
                     f"\nCancelling ({signal.Signals(signum).name}): finishing at the next step, workers "
-                    f"still busy in {count(cancel_grace_s())} s are killed (Ctrl-C again to stop at once)…",
+                    f"still busy in {duration(cancel_grace_s())} are killed (Ctrl-C again to stop at once)…",
                     err=True,
                 )
         except OSError:
@@ -345,10 +353,6 @@ def _run_with_progress(spec: Any, db: Path | None, expected: str | None = None) 
             signal.signal(sig, handler)
         bar.close()
     return store, result
-
-
-def _duration_words(seconds: float) -> str:
-    return f"{count(seconds)} s" if seconds < 90 else f"{count(seconds / 60)} min"
 
 
 class _ProgressBar:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
+    "CompileMode",
     "FinishReason",
+    "History",
+    "Phase",
     "QualityStatus",
     "RunStatus",
     "TimingScope",
@@ -19,6 +22,8 @@ __all__ = [
     "TrialStatus",
     "VariantStatus",
     "Workers",
+    "WorkloadKind",
+    "WorkloadSweep",
 ]
 
 #: a stored trial's ``status``: run to its end, failed (with ``error``), or stopped by a cancel
@@ -52,3 +57,21 @@ TimingScope = Literal["in-process", "client"]
 #: a variant's quality-pass outcome (``quality_variants.status``): the baseline's ``reference``, a
 #: variant ``scored`` against it, ``lossless`` by construction, ``not scored`` (and why), or ``failed``
 QualityStatus = Literal["reference", "scored", "lossless", "not scored", "failed"]
+
+#: a workload's ``kind``: prompts (a JSONL file, inline ``prompts`` or a built-in), or conversations
+#: whose turns are prompts and whose history is the baseline's answers (docs/spec.md, "Workloads")
+WorkloadKind = Literal["prompts", "conversation"]
+
+#: how a conversation workload's history is built (the spec's ``history``): every variant gets the
+#: baseline's answers. "own" (each variant fed its own answers) is not built yet: the spec refuses it
+History = Literal["baseline-anchored"]
+
+#: a built-in sweep workload's ``sweep``: its prompts cut to exact input lengths, or asking for exact
+#: output lengths
+WorkloadSweep = Literal["input", "output"]
+
+#: a variant's ``compile`` (torch.compile's mode; ``true`` in a spec is ``default``; eager is None)
+CompileMode = Literal["default", "max-autotune", "reduce-overhead"]
+
+#: the phase a lever targets (``Strategy.phase``): the prompt's prefill, the decoding, or both
+Phase = Literal["prefill", "decode", "both"]

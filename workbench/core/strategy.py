@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args, get_origin
 
-from workbench.core.literals import FinishReason, TimingScope
+from workbench.core.literals import FinishReason, Phase, TimingScope
 
 if TYPE_CHECKING:
     from workbench.core.device import Device
@@ -476,6 +476,14 @@ class Strategy(ABC, Generic[ConfigT]):
     #: baseline's, the quality pass checks it for numerical equivalence instead of scoring it as lossy
     #: (docs/metrics.md, "Equivalence").
     lossless: ClassVar[bool] = False
+    #: The lever it is, in a few words ("speculative decoding"), and the phase it targets
+    #: (:data:`~workbench.core.literals.Phase`): the report names a variant by its lever and says when a
+    #: lever helped a workload whose other phase dominates (docs/analysis.md, "Prefill or decode?").
+    #: None (the default, a runtime or a test double): its strategy's name stands for the lever and no
+    #: phase is assumed. Read at analysis time through the registry: a run whose strategy is no longer
+    #: installed reads as one that declares none.
+    lever: ClassVar[str | None] = None
+    phase: ClassVar[Phase | None] = None
 
     def score_shape(self, variant: Variant[ConfigT]) -> ScoreShape:
         """The shape of its greedy decoding's forward passes (a lossless strategy's check re-scores
@@ -484,6 +492,10 @@ class Strategy(ABC, Generic[ConfigT]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls.phase is not None and cls.phase not in get_args(Phase):
+            raise TypeError(
+                f"{cls.__name__}: phase = {cls.phase!r} is not one of {', '.join(get_args(Phase))} (or None)"
+            )
         declared = _config_parameter(cls)
         if declared is None:
             return

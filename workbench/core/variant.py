@@ -7,10 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, get_args
 
+from workbench.core.literals import CompileMode
+
 __all__ = ["COMPILE_MODES", "DTYPES", "Dtype", "Variant"]
 
 #: a variant's ``compile`` modes (torch.compile's); ``true`` in a spec is ``default``
-COMPILE_MODES = ("default", "max-autotune", "reduce-overhead")
+COMPILE_MODES: tuple[CompileMode, ...] = get_args(CompileMode)
 
 ConfigT = TypeVar("ConfigT")
 
@@ -45,7 +47,7 @@ class Variant(Generic[ConfigT]):
     python: str | None = None
     #: torch.compile's mode for its decoding (``default``, ``max-autotune``, ``reduce-overhead``); None =
     #: eager. The spec's ``compile = true`` is ``default`` (docs/strategies.md, "Compiled decoding")
-    compile: str | None = None
+    compile: CompileMode | None = None
     params: dict[str, Any] = field(default_factory=dict)
     #: the strategy's ``Config`` instance built from ``params`` (default-constructed when there are
     #: none): never ``None``. Keyword-only and required: the spec parser builds it

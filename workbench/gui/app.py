@@ -17,8 +17,9 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QEvent, QObject, QSocketNotifier, QTimer, QtMsgType, qInstallMessageHandler
 from PySide6.QtGui import QIcon
@@ -27,6 +28,12 @@ from PySide6.QtWidgets import QApplication
 from workbench.core.errors import WorkbenchError
 from workbench.core.resources import resource_path
 from workbench.gui import tab_names
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QWidget
+
+    from workbench.gui.main_window import MainWindow
+    from workbench.gui.settings import GuiSettings
 
 __all__ = [
     "SCREENSHOT_SIZE",
@@ -74,7 +81,7 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def resolve_gui_db(db: Path | None, settings: Any) -> Path:
+def resolve_gui_db(db: Path | None, settings: GuiSettings | None) -> Path:
     """``--db``, then ``$WORKBENCH_DB``, then the database opened last time, then the default."""
     from workbench.store.paths import resolve_db_path
 
@@ -134,7 +141,7 @@ def run_gui(
     return code
 
 
-def dispose(window: Any) -> None:
+def dispose(window: QWidget) -> None:
     """Close the window and delete it now, while the QApplication lives: left to the interpreter's
     shutdown, pyqtgraph's items and the application can be destroyed in the wrong order (a segfault
     after the work is done)."""
@@ -160,7 +167,7 @@ class QuitOnSignals(QObject):
     it installs nothing.
     """
 
-    def __init__(self, window: Any) -> None:
+    def __init__(self, window: MainWindow) -> None:
         super().__init__()
         self.window = window
         self.received: int | None = None
@@ -219,7 +226,7 @@ class _StartupProbe(QObject):
     """Prints ``visible <unix time>`` once the window's first paint is done, then ``ready <unix time>``
     once start-up has finished and the run it opens is on screen, and quits."""
 
-    def __init__(self, window: Any) -> None:
+    def __init__(self, window: MainWindow) -> None:
         super().__init__(window)
         self._window = window
         self._painted = False
@@ -239,20 +246,20 @@ class _StartupProbe(QObject):
 
     def _check_ready(self) -> None:
         w = self._window
-        if w.is_ready and (not w.shown_ids or w.results is not None):
+        if w.is_ready and (not w.state.shown_ids or w.state.results is not None):
             self._poll.stop()
             print(f"ready {time.time():.6f}", flush=True)
             QApplication.instance().quit()  # type: ignore[union-attr]
 
 
-def _screenshot(app: QApplication, window: Any, out: Path, tab: str | None) -> int:
+def _screenshot(app: QApplication, window: MainWindow, out: Path, tab: str | None) -> int:
     window.resize(*SCREENSHOT_SIZE)
     window.show()
     window.finish_startup()
     if window.last_message:
         raise WorkbenchError(window.last_message)
-    if window.shown_ids:
-        wait_for(app, lambda: window.results is not None, timeout_s=60)
+    if window.state.shown_ids:
+        wait_for(app, lambda: window.state.results is not None, timeout_s=60)
     if tab is not None:
         window.show_tab(tab)
     save_screenshot(app, window, out)
@@ -260,7 +267,7 @@ def _screenshot(app: QApplication, window: Any, out: Path, tab: str | None) -> i
     return 0
 
 
-def save_screenshot(app: QApplication, window: Any, out: Path) -> None:
+def save_screenshot(app: QApplication, window: QWidget, out: Path) -> None:
     for _ in range(3):  # let layouts and deferred paints settle
         app.processEvents()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -268,7 +275,7 @@ def save_screenshot(app: QApplication, window: Any, out: Path) -> None:
         raise WorkbenchError(f"cannot write {out}")
 
 
-def wait_for(app: QApplication, condition: Any, *, timeout_s: float) -> None:
+def wait_for(app: QApplication, condition: Callable[[], object], *, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:

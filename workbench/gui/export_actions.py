@@ -1,7 +1,7 @@
 """File → Export…: the chart on screen (PNG or SVG, or to the clipboard), the HTML report, the run's
 data files, everything `workbench export` writes.
 
-Every export works from what the Results tab holds (``window.results``: the run's analysis and its
+Every export works from what the Results tab holds (``state.results``: the run's analysis and its
 charts, computed in the loader's child process): nothing is analysed again on the UI thread. Charts
 are drawn with Qt, so that part runs here, under a wait cursor.
 """
@@ -9,9 +9,9 @@ are drawn with Qt, so that part runs here, under a wait cursor.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QFileDialog, QStatusBar, QWidget
@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
     from workbench.charts.base import Chart
     from workbench.gui.chartview import ChartPanel
-    from workbench.gui.loading import ResultsData
-    from workbench.store import Store
+    from workbench.gui.state import AppState
 
 __all__ = ["ExportActions", "ExportWindow", "busy"]
 
@@ -40,8 +39,7 @@ def busy() -> Iterator[None]:
 class ExportWindow(Protocol):
     """What :class:`ExportActions` uses of the window (:class:`~workbench.gui.main_window.MainWindow`)."""
 
-    store: Store | None
-    results: ResultsData | None  # what the Results tab shows: what is exported
+    state: AppState  # its results (what the Results tab shows) are what is exported
     charts: ChartPanel | None  # None until start-up has finished
 
     def window(self) -> QWidget: ...  # QWidget.window(): the parent of the dialogs
@@ -53,18 +51,18 @@ class ExportWindow(Protocol):
 
 
 class ExportActions:
-    """The export actions of ``window`` (its ``results``, ``store``, status bar, messages)."""
+    """The export actions of ``window`` (its state's results and store, status bar, messages)."""
 
     def __init__(self, window: ExportWindow) -> None:
         self.window = window
 
-    def export_current_chart(self, *_: Any, path: Path | None = None) -> Path | None:
+    def export_current_chart(self, *_: object, path: Path | None = None) -> Path | None:
         chart = self._chart_or_complain()
         if chart is None:
             return None
         return self.export_chart(chart, "png", path=path)
 
-    def export_chart(self, chart: Any, kind: str = "png", *, path: Path | None = None) -> Path | None:
+    def export_chart(self, chart: Chart, kind: str = "png", *, path: Path | None = None) -> Path | None:
         """Ask where (PNG or SVG, by the filter chosen), then write exactly what `workbench export` does."""
         from workbench.gui.chartview import export_chart
 
@@ -88,7 +86,7 @@ class ExportActions:
         self._wrote(path, f"Wrote {written}", f"exported chart {chart.name} to {written}")
         return written
 
-    def copy_current_chart(self, *_: Any) -> bool:
+    def copy_current_chart(self, *_: object) -> bool:
         from workbench.gui.chartview import copy_chart
 
         chart = self._chart_or_complain()
@@ -99,15 +97,15 @@ class ExportActions:
         self.window.statusBar().showMessage(f"Copied the {chart.title or chart.name} chart", 5000)
         return True
 
-    def export_report(self, *_: Any, path: Path | None = None) -> Path | None:
+    def export_report(self, *_: object, path: Path | None = None) -> Path | None:
         """The HTML report of the run on screen (what `workbench export --format html` writes); of two
         runs compared, their comparison (what `workbench compare A B --out DIR` writes as report.html)."""
         from workbench.gui import charts as qt_charts
         from workbench.report.documents import html_report
 
-        w = self.window
-        if w.results is not None and w.results.two_runs is not None:
-            return self._export_comparison_report(w.results.two_runs, w.results.charts, path)
+        w, results = self.window, self.window.state.results
+        if results is not None and results.two_runs is not None:
+            return self._export_comparison_report(results.two_runs, results.charts, path)
         one = self._one_run("Export report")
         if one is None:
             return None
@@ -160,7 +158,13 @@ class ExportActions:
         self._wrote(path, f"Wrote {path}", f"exported the comparison of run {b} against run {a} to {path}")
         return path
 
-    def _export_into(self, out_dir: Path | None, title: str, export: Any, what: str) -> list[Path]:
+    def _export_into(
+        self,
+        out_dir: Path | None,
+        title: str,
+        export: Callable[[Path], tuple[list[Path], list[str]]],
+        what: str,
+    ) -> list[Path]:
         """Ask for a folder unless ``out_dir`` is given, run ``export(out_dir)`` (→ the files written,
         notes) busy, show an error in one line, say what was written (``what``: for the log)."""
         from workbench.core.errors import WorkbenchError
@@ -186,7 +190,7 @@ class ExportActions:
         return list(written)
 
     def _export_comparison(
-        self, two: Any, shown: Sequence[Chart], out_dir: Path | None, formats: Any = None
+        self, two: TwoRuns, shown: Sequence[Chart], out_dir: Path | None, formats: Sequence[str] | None = None
     ) -> list[Path]:
         """What `workbench compare A B --out DIR` writes (``formats``: ("csv",) for the data only), with
         the charts on screen (``shown``: the same list)."""
@@ -201,19 +205,19 @@ class ExportActions:
             f"the comparison of run {b} against run {a}",
         )
 
-    def export_all(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
+    def export_all(self, *_: object, out_dir: Path | None = None) -> list[Path]:
         """Everything `workbench export RUN --out DIR` writes (charts, data, Markdown, HTML); of two runs
         compared, what `workbench compare A B --out DIR` writes."""
         from workbench.gui import charts as qt_charts
         from workbench.report.export import export_run
 
-        w = self.window
-        if w.results is not None and w.results.two_runs is not None:
-            return self._export_comparison(w.results.two_runs, w.results.charts, out_dir)
+        results, store = self.window.state.results, self.window.state.store
+        if results is not None and results.two_runs is not None:
+            return self._export_comparison(results.two_runs, results.charts, out_dir)
         one = self._one_run("Export")
-        if one is None or w.store is None:
+        if one is None or store is None:
             return []
-        store, (analysis, charts) = w.store, one
+        analysis, charts = one
         # the analysis and charts the Results tab holds: nothing is analysed again here
         return self._export_into(
             out_dir,
@@ -224,15 +228,15 @@ class ExportActions:
             f"run {analysis.run.id}",
         )
 
-    def export_data(self, *_: Any, out_dir: Path | None = None) -> list[Path]:
+    def export_data(self, *_: object, out_dir: Path | None = None) -> list[Path]:
         """The run's data files (CSV, summary.json, every chart's data), as `workbench export` writes them."""
         from workbench.core.errors import WorkbenchError
         from workbench.report.export import export_data
 
-        w = self.window
-        if w.results is not None and w.results.two_runs is not None:
-            return self._export_comparison(w.results.two_runs, w.results.charts, out_dir, ("csv",))
-        if w.results is None or len(w.results.run_ids) != 1 or w.store is None:
+        w, results, store = self.window, self.window.state.results, self.window.state.store
+        if results is not None and results.two_runs is not None:
+            return self._export_comparison(results.two_runs, results.charts, out_dir, ("csv",))
+        if results is None or len(results.run_ids) != 1 or store is None:
             w.show_error("Export", "Open a run first (History tab).")
             return []
         if out_dir is None:
@@ -243,7 +247,7 @@ class ExportActions:
         try:
             # the analysis and charts the Results tab holds: nothing is analysed again here
             written = export_data(
-                w.store, w.results.run_ids[0], out_dir, analysis=w.results.analysis, charts=w.results.charts
+                store, results.run_ids[0], out_dir, analysis=results.analysis, charts=results.charts
             )
         except WorkbenchError as exc:
             w.show_error("Export", str(exc))
@@ -253,15 +257,15 @@ class ExportActions:
 
     def _one_run(self, title: str) -> tuple[RunAnalysis, list[Chart]] | None:
         """The analysis and charts on screen when they are one run's; else None, and says so."""
-        results = self.window.results
+        results = self.window.state.results
         if results is None or results.analysis is None:
             self.window.show_error(title, "Open a run first (History tab), or two to compare them.")
             return None
         return results.analysis, results.charts
 
-    def _chart_or_complain(self) -> Any:
+    def _chart_or_complain(self) -> Chart | None:
         w = self.window
-        chart = w.charts.current_chart() if w.charts is not None and w.results is not None else None
+        chart = w.charts.current_chart() if w.charts is not None and w.state.results is not None else None
         if chart is None:
             w.show_error("Export chart", "No chart on screen: open a run with finished trials first.")
         return chart

@@ -6,17 +6,18 @@ database.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtWidgets import QFileDialog, QStackedWidget, QStatusBar, QTabWidget, QWidget
 
 if TYPE_CHECKING:
+    from PySide6.QtGui import QDropEvent
+
     from workbench.gui.builder import ExperimentBuilder
     from workbench.gui.history_actions import HistoryActions
     from workbench.gui.results_view import ResultsView
-    from workbench.gui.running import RunThread
+    from workbench.gui.state import AppState
     from workbench.gui.widgets import WelcomePage
-    from workbench.store import Store
 
 __all__ = ["DB_SUFFIXES", "FileActions", "FileWindow", "dropped_path", "sample_copy_path"]
 
@@ -26,11 +27,8 @@ DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 class FileWindow(Protocol):
     """What :class:`FileActions` uses of the window (:class:`~workbench.gui.main_window.MainWindow`)."""
 
-    db_path: Path
-    store: Store | None
+    state: AppState  # its shown runs emptied here when another database is opened
     builder: ExperimentBuilder | None  # None until start-up has finished
-    run_thread: RunThread | None
-    shown_ids: tuple[int, ...]  # emptied here when another database is opened
     tabs: QTabWidget
     results_stack: QStackedWidget
     welcome: WelcomePage
@@ -53,7 +51,7 @@ class FileActions:
     def __init__(self, window: FileWindow) -> None:
         self.window = window
 
-    def open_dialog(self, *_: Any) -> None:
+    def open_dialog(self, *_: object) -> None:
         path, _filter = QFileDialog.getOpenFileName(
             self.window.window(),
             "Open a spec or a results database",
@@ -63,7 +61,7 @@ class FileActions:
         if path:
             self.open_path(Path(path))
 
-    def open_database_dialog(self, *_: Any) -> None:
+    def open_database_dialog(self, *_: object) -> None:
         path, _filter = QFileDialog.getOpenFileName(
             self.window.window(),
             "Open a results database",
@@ -82,15 +80,17 @@ class FileActions:
 
     def open_database(self, path: Path) -> bool:
         w = self.window
-        if w.run_thread is not None:
-            w.show_error("Open database", f"A run is writing to {w.db_path}; wait for it or cancel it first.")
+        if w.state.running:
+            w.show_error(
+                "Open database", f"A run is writing to {w.state.db_path}; wait for it or cancel it first."
+            )
             return False
         if not path.exists():
             w.show_error("Open database", f"no results database at {path}")
             return False
         if not w.open_store(path, create=False):
             return False
-        w.shown_ids = ()
+        w.state.clear_shown()  # the other database's runs and their results leave the screen
         runs = w.history_actions.refresh()
         if runs:
             w.results_view.show_runs((runs[-1]["id"],))
@@ -100,7 +100,7 @@ class FileActions:
         w.log_line(f"opened {path}")
         return True
 
-    def open_sample(self, *_: Any) -> bool:
+    def open_sample(self, *_: object) -> bool:
         """Open the sample run that ships with the app (``resources/sample/demo.db``, one run of
         ``workbench demo``) from a copy in the user-data folder, made afresh when the shipped one is newer."""
         import shutil
@@ -121,20 +121,21 @@ class FileActions:
             return False
         return self.open_database(copy)
 
-    def edit_run_spec(self, run_id: Any = None) -> bool:
+    def edit_run_spec(self, run_id: object = None) -> bool:
         """The spec a run was made from (``runs.spec``, as written) into the builder, to change and run
         again. ``run_id``: the run (default: the one on screen)."""
         from workbench.core.errors import WorkbenchError
         from workbench.gui.draft import SpecDraft
 
         w = self.window
+        shown, store = w.state.shown_ids, w.state.store
         if not isinstance(run_id, int) or isinstance(run_id, bool):  # a menu's "checked" is no run
-            run_id = w.shown_ids[0] if len(w.shown_ids) == 1 else None
-        if run_id is None or w.store is None or w.builder is None:
+            run_id = shown[0] if len(shown) == 1 else None
+        if run_id is None or store is None or w.builder is None:
             w.show_error("Edit the run's spec", "Open a run first (History, or the Results tab).")
             return False
         try:
-            run = w.store.resolve_run(run_id)
+            run = store.resolve_run(run_id)
             text = run.get("spec") or ""
             if not text.strip():
                 raise WorkbenchError(f"run {run_id} has no stored spec")
@@ -168,7 +169,7 @@ class FileActions:
         w.log_line(f"opened spec {path}")
         return True
 
-    def save_spec(self, *_: Any) -> None:
+    def save_spec(self, *_: object) -> None:
         builder = self.window.builder
         if builder is None:
             return
@@ -177,7 +178,7 @@ class FileActions:
         else:
             self.save_to(builder.draft.path)
 
-    def save_spec_as(self, *_: Any) -> None:
+    def save_spec_as(self, *_: object) -> None:
         w = self.window
         if w.builder is None:
             return
@@ -214,7 +215,7 @@ def sample_copy_path() -> Path:
     return default_db_path().parent / "sample-demo.db"
 
 
-def dropped_path(event: Any) -> Path | None:
+def dropped_path(event: QDropEvent) -> Path | None:
     """The first local spec or database file a drag carries, else None."""
     mime = event.mimeData()
     if not mime.hasUrls():

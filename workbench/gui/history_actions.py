@@ -5,18 +5,15 @@ panel itself is :class:`~workbench.gui.history.HistoryPanel`.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtWidgets import QInputDialog, QMessageBox, QStackedWidget, QWidget
 
 if TYPE_CHECKING:
     from workbench.gui.history import HistoryPanel
-    from workbench.gui.loading import ResultsData
     from workbench.gui.results_view import ResultsView
-    from workbench.gui.running import RunThread
+    from workbench.gui.state import AppState
     from workbench.gui.widgets import WelcomePage
-    from workbench.store import Store
 
 __all__ = ["HistoryActions", "HistoryWindow"]
 
@@ -24,11 +21,7 @@ __all__ = ["HistoryActions", "HistoryWindow"]
 class HistoryWindow(Protocol):
     """What :class:`HistoryActions` uses of the window (:class:`~workbench.gui.main_window.MainWindow`)."""
 
-    db_path: Path
-    store: Store | None
-    run_thread: RunThread | None
-    shown_ids: tuple[int, ...]  # emptied here when the run on screen is deleted
-    results: ResultsData | None  # likewise
+    state: AppState  # the runs on screen and their results: emptied here when that run is deleted
     history: HistoryPanel
     results_stack: QStackedWidget
     welcome: WelcomePage
@@ -37,27 +30,26 @@ class HistoryWindow(Protocol):
     def window(self) -> QWidget: ...  # QWidget.window(): the parent of the dialogs
     def show_error(self, title: str, message: str) -> None: ...
     def log_line(self, line: str) -> None: ...
-    def update_actions(self) -> None: ...
 
 
 class HistoryActions:
-    """The history actions of ``window`` (its ``store``, ``history`` panel, runs on screen)."""
+    """The history actions of ``window`` (its state's store and runs on screen, its ``history`` panel)."""
 
     def __init__(self, window: HistoryWindow) -> None:
         self.window = window
 
     def refresh(self) -> list[dict[str, Any]]:
         """The runs in the database, into the History tab; returns them (oldest first)."""
-        w = self.window
-        runs = w.store.runs() if w.store is not None else []
-        w.history.set_runs(runs, f"{w.db_path}  ·  {len(runs)} run(s)")
+        w, state = self.window, self.window.state
+        runs = state.store.runs() if state.store is not None else []
+        w.history.set_runs(runs, f"{state.db_path}  ·  {len(runs)} run(s)")
         return runs
 
     def rename_run(self, run_id: int, name: str | None = None) -> bool:
-        w = self.window
-        if w.store is None:
+        w, store = self.window, self.window.state.store
+        if store is None:
             return False
-        run = w.store.resolve_run(run_id)
+        run = store.resolve_run(run_id)
         if name is None:
             name, ok = QInputDialog.getText(
                 w.window(), "Rename run", f"New name for run {run_id}:", text=run["name"]
@@ -68,40 +60,39 @@ class HistoryActions:
         if not name:
             w.show_error("Rename run", "A run needs a name.")
             return False
-        w.store.rename_run(run_id, name)
+        store.rename_run(run_id, name)
         self.refresh()
-        if run_id in w.shown_ids:
+        if run_id in w.state.shown_ids:
             w.results_view.refresh()
         return True
 
     def delete_run(self, run_id: int, *, confirm: bool = True) -> bool:
-        w = self.window
-        if w.store is None:
+        w, state = self.window, self.window.state
+        store, thread = state.store, state.run_thread
+        if store is None:
             return False
-        if w.run_thread is not None and w.run_thread.run_id == run_id:
+        if thread is not None and thread.run_id == run_id:
             w.show_error("Delete run", "This run is still running; cancel it first.")
             return False
-        run = w.store.resolve_run(run_id)
+        run = store.resolve_run(run_id)
         if confirm:
             answer = QMessageBox.question(
                 w.window(),
                 "Delete run",
-                f"Delete run {run_id} '{run['name']}' and all its trials from {w.db_path.name}? "
+                f"Delete run {run_id} '{run['name']}' and all its trials from {state.db_path.name}? "
                 "This cannot be undone.",
                 QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
                 QMessageBox.StandardButton.Cancel,
             )
             if answer != QMessageBox.StandardButton.Yes:
                 return False
-        w.store.delete_run(run_id)
+        store.delete_run(run_id)
         w.log_line(f"deleted run {run_id} '{run['name']}'")
         runs = self.refresh()
-        if run_id in w.shown_ids:
-            w.shown_ids = ()
-            w.results = None
+        if run_id in state.shown_ids:
+            state.clear_shown()  # the window's title and actions follow
             if runs:
                 w.results_view.show_runs((runs[-1]["id"],))
             else:
                 w.results_stack.setCurrentWidget(w.welcome)
-        w.update_actions()
         return True

@@ -1,14 +1,18 @@
-"""The main window: its frame (tabs, status bar, banner), menus and actions, start-up, the database it
-has open, settings, drag-and-drop and closing.
+"""The main window: its frame (tabs, status bar, banner), start-up, opening a database, settings,
+drag-and-drop and closing; its menus and actions are built by :mod:`.menus`.
 
-What the actions do lives beside it, one module per responsibility, each a controller that gets the
-window: :mod:`.run_control` (run, demo, cancel, the run thread's reports), :mod:`.results_view`
-(loading and showing the runs on screen), :mod:`.export_actions`, :mod:`.history_actions` (rename,
-delete, the list of runs) and :mod:`.file_actions` (open, save, drop). Each controller names what it
-uses of the window in a Protocol beside it (``RunWindow``, ``ResultsWindow``, ``ExportWindow``,
-``HistoryWindow``, ``FileWindow``), so that mypy checks every use; the window satisfies them all. The
-window holds the controllers (``window.run_control``, ``window.results_view``...): menus, buttons,
-the app, the smoke test and the tests call their methods directly (``window.run_control.start_run()``).
+What the window works on — the database open, the runs on screen and their results, the run going
+on — is its :class:`~workbench.gui.state.AppState` (``window.state``): the controllers write it, and
+the window (title, actions), the History selection, the Results tab and the builder follow its
+signals. What the actions do lives beside it, one module per responsibility, each a controller that
+gets the window: :mod:`.run_control` (run, demo, cancel, the run thread's reports),
+:mod:`.results_view` (loading and showing the runs on screen), :mod:`.export_actions`,
+:mod:`.history_actions` (rename, delete, the list of runs) and :mod:`.file_actions` (open, save,
+drop). Each controller names what it uses of the window in a Protocol beside it (``RunWindow``,
+``ResultsWindow``, ``ExportWindow``, ``HistoryWindow``, ``FileWindow``), so that mypy checks every
+use; the window satisfies them all. The window holds the controllers (``window.run_control``,
+``window.results_view``...): menus, buttons, the app, the smoke test and the tests call their methods
+directly (``window.run_control.start_run()``).
 
 Start-up is in two steps so that the window is on screen fast: the constructor builds the frame with
 Qt only; after the first paint, :meth:`MainWindow._finish_startup` builds the parts that import the
@@ -20,14 +24,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QFont, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QFont, QPaintEvent
 from PySide6.QtWidgets import (
+    QDialog,
     QLabel,
     QMainWindow,
-    QMenu,
     QMessageBox,
     QPlainTextEdit,
     QProgressBar,
@@ -45,9 +49,11 @@ from workbench.gui.export_actions import ExportActions
 from workbench.gui.file_actions import FileActions, dropped_path
 from workbench.gui.glossary import TERMS
 from workbench.gui.history_actions import HistoryActions
+from workbench.gui.menus import build_menus
 from workbench.gui.results_view import ResultsView
 from workbench.gui.run_control import RunControl
 from workbench.gui.settings import GuiSettings
+from workbench.gui.state import AppState
 from workbench.gui.widgets import LOG_PLACEHOLDER, Banner, WelcomePage, escape, glossary_dialog, window_title
 
 if TYPE_CHECKING:
@@ -104,6 +110,22 @@ class MainWindow(QMainWindow):
     ready = Signal()
     resultsShown = Signal(object)  # ResultsData
     runFinished = Signal(object)  # RunResult, or an error message (str)
+    # the actions that what is on screen enables or not (set by menus.build_menus)
+    open_action: QAction
+    open_db_action: QAction
+    save_action: QAction
+    save_as_action: QAction
+    export_data_action: QAction
+    export_action: QAction
+    copy_chart_action: QAction
+    export_report_action: QAction
+    export_all_action: QAction
+    run_action: QAction
+    cancel_action: QAction
+    demo_action: QAction
+    sample_action: QAction
+    edit_spec_action: QAction
+    project_action: QAction
 
     def __init__(
         self,
@@ -114,15 +136,11 @@ class MainWindow(QMainWindow):
         open_run: str | None = "latest",
     ) -> None:
         super().__init__()
-        self.db_path = db_path
+        self.state = AppState(db_path, self)  # the database, the runs on screen, the run going on
         self.settings = settings
         self.viewer = viewer
-        self.store: Store | None = None
         self.builder: ExperimentBuilder | None = None  # from the end of start-up
         self.loader: ResultsLoader | None = None  # from the end of start-up
-        self.results: ResultsData | None = None  # what the Results tab shows
-        self.shown_ids: tuple[int, ...] = ()
-        self.run_thread: RunThread | None = None  # while a run goes on (run_control sets it)
         self.is_ready = False
         self.last_message = ""  # the last error or notice shown in a message box (for tests and logs)
         self._open_run = open_run
@@ -185,6 +203,7 @@ class MainWindow(QMainWindow):
         self.cancel_btn.setToolTip("Stop at the next token; finished trials are kept (Esc)")
         self.cancel_btn.hide()
         self.cancel_btn.clicked.connect(self.run_control.cancel_run)
+        self._follow_state()
         self.statusBar().addWidget(self.progress_label, 1)
         self.statusBar().addPermanentWidget(self.progress)
         self.statusBar().addPermanentWidget(self.cancel_btn)
@@ -198,7 +217,47 @@ class MainWindow(QMainWindow):
         self.history.renameRequested.connect(self.history_actions.rename_run)
         self.history.deleteRequested.connect(self.history_actions.delete_run)
         self.history.editSpecRequested.connect(self.file_actions.edit_run_spec)
-        self.resultsShown.connect(lambda _data: self.update_title())
+
+    def _follow_state(self) -> None:
+        """The window's title and actions and the History selection follow the state (the Results tab
+        follows it in :class:`~workbench.gui.results_view.ResultsView`, the builder's Run button from
+        the end of start-up)."""
+        state = self.state
+        state.storeChanged.connect(lambda path: self.setWindowTitle(window_title(path)))
+        state.resultsChanged.connect(self._results_changed)
+        state.runningChanged.connect(lambda _running: self.update_actions())
+        state.shownRunsChanged.connect(self._select_shown)
+
+    def _results_changed(self, _results: ResultsData | None) -> None:
+        self.update_actions()
+        self.update_title()
+
+    def _select_shown(self, run_ids: tuple[int, ...]) -> None:
+        """A single run on screen is the one selected in the History tab."""
+        if len(run_ids) == 1:
+            self.history.select_run(run_ids[0])
+
+    # -- the state, read-only (for tests and scripts; the code reads and writes ``self.state``) ------
+
+    @property
+    def db_path(self) -> Path:
+        return self.state.db_path
+
+    @property
+    def store(self) -> Store | None:
+        return self.state.store
+
+    @property
+    def results(self) -> ResultsData | None:
+        return self.state.results
+
+    @property
+    def shown_ids(self) -> tuple[int, ...]:
+        return self.state.shown_ids
+
+    @property
+    def run_thread(self) -> RunThread | None:
+        return self.state.run_thread
 
     def _build_results_page(self) -> QWidget:
         from workbench.gui.results import SummaryTableModel, make_table_view
@@ -242,131 +301,13 @@ class MainWindow(QMainWindow):
         return page
 
     def _build_actions(self) -> None:
-        """The menu bar (File, Run, View, Help) and the window's actions, with their shortcuts."""
-        menu = self.menuBar()
-        self._build_file_menu(menu.addMenu("&File"))
-        self._build_run_menu(menu.addMenu("&Run"))
-        self._build_view_menu(menu.addMenu("&View"))
-        self._build_help_menu(menu.addMenu("&Help"))
+        """The menu bar (File, Run, View, Help) and the window's actions (:mod:`.menus`)."""
+        build_menus(self, TOP_TABS)
         self.update_actions()
-
-    def _action(self, text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
-        """An action of the window (its shortcut works wherever the focus is) that calls ``slot``."""
-        a = QAction(text, self)
-        if shortcut is not None:
-            a.setShortcut(QKeySequence(shortcut))
-        if tip:
-            a.setStatusTip(tip)
-            a.setToolTip(tip)
-        a.triggered.connect(slot)
-        self.addAction(a)
-        return a
-
-    def _build_file_menu(self, file_menu: QMenu) -> None:
-        action, files, exports = self._action, self.file_actions, self.export_actions
-        self.open_action = action(
-            "&Open…",
-            files.open_dialog,
-            QKeySequence.StandardKey.Open,
-            "Open a spec (.toml) or a results database (.db)",
-        )
-        self.open_db_action = action("Open &database…", files.open_database_dialog)
-        self.save_action = action("&Save spec", files.save_spec, QKeySequence.StandardKey.Save)
-        self.save_as_action = action("Save spec &as…", files.save_spec_as, QKeySequence.StandardKey.SaveAs)
-        self.export_data_action = action(
-            "Export run &data (CSV)…",
-            exports.export_data,
-            tip="trials.csv, steps.csv, summary.csv, phases.csv, summary.json and every chart's data",
-        )
-        self.export_action = action(
-            "&Export chart…",
-            exports.export_current_chart,
-            "Ctrl+E",
-            "The chart on screen as PNG (2x) or SVG",
-        )
-        self.copy_chart_action = action(
-            "&Copy chart",
-            exports.copy_current_chart,
-            "Ctrl+Shift+C",
-            "The chart on screen, as an image",
-        )
-        self.export_report_action = action(
-            "Export &report (HTML)…",
-            exports.export_report,
-            tip="One self-contained page: charts, tables, advice",
-        )
-        self.export_all_action = action(
-            "Export &all…",
-            exports.export_all,
-            tip="Everything `workbench export` writes, into a folder",
-        )
-        quit_action = action("&Quit", self.close, QKeySequence.StandardKey.Quit)
-        for a in (
-            self.open_action,
-            self.open_db_action,
-            None,
-            self.save_action,
-            self.save_as_action,
-            None,
-            self.export_action,
-            self.copy_chart_action,
-            self.export_report_action,
-            self.export_data_action,
-            self.export_all_action,
-            None,
-            quit_action,
-        ):
-            file_menu.addSeparator() if a is None else file_menu.addAction(a)
-
-    def _build_run_menu(self, run_menu: QMenu) -> None:
-        action, runs, files = self._action, self.run_control, self.file_actions
-        self.run_action = action("&Run", runs.start_run, "Ctrl+R", "Run the experiment in the builder")
-        self.cancel_action = action(
-            "&Cancel run", runs.cancel_run, "Esc", "Stop at the next token; keep finished trials"
-        )
-        self.cancel_action.setEnabled(False)
-        self.demo_action = action("Run the &demo comparison", runs.run_demo)
-        self.sample_action = action(
-            "Open the &sample run",
-            files.open_sample,
-            tip="The demo's run that ships with Workbench",
-        )
-        self.edit_spec_action = action(
-            "&Edit this run's spec",
-            files.edit_run_spec,
-            tip="The spec the run on screen was made from, in the builder: change it and run again",
-        )
-        self.project_action = action(
-            "&What if… (project lengths)",
-            self.show_projection,
-            tip="TTFT and e2e at an input/output length the run did not try, from its fitted lines",
-        )
-        for a in (
-            self.run_action,
-            self.cancel_action,
-            None,
-            self.edit_spec_action,
-            self.demo_action,
-            self.sample_action,
-            None,
-            self.project_action,
-        ):
-            run_menu.addSeparator() if a is None else run_menu.addAction(a)
-
-    def _build_view_menu(self, view_menu: QMenu) -> None:
-        """The main tabs, Ctrl+1 to Ctrl+4."""
-        for i, name in enumerate(TOP_TABS):
-            view_menu.addAction(
-                self._action(name.capitalize(), lambda _=False, n=name: self.show_tab(n), f"Ctrl+{i + 1}")
-            )
-
-    def _build_help_menu(self, help_menu: QMenu) -> None:
-        help_menu.addAction(self._action("&Glossary", self.show_glossary))
-        help_menu.addAction(self._action("&About Workbench", self.show_about))
 
     # -- start-up --------------------------------------------------------------------------------
 
-    def paintEvent(self, event: Any) -> None:
+    def paintEvent(self, event: QPaintEvent) -> None:
         super().paintEvent(event)
         if not self._started:  # the frame is on screen: now the parts that take a while to import
             self._started = True
@@ -391,6 +332,7 @@ class MainWindow(QMainWindow):
         self.builder.setObjectName("builder")
         self.builder.set_viewer_reason(self.viewer)
         self.builder.runRequested.connect(self.run_control.start_run)
+        self.state.runningChanged.connect(self.builder.set_running)
         self.builder.save_btn.clicked.connect(self.file_actions.save_spec_as)
         experiment_layout = self.experiment_page.layout()
         assert experiment_layout is not None  # set in _build_ui
@@ -408,11 +350,11 @@ class MainWindow(QMainWindow):
                 state = self.settings.splitter(name)
                 if state is not None:
                     splitter.restoreState(state)
-        self.open_store(self.db_path, create=False)
-        runs = self.history_actions.refresh()
-        if runs and self._open_run and self.store is not None:  # runs: from the store
+        self.open_store(self.state.db_path, create=False)
+        runs, store = self.history_actions.refresh(), self.state.store
+        if runs and self._open_run and store is not None:  # runs: from the store
             try:
-                run = self.store.resolve_run(self._open_run)
+                run = store.resolve_run(self._open_run)
             except Exception as exc:  # StoreError: an id that is not there
                 self.show_error("Open run", str(exc))
             else:
@@ -432,8 +374,7 @@ class MainWindow(QMainWindow):
         from workbench.store import Store
 
         if not path.exists() and not create:
-            self.db_path, self.store = path, None  # created by the first run
-            self.setWindowTitle(window_title(path))
+            self.state.set_store(path, None)  # created by the first run (the title follows)
             return True
         try:
             store = Store(path, create=create)
@@ -444,10 +385,9 @@ class MainWindow(QMainWindow):
             else:
                 self.log_line(f"cannot open {path}: {exc}")
             return False
-        if self.store is not None:
-            self.store.close()
-        self.db_path, self.store = path, store
-        self.setWindowTitle(window_title(path))  # the run's name follows once it is on screen
+        if self.state.store is not None:
+            self.state.store.close()
+        self.state.set_store(path, store)  # the title follows; the run's name once it is on screen
         if self.settings is not None:
             self.settings.last_db = path.resolve()
         return True
@@ -481,7 +421,7 @@ class MainWindow(QMainWindow):
         if line:
             self.log.appendPlainText(line)
 
-    def show_glossary(self) -> Any:
+    def show_glossary(self) -> QDialog:
         """Help → Glossary, scrolling (returned for tests)."""
         return glossary_dialog(self, TERMS)
 
@@ -492,19 +432,19 @@ class MainWindow(QMainWindow):
             self,
             "About Workbench",
             f"<b>Workbench {__version__}</b><br>Compare LLM inference optimizations on your own hardware: "
-            f"where the time goes, prefill vs decode.<br><br>Results database: {escape(str(self.db_path))}"
+            f"where the time goes, prefill vs decode.<br><br>Results database: {escape(str(self.state.db_path))}"
             + (f"<br><br>{escape(self.viewer)}" if self.viewer else ""),
         )
 
     def update_actions(self) -> None:
         """Enable what makes sense now (ready, running, a run or a chart on screen)."""
-        running = self.run_thread is not None
+        running, results = self.state.running, self.state.results
         self.run_action.setEnabled(self.is_ready and not running and not self.viewer)
         self.demo_action.setEnabled(self.is_ready and not running and not self.viewer)
         self.cancel_action.setEnabled(running)
-        has_run = self.results is not None and len(self.results.run_ids) == 1
-        compared = self.results is not None and getattr(self.results, "two_runs", None) is not None
-        has_chart = self.results is not None and bool(self.results.charts)
+        has_run = results is not None and len(results.run_ids) == 1
+        compared = results is not None and results.two_runs is not None
+        has_chart = results is not None and bool(results.charts)
         for a in (self.export_data_action, self.export_report_action, self.export_all_action):
             a.setEnabled(has_run or compared)  # two runs: their comparison (compare A B --out)
         self.export_action.setEnabled(has_chart)
@@ -514,16 +454,17 @@ class MainWindow(QMainWindow):
 
     def update_title(self) -> None:
         """The window title names the run(s) on screen and the database file."""
-        runs = self.results.runs if self.results is not None and self.shown_ids else ()
-        self.setWindowTitle(window_title(self.db_path, runs))
+        results = self.state.results
+        runs = results.runs if results is not None and self.state.shown_ids else ()
+        self.setWindowTitle(window_title(self.state.db_path, runs))
 
-    def show_projection(self, *_: Any) -> ProjectionDialog | None:
+    def show_projection(self, *_: object) -> ProjectionDialog | None:
         """The what-if dialog on the run on screen (returned for tests; shown modeless)."""
         from workbench.gui.projection_dialog import ProjectionDialog
 
-        if self.results is None:
+        if self.state.results is None:
             return None
-        dialog = ProjectionDialog(self.results.trials, self)
+        dialog = ProjectionDialog(self.state.results.trials, self)
         dialog.show()
         return dialog
 
@@ -558,7 +499,7 @@ class MainWindow(QMainWindow):
             self.banner.show_message(self.banner.label.text())  # recolour for light/dark
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        if self.run_thread is not None:
+        if self.state.running:
             if self._ask_before_closing:
                 answer = QMessageBox.question(
                     self,
@@ -574,9 +515,9 @@ class MainWindow(QMainWindow):
         self.save_settings()
         if self.loader is not None:
             self.loader.close()
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        if self.state.store is not None:
+            self.state.store.close()
+            self.state.set_store(self.state.db_path, None)
         super().closeEvent(event)
 
     def close_now(self) -> None:

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.metrics import METRIC_TABLE
 from workbench.gui.forms import spin
 from workbench.gui.widgets import escape
 from workbench.store import TrialRecord
@@ -59,7 +60,12 @@ class ProjectionDialog(QDialog):
         self.table = QTableWidget(0, 6)
         self.table.setObjectName("projectionTable")
         self.table.setHorizontalHeaderLabels(
-            ["variant", "TTFT ms", "after TTFT ms", "e2e ms", "prefill ms/tok", "decode ms/tok"]
+            [
+                "variant",
+                *(METRIC_TABLE[key].header for key in ("ttft_ms", "decode_phase_ms", "e2e_ms")),
+                "prefill ms/tok",
+                "decode ms/tok",
+            ]
         )
         self.table.verticalHeader().setVisible(False)
         self.notes = QLabel()

@@ -1,14 +1,15 @@
 """What the Results tab shows: which runs, loading them in the loader's child process, and putting
-the :class:`~workbench.gui.loading.ResultsData` that comes back into the title, table, advice, charts
-and banner. The window holds that data (``window.results``); the exports reuse it.
+the :class:`~workbench.gui.loading.ResultsData` that comes back into the window's state
+(:class:`~workbench.gui.state.AppState`: ``shown_ids``, ``results``); the title, table, advice, charts
+and banner follow its ``resultsChanged``. The exports reuse the same data.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
 from PySide6.QtWidgets import QLabel, QStackedWidget, QTabWidget, QTextBrowser, QWidget
@@ -17,12 +18,11 @@ from workbench.gui.widgets import escape
 
 if TYPE_CHECKING:
     from workbench.gui.chartview import ChartPanel
-    from workbench.gui.history import HistoryPanel
     from workbench.gui.loading import ResultsData, ResultsLoader
     from workbench.gui.results import SummaryTableModel
-    from workbench.gui.running import RunThread
+    from workbench.gui.state import AppState
     from workbench.gui.widgets import Banner
-    from workbench.store import Store
+    from workbench.report.model import Report
 
 __all__ = [
     "CHART_INTERVAL_S",
@@ -42,16 +42,11 @@ CHART_INTERVAL_S = 2.0
 class ResultsWindow(Protocol):
     """What :class:`ResultsView` uses of the window (:class:`~workbench.gui.main_window.MainWindow`)."""
 
-    db_path: Path
-    store: Store | None
+    state: AppState  # the runs on screen and their results: set here
     loader: ResultsLoader | None  # None until start-up has finished
-    shown_ids: tuple[int, ...]  # set here: the runs on screen
-    results: ResultsData | None  # set here: what the Results tab shows
-    run_thread: RunThread | None
     tabs: QTabWidget
     results_stack: QStackedWidget
     results_page: QWidget
-    history: HistoryPanel
     results_title: QLabel
     results_env: QLabel
     verdict: QLabel
@@ -65,12 +60,12 @@ class ResultsWindow(Protocol):
 
     def window(self) -> QWidget: ...  # QWidget.window(): this controller's QObject parent
     def show_error(self, title: str, message: str) -> None: ...
-    def update_actions(self) -> None: ...
 
 
 class ResultsView(QObject):
-    """Loads and shows the runs ``window.shown_ids``. A QObject in the UI thread (a child of the
-    window): results computed in a pool thread reach it through a queued signal."""
+    """Loads the runs ``state.shown_ids`` into ``state.results`` and shows them when they change. A
+    QObject in the UI thread (a child of the window): results computed in a pool thread reach it
+    through a queued signal."""
 
     _loaded = Signal(int, object)  # generation, ResultsData or the exception
 
@@ -86,14 +81,13 @@ class ResultsView(QObject):
         self._charts_at = 0.0
         self._charts_timer = QTimer(self, singleShot=True)
         self._charts_timer.timeout.connect(self.update_charts)
+        window.state.resultsChanged.connect(self._show)
 
     def show_runs(self, run_ids: tuple[int, ...]) -> None:
         w = self.window
-        w.shown_ids = tuple(run_ids)
+        w.state.show_runs(tuple(run_ids))  # the History tab selects a single run (shownRunsChanged)
         w.results_stack.setCurrentWidget(w.results_page)
         w.tabs.setCurrentWidget(w.results_stack)
-        if len(run_ids) == 1:
-            w.history.select_run(run_ids[0])
         self.refresh()
 
     def schedule_refresh(self) -> None:
@@ -102,8 +96,8 @@ class ResultsView(QObject):
 
     def refresh(self) -> None:
         """Reload what is on screen from the database, in the loader's worker process."""
-        w = self.window
-        if not w.shown_ids or w.store is None or w.loader is None:
+        w, state = self.window, self.window.state
+        if not state.shown_ids or state.store is None or w.loader is None:
             return
         if self._loading:
             self._reload = True
@@ -116,7 +110,7 @@ class ResultsView(QObject):
             with contextlib.suppress(RuntimeError):  # the window was closed meanwhile
                 self._loaded.emit(generation, data)
 
-        w.loader.submit(w.db_path, w.shown_ids, done)
+        w.loader.submit(state.db_path, state.shown_ids, done)
 
     def _on_loaded(self, generation: int, data: ResultsData | Exception) -> None:
         self._loading = False
@@ -130,9 +124,16 @@ class ResultsView(QObject):
         if isinstance(data, Exception):
             w.show_error("Results", str(data))
             return
+        w.state.set_results(data)  # shown by _show; the window's title and actions follow too
+
+    def _show(self, data: ResultsData | None) -> None:
+        """The results now in the state, into the title, table, verdict, advice, charts and banner
+        (None: nothing new to show; what goes on screen next replaces it)."""
+        if data is None:
+            return
         from workbench.formatting import host_environment, machine_line
 
-        w.results = data
+        w = self.window
         w.results_title.setText(data.title)
         w.results_env.setText(
             " · ".join(  # two runs on one machine: said once
@@ -162,57 +163,62 @@ class ResultsView(QObject):
             )
         else:
             w.banner.hide()
-        w.update_actions()
         w.resultsShown.emit(data)
 
     def update_charts(self) -> None:
         """Hand the charts of the results on screen to the chart panel; during a run at most every
         CHART_INTERVAL_S (drawing costs the UI thread tens of milliseconds per chart)."""
-        w = self.window
-        if w.charts is None or w.results is None:
+        w, results = self.window, self.window.state.results
+        if w.charts is None or results is None:
             return
         wait_s = CHART_INTERVAL_S - (time.monotonic() - self._charts_at)
-        if w.run_thread is not None and wait_s > 0:
+        if w.state.running and wait_s > 0:
             self._charts_timer.start(int(wait_s * 1000))
             return
         self._charts_timer.stop()
         self._charts_at = time.monotonic()
-        w.charts.set_charts(w.results.charts)
+        w.charts.set_charts(results.charts)
 
 
-def _cached_report(data: Any, source: str, build: Any) -> Any:
-    """``build(data.<source>)``, once per loaded result (kept on it); None without that source."""
-    found = getattr(data, source, None)
-    if found is None:
+_T = TypeVar("_T")
+
+
+def _cached_report(
+    data: ResultsData, source: _T | None, key: str, build: Callable[[_T], Report]
+) -> Report | None:
+    """``build(source)`` (``source``: one of ``data``'s fields), once per loaded result (kept on it
+    as ``key``); None without that source."""
+    if source is None:
         return None
-    key = f"_{source}_report"
-    if getattr(data, key, None) is None:
-        setattr(data, key, build(found))
-    return getattr(data, key)
+    cached: Report | None = getattr(data, key, None)
+    if cached is None:
+        cached = build(source)
+        setattr(data, key, cached)
+    return cached
 
 
-def _report(data: Any) -> Any:
+def _report(data: ResultsData) -> Report | None:
     """The run's report (workbench.report.run_report); None for two runs."""
     from workbench.report.run_report import build_run_report
 
-    return _cached_report(data, "analysis", build_run_report)
+    return _cached_report(data, data.analysis, "_analysis_report", build_run_report)
 
 
-def _comparison_report(data: Any) -> Any:
+def _comparison_report(data: ResultsData) -> Report | None:
     """Two runs: the report `workbench compare A B` prints (workbench.report.comparison); None for one run."""
     from workbench.report.comparison import build_comparison_report
 
-    return _cached_report(data, "two_runs", build_comparison_report)
+    return _cached_report(data, data.two_runs, "_two_runs_report", build_comparison_report)
 
 
-def empty_texts(data: Any) -> dict[str, str]:
+def empty_texts(data: ResultsData) -> dict[str, str]:
     """Two runs compared: what the chart tabs drawn for one run at a time say (their defaults, such as
     "no speculative variants in this run", would be false); ``{}`` for one run."""
     from workbench.charts.acceptance import ACCEPTANCE_TAB
     from workbench.charts.registry import chart_tabs
     from workbench.charts.speedup import SPEEDUP_TAB
 
-    two = getattr(data, "two_runs", None)
+    two = data.two_runs
     if two is None:
         return {}
     a, b = two.ids
@@ -231,7 +237,7 @@ def empty_texts(data: Any) -> dict[str, str]:
     }
 
 
-def verdict_html(data: Any) -> str:
+def verdict_html(data: ResultsData) -> str:
     """Above the table: the verdict (per workload the fastest variant end to end, what it costs, how
     far to trust it; two runs: per variant × workload the second run faster, slower or no detectable
     change), as every other view words it."""
@@ -241,7 +247,7 @@ def verdict_html(data: Any) -> str:
     return render_html(report, heading=4, sections=["verdict"]) if report is not None else ""
 
 
-def comparison_table_html(data: Any) -> str:
+def comparison_table_html(data: ResultsData) -> str:
     """Two runs: above the Speed-up tab's before → after chart, the table `workbench compare A B`
     prints (medians A → B, RUN_B's speed-ups over RUN_A); empty for one run."""
     from workbench.report.model import render_html
@@ -250,7 +256,7 @@ def comparison_table_html(data: Any) -> str:
     return _qt_tables(render_html(compared, heading=3, sections=["table"])) if compared is not None else ""
 
 
-def drafting_html(data: Any) -> str:
+def drafting_html(data: ResultsData) -> str:
     """Above the Acceptance tab's charts: does drafting pay, on decode and end to end, per speculative
     variant; the break-even tables (one run; empty otherwise)."""
     from workbench.report.model import render_html
@@ -266,7 +272,7 @@ def _qt_tables(html: str) -> str:
     return html.replace("<table>", "<table border='1' cellspacing='0' cellpadding='3'>")
 
 
-def advice_html(data: Any) -> str:
+def advice_html(data: ResultsData) -> str:
     """The side panel: per workload its measured phase and the advice (one run), or `workbench compare
     A B`'s table (medians A → B, RUN_B's speed-ups over RUN_A), what the results table holds, how the
     runs differ, their disturbed trials and why two runs are not paired (two runs; the verdict per
@@ -276,6 +282,7 @@ def advice_html(data: Any) -> str:
     if compared is not None:  # `workbench compare A B`'s table and notes, from the same report
         from workbench.report.model import render_html
 
+        assert data.two_runs is not None  # a comparison report: two runs
         a, b = data.two_runs.ids
         rows = (
             f"<p><i>The table: each run's rows as it has them alone (<code>workbench show {a}</code>, "

@@ -6,22 +6,22 @@ the log and the results on screen. The run itself is :class:`~workbench.gui.runn
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, SignalInstance
 from PySide6.QtWidgets import QApplication, QLabel, QProgressBar, QPushButton, QWidget
 
-from workbench.formatting import plus_minus
+from workbench.formatting import duration, plus_minus
 
 if TYPE_CHECKING:
     from workbench.gui.builder import ExperimentBuilder
     from workbench.gui.history_actions import HistoryActions
     from workbench.gui.results_view import ResultsView
-    from workbench.gui.running import ProgressInfo, RunThread
+    from workbench.gui.running import ProgressInfo
+    from workbench.gui.state import AppState
     from workbench.gui.widgets import Banner
     from workbench.run.execute import RunResult
     from workbench.spec.parse import Spec
-    from workbench.store import Store
 
 __all__ = ["RunControl", "RunWindow"]
 
@@ -31,11 +31,8 @@ class RunWindow(Protocol):
 
     is_ready: bool
     viewer: str | None  # why this install cannot run (viewer mode), or None
-    db_path: Path
-    store: Store | None
+    state: AppState  # the run going on: set here
     builder: ExperimentBuilder | None  # None until start-up has finished
-    shown_ids: tuple[int, ...]
-    run_thread: RunThread | None  # set here: the run going on
     banner: Banner
     progress: QProgressBar
     progress_label: QLabel
@@ -50,22 +47,22 @@ class RunWindow(Protocol):
     def show_error(self, title: str, message: str) -> None: ...
     def show_tab(self, name: str) -> None: ...
     def log_line(self, line: str) -> None: ...
-    def update_actions(self) -> None: ...
     def open_store(self, path: Path, *, create: bool, quiet: bool = False) -> bool: ...
 
 
 class RunControl(QObject):
-    """One run at a time, ``window.run_thread`` while it goes on. A QObject in the UI thread (a child of
-    the window), so that the run thread's signals connected to its methods are queued to the UI thread."""
+    """One run at a time, ``state.run_thread`` while it goes on (the window's actions and the builder's
+    Run button follow ``state.runningChanged``). A QObject in the UI thread (a child of the window), so
+    that the run thread's signals connected to its methods are queued to the UI thread."""
 
     def __init__(self, window: RunWindow) -> None:
         super().__init__(window.window())
         self.window = window
 
-    def start_run(self, *_: Any, spec: Spec | None = None) -> bool:
+    def start_run(self, *_: object, spec: Spec | None = None) -> bool:
         w = self.window
         builder = w.builder  # None only before start-up has finished (not is_ready)
-        if w.run_thread is not None or not w.is_ready or builder is None:
+        if w.state.running or not w.is_ready or builder is None:
             return False
         if w.viewer:
             w.show_error("Run", w.viewer)
@@ -79,28 +76,27 @@ class RunControl(QObject):
             assert spec is not None  # no refusal: the spec is valid
         from workbench.gui.running import RunThread
 
-        thread = RunThread(spec, w.db_path, w.window())
+        db_path = w.state.db_path
+        thread = RunThread(spec, db_path, w.window())
         thread.runCreated.connect(self._on_run_created)
         thread.progressed.connect(self._on_progress)
         thread.logged.connect(w.log_line)
         thread.completed.connect(self._on_completed)
         thread.errored.connect(self._on_run_error)
         thread.finished.connect(self._on_thread_finished)
-        w.run_thread = thread
         w.banner.hide()
-        builder.set_running(True)
         w.progress.setRange(0, 0)
         w.progress.show()
         w.cancel_btn.setEnabled(True)
         w.cancel_btn.setText("Cancel")
         w.cancel_btn.show()
         w.progress_label.setText(f"Starting '{spec.name}'…")
-        w.log_line(f"— run '{spec.name}' into {w.db_path}")
-        w.update_actions()
+        w.log_line(f"— run '{spec.name}' into {db_path}")
+        w.state.set_running(thread)  # the builder's Run button and the window's actions follow
         thread.start()
         return True
 
-    def run_demo(self, *_: Any) -> None:
+    def run_demo(self, *_: object) -> None:
         from workbench.core.resources import resource_path
         from workbench.gui.draft import SpecDraft
 
@@ -115,8 +111,8 @@ class RunControl(QObject):
         w.builder.set_draft(draft)
         self.start_run()
 
-    def cancel_run(self, *_: Any) -> None:
-        thread = self.window.run_thread
+    def cancel_run(self, *_: object) -> None:
+        thread = self.window.state.run_thread
         if thread is None:
             return
         w = self.window
@@ -133,7 +129,7 @@ class RunControl(QObject):
 
     def stop_run_and_wait(self, timeout_ms: int = 20_000) -> None:
         """Cancel the run in progress and wait for it; after ``timeout_ms`` kill its worker."""
-        thread = self.window.run_thread
+        thread = self.window.state.run_thread
         if thread is None:
             return
         thread.cancel()
@@ -146,23 +142,20 @@ class RunControl(QObject):
 
     def _on_run_created(self, run_id: int) -> None:
         w = self.window
-        if w.store is None:
-            w.open_store(w.db_path, create=False)
+        if w.state.store is None:
+            w.open_store(w.state.db_path, create=False)
         w.history_actions.refresh()
         w.results_view.show_runs((run_id,))
 
     def _on_progress(self, info: ProgressInfo) -> None:
-        from workbench.gui.running import format_eta
-
         w = self.window
         w.progress.setRange(0, max(info.total, 1))
         w.progress.setValue(info.done)
         parts = [f"{info.done}/{info.total} trials"]
         if info.failed:
             parts.append(f"{info.failed} failed")
-        eta = format_eta(info.eta_s)
-        if eta:
-            parts.append(f"ETA {eta}")
+        if info.eta_s is not None:
+            parts.append(f"ETA {duration(info.eta_s, clock=True)}")
         if info.ci_target is not None:  # repetitions = "auto": the interval narrowing, live
             now = plus_minus(info.interval, 1) if info.interval is not None else "not yet known"
             parts.append(f"widest CI {now} (target {plus_minus(info.ci_target, 0)})")
@@ -170,7 +163,7 @@ class RunControl(QObject):
             parts.append(info.message)
         w.progress_label.setText(" · ".join(parts))
         w.log_line(info.message)
-        if info.trial_landed and info.run_id is not None and info.run_id in w.shown_ids:
+        if info.trial_landed and info.run_id is not None and info.run_id in w.state.shown_ids:
             w.results_view.schedule_refresh()
 
     def _on_completed(self, result: RunResult) -> None:
@@ -188,7 +181,8 @@ class RunControl(QObject):
 
     def _on_run_error(self, message: str) -> None:
         w = self.window
-        started = w.run_thread is not None and w.run_thread.run_id is not None
+        thread = w.state.run_thread
+        started = thread is not None and thread.run_id is not None
         w.progress_label.setText(message if started else f"Run not started: {message}")
         w.log_line(f"— error: {message}")
         w.show_error("Run", message)
@@ -196,13 +190,11 @@ class RunControl(QObject):
 
     def _on_thread_finished(self) -> None:
         w = self.window
-        thread, w.run_thread = w.run_thread, None
-        if thread is not None:
-            thread.deleteLater()
+        thread = w.state.run_thread
         w.progress.hide()
         w.cancel_btn.hide()
-        if w.builder is not None:
-            w.builder.set_running(False)
-        w.update_actions()
+        w.state.set_running(None)  # the builder's Run button and the window's actions follow
+        if thread is not None:
+            thread.deleteLater()
         w.history_actions.refresh()
         w.results_view.refresh()

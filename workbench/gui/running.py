@@ -20,7 +20,7 @@ from PySide6.QtCore import QThread, Signal
 from workbench.core.errors import WorkbenchError
 from workbench.spec.parse import Spec
 
-__all__ = ["ProgressInfo", "RunThread", "format_eta"]
+__all__ = ["ProgressInfo", "RunThread"]
 
 
 @dataclass(frozen=True)
@@ -45,19 +45,6 @@ class ProgressInfo:
         if self.done <= 0 or self.done >= self.total:
             return None
         return self.elapsed_s / self.done * (self.total - self.done)
-
-
-def format_eta(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 class RunThread(QThread):

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.formatting import duration
 
 __all__ = ["MIN_COLOURS", "run_smoke", "sample_db"]
 
@@ -73,12 +74,12 @@ def _check(db: Path, png: Path, started: float) -> str:
         window.finish_startup()
         if window.last_message:
             raise WorkbenchError(f"smoke test: {window.last_message}")
-        if not window.shown_ids:
+        if not window.state.shown_ids:
             raise WorkbenchError(f"smoke test: {db} holds no runs")
-        wait_for(app, lambda: window.results is not None, timeout_s=120)
+        wait_for(app, lambda: window.state.results is not None, timeout_s=120)
         if window.last_message:
             raise WorkbenchError(f"smoke test: {window.last_message}")
-        data = window.results
+        data = window.state.results
         assert data is not None  # waited for above
         headline = next((c for c in data.charts if c.key == "headline"), None)
         if headline is None:
@@ -104,7 +105,7 @@ def _check(db: Path, png: Path, started: float) -> str:
         f"smoke ok: Workbench {__version__} (PySide6 {pyside_version}, {QGuiApplication.platformName()}), "
         f'run {run["id"]} "{run["name"]}" from {db.name}: {variants} variants × {workloads} workloads, '
         f"{measured} trials; headline chart {image.width()}×{image.height()} px, {colours} colours; "
-        f'font "{family}"; {time.monotonic() - started:.1f} s'
+        f'font "{family}"; {duration(time.monotonic() - started, 1)}'
     )
 
 

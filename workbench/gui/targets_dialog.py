@@ -70,7 +70,7 @@ class TargetsDialog(QDialog):
         layout.addWidget(intro)
         form = QFormLayout()
         self.edits: dict[str, QLineEdit] = {}
-        for metric, (label, unit, higher) in TARGET_METRICS.items():
+        for metric, measure in TARGET_METRICS.items():
             edit = QLineEdit()
             edit.setObjectName(f"target_{metric}")
             validator = QDoubleValidator(bottom=0.0)
@@ -79,7 +79,8 @@ class TargetsDialog(QDialog):
             edit.setToolTip(_HELP[metric])
             default = defaults.limit(metric) if defaults else None
             edit.setPlaceholderText(f"built-in {significant(default, 6)}" if default else "no target")
-            form.addRow(f"{label} {'≥' if higher else '≤'}" + (f" ({unit})" if unit else " (0–1)"), edit)
+            unit = f" ({measure.unit})" if measure.unit else " (0–1)"
+            form.addRow(f"{measure.label} {measure.bound}{unit}", edit)
             self.edits[metric] = edit
         self.percentile = QDoubleSpinBox()
         self.percentile.setObjectName("target_percentile")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import (
     acceptance_text,
     fmt,
@@ -197,6 +198,11 @@ def targets_cell(verdict: Any) -> tuple[str, float | None]:
 
 # -- the columns ----------------------------------------------------------------------------------
 
+#: a measured metric's header: its label and unit, from the metric table (``TTFT ms``)
+_HEADER = {key: m.header for key, m in METRIC_TABLE.items()}
+#: and its label alone, for the quality pass's figures (a KLD's unit is in the glossary)
+_LABEL = {key: m.label for key, m in METRIC_TABLE.items()}
+
 #: every column, by key, in the GUI's order
 COLUMNS: dict[str, Column] = {
     c.key: c
@@ -204,28 +210,46 @@ COLUMNS: dict[str, Column] = {
         Column("variant", "variant", "variant", "", lambda s: (s.variant, s.variant), words=True),
         Column("workload", "workload", "workload", "", lambda s: (s.workload, s.workload), words=True),
         Column("n", "n", "n", "disturbed", _trials),
-        Column("input_tokens", "in tok", "in tok", "", _metric("input_tokens", 0)),
-        Column("output_tokens", "out tok", "out tok", "", _metric("output_tokens", 0)),
-        Column("ttft_ms", "TTFT ms", "TTFT ms", "TTFT", _metric("ttft_ms", None)),
+        Column(
+            "input_tokens", _HEADER["input_tokens"], _HEADER["input_tokens"], "", _metric("input_tokens", 0)
+        ),
+        Column(
+            "output_tokens",
+            _HEADER["output_tokens"],
+            _HEADER["output_tokens"],
+            "",
+            _metric("output_tokens", 0),
+        ),
+        Column("ttft_ms", _HEADER["ttft_ms"], _HEADER["ttft_ms"], "TTFT", _metric("ttft_ms", None)),
         Column("client_ttft_mean_ms", "TTFT mean ms", "TTFT mean ms", "", _server("client_ttft_mean_ms")),
         Column("server_ttft_mean_ms", "srv TTFT mean ms", "srv TTFT mean ms", "", _server("ttft_ms")),
         Column(
             "prefill_tokens_per_s",
-            "prefill tok/s",
-            "prefill tok/s",
+            _HEADER["prefill_tokens_per_s"],
+            _HEADER["prefill_tokens_per_s"],
             "prefill tok/s",
             _metric("prefill_tokens_per_s", 0),
         ),
-        Column("tpot_ms", "TPOT ms", "TPOT ms", "TPOT", _metric("tpot_ms", 2)),
+        Column("tpot_ms", _HEADER["tpot_ms"], _HEADER["tpot_ms"], "TPOT", _metric("tpot_ms", 2)),
         Column(
-            "decode_tokens_per_s", "tok/s", "decode tok/s", "decode tok/s", _metric("decode_tokens_per_s", 1)
+            "decode_tokens_per_s",
+            "tok/s",
+            _HEADER["decode_tokens_per_s"],
+            "decode tok/s",
+            _metric("decode_tokens_per_s", 1),
         ),
-        Column("itl_p50_ms", "ITL p50 ms", "ITL p50 ms", "ITL", _metric("itl_p50_ms", 2)),
-        Column("itl_p90_ms", "ITL p90 ms", "ITL p90 ms", "ITL", _metric("itl_p90_ms", 2)),
-        Column("e2e_ms", "e2e ms", "e2e ms", "e2e", _metric("e2e_ms", 0)),
+        Column("itl_p50_ms", _HEADER["itl_p50_ms"], _HEADER["itl_p50_ms"], "ITL", _metric("itl_p50_ms", 2)),
+        Column("itl_p90_ms", _HEADER["itl_p90_ms"], _HEADER["itl_p90_ms"], "ITL", _metric("itl_p90_ms", 2)),
+        Column("e2e_ms", _HEADER["e2e_ms"], _HEADER["e2e_ms"], "e2e", _metric("e2e_ms", 0)),
         Column("concurrency", "conc", "conc", "", lambda s: (str(s.concurrency), s.concurrency)),
         Column("throughput_tokens_per_s", "agg tok/s", "agg tok/s", "", _throughput),
-        Column("peak_memory_mb", "peak MB", "peak MB", "peak memory", _metric("peak_memory_mb", 0)),
+        Column(
+            "peak_memory_mb",
+            _HEADER["peak_memory_mb"],
+            _HEADER["peak_memory_mb"],
+            "peak memory",
+            _metric("peak_memory_mb", 0),
+        ),
         Column("prefill_share", "prefill share", "prefill share", "prefill share", _prefill_share),
         Column("phase", "phase", "phase", "phase", _phase, words=True),
         Column("speedup_e2e", "e2e x", "e2e speed-up", "speed-up", _speedup("speedup_e2e")),
@@ -249,8 +273,8 @@ COLUMNS: dict[str, Column] = {
         Column("acceptance", "accepted", "accepted", "acceptance", _acceptance),
         Column("draft_verify", "draft/verify", "draft/verify", "", _draft_verify),
         Column("match", "match", "match", "match", _match),
-        Column("kld", "KLD", "KLD", "KLD", _kld),
-        Column("same_top", "same top", "same top", "same top", _same_top),
+        Column("kld", _LABEL["kld_mean"], _LABEL["kld_mean"], "KLD", _kld),
+        Column("same_top", _LABEL["same_top"], _LABEL["same_top"], "same top", _same_top),
         Column("targets", "targets", "targets", "targets", None),
     )
 }

@@ -18,6 +18,7 @@ from typing import Any
 from workbench.analysis.compare import RunComparison, TwoRuns
 from workbench.charts import BeforeAfterChart, variant_colours
 from workbench.charts.base import Chart
+from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import fmt, host_environment, instruction_set, machine_line, ratio
 from workbench.report.design import disturbance_line
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
@@ -92,7 +93,8 @@ def comparison_table(two: TwoRuns) -> Table:
     """Per variant × workload: medians in RUN_A → RUN_B, RUN_B's speed-ups over RUN_A: e2e with its CI,
     TTFT and decode without (``*`` still marks a CI that excludes 1), as the main table writes them —
     with three intervals a row outgrew 120 columns as soon as a median gained a digit."""
-    headers = ["variant", "workload", "n", "TTFT ms", "tok/s", "e2e ms", "e2e x", "TTFT x", "decode x"]
+    ttft, e2e = METRIC_TABLE["ttft_ms"].header, METRIC_TABLE["e2e_ms"].header
+    headers = ["variant", "workload", "n", ttft, "tok/s", e2e, "e2e x", "TTFT x", "decode x"]
     rows = [
         [
             c.variant,

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from workbench.analysis.compression import CompressionBreakEven
-from workbench.formatting import ci_suffix, fixed, ms_text, percent, significant, tokens
+from workbench.formatting import (
+    ci_suffix,
+    fixed,
+    interval,
+    ms_text,
+    percent,
+    significant,
+    span,
+    times,
+    tokens,
+)
 
 __all__ = ["compression_line", "compression_lines"]
-
-
-def _tokens_bound(value: float) -> str:
-    return "∞" if math.isinf(value) else tokens(value)
 
 
 def _kept(b: CompressionBreakEven) -> str:
@@ -34,34 +39,30 @@ def _kept(b: CompressionBreakEven) -> str:
 def _break_even(b: CompressionBreakEven) -> str:
     if b.break_even is None:
         return f"no break-even length can be computed: {b.no_break_even}" if b.no_break_even else ""
-    span = (
-        f" (lines fitted over {tokens(b.lengths[0])}–{tokens(b.lengths[1])}-token prompts)"
-        if b.lengths
-        else ""
+    fitted = (
+        f" (lines fitted over {span(b.lengths[0], b.lengths[1], tokens)}-token prompts)" if b.lengths else ""
     )
-    ci = ""
-    if b.break_even_lo is not None and b.break_even_hi is not None:
-        ci = f" [{_tokens_bound(b.break_even_lo)}–{_tokens_bound(b.break_even_hi)}]"
-    elif b.break_even_fitted is not None:
-        span += (
+    ci = interval(b.break_even_lo, b.break_even_hi, tokens)
+    if not ci and b.break_even_fitted is not None:
+        fitted += (
             f"; no interval: only {percent(b.break_even_fitted)} of the resampled pairs gave both lines a "
             "rising slope (too noisy)"
         )
     n = b.break_even_tokens
     if n is not None and b.lengths and not b.lengths[0] <= n <= b.lengths[1]:
-        span += "; outside the measured lengths: an extrapolation"
+        fitted += "; outside the measured lengths: an extrapolation"
     if b.break_even == "above":
-        return f"break-even: it pays on prompts above {tokens(n or 0)} tokens{ci}{span}"
+        return f"break-even: it pays on prompts above {tokens(n or 0)} tokens{ci}{fitted}"
     if b.break_even == "below":
-        return f"break-even: it pays only on prompts below {tokens(n or 0)} tokens{ci}{span}"
+        return f"break-even: it pays only on prompts below {tokens(n or 0)} tokens{ci}{fitted}"
     if b.break_even == "any":
         return (
             "break-even: it pays at any length — the fitted saving exceeds the compression time at every "
-            f"prompt length{ci and ' (the length above which it pays, 95% interval:' + ci + ')'}{span}"
+            f"prompt length{ci and ' (the length above which it pays, 95% interval:' + ci + ')'}{fitted}"
         )
     return (
         "break-even: it pays at no length — the fitted compression time exceeds the saving at every "
-        f"prompt length{ci and ' (crossing' + ci + ')'}{span}"
+        f"prompt length{ci and ' (crossing' + ci + ')'}{fitted}"
     )
 
 
@@ -88,19 +89,13 @@ def compression_line(b: CompressionBreakEven) -> str:
     if b.cost_fraction is None:
         return line + " — it saved no prefill time here: it does not pay" + end
     cost = fixed(b.cost_fraction, 2)
-    if b.cost_fraction_lo is not None and b.cost_fraction_hi is not None:
-        cost += f" [{_fraction_bound(b.cost_fraction_lo)}–{_fraction_bound(b.cost_fraction_hi)}]"
+    cost += ci_suffix(b.cost_fraction_lo, b.cost_fraction_hi)  # an end where a resample saved nothing: ∞
     if b.cost_fraction >= 1:
         return line + (
             f" — it costs {cost} of the prefill it saves here: it pays only with a compressor at least "
-            f"{fixed(b.cost_fraction, 2)}x cheaper, or when the compressed prompt is reused{end}"
+            f"{times(b.cost_fraction)} cheaper, or when the compressed prompt is reused{end}"
         )
     return line + f" — it costs {cost} of the prefill it saves: it pays at these prompt lengths{end}"
-
-
-def _fraction_bound(value: float) -> str:
-    """An end of the cost fraction's interval: ``∞`` where a resample saved nothing."""
-    return "∞" if math.isinf(value) else fixed(value, 2)
 
 
 def compression_lines(results: Sequence[CompressionBreakEven]) -> list[str]:

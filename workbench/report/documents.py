@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from workbench.analysis.run import RunAnalysis
 from workbench.charts import run_charts
 from workbench.charts.base import Chart, variant_colours
+from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import environment_lines, fmt, host_environment, percent
 from workbench.report.model import Bullets, Report, Section, Table, render_html, render_markdown
 from workbench.report.run_report import build_run_report, share_text
@@ -28,7 +29,7 @@ def _phase_table(analysis: RunAnalysis) -> Table:
         "workload",
         "measured",
         "prefill share",
-        "in tok",
+        METRIC_TABLE["input_tokens"].header,
         "out tok (of allowed)",
         "predicted before the run",
     ]

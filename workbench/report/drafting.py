@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from workbench.analysis.drafting import BreakEven
-from workbench.formatting import count, fixed, fmt, percent, ratio, seconds, spaced_percent, times
+from workbench.formatting import count, duration, fixed, fmt, percent, ratio, spaced_percent, times
 from workbench.report.model import TableRows
 
 __all__ = ["DRAFTING_NOTE", "break_even_table", "draft_length_table", "drafting_advice", "hint_text"]
@@ -160,7 +160,8 @@ def _e2e_clause(b: BreakEven) -> str | None:
     out = f"its outputs: {count(b.output_tokens)}" if b.output_tokens is not None else "its outputs: ?"
     before, after = b.ttft_extra_ms, b.prefill_after_ms or 0.0
     spent = (
-        f"the draft's prefill {seconds(max(before, 0.0))} before the first token, {seconds(after)} after it"
+        f"the draft's prefill {duration(max(before, 0.0) / 1e3, 2)} before the first token, "
+        f"{duration(after / 1e3, 2)} after it"
     )
     if b.drafted_steps == 0 and b.prefill_steps:
         return (

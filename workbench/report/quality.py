@@ -3,10 +3,10 @@ and the quality section of ``show``, the report and the GUI (docs/metrics.md, "Q
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from workbench.formatting import count, fixed, fmt, kld_text, percent, times
+from workbench.formatting import count, fixed, fmt, interval, kld_text, percent, span
 
 __all__ = [
     "QUALITY_HEADERS",
@@ -49,8 +49,8 @@ def quality_cells(summary: Any) -> list[str]:
     return [bound + kld_text(q["kld_mean"]), percent(q["same_top"])]
 
 
-def _ci(ci: Sequence[float] | None, write: Any) -> str:
-    return f" [{write(ci[0])}–{write(ci[1])}]" if ci else ""
+def _ci(ci: Sequence[float] | None, write: Callable[[float], str]) -> str:
+    return interval(ci[0], ci[1], write) if ci else ""
 
 
 def quality_table(figures: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
@@ -115,8 +115,7 @@ def quality_lines(quality: Any) -> list[str]:
 
 
 def _range(values: Sequence[float]) -> str:
-    lo, hi = min(values), max(values)
-    return times(lo) if abs(hi - lo) < 0.005 else f"{fixed(lo, 2)}–{times(hi)}"
+    return span(min(values), max(values), lambda v: fixed(v, 2), "x")
 
 
 def tradeoff_lines(summaries: Sequence[Any], quality: Any) -> list[str]:

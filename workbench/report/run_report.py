@@ -18,7 +18,9 @@ from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Trust, WorkloadVerdict
 from workbench.charts.memory import DEVICE_WIDE, MEMORY_LABELS
+from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import (
+    duration,
     fmt,
     host_environment,
     kld_text,
@@ -28,6 +30,7 @@ from workbench.formatting import (
     percent,
     plus_minus,
     ratio,
+    span,
     times,
 )
 from workbench.report.columns import COLUMNS
@@ -427,8 +430,7 @@ def compression_section(analysis: RunAnalysis) -> Section:
 
 
 def _span(values: Sequence[float]) -> str:
-    lo, hi = min(values), max(values)
-    return percent(lo) if round(lo, 2) == round(hi, 2) else f"{percent(lo)}–{percent(hi)}"
+    return span(min(values), max(values), percent)
 
 
 def _lost_end_to_end(b: Any, s: Any) -> str | None:
@@ -441,8 +443,8 @@ def _lost_end_to_end(b: Any, s: Any) -> str | None:
         return None
     before = max(b.ttft_extra_ms or 0.0, 0.0)
     after = b.prefill_after_ms or 0.0
-    cost = f"its draft's prefill adds {fmt(before / 1e3, 2)} s before the first token" + (
-        f" and {fmt(after / 1e3, 2)} s after it" if after >= 5 else ""
+    cost = f"its draft's prefill adds {duration(before / 1e3, 2)} before the first token" + (
+        f" and {duration(after / 1e3, 2)} after it" if after >= 5 else ""
     )
     if b.wins_from is None:
         pays = "no output length pays it back"
@@ -611,7 +613,8 @@ def _short(text: str, width: int = 40) -> str:
 
 
 def roofline_section(analysis: RunAnalysis) -> Section:
-    headers = ["variant", "workload", "decode tok/s", "limit tok/s", "of limit", "weights MB", "KV MB/step"]
+    decode = METRIC_TABLE["decode_tokens_per_s"].header
+    headers = ["variant", "workload", decode, "limit tok/s", "of limit", "weights MB", "KV MB/step"]
     rows = [
         [
             r.variant,

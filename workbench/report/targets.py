@@ -10,7 +10,19 @@ from typing import Any
 
 from workbench.analysis.projection import Projection, ProjectionCause
 from workbench.analysis.targets import Check, TargetGap, TargetMiss, Verdict
-from workbench.formatting import fixed, fmt, meaningful, num, percent, significant, times, tokens
+from workbench.core.metrics import METRIC_TABLE
+from workbench.formatting import (
+    fixed,
+    fmt,
+    interval,
+    meaningful,
+    num,
+    percent,
+    significant,
+    span,
+    times,
+    tokens,
+)
 from workbench.report.model import TableRows
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 
@@ -52,33 +64,26 @@ def check_label(check: Check) -> str:
     """The target's name: ``TTFT p90``, ``KLD mean``, ``same top``."""
     if check.metric in QUALITY_TARGETS:
         return "KLD mean" if check.metric == "kld_max" else "same top"
-    return f"{TARGET_METRICS[check.metric][0]} p{num(check.percentile)}"
+    return f"{TARGET_METRICS[check.metric].label} p{num(check.percentile)}"
 
 
 def limit_text(check: Check) -> str:
     """The limit: ``≤ 500 ms``, ``≥ 20 tok/s``, ``≥ 90%``."""
-    _, unit, higher = TARGET_METRICS[check.metric]
+    measure = TARGET_METRICS[check.metric]
     if check.metric == "same_top_min":
-        return f"≥ {percent(check.target)}"
-    return f"{'≥' if higher else '≤'} {num(check.target)} {unit}".rstrip()
+        return f"{measure.bound} {percent(check.target)}"
+    return f"{measure.bound} {num(check.target)} {measure.unit}".rstrip()
 
 
 def measured_text(check: Check, ci: bool = True) -> str:
     """The measured percentile with its unit and (``ci``) its bootstrap CI: ``412 ms [380–450]``."""
-    est, unit = check.measured, TARGET_METRICS[check.metric][1]
+    est, unit = check.measured, TARGET_METRICS[check.metric].unit
     if est.value is None:
         return "no data"
     if check.metric in QUALITY_TARGETS:
-        bounds = (
-            f" [{_quality(check.metric, est.lo)}–{_quality(check.metric, est.hi)}]"
-            if ci and est.lo is not None and est.hi is not None
-            else ""
-        )
+        bounds = interval(est.lo, est.hi, lambda v: _quality(check.metric, v)) if ci else ""
         return f"{_quality(check.metric, est.value)}{bounds}"
-    text = f"{num(est.value)} {unit}"
-    if ci and est.lo is not None and est.hi is not None:
-        text += f" [{num(est.lo)}–{num(est.hi)}]"
-    return text
+    return f"{num(est.value)} {unit}" + (interval(est.lo, est.hi, num) if ci else "")
 
 
 def check_text(check: Check) -> str:
@@ -87,7 +92,7 @@ def check_text(check: Check) -> str:
     if check.status == "no data" and check.metric in QUALITY_TARGETS:
         return f"{label} vs {limit}: no data (the quality pass did not score this variant here)"
     if check.status == "no data":
-        return f"{label} vs {limit}: no data (this variant has no {TARGET_METRICS[check.metric][0]})"
+        return f"{label} vs {limit}: no data (this variant has no {TARGET_METRICS[check.metric].label})"
     margin = check.margin or 0.0
     how = f"{percent(margin)} headroom" if margin >= 0 else f"{percent(-margin)} over"
     if check.higher_is_better and margin < 0:
@@ -112,7 +117,7 @@ def verdict_short(verdict: Verdict) -> str:
 
 def metric_names(checks: Sequence[Check]) -> str:
     """The targets' metrics by name: ``TTFT, TPOT``."""
-    return ", ".join(TARGET_METRICS[c.metric][0] for c in checks)
+    return ", ".join(TARGET_METRICS[c.metric].label for c in checks)
 
 
 def check_cell(check: Any, *, ci: bool = True) -> str:
@@ -123,8 +128,8 @@ def check_cell(check: Any, *, ci: bool = True) -> str:
         return "no data"
     est = check.measured
     text = ("✓ " if check.status == "met" else "✗ ") + num(est.value)
-    if ci and est.lo is not None and est.hi is not None:
-        text += f" [{num(est.lo)}–{num(est.hi)}]"
+    if ci:
+        text += interval(est.lo, est.hi, num)
     margin = check.margin
     if margin is not None:
         text += f" {'+' if margin >= 0 else '−'}{percent(abs(margin))}"
@@ -143,7 +148,7 @@ def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> TableRows:
     and a column per targeted metric."""
     metrics = [m for m in TARGET_METRICS if any(c.metric == m for v in verdicts for c in v.checks)]
     headers = ["workload", "targets", "variant", "verdict", "goodput"]
-    headers += [f"{TARGET_METRICS[m][0]} {TARGET_METRICS[m][1]}" for m in metrics]
+    headers += [f"{TARGET_METRICS[m].label} {TARGET_METRICS[m].unit}" for m in metrics]
     order = list(dict.fromkeys(v.workload for v in verdicts))
     rows = []
     previous = None
@@ -173,16 +178,14 @@ def projection_table(projections: Sequence[Projection]) -> TableRows:
         if e is None or e.value is None:
             return "–"
         exact = e.lo == e.hi == e.value  # known, not estimated (no decode step at one output token)
-        ci = f" [{num(e.lo)}–{num(e.hi)}]" if e.lo is not None and e.hi is not None and not exact else ""
-        return num(e.value) + ci
+        return num(e.value) + ("" if exact else interval(e.lo, e.hi, num))
 
     headers = [
         "variant",
-        "in tok",
-        "out tok",
-        "TTFT ms",
-        "after TTFT ms",
-        "e2e ms",
+        *(
+            METRIC_TABLE[key].header
+            for key in ("input_tokens", "output_tokens", "ttft_ms", "decode_phase_ms", "e2e_ms")
+        ),
         "prefill ms/tok",
         "decode ms/tok",
     ]
@@ -203,30 +206,31 @@ def projection_table(projections: Sequence[Projection]) -> TableRows:
 
 
 #: a what-if's causes in words (``analysis.projection.Projection.causes``); ``{n}``: the length asked
+#: (written by :func:`~workbench.formatting.tokens`), ``{ranges}``: the measured lengths
 _CAUSES = {
-    "input-extrapolated": "input {n:,.0f} tokens is outside the measured {ranges} input tokens: extrapolated",
-    "output-extrapolated": "output {n:,.0f} tokens is outside the measured {ranges} output tokens: extrapolated",
+    "input-extrapolated": "input {n} tokens is outside the measured {ranges} input tokens: extrapolated",
+    "output-extrapolated": "output {n} tokens is outside the measured {ranges} output tokens: extrapolated",
     "no-ttft-fit": "TTFT not projected: the inputs did not vary in length (run sweep-input)",
     "no-decode-fit": "decode not projected: the outputs did not vary in length (run sweep-output)",
-    "ttft-not-positive": "TTFT not projected: the fitted line is at or below 0 ms at {n:,.0f} input tokens",
-    "decode-not-positive": "decode not projected: the fitted line is at or below 0 ms at {n:,.0f} output tokens",
+    "ttft-not-positive": "TTFT not projected: the fitted line is at or below 0 ms at {n} input tokens",
+    "decode-not-positive": "decode not projected: the fitted line is at or below 0 ms at {n} output tokens",
 }
 
 
 #: the same per projection (a row's ``notes`` in ``workbench project --json``)
 _ROW_CAUSES = {
-    "input-extrapolated": "input {n:,.0f} tokens is outside the measured {ranges}: extrapolated",
-    "output-extrapolated": "output {n:,.0f} tokens is outside the measured {ranges}: extrapolated",
+    "input-extrapolated": "input {n} tokens is outside the measured {ranges}: extrapolated",
+    "output-extrapolated": "output {n} tokens is outside the measured {ranges}: extrapolated",
     "no-ttft-fit": "TTFT: the inputs did not vary in length (run sweep-input)",
     "no-decode-fit": "decode: the outputs did not vary in length (run sweep-output)",
-    "ttft-not-positive": "TTFT: the fitted line is at or below 0 ms at {n:,.0f} tokens",
-    "decode-not-positive": "decode: the fitted line is at or below 0 ms at {n:,.0f} output tokens",
+    "ttft-not-positive": "TTFT: the fitted line is at or below 0 ms at {n} tokens",
+    "decode-not-positive": "decode: the fitted line is at or below 0 ms at {n} output tokens",
 }
 
 
 def _range(cause: ProjectionCause) -> str:
     """The measured lengths a projection lies outside of: ``120–980``; ``""`` for other causes."""
-    return "" if cause.measured is None else f"{fmt(cause.measured[0], 0)}–{fmt(cause.measured[1], 0)}"
+    return "" if cause.measured is None else span(cause.measured[0], cause.measured[1], lambda v: fmt(v, 0))
 
 
 def _length(p: Projection, cause: ProjectionCause) -> float:
@@ -236,7 +240,7 @@ def _length(p: Projection, cause: ProjectionCause) -> float:
 
 def projection_data(p: Projection) -> dict[str, Any]:
     """One projection as ``workbench project --json`` writes it: its figures and its notes in words."""
-    notes = [_ROW_CAUSES[c.kind].format(n=_length(p, c), ranges=_range(c)) for c in p.causes]
+    notes = [_ROW_CAUSES[c.kind].format(n=tokens(_length(p, c)), ranges=_range(c)) for c in p.causes]
     return meaningful({**p.to_dict(), "notes": notes})
 
 
@@ -257,7 +261,7 @@ def projection_notes(projections: Sequence[Projection]) -> list[str]:
         )
         shared = len({r for _, r in found}) == 1
         ranges = found[0][1] if shared else "; ".join(f"{v} {r}" for v, r in found)
-        text = _CAUSES.get(kind, kind).format(n=n, ranges=ranges)
+        text = _CAUSES.get(kind, kind).format(n=tokens(n), ranges=ranges)
         who = "every variant" if len(found) == everyone and everyone > 1 else ", ".join(v for v, _ in found)
         lines.append(f"{text} ({who})" if everyone > 1 or len(found) > 1 else text)
     return lines

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.formatting import count, percent
 from workbench.store.records import TrialRecord
 
 __all__ = ["CLOCK_DROP_LIMIT", "WAIT_MIN_MS", "WAIT_SHARE_LIMIT", "MachineWatch", "judge"]
@@ -155,7 +156,7 @@ def judge(trial: TrialRecord, best_clock_mhz: float | None = None) -> str | None
         )
     cpu, wait = trial.cpu_ms, trial.cpu_wait_ms
     if cpu is not None and wait is not None and wait > max(WAIT_SHARE_LIMIT * cpu, WAIT_MIN_MS):
-        return f"waited {wait:.0f} ms for a CPU while it ran {cpu:.0f} ms on one"
+        return f"waited {count(wait)} ms for a CPU while it ran {count(cpu)} ms on one"
     if trial.gpu_throttle:
         return f"GPU clocks held down while it ran: {trial.gpu_throttle}"
     clock = trial.gpu_clock_mhz
@@ -165,7 +166,5 @@ def judge(trial: TrialRecord, best_clock_mhz: float | None = None) -> str | None
         and best_clock_mhz
         and clock < CLOCK_DROP_LIMIT * best_clock_mhz
     ):
-        return (
-            f"GPU clock {clock} MHz, {clock / best_clock_mhz:.0%} of the {best_clock_mhz:.0f} MHz it ran at"
-        )
+        return f"GPU clock {clock} MHz, {percent(clock / best_clock_mhz)} of the {count(best_clock_mhz)} MHz it ran at"
     return None

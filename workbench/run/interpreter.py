@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.core.errors import SpecError, StrategyError
+from workbench.formatting import duration
 
 __all__ = ["PROBE_TIMEOUT_S", "Interpreter", "child_environment", "command", "main", "probe"]
 
@@ -90,7 +91,7 @@ def probe(python: str, variants: Sequence[Any], *, timeout: float = PROBE_TIMEOU
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise SpecError(f"{where} did not answer within {timeout:.0f} s") from None
+        raise SpecError(f"{where} did not answer within {duration(timeout)}") from None
     except OSError as exc:  # not an executable program (exec format error, permission...)
         raise SpecError(f"{where} cannot be started: {exc.strerror or exc}") from None
     answer = _answer(proc.stdout)

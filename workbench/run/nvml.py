@@ -18,6 +18,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.formatting import count
+
 __all__ = [
     "REASONS",
     "Throttle",
@@ -180,5 +182,5 @@ class Throttle:
         for name, before in start.violations.items():
             after = end.violations.get(name)
             if after is not None and after > before:
-                seen.append(f"{name} violation {(after - before) / 1e6:.0f} ms")
+                seen.append(f"{name} violation {count((after - before) / 1e6)} ms")
         return ", ".join(seen)

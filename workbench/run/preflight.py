@@ -7,6 +7,7 @@ from __future__ import annotations
 from workbench.core.config import model_source_fields
 from workbench.core.errors import StrategyError, WorkbenchError
 from workbench.core.variant import Variant
+from workbench.formatting import size
 from workbench.run import events as ev
 from workbench.run.interpreter import probe
 from workbench.spec.parse import Spec
@@ -79,8 +80,8 @@ class Residency:
         if loaded.free_mb >= need:
             return None
         return (
-            f"interleaving needs every variant loaded at once: {loaded.free_mb / 1024:.1f} GB free "
+            f"interleaving needs every variant loaded at once: {size(loaded.free_mb, 'GB')} free "
             f"on {loaded.device} after {resident} of "
-            f"{total}, the next may need ~{need / 1024:.1f} GB; ran in counterbalanced "
+            f"{total}, the next may need ~{size(need, 'GB')}; ran in counterbalanced "
             'blocks instead (order = "blocks")'
         )

@@ -30,6 +30,7 @@ from workbench.analysis.fidelity import mark_matches_baseline
 from workbench.core.errors import StoreError
 from workbench.core.literals import RunStatus, TrialOrder, TrialOutcome, TrialStatus, Workers
 from workbench.core.variant import Variant
+from workbench.formatting import count, duration
 from workbench.run import events as ev
 from workbench.run.plan import TrialPlan, VariantPlan
 from workbench.spec.parse import Spec
@@ -194,8 +195,8 @@ class RunRecorder:
             where = " (forked)"
         if event.compile_ms is not None:
             again = " again" if first is not None else ""
-            where += f", compiled ({variant.compile}){again} in {event.compile_ms / 1000:.1f} s"
-        self._report(f"{variant.name} loaded on {event.device} in {event.load_ms / 1000:.1f} s{where}")
+            where += f", compiled ({variant.compile}){again} in {duration(event.compile_ms / 1000, 1)}"
+        self._report(f"{variant.name} loaded on {event.device} in {duration(event.load_ms / 1000, 1)}{where}")
 
     def trial(
         self,
@@ -234,8 +235,8 @@ class RunRecorder:
         label = f"{variant.name} {plan.workload}/{plan.prompt.id}" + (" (warm-up)" if plan.warmup else "")
         if status == "ok":
             self._report(
-                f"{label}: TTFT {record.ttft_ms:.0f} ms, {record.output_tokens} tokens, "
-                f"e2e {record.e2e_ms:.0f} ms"
+                f"{label}: TTFT {count(record.ttft_ms)} ms, {record.output_tokens} tokens, "
+                f"e2e {count(record.e2e_ms)} ms"
             )
         else:
             self._report(f"{label}: {status} {record.error or ''}".rstrip())

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from workbench.analysis.paired import widest_ci
-from workbench.formatting import plus_minus, written_percent
+from workbench.formatting import duration, plus_minus, written_percent
 from workbench.spec.parse import AUTO_MIN_REPETITIONS, Spec
 from workbench.store import Store
 
@@ -75,7 +75,7 @@ class AutoRepetitions:
             return Verdict(
                 widest,
                 stop=(
-                    f'repetitions = "auto": stopped after {done} repetitions in {_minutes(elapsed)}, every '
+                    f'repetitions = "auto": stopped after {done} repetitions in {duration(elapsed)}, every '
                     f"speed-up CI within {plus_minus(widest)} ({target})"
                 ),
             )
@@ -87,15 +87,15 @@ class AutoRepetitions:
                 return Verdict(
                     widest,
                     stop=(
-                        f'repetitions = "auto": stopped after {done} repetitions in {_minutes(elapsed)}: the '
-                        f"budget of {_minutes(budget)} was spent (another repetition takes about "
-                        f"{_minutes(last)}) with the widest speed-up CI {width} ({target})"
+                        f'repetitions = "auto": stopped after {done} repetitions in {duration(elapsed)}: the '
+                        f"budget of {duration(budget)} was spent (another repetition takes about "
+                        f"{duration(last)}) with the widest speed-up CI {width} ({target})"
                     ),
                 )
         capped = None
         if done == spec.repetitions:
             capped = (
-                f'repetitions = "auto": reached the cap of {done} repetitions in {_minutes(elapsed)} with '
+                f'repetitions = "auto": reached the cap of {done} repetitions in {duration(elapsed)} with '
                 f"a speed-up CI of {width} ({target}; raise max_repetitions)"
             )
         going_on = f"after {done} repetitions the widest speed-up CI is {width} ({target}): adding a round"
@@ -124,15 +124,10 @@ def expected_duration(store: Store, spec: Spec, planned: int) -> tuple[float, st
         took = _iso(row["finished_at"]) - _iso(row["started_at"])
     except ValueError:
         return None
-    basis = f"run {row['id']} of this spec here took {_minutes(took)}"
+    basis = f"run {row['id']} of this spec here took {duration(took)}"
     if spec.auto_repetitions:  # it stops where the last one did, near enough: on the target or the budget
         return took, basis
     return took / row["recorded"] * planned, basis
-
-
-def _minutes(seconds: float) -> str:
-    """A duration as a person reads it: "48 s", "4.2 min"."""
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def _iso(text: str) -> float:

@@ -1,5 +1,6 @@
 """What to run: a spec (TOML or the GUI's form) parsed into dataclasses with precise errors
-(:mod:`.parse`), its workloads (:mod:`.workloads`), a workload's experience targets
+(:mod:`.parse`; a workload's table: :mod:`.workload_parse`; typed keys, numbers and durations of any
+table: :mod:`.tables`), its workloads (:mod:`.workloads`), a workload's experience targets
 (:mod:`.targets`), and TOML writing (:mod:`.writer`). Model sources and their one-off conversions are
 their own package, :mod:`workbench.sources`.
 """

@@ -7,10 +7,7 @@ line and column, the variant and key, or the JSONL file and line.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import math
 import os
-import re
 import shutil
 import sys
 from collections.abc import Collection, Sequence
@@ -22,26 +19,14 @@ from workbench.core import registry
 from workbench.core.config import COMMON_VARIANT_KEYS, build_config, model_source_fields
 from workbench.core.device import check_device_name
 from workbench.core.errors import ModelSourceError, SpecError, StrategyError, error_context
-from workbench.core.literals import TrialOrder, Workers
+from workbench.core.literals import CompileMode, TrialOrder, Workers
 from workbench.core.variant import COMPILE_MODES, DTYPES, Variant
+from workbench.formatting import count
 from workbench.sources import parse_source
+from workbench.spec.tables import INT_RANGE, check_keys, check_numbers, duration_s, get_typed
 from workbench.spec.targets import Targets, parse_targets
-from workbench.spec.workloads import (
-    HISTORIES,
-    MAX_INTEGER,
-    Workload,
-    as_chat,
-    builtin_names,
-    builtin_targets,
-    builtin_workload,
-    conversation_items,
-    inline_items,
-    load_conversations,
-    load_jsonl,
-    sweep_input_items,
-    sweep_output_items,
-    with_max_new_tokens,
-)
+from workbench.spec.workload_parse import parse_workload, who_runs
+from workbench.spec.workloads import Workload, builtin_targets
 
 __all__ = [
     "AUTO_MAX_REPETITIONS",
@@ -76,8 +61,6 @@ WORKERS: tuple[Workers, ...] = get_args(Workers)
 #: ``repetitions = "auto"``: the fewest repetitions before the CIs are looked at, and the default cap
 AUTO_MIN_REPETITIONS = 3
 AUTO_MAX_REPETITIONS = 20
-#: the whole numbers a spec may hold: SQLite's INTEGER (a signed 64-bit integer), where they are stored
-INT_RANGE = (-MAX_INTEGER - 1, MAX_INTEGER)
 #: the most trials one run may plan (variants × (warm-ups + repetitions × prompts)): each is held in
 #: memory and sent to its worker, so a mistyped count is refused instead of filling the memory
 MAX_PLANNED_TRIALS = 1_000_000
@@ -105,26 +88,6 @@ _TOP_KEYS = {
     "quality_ctx",
 }
 _VARIANT_KEYS = COMMON_VARIANT_KEYS  # the keys every variant has; everything else is a strategy parameter
-_WORKLOAD_KEYS = {
-    "name",
-    "kind",
-    "history",
-    "file",
-    "description",
-    "max_new_tokens",
-    "ignore_eos",
-    "temperature",
-    "top_p",
-    "top_k",
-    "stop",
-    "limit",
-    "as_chat",
-    "input_tokens",
-    "output_tokens",
-    "prompts",
-    "targets",
-    "variants",
-}
 
 
 @dataclass(frozen=True)
@@ -202,14 +165,14 @@ def parse_spec(text: str, *, base_dir: str | Path = ".", path: Path | None = Non
 def spec_from_dict(
     data: dict[str, Any], *, base_dir: Path = Path("."), text: str = "", path: Path | None = None
 ) -> Spec:
-    _check_keys(data, _TOP_KEYS, "spec")
-    _check_numbers(data)
-    name = _get(data, "name", str, "spec", default=path.stem if path else "experiment")
+    check_keys(data, _TOP_KEYS, "spec")
+    check_numbers(data)
+    name = get_typed(data, "name", str, "spec", default=path.stem if path else "experiment")
     if not name.strip():
         raise SpecError("spec: 'name' must not be empty (leave it out to name the run after the file)")
     repetitions, auto_repetitions = _repetitions(data)
-    warmup = _get(data, "warmup", int, "spec", default=1)
-    order = cast(TrialOrder, _get(data, "order", str, "spec", default="interleaved"))
+    warmup = get_typed(data, "warmup", int, "spec", default=1)
+    order = cast(TrialOrder, get_typed(data, "order", str, "spec", default="interleaved"))
     if order not in ORDERS:
         raise SpecError(f"spec: 'order' must be one of {', '.join(ORDERS)}, got {order!r}")
     if auto_repetitions and order == "sequential":
@@ -217,12 +180,12 @@ def spec_from_dict(
             'spec: repetitions = "auto" needs order = "interleaved" or "blocks" (sequential runs each '
             "variant's repetitions in one go, so no round can be added to all of them)"
         )
-    workers = cast(Workers, _get(data, "workers", str, "spec", default="per-repetition"))
+    workers = cast(Workers, get_typed(data, "workers", str, "spec", default="per-repetition"))
     if workers not in WORKERS:
         raise SpecError(f"spec: 'workers' must be one of {', '.join(WORKERS)}, got {workers!r}")
     if "ci_target" in data and not auto_repetitions:
         raise SpecError("spec: 'ci_target' applies to repetitions = \"auto\"")
-    ci_target = _get(data, "ci_target", float, "spec", default=0.03)
+    ci_target = get_typed(data, "ci_target", float, "spec", default=0.03)
     if not 0 < ci_target < 1:
         raise SpecError(f"spec: 'ci_target' is a fraction, e.g. 0.03 for ±3 %, got {ci_target!r}")
     if "budget" in data and not auto_repetitions:
@@ -230,7 +193,7 @@ def spec_from_dict(
     budget_s = duration_s(data["budget"], "spec: 'budget'") if "budget" in data else None
     if warmup < 0:
         raise SpecError("spec: 'warmup' must be 0 or more")
-    warmup_tokens = _get(data, "warmup_max_new_tokens", int, "spec", default=None)
+    warmup_tokens = get_typed(data, "warmup_max_new_tokens", int, "spec", default=None)
     if warmup_tokens is not None and warmup_tokens < 1:
         raise SpecError("spec: 'warmup_max_new_tokens' must be at least 1")
     raw_variants = data.get("variants")
@@ -246,33 +209,33 @@ def spec_from_dict(
     if duplicates:
         raise SpecError(f"spec: variant name {sorted(duplicates)[0]!r} is used twice")
     defaults = {
-        "temperature": _get(data, "temperature", float, "spec", default=0.0),
-        "top_p": _get(data, "top_p", float, "spec", default=1.0),
-        "top_k": _get(data, "top_k", int, "spec", default=0),
+        "temperature": get_typed(data, "temperature", float, "spec", default=0.0),
+        "top_p": get_typed(data, "top_p", float, "spec", default=1.0),
+        "top_k": get_typed(data, "top_k", int, "spec", default=0),
     }
     raw_workloads = data.get("workloads")
     if not isinstance(raw_workloads, list) or not raw_workloads:
         raise SpecError('spec: needs at least one [[workloads]] table (e.g. name = "chat")')
-    workloads = tuple(_workload(w, i, base_dir, defaults) for i, w in enumerate(raw_workloads))
+    workloads = tuple(parse_workload(w, i, base_dir, defaults) for i, w in enumerate(raw_workloads))
     wnames = [w.name for w in workloads]
     duplicates = {n for n in wnames if wnames.count(n) > 1}
     if duplicates:
         raise SpecError(f"spec: workload name {sorted(duplicates)[0]!r} is used twice")
-    quality = _get(data, "quality", bool, "spec", default=None)
+    quality = get_typed(data, "quality", bool, "spec", default=None)
     quality_text, quality_ctx = _quality_text(data, base_dir)
-    baseline = _get(data, "baseline", str, "spec", default=None)
+    baseline = get_typed(data, "baseline", str, "spec", default=None)
     if baseline is not None and baseline not in names:
         raise SpecError(f"spec: baseline {baseline!r} is not a variant; variants: {', '.join(names)}")
     _check_plan_size(len(variants), warmup, repetitions, workloads)
     spec = Spec(
         name=name,
-        description=_get(data, "description", str, "spec", default=""),
+        description=get_typed(data, "description", str, "spec", default=""),
         variants=variants,
         workloads=workloads,
         repetitions=repetitions,
         warmup=warmup,
         warmup_max_new_tokens=warmup_tokens,
-        seed=_get(data, "seed", int, "spec", default=0),
+        seed=get_typed(data, "seed", int, "spec", default=0),
         order=order,
         workers=workers,
         auto_repetitions=auto_repetitions,
@@ -288,12 +251,26 @@ def spec_from_dict(
     return dataclasses.replace(spec, workloads=_who_runs(spec, raw_workloads))
 
 
+def _who_runs(spec: Spec, raw: list[Any]) -> tuple[Workload, ...]:
+    """Each workload's ``variants`` key resolved (:func:`~workbench.spec.workload_parse.who_runs`):
+    a variant answers to its name, and a sweep's name as written stands for every variant it expands
+    to."""
+    answers_to: dict[str, list[str]] = {}
+    for v in spec.variants:
+        answers_to.setdefault(v.name, []).append(v.name)
+        if v.sweep_param is not None:  # the name as written, before _expand_sweep added the value
+            base = v.name.removesuffix(f" {v.sweep_param}={_sweep_label(v.sweep_value)}")
+            answers_to.setdefault(base, []).append(v.name)
+    names = [v.name for v in spec.variants]
+    return who_runs(spec.workloads, raw, names, answers_to, spec.baseline_variant)
+
+
 def _quality_text(data: dict[str, Any], base_dir: Path) -> tuple[Path | None, int]:
     """``quality_text`` (a readable UTF-8 file, relative to the spec) and ``quality_ctx``."""
-    ctx = _get(data, "quality_ctx", int, "spec", default=512)
+    ctx = get_typed(data, "quality_ctx", int, "spec", default=512)
     if not 16 <= ctx <= 1_000_000:
         raise SpecError(f"spec: 'quality_ctx' is a context length in tokens, 16 or more, got {ctx!r}")
-    name = _get(data, "quality_text", str, "spec", default=None)
+    name = get_typed(data, "quality_text", str, "spec", default=None)
     if name is None:
         return None, ctx
     if data.get("quality") is False:
@@ -458,7 +435,7 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         strategy_cls = registry.get(strategy_name)  # unknown -> StrategyError listing the available ones
     params = {k: v for k, v in data.items() if k not in _VARIANT_KEYS}
     config = build_config(strategy_cls.Config, params, where=where)
-    model = _get(data, "model", str, where, default="")
+    model = get_typed(data, "model", str, where, default="")
     if strategy_cls.requires_model:
         if not model:
             raise SpecError(
@@ -474,10 +451,10 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         if source.path is not None:
             params = {**params, key: str(source.path)}
             config = dataclasses.replace(config, **{key: str(source.path)})
-    dtype = _get(data, "dtype", str, where, default="auto")
+    dtype = get_typed(data, "dtype", str, where, default="auto")
     if dtype not in DTYPES:
         raise SpecError(f"{where}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    device = _get(data, "device", str, where, default="auto")
+    device = get_typed(data, "device", str, where, default="auto")
     with error_context(where, SpecError, catch=SpecError):
         check_device_name(device)
     concurrency = _request_count(
@@ -507,7 +484,7 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
         model=model,
         dtype=dtype,
         device=device,
-        trust_remote_code=_get(data, "trust_remote_code", bool, where, default=False),
+        trust_remote_code=get_typed(data, "trust_remote_code", bool, where, default=False),
         concurrency=concurrency,
         batch_size=batch_size,
         threads=_threads(data, where),
@@ -520,236 +497,15 @@ def _variant(data: Any, index: int, base_dir: Path | None = None) -> Variant:
     )
 
 
-def _workload(data: Any, index: int, base_dir: Path, defaults: dict[str, Any]) -> Workload:
-    if not isinstance(data, dict):
-        raise SpecError(f"spec: workloads[{index}] must be a table")
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise SpecError(f"spec: workloads[{index}] needs a 'name' (a built-in: {', '.join(builtin_names())})")
-    where = f"workload '{name}'"
-    _check_keys(data, _WORKLOAD_KEYS, where)
-    file = _get(data, "file", str, where, default=None)
-    max_new_tokens = _get(data, "max_new_tokens", int, where, default=None)
-    if max_new_tokens is not None and max_new_tokens < 1:
-        raise SpecError(f"{where}: 'max_new_tokens' must be at least 1")
-    kind = _get(data, "kind", str, where, default=None)
-    if kind not in (None, "prompts", "conversation"):
-        raise SpecError(f'{where}: \'kind\' must be "prompts" or "conversation", got {kind!r}')
-    if kind == "conversation" and (file is None or "prompts" in data):
-        raise SpecError(f"{where}: kind = \"conversation\" needs a 'file' of conversations (JSONL)")
-    if kind == "prompts" and file is None and "prompts" not in data:
-        raise SpecError(f"{where}: kind = \"prompts\" needs a 'file' or 'prompts'")
-    if "prompts" in data:
-        if file is not None:
-            raise SpecError(f"{where}: give either 'file' or 'prompts', not both")
-        workload = Workload(
-            name=name,
-            items=inline_items(data["prompts"], where, default_max_new_tokens=max_new_tokens or 128),
-            source="inline",
-        )
-    elif file is not None and kind == "conversation":
-        conversations = load_conversations(base_dir / file, default_max_new_tokens=max_new_tokens or 128)
-        workload = Workload(
-            name=name,
-            items=conversation_items(conversations),
-            conversations=conversations,
-            source=str(base_dir / file),
-        )
-    elif file is not None:
-        workload = Workload(
-            name=name,
-            items=load_jsonl(base_dir / file, default_max_new_tokens=max_new_tokens or 128),
-            source=str(base_dir / file),
-        )
-    elif name in builtin_names():
-        workload = builtin_workload(name)
-        workload = _sweep_overrides(workload, data, where)
-        if max_new_tokens is not None:
-            if workload.sweep == "output":
-                raise SpecError(
-                    f"{where}: sweep-output sets its lengths with 'output_tokens', not 'max_new_tokens'"
-                )
-            workload = with_max_new_tokens(workload, max_new_tokens)
-    else:
-        raise SpecError(
-            f"{where}: not a built-in workload and no 'file' or 'prompts' given; built-ins: {', '.join(builtin_names())}"
-        )
-    limit = _get(data, "limit", int, where, default=None)
-    if limit is not None:
-        if limit < 1:
-            raise SpecError(f"{where}: 'limit' must be at least 1")
-        if workload.conversations:  # whole conversations: a turn needs the turns before it
-            kept = workload.conversations[:limit]
-            workload = dataclasses.replace(workload, conversations=kept, items=conversation_items(kept))
-        else:
-            workload = dataclasses.replace(workload, items=workload.items[:limit])
-    history = _get(data, "history", str, where, default="baseline-anchored")
-    if "history" in data and not workload.conversations:
-        raise SpecError(f"{where}: 'history' applies to conversation workloads only")
-    if history == "own":
-        raise SpecError(
-            f'{where}: history = "own" (each variant fed its own answers) is not supported yet; '
-            'use "baseline-anchored" (every variant gets the baseline\'s answers as history)'
-        )
-    if history not in HISTORIES:
-        raise SpecError(f"{where}: 'history' must be \"baseline-anchored\", got {history!r}")
-    if _get(data, "as_chat", bool, where, default=False):
-        workload = as_chat(workload)
-    stop = data.get("stop", list(workload.stop))
-    if isinstance(stop, str):
-        stop = [stop]
-    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
-        raise SpecError(f"{where}: 'stop' must be a string or a list of non-empty strings")
-    temperature = _get(data, "temperature", float, where, default=defaults["temperature"])
-    if temperature < 0:
-        raise SpecError(f"{where}: 'temperature' must be 0 (greedy) or more")
-    top_p = _get(data, "top_p", float, where, default=defaults["top_p"])
-    if not 0 < top_p <= 1:
-        raise SpecError(f"{where}: 'top_p' must be in (0, 1]")
-    targets = parse_targets(data["targets"], where) if "targets" in data else workload.targets
-    return dataclasses.replace(
-        workload,
-        targets=targets or None,
-        description=_get(data, "description", str, where, default=workload.description),
-        ignore_eos=_get(data, "ignore_eos", bool, where, default=workload.ignore_eos),
-        temperature=temperature,
-        top_p=top_p,
-        top_k=_get(data, "top_k", int, where, default=defaults["top_k"]),
-        stop=tuple(stop),
-        history=history,
-    )
-
-
-def _who_runs(spec: Spec, raw: list[Any]) -> tuple[Workload, ...]:
-    """Each workload's ``variants`` key checked against the spec's variants and resolved to their
-    names (a sweep's name as written stands for every variant it expands to). The baseline runs every
-    workload (speed-ups and the quality pass pair every variant with it, and a conversation's history
-    is its answers), and every variant runs at least one."""
-    variants, baseline = spec.variants, spec.baseline_variant
-    answers_to: dict[str, list[str]] = {}
-    for v in variants:
-        answers_to.setdefault(v.name, []).append(v.name)
-        if v.sweep_param is not None:  # the name as written, before _expand_sweep added the value
-            base = v.name.removesuffix(f" {v.sweep_param}={_sweep_label(v.sweep_value)}")
-            answers_to.setdefault(base, []).append(v.name)
-    resolved = []
-    for workload, data in zip(spec.workloads, raw, strict=True):
-        listed = data.get("variants")
-        if listed is None:
-            resolved.append(workload)
-            continue
-        where = f"workload '{workload.name}'"
-        if isinstance(listed, str):
-            listed = [listed]
-        if not isinstance(listed, list) or not listed or not all(isinstance(n, str) for n in listed):
-            raise SpecError(f"{where}: 'variants' must be a non-empty list of variant names")
-        names: list[str] = []
-        for name in listed:
-            if name not in answers_to:
-                close = difflib.get_close_matches(name, sorted(answers_to), n=1)
-                hint = (
-                    f" (did you mean '{close[0]}'?)"
-                    if close
-                    else f"; variants: {', '.join(v.name for v in variants)}"
-                )
-                raise SpecError(f"{where}: 'variants' lists {name!r}, which is not a variant{hint}")
-            names += [n for n in answers_to[name] if n not in names]
-        if baseline not in names:
-            raise SpecError(
-                f"{where}: 'variants' must list the baseline ({baseline!r}): every variant is compared "
-                "with it on the same prompts"
-            )
-        resolved.append(dataclasses.replace(workload, variants=tuple(names)))
-    idle = [v.name for v in variants if not any(w.runs(v.name) for w in resolved)]
-    if idle:
-        raise SpecError(f"variant {idle[0]!r} runs no workload: add it to a workload's 'variants'")
-    return tuple(resolved)
-
-
-def _sweep_overrides(workload: Workload, data: dict[str, Any], where: str) -> Workload:
-    """Let a spec change the lengths of a built-in sweep."""
-    if "input_tokens" not in data and "output_tokens" not in data:
-        return workload
-    if workload.sweep is None:
-        raise SpecError(f"{where}: 'input_tokens'/'output_tokens' only apply to the sweep workloads")
-    text = workload.items[0].prompt.prompt or ""
-    settings = workload.settings
-    if workload.sweep == "input":
-        if "output_tokens" in data:
-            raise SpecError(f"{where}: 'output_tokens' applies to sweep-output; use 'max_new_tokens' here")
-        lengths = _int_list(data["input_tokens"], f"{where}: 'input_tokens'")
-        max_new = data.get("max_new_tokens", settings["max_new_tokens"])
-        return dataclasses.replace(workload, items=sweep_input_items(text, lengths, max_new))
-    input_tokens = data.get("input_tokens", settings["input_tokens"])
-    if isinstance(input_tokens, bool) or not isinstance(input_tokens, int) or input_tokens < 1:
-        raise SpecError(f"{where}: 'input_tokens' must be one positive integer for sweep-output")
-    lengths = _int_list(data.get("output_tokens", settings["output_tokens"]), f"{where}: 'output_tokens'")
-    return dataclasses.replace(workload, items=sweep_output_items(text, input_tokens, lengths))
-
-
-def _int_list(value: Any, where: str) -> list[int]:
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
-    ):
-        raise SpecError(f"{where} must be a non-empty list of positive integers")
-    return value
-
-
-def _check_keys(data: dict[str, Any], known: set[str], where: str) -> None:
-    for key in data:
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else f"; valid keys: {', '.join(sorted(known))}"
-            raise SpecError(f"{where}: unknown key '{key}'{hint}")
-
-
-def _check_numbers(data: dict[str, Any]) -> None:
-    """Every number anywhere in the spec (its own keys, each variant's and strategy parameters, each
-    workload's, targets, inline prompts, sweep lists) is finite (TOML has ``nan`` and ``inf``) and a
-    whole number is in SQLite's INTEGER range: one line naming the key and the value otherwise."""
-
-    def table_name(kind: str, table: Any, index: int) -> str:
-        name = table.get("name") if isinstance(table, dict) else None
-        return f"{kind} {name!r}" if isinstance(name, str) and name else f"spec: {kind}s[{index}]"
-
-    for key, value in data.items():
-        if key in ("variants", "workloads") and isinstance(value, list):
-            for i, table in enumerate(value):
-                _check_value(table, table_name(key[:-1], table, i), "")
-        else:
-            _check_value(value, "spec", key)
-
-
-def _check_value(value: Any, where: str, key: str) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _check_value(v, where, f"{key}.{k}" if key else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_value(v, where, f"{key}[{i}]")
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise SpecError(f"{where}: '{key}' must be a finite number, got {value}")
-    elif isinstance(value, int) and not isinstance(value, bool) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
-        raise SpecError(
-            f"{where}: '{key}' = {value} is out of range (whole numbers are stored as 64-bit integers: "
-            f"at most {INT_RANGE[1]:,})"
-        )
-
-
 def _check_plan_size(variants: int, warmup: int, repetitions: int, workloads: Sequence[Workload]) -> None:
     prompts = sum(len(w.items) for w in workloads)
     planned = variants * (warmup * len(workloads) + repetitions * prompts)
     if planned > MAX_PLANNED_TRIALS:
         raise SpecError(
-            f"spec: plans {planned:,} trials ({variants} variants × ({warmup} warm-ups × {len(workloads)} "
+            f"spec: plans {count(planned, grouped=True)} trials ({variants} variants × ({warmup} warm-ups × {len(workloads)} "
             f"workloads + {repetitions} repetitions × {prompts} prompts)); one run holds at most "
-            f"{MAX_PLANNED_TRIALS:,}"
+            f"{count(MAX_PLANNED_TRIALS, grouped=True)}"
         )
-
-
-_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
 
 def _repetitions(data: dict[str, Any]) -> tuple[int, bool]:
@@ -757,7 +513,7 @@ def _repetitions(data: dict[str, Any]) -> tuple[int, bool]:
     repetitions to plan and whether they are a cap."""
     value = data.get("repetitions", 3)
     if value == "auto":
-        cap = _get(data, "max_repetitions", int, "spec", default=AUTO_MAX_REPETITIONS)
+        cap = get_typed(data, "max_repetitions", int, "spec", default=AUTO_MAX_REPETITIONS)
         if cap < AUTO_MIN_REPETITIONS:
             raise SpecError(f"spec: 'max_repetitions' must be at least {AUTO_MIN_REPETITIONS}, got {cap}")
         return cap, True
@@ -770,27 +526,6 @@ def _repetitions(data: dict[str, Any]) -> tuple[int, bool]:
     return value, False
 
 
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?:in)?)?\s*(?:(\d+(?:\.\d+)?)s)?")
-
-
-def duration_s(value: Any, where: str) -> float:
-    """A time span: a number of seconds, or a string of hours, minutes and seconds ("5m", "90s",
-    "1h30m", "2.5m"). At least one second."""
-    if isinstance(value, bool):
-        value = None
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        match = _DURATION.fullmatch("".join(value.split()).lower()) if isinstance(value, str) else None
-        if match is None or not any(match.groups()):
-            raise SpecError(f'{where} must be a time such as "5m", "90s" or "1h30m", got {value!r}')
-        hours, minutes, secs = (float(g) if g else 0.0 for g in match.groups())
-        seconds = hours * 3600 + minutes * 60 + secs
-    if not 1 <= seconds < float("inf"):
-        raise SpecError(f"{where} must be at least one second, got {value!r}")
-    return seconds
-
-
 def _threads(data: dict[str, Any], where: str) -> int | None:
     """``threads``: a positive integer, or absent for the library's default (one per core)."""
     value = data.get("threads")
@@ -801,7 +536,7 @@ def _threads(data: dict[str, Any], where: str) -> int | None:
     return value
 
 
-def _compile(data: dict[str, Any], where: str, strategy_cls: Any, batch_size: int) -> str | None:
+def _compile(data: dict[str, Any], where: str, strategy_cls: Any, batch_size: int) -> CompileMode | None:
     """``compile``: false (eager, the default), true (torch.compile's ``default`` mode) or a mode; one
     line when the strategy, or a batch, is not compiled."""
     value = data.get("compile", False)
@@ -819,7 +554,7 @@ def _compile(data: dict[str, Any], where: str, strategy_cls: Any, batch_size: in
         )
     if batch_size > 1:
         raise SpecError(f"{where}: a batch is decoded eagerly; 'compile' applies to batch_size = 1")
-    return str(mode)
+    return cast(CompileMode, mode)
 
 
 def _python(data: dict[str, Any], where: str, base_dir: Path | None) -> str | None:
@@ -854,21 +589,9 @@ def _python(data: dict[str, Any], where: str, base_dir: Path | None) -> str | No
 
 def _request_count(data: dict[str, Any], key: str, where: str, supported: bool, refusal: str) -> int:
     """``concurrency`` / ``batch_size``: at least 1, above 1 only where the strategy supports it."""
-    value = _get(data, key, int, where, default=1)
+    value = get_typed(data, key, int, where, default=1)
     if value < 1:
         raise SpecError(f"{where}: '{key}' must be at least 1")
     if value > 1 and not supported:
         raise SpecError(f"{where}: {refusal}")
-    return value
-
-
-def _get(data: dict[str, Any], key: str, kind: type, where: str, *, default: Any) -> Any:
-    if key not in data:
-        return default
-    value = data[key]
-    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if not ok:
-        raise SpecError(f"{where}: '{key}' must be {_TYPE_WORDS[kind]}, got {value!r}")
     return value

@@ -20,24 +20,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.core.errors import SpecError
+from workbench.core.metrics import TARGET_KEYS, Metric, metric
+from workbench.formatting import num, percent
 
 __all__ = ["DEFAULT_PERCENTILE", "QUALITY_TARGETS", "TARGET_METRICS", "Targets", "parse_targets"]
 
 DEFAULT_PERCENTILE = 90.0
 
-#: spec key (= the trials column) → (label, unit, higher_is_better)
-TARGET_METRICS: dict[str, tuple[str, str, bool]] = {
-    "ttft_ms": ("TTFT", "ms", False),
-    "tpot_ms": ("TPOT", "ms", False),
-    "itl_p90_ms": ("ITL p90", "ms", False),
-    "itl_p99_ms": ("ITL p99", "ms", False),
-    "e2e_ms": ("e2e", "ms", False),
-    "decode_tokens_per_s": ("decode", "tok/s", True),
-    # quality (the run's quality pass, per variant × workload, not per request): mean KLD from the
-    # baseline, and the share of tokens whose top prediction is the baseline's (0..1)
-    "kld_max": ("KLD", "nats", False),
-    "same_top_min": ("same top", "", True),
-}
+#: spec key → its metric (label, unit, higher_is_better): the metric table's, by the target keys
+TARGET_METRICS: dict[str, Metric] = {key: metric(key) for key in TARGET_KEYS}
 #: the targets judged on the quality pass's figures rather than on each request's timings
 QUALITY_TARGETS = ("kld_max", "same_top_min")
 
@@ -63,11 +54,11 @@ class Targets:
     def describe(self) -> str:
         """e.g. ``TTFT ≤ 500 ms, TPOT ≤ 60 ms at p90``."""
         parts = []
-        for metric, value in self.limits:
-            label, unit, higher = TARGET_METRICS[metric]
-            shown = f"{value:.0%}" if metric == "same_top_min" else _num(value)
-            parts.append(f"{label} {'≥' if higher else '≤'} {shown} {unit}".rstrip())
-        return ", ".join(parts) + f" at p{_num(self.percentile)}" if parts else "none"
+        for key, value in self.limits:
+            measure = TARGET_METRICS[key]
+            shown = percent(value) if key == "same_top_min" else num(value)
+            parts.append(f"{measure.label} {measure.bound} {shown} {measure.unit}".rstrip())
+        return ", ".join(parts) + f" at p{num(self.percentile)}" if parts else "none"
 
     def to_dict(self) -> dict[str, Any]:
         return {**dict(self.limits), "percentile": self.percentile, "source": self.source}
@@ -115,7 +106,3 @@ def parse_targets(value: Any, where: str, *, source: str = "spec") -> Targets:
 
 def _plain(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
-
-
-def _num(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3g}"

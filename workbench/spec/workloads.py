@@ -27,11 +27,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from workbench.core.errors import SpecError
+from workbench.core.literals import History, WorkloadKind, WorkloadSweep
 from workbench.core.resources import resource_path
 from workbench.core.strategy import Prompt
+from workbench.formatting import count
 from workbench.spec.targets import Targets, parse_targets
 
 if sys.version_info >= (3, 11):
@@ -44,6 +46,7 @@ MAX_INTEGER = 2**63 - 1
 
 __all__ = [
     "HISTORIES",
+    "KINDS",
     "MAX_INTEGER",
     "Conversation",
     "Item",
@@ -62,7 +65,9 @@ __all__ = [
 
 
 #: how a conversation's history is built; "own" (each variant fed its own answers) is not built yet
-HISTORIES = ("baseline-anchored",)
+HISTORIES: tuple[History, ...] = get_args(History)
+#: a workload's kinds: prompts, or conversations (the spec's ``kind``)
+KINDS: tuple[WorkloadKind, ...] = get_args(WorkloadKind)
 
 
 @dataclass(frozen=True)
@@ -105,15 +110,22 @@ class Workload:
     top_p: float = 1.0
     top_k: int = 0
     stop: tuple[str, ...] = ()
-    sweep: str | None = None  # "input" | "output" | None
+    sweep: WorkloadSweep | None = None  # a built-in sweep's; None for every other workload
+    #: ``conversation``: its items are the turns of :attr:`conversations` (:attr:`is_conversation`)
+    kind: WorkloadKind = "prompts"
     #: a conversation workload's conversations (its items are their turns); () for other workloads
     conversations: tuple[Conversation, ...] = ()
-    history: str = "baseline-anchored"  # conversation workloads: how a turn's history is built
+    history: History = "baseline-anchored"  # conversation workloads: how a turn's history is built
     targets: Targets | None = None  # what the feature needs (workbench.spec.targets); None: no targets
     settings: dict[str, Any] = field(default_factory=dict, compare=False)
     #: the spec's ``variants`` key: the names of the variants that run this workload (a sweep's name
     #: as written stands for all its variants); None: every variant
     variants: tuple[str, ...] | None = None
+
+    @property
+    def is_conversation(self) -> bool:
+        """A conversation workload: its items are turns, each with the earlier turns as history."""
+        return self.kind == "conversation"
 
     @property
     def prompt_ids(self) -> list[str]:
@@ -169,7 +181,12 @@ def builtin_workload(name: str) -> Workload:
         return Workload(items=items, sweep="output", **common)
     if entry.get("kind") == "conversation":
         conversations = load_conversations(path, default_max_new_tokens=entry["max_new_tokens"])
-        return Workload(items=conversation_items(conversations), conversations=conversations, **common)
+        return Workload(
+            items=conversation_items(conversations),
+            kind="conversation",
+            conversations=conversations,
+            **common,
+        )
     items = load_jsonl(path, default_max_new_tokens=entry["max_new_tokens"])
     workload = Workload(items=items, **common)
     return as_chat(workload) if entry.get("as_chat") else workload
@@ -312,7 +329,7 @@ def _item(data: Any, where: str, default_max_new_tokens: int) -> Item:
         or not 1 <= max_new_tokens <= MAX_INTEGER
     ):
         raise SpecError(
-            f'{where}: "max_new_tokens" must be a positive integer of at most {MAX_INTEGER:,}, got {max_new_tokens!r}'
+            f'{where}: "max_new_tokens" must be a positive integer of at most {count(MAX_INTEGER, grouped=True)}, got {max_new_tokens!r}'
         )
     prompt = Prompt(id=str(data["id"]), prompt=data.get("prompt"), messages=messages, parts=parts)
     return Item(prompt, max_new_tokens)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
-from workbench.core.literals import FinishReason, TimingScope, TrialStatus
+from workbench.core.literals import CompileMode, FinishReason, TimingScope, TrialStatus
 
 __all__ = [
     "RUN_COLUMNS",
@@ -178,6 +178,11 @@ class TrialRecord:
         """A measured trial that finished: what every statistic uses (warm-ups and failures are not)."""
         return self.status == "ok" and not self.warmup
 
+    @property
+    def in_conversation(self) -> bool:
+        """A turn of a conversation workload (it carries its :attr:`turn`)."""
+        return self.turn is not None
+
 
 #: the ``trials`` table's columns, in the table's order
 TRIAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
@@ -268,7 +273,7 @@ class VariantRecord(_Row):
     python: str | None = None
     packages: str | None = None
     backend: str | None = None  # where the runtime computed, when the device does not say it all
-    compile: str | None = None  # its torch.compile mode; None = eager
+    compile: CompileMode | None = None  # its torch.compile mode; None = eager
     compile_ms: float | None = None  # its first worker's compile before the first trial (cold)
     recompile_ms: float | None = None  # its later workers' compile (median; None: no later worker)
 

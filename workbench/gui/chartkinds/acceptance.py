@@ -8,7 +8,7 @@ from PySide6 import QtCore
 
 from workbench.charts.acceptance import AcceptanceChart, DraftPositionChart
 from workbench.charts.base import OKABE_ITO
-from workbench.formatting import count, fixed, times
+from workbench.formatting import count, fixed, spaced_percent, times
 from workbench.gui.chartkinds import base as kb
 
 __all__ = ["AcceptanceKind", "DraftPositionKind"]
@@ -63,9 +63,7 @@ class AcceptanceKind(kb.ChartKind[AcceptanceChart]):
         if share is None or not 0 <= y <= share * 1.05 + 1:
             return None
         steps = chart.counts[variants[i]][length]
-        return (
-            f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {count(share)} % of steps ({steps})"
-        )
+        return f"<b>{variants[i]}</b><br>{length} token(s) per verify step: {spaced_percent(share / 100)} of steps ({steps})"
 
 
 #: a dash pattern per workload of the draft-position chart (the colour is the variant's)
@@ -105,9 +103,9 @@ class DraftPositionKind(kb.ChartKind[DraftPositionChart]):
             )
             figures = []
             if s.acceptance is not None:
-                figures.append(f"accepted {count(s.acceptance)} %")
-            if s.needed is not None:
-                figures.append(f"needed {count(s.needed)} %" if s.needed <= 100 else "needed > 100 %")
+                figures.append(f"accepted {spaced_percent(s.acceptance / 100)}")
+            if s.needed is not None:  # in % (the chart's axis); "> 100 %" where no acceptance reaches it
+                figures.append(f"needed {spaced_percent(s.needed / 100)}")
             # decode and end to end: drafting can pay on decode and lose the whole request (its prefill)
             speedups = [
                 f"{label} {times(value)}"
@@ -136,6 +134,7 @@ class DraftPositionKind(kb.ChartKind[DraftPositionChart]):
             return None
         lines = [f"<b>draft position {position}</b>"]
         lines += [
-            f"{s.variant} on {s.workload}: {count(rate)} % accepted (of {n} steps)" for s, rate, n in rows
+            f"{s.variant} on {s.workload}: {spaced_percent(rate / 100)} accepted (of {n} steps)"
+            for s, rate, n in rows
         ]
         return "<br>".join(lines)

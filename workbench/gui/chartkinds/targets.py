@@ -57,10 +57,10 @@ class TargetsKind(kb.ChartKind[TargetsChart]):
         tb = target_bars[k]
         lines = [f"<b>{tb.variant}</b> on <b>{tb.workload}</b>: {tb.status}", tb.label]
         for metric, status, measured, target in tb.checks:
-            label, unit, higher = TARGET_METRICS[metric]
+            label, unit, _ = measure = TARGET_METRICS[metric]
             value = "no data" if measured is None else f"{significant(measured, 4, grouped=True)} {unit}"
             lines.append(
-                f"{label} p{significant(tb.percentile, 6)}: {value} vs {'≥' if higher else '≤'} "
+                f"{label} p{significant(tb.percentile, 6)}: {value} vs {measure.bound} "
                 f"{significant(target, 4, grouped=True)} {unit} ({status})"
             )
         return "<br>".join(lines)
