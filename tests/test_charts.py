@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pytest
 
@@ -133,34 +134,86 @@ def test_build_and_fill_a_widget_for_the_gui(qtbot):
         charts.fill(widget, cd.Chart())
 
 
-def test_every_chart_class_has_one_kind_in_a_tab_of_the_window():
-    """The registry: a chart class of workbench/charts/ without a kind could not be drawn, exported or
-    read on hover; a kind naming a tab the window lacks would never be shown."""
-    from workbench.gui.chartkinds import CHART_KINDS, kind_of
+def test_every_chart_kind_has_one_renderer_and_a_tab_of_the_window():
+    """The one list of chart kinds (workbench.charts.registry): every chart class of workbench/charts/
+    is a kind of it, every kind has exactly one GUI renderer and every renderer a kind of the list; the
+    window's tabs, their keys and the --tab names are the list's."""
+    from workbench.charts.registry import chart_kinds, chart_tabs
+    from workbench.gui import tab_names
+    from workbench.gui.chartkinds import CHART_KINDS, kind_of, unmatched_kinds
     from workbench.gui.chartview import CHART_TABS
 
     def subclasses(cls: type) -> list[type]:
         return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
 
-    data = [c for c in subclasses(cd.Chart) if c.__module__.startswith("workbench.charts.")]
-    assert len(data) >= 12
-    for chart_class in data:
-        assert len([k for k in CHART_KINDS if chart_class in k.data]) == 1, chart_class
+    data = {c for c in subclasses(cd.Chart) if c.__module__.startswith("workbench.charts.")}
+    assert len(data) >= 13
+    assert sorted(s.data.__name__ for s in chart_kinds()) == sorted(c.__name__ for c in data)
+    assert unmatched_kinds() == ([], [])
+    assert sorted(k.kind for k in CHART_KINDS) == sorted(s.kind for s in chart_kinds())
     assert kind_of(cd.Chart()) is None and kind_of(headline({"a": (1, 2)})) is CHART_KINDS[0]
-    titles = [title for title, _, _ in CHART_TABS]
-    assert all(kind.tab is None or kind.tab in titles for kind in CHART_KINDS)
-    # the tabs' keys come from the kinds, in the registry's order
-    assert [(title, keys) for title, keys, _ in CHART_TABS] == [
+    # the tabs' keys come from the list, in the report's order (a kind added later may join a tab)
+    expected = [
         ("Headline", ("headline",)),
         ("Timeline", ("timeline",)),
-        ("Sweeps", ("sweep",)),
+        ("Sweeps", ("sweep", "parameter-sweep")),
         ("Conversation", ("conversation",)),
         ("Speed-up", ("speedup", "before-after")),
         ("Quality", ("quality",)),
-        ("Acceptance", ("accepted-length", "draft-positions")),
+        ("Acceptance", ("draft-positions", "accepted-length")),
         ("Memory", ("memory", "roofline")),
         ("Targets", ("targets",)),
     ]
+    tabs = {title: keys for title, keys, _ in CHART_TABS}
+    assert [title for title, _, _ in CHART_TABS if title in dict(expected)] == [t for t, _ in expected]
+    for title, keys in expected:
+        assert [k for k in tabs[title] if k in keys] == list(keys), title
+    assert {k for keys in tabs.values() for k in keys} == {s.kind for s in chart_kinds()}
+    names = tab_names()
+    assert names[:4] == ("experiment", "results", "history", "log")
+    assert names[4:] == tuple(t.name for t in chart_tabs())
+    assert {"headline", "sweeps", "conversation", "speedup", "acceptance", "targets"} <= set(names)
+
+
+def test_a_kind_in_one_layer_only_is_found(monkeypatch):
+    """The check above catches a headless kind without a renderer, a renderer of a kind the list lacks,
+    and a second renderer or entry for one kind."""
+    from workbench.charts import registry
+    from workbench.gui.chartkinds import base as kb
+    from workbench.gui.chartkinds import unmatched_kinds
+
+    class Lonely(cd.Chart):
+        key = "lonely"
+
+    class Orphan(cd.Chart):
+        key = "orphan"
+
+    tab = registry.chart_tabs()[0]
+    monkeypatch.setitem(registry._KINDS, "lonely", registry.ChartSpec(Lonely, tab, 999, run=lambda a: None))
+    assert unmatched_kinds() == (["lonely"], [])
+
+    class OrphanKind(kb.ChartKind[Orphan]):
+        data = Orphan
+
+        def build(self, widget: Any, chart: Orphan) -> None:
+            pass
+
+    monkeypatch.setitem(kb.RENDERERS, "orphan", OrphanKind())
+    assert unmatched_kinds() == (["lonely"], ["orphan"])
+
+    class SecondHeadline(OrphanKind):
+        data = cd.HeadlineChart
+
+    with pytest.raises(ValueError, match="two renderers"):
+        kb.renderer(SecondHeadline)
+
+    class OtherHeadline(cd.Chart):
+        key = "headline"
+
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register_chart(registry.ChartSpec(OtherHeadline, tab, 1, run=lambda a: None))
+    with pytest.raises(ValueError, match="no view"):
+        registry.register_chart(registry.ChartSpec(Orphan, tab, 1))
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="None is immortal from Python 3.12 on")
@@ -227,3 +280,22 @@ def test_headline_bars_are_the_tables_e2e_medians_and_rank_as_it_does():
     assert bars["a"].total_ms == 1900 and bars["b"].total_ms == 1850  # b is faster, as in the table
     assert bars["a"].prefill_ms == 1000 and bars["a"].decode_ms == 900
     assert "median e2e (the table's)" in chart.notes[0]
+
+
+def test_the_gui_and_the_report_read_one_list_of_a_runs_charts(fake_run_db):
+    """One run: the charts the window's tabs show are the run's list, and the report places every one
+    of them (a section of its own, or under "Charts"); each has a tab."""
+    from workbench.gui.chartview import CHART_TABS
+    from workbench.gui.loading import load_results
+    from workbench.report.documents import document_report
+
+    data = load_results(fake_run_db, [1])
+    assert data.analysis is not None
+    names = [c.name for c in data.charts]
+    assert names == [c.name for c in run_charts(data.analysis)]
+    assert sorted(document_report(data.analysis, data.charts).figures()) == sorted(names)
+    in_tabs = {k for _, keys, _ in CHART_TABS for k in keys}
+    assert {c.key for c in data.charts} <= in_tabs
+    assert {"headline", "timeline", "sweep", "speedup", "accepted-length", "memory"} <= {
+        c.key for c in data.charts
+    }

@@ -80,9 +80,16 @@ def test_compare_view_exports_the_comparison(qtbot, compared_db, tmp_path):
     report = window.export_actions.export_report(path=tmp_path / "report.html")
     html = report.read_text(encoding="utf-8")
     assert html.index('class="verdict"') < html.index('class="table"')
-    assert html.count("data:image/png;base64,") == 1  # the before → after chart
+    # the charts on screen, the before → after chart among them: the list `compare A B --out` exports
+    shown = [c.name for c in window.results.charts]
+    assert "before-after" in shown and html.count("data:image/png;base64,") == len(shown)
     written = window.export_actions.export_all(out_dir=tmp_path / "all")
-    assert {"report.html", "summary.md", "comparison.csv", "before-after.png"} <= {p.name for p in written}
+    assert {"report.html", "summary.md", "comparison.csv", *(f"{n}.png" for n in shown)} <= {
+        p.name for p in written
+    }
+    cli = tmp_path / "cli"
+    assert invoke("compare", "1", "2", "--db", compared_db, "--out", cli, "--format", "csv").exit_code == 0
+    assert {p.stem for p in cli.glob("*.csv")} == {"comparison", *shown}  # the same list
     assert "open report.html" in window.statusBar().currentMessage()
     data_only = window.export_actions.export_data(out_dir=tmp_path / "data")
     assert {p.suffix for p in data_only} == {".csv", ".json"}

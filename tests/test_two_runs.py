@@ -152,18 +152,24 @@ def test_compare_out_writes_the_comparison_report(two_runs, tmp_path):
     assert result.exit_code == 0, result.output
     assert result.stderr.strip().splitlines()[-1].endswith(f"— open {out / 'report.html'}")
     names = {p.name for p in out.iterdir()}
+    # the charts of two runs compared (the GUI's compare view shows the same list): the before → after
+    # chart, and both runs side by side as each is alone (where the time goes, targets, memory)
+    charts = ("before-after", "headline", "targets", "memory")
     assert names == {
         "report.html",
         "summary.md",
         "comparison.csv",
         "comparison.json",
-        "before-after.csv",
-        "before-after.png",
-        "before-after.svg",
+        *(f"{chart}.{ext}" for chart in charts for ext in ("csv", "png", "svg")),
     }
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert html.index('class="verdict"') < html.index('class="table"') < html.index('class="notes"')
-    assert "data:image/png;base64," in html  # the before → after chart embedded
+    assert (
+        html.index('class="verdict"')
+        < html.index('class="table"')
+        < html.index('class="charts"')
+        < html.index('class="notes"')
+    )
+    assert html.count("data:image/png;base64,") == len(charts)  # every chart embedded
     markdown = (out / "summary.md").read_text(encoding="utf-8")
     assert markdown.index("## Verdict") < markdown.index("## Per variant") < markdown.index("## Notes")
     assert "![Run 2 against run 1" in markdown

@@ -1,8 +1,14 @@
 """What each chart shows, headless: plain chart objects (series, labels, units) built from a
-:class:`~workbench.analysis.run.RunAnalysis`, one module per chart kind. Their ``rows()`` are the CSV
-export; ``workbench.gui.charts`` draws them (the one module that does, for the GUI and for export),
-each class by its kind in :data:`workbench.gui.chartkinds.CHART_KINDS`. A new chart class needs a kind
-there, and its builder a place in :func:`run_charts`.
+:class:`~workbench.analysis.run.RunAnalysis` (or two runs compared, :class:`TwoRunsView`), one module
+per chart kind. Their ``rows()`` are the CSV export; ``workbench.gui.charts`` draws them (the one
+module that does, for the GUI and for export), each kind by its renderer in
+``workbench.gui.chartkinds``.
+
+Each module registers its kinds in :mod:`workbench.charts.registry` (the kind, the window's tab that
+shows it, its place in the report, a builder per view): :func:`run_charts` and :func:`two_runs_charts`
+are the one list per view that the GUI, ``export``, ``compare --out`` and the reports read, and the
+window's chart tabs are :func:`chart_tabs`. A new chart kind is a new module here (and its renderer in
+``workbench/gui/chartkinds/``): nothing else lists it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,14 @@ from workbench.charts.conversation import ConversationChart, compare_conversatio
 from workbench.charts.headline import HeadlineBar, HeadlineChart, HeadlineGroup, headline_chart, phase_caption
 from workbench.charts.memory import MemoryBar, MemoryChart, memory_chart
 from workbench.charts.quality import QualityChart, QualityPoint, quality_chart
+from workbench.charts.registry import (
+    ChartSpec,
+    Tab,
+    chart_kinds,
+    chart_tabs,
+    charts_of_run,
+    charts_of_two_runs,
+)
 from workbench.charts.roofline import RooflineChart, roofline_chart
 from workbench.charts.speedup import SpeedupChart, SpeedupPoint, speedup_chart
 from workbench.charts.sweeps import (
@@ -33,6 +47,7 @@ from workbench.charts.sweeps import (
 )
 from workbench.charts.targets import TargetBar, TargetsChart, targets_chart
 from workbench.charts.timeline import TimelineChart, timeline_charts
+from workbench.charts.views import TwoRunsView, two_runs_view
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
@@ -44,6 +59,7 @@ __all__ = [
     "Axis",
     "BeforeAfterChart",
     "Chart",
+    "ChartSpec",
     "ConversationChart",
     "DraftPositionChart",
     "HeadlineBar",
@@ -60,11 +76,15 @@ __all__ = [
     "SpeedupPoint",
     "SweepChart",
     "SweepSeries",
+    "Tab",
     "TargetBar",
     "TargetsChart",
     "TimelineChart",
+    "TwoRunsView",
     "acceptance_chart",
     "before_after_chart",
+    "chart_kinds",
+    "chart_tabs",
     "compare_conversation_charts",
     "conversation_charts",
     "draft_position_chart",
@@ -80,24 +100,18 @@ __all__ = [
     "sweep_charts",
     "targets_chart",
     "timeline_charts",
+    "two_runs_charts",
+    "two_runs_view",
     "variant_colours",
 ]
 
 
 def run_charts(analysis: RunAnalysis) -> list[Chart]:
-    """Every chart a run has data for, in report order."""
-    labels = {p.workload: phase_caption(p) for p in analysis.phases}
-    compress = {(b.variant, b.workload): b.compress_ms for b in analysis.compression}
-    charts: list[Chart | None] = [headline_chart(analysis.summaries, labels, compress)]
-    charts.append(speedup_chart(analysis))
-    charts.append(quality_chart(analysis))
-    charts.append(targets_chart(analysis))
-    charts.extend(timeline_charts(analysis))
-    charts.extend(sweep_charts(analysis))
-    charts.extend(conversation_charts(analysis))
-    charts.extend(parameter_sweep_charts(analysis))
-    charts.append(draft_position_chart(analysis))
-    charts.append(acceptance_chart(analysis))
-    charts.append(memory_chart(analysis))
-    charts.append(roofline_chart(analysis))
-    return [c for c in charts if c is not None and (not isinstance(c, HeadlineChart) or c.groups)]
+    """Every chart a run has data for, in report order (:func:`~workbench.charts.registry.charts_of_run`)."""
+    return charts_of_run(analysis)
+
+
+def two_runs_charts(view: TwoRunsView) -> list[Chart]:
+    """Every chart of two runs compared, in report order
+    (:func:`~workbench.charts.registry.charts_of_two_runs`)."""
+    return charts_of_two_runs(view)

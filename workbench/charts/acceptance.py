@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+from workbench.charts.registry import ChartSpec, Tab, register_chart
 
 if TYPE_CHECKING:
     from workbench.analysis.drafting import BreakEven
@@ -162,3 +163,16 @@ def draft_position_chart(analysis: RunAnalysis) -> DraftPositionChart | None:
             "is faster for the whole request (a draft's own prefill lengthens the TTFT)."
         ],
     )
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+ACCEPTANCE_TAB = Tab(
+    "Acceptance",
+    70,
+    "No speculative variants (speculative, prompt-lookup) in this run.",
+    one_run_only="drafting's acceptance and break-even",
+)
+
+register_chart(ChartSpec(DraftPositionChart, ACCEPTANCE_TAB, 90, run=draft_position_chart))
+register_chart(ChartSpec(AcceptanceChart, ACCEPTANCE_TAB, 100, run=acceptance_chart))

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis
-from workbench.charts.speedup import SpeedupChart, SpeedupPoint
+from workbench.charts.registry import ChartSpec, register_chart
+from workbench.charts.speedup import SPEEDUP_TAB, SpeedupChart, SpeedupPoint
 
 if TYPE_CHECKING:
     from workbench.analysis.compare import RunComparison
+    from workbench.charts.views import TwoRunsView
 
 
 __all__ = ["BeforeAfterChart", "before_after_chart"]
@@ -57,3 +59,14 @@ def before_after_chart(
             "excludes 1; hollow: no detectable change. Two runs are not paired round by round."
         ],
     )
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+
+def _of_two_runs(view: TwoRunsView) -> BeforeAfterChart | None:
+    # each variant's before → after change, not every variant against the first run's baseline
+    return before_after_chart(view.two.comparisons, *view.two.ids, view.two.variant_names)
+
+
+register_chart(ChartSpec(BeforeAfterChart, SPEEDUP_TAB, 25, two_runs=_of_two_runs))

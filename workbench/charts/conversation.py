@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, file_stem
+from workbench.charts.registry import ChartSpec, Tab, register_chart
 from workbench.charts.sweeps import SweepChart, SweepSeries
 from workbench.formatting import count, tokens
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
     from workbench.analysis.turns import TurnSeries
+    from workbench.charts.views import TwoRunsView
 
 __all__ = [
     "ConversationChart",
@@ -226,3 +228,24 @@ def compare_conversation_charts(a: RunAnalysis, b: RunAnalysis) -> list[Conversa
         if chart is not None:
             charts.append(chart)
     return charts
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+CONVERSATION_TAB = Tab(
+    "Conversation",
+    40,
+    'No conversation workload in this run: add one (kind = "conversation", or the built-in '
+    '"conversation"; docs/spec.md) to see TTFT and the KV cache turn by turn.',
+    one_run_only="a conversation's turns (when both runs ran the same conversation workload: overlaid)",
+)
+
+
+def _of_two_runs(view: TwoRunsView) -> list[ConversationChart]:
+    # a conversation workload both runs ran: each run's turns, before (dashed) and after, on one chart
+    return compare_conversation_charts(*view.alone)
+
+
+register_chart(
+    ChartSpec(ConversationChart, CONVERSATION_TAB, 70, run=conversation_charts, two_runs=_of_two_runs)
+)

@@ -10,11 +10,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+from workbench.charts.registry import ChartSpec, Tab, register_chart
 from workbench.formatting import percent
 
 if TYPE_CHECKING:
     from workbench.analysis.phases import WorkloadPhase
+    from workbench.analysis.run import RunAnalysis
     from workbench.analysis.summary import GroupSummary
+    from workbench.charts.views import TwoRunsView
 
 __all__ = ["HeadlineBar", "HeadlineChart", "HeadlineGroup", "headline_chart", "phase_caption"]
 
@@ -115,3 +118,23 @@ def headline_chart(
             + (" Lightest: compressing the prompt (part of the prefill)." if compress else "")
         ],
     )
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+HEADLINE_TAB = Tab("Headline", 10, "No finished trials yet.")
+
+
+def _of_run(analysis: RunAnalysis) -> HeadlineChart | None:
+    labels = {p.workload: phase_caption(p) for p in analysis.phases}
+    compress = {(b.variant, b.workload): b.compress_ms for b in analysis.compression}
+    chart = headline_chart(analysis.summaries, labels, compress)
+    return chart if chart.groups else None
+
+
+def _of_two_runs(view: TwoRunsView) -> HeadlineChart | None:
+    chart = headline_chart(view.side.summaries)  # both runs' variants side by side, each as alone
+    return chart if chart.groups else None
+
+
+register_chart(ChartSpec(HeadlineChart, HEADLINE_TAB, 10, run=_of_run, two_runs=_of_two_runs))

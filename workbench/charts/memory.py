@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart, RunView
+from workbench.charts.registry import ChartSpec, Tab, register_chart
+
+if TYPE_CHECKING:
+    from workbench.charts.views import TwoRunsView
 
 __all__ = ["DEVICE_WIDE", "MEMORY_LABELS", "MemoryBar", "MemoryChart", "memory_chart", "memory_groups"]
 
@@ -121,3 +125,15 @@ def memory_chart(analysis: RunView) -> MemoryChart | None:
             ),
         ],
     )
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+MEMORY_TAB = Tab("Memory", 80, "No memory figures recorded.")
+
+
+def _of_two_runs(view: TwoRunsView) -> MemoryChart | None:
+    return memory_chart(view.side)  # both runs' variants side by side, a colour per name
+
+
+register_chart(ChartSpec(MemoryChart, MEMORY_TAB, 110, run=memory_chart, two_runs=_of_two_runs))

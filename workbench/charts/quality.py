@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+from workbench.charts.registry import ChartSpec, Tab, register_chart
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
@@ -137,3 +138,16 @@ def quality_chart(analysis: RunAnalysis) -> QualityChart | None:
             "the Pareto front of each workload (no other variant is both faster and closer)."
         ],
     )
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+QUALITY_TAB = Tab(
+    "Quality",
+    60,
+    "No quality figures: the run scored no lossy variant (a quality pass needs a baseline and a variant "
+    "that changes the weights or the arithmetic; docs/metrics.md, Quality).",
+    one_run_only="the quality figures (KLD, same top vs the run's own baseline)",
+)
+
+register_chart(ChartSpec(QualityChart, QUALITY_TAB, 30, run=quality_chart))

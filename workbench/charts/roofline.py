@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+from workbench.charts.memory import MEMORY_TAB
+from workbench.charts.registry import ChartSpec, register_chart
 from workbench.formatting import significant
 
 if TYPE_CHECKING:
@@ -50,3 +52,8 @@ def roofline_chart(analysis: RunAnalysis) -> RooflineChart | None:
             "reach."
         ],
     )
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+register_chart(ChartSpec(RooflineChart, MEMORY_TAB, 120, run=roofline_chart))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart
+from workbench.charts.registry import ChartSpec, Tab, register_chart
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
@@ -98,3 +99,10 @@ def speedup_chart(analysis: RunAnalysis) -> SpeedupChart | None:
             'with repetitions = 3 (or "auto") to know. Dashed: 1 (as fast as the baseline).'
         ]
     return chart
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+SPEEDUP_TAB = Tab("Speed-up", 50, "No speed-ups: the run needs a baseline variant and another variant.")
+
+register_chart(ChartSpec(SpeedupChart, SPEEDUP_TAB, 20, run=speedup_chart))

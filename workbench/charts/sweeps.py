@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.analysis.stats import bootstrap_median, fit_line
 from workbench.charts.base import Axis, Chart, file_stem
+from workbench.charts.registry import ChartSpec, Tab, register_chart
 from workbench.core.metrics import METRIC_TABLE
 from workbench.store import TrialRecord
 
@@ -240,3 +241,16 @@ def parameter_sweep_charts(analysis: RunAnalysis) -> list[ParameterSweepChart]:
                 )
             )
     return charts
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+SWEEPS_TAB = Tab(
+    "Sweeps",
+    30,
+    "No sweep data: add the sweep-input or sweep-output workloads.",
+    one_run_only="the sweep charts (TTFT vs input, decode vs output length)",
+)
+
+register_chart(ChartSpec(SweepChart, SWEEPS_TAB, 60, run=sweep_charts))
+register_chart(ChartSpec(ParameterSweepChart, SWEEPS_TAB, 80, run=parameter_sweep_charts))

@@ -5,11 +5,15 @@ which targets it met."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart, RunView
+from workbench.charts.registry import ChartSpec, Tab, register_chart
 from workbench.formatting import percent
 from workbench.spec.targets import TARGET_METRICS
+
+if TYPE_CHECKING:
+    from workbench.charts.views import TwoRunsView
 
 __all__ = ["TargetBar", "TargetsChart", "targets_chart"]
 
@@ -95,3 +99,17 @@ def targets_chart(analysis: RunView) -> TargetsChart | None:
             "that percentile. Targets: " + "; ".join(f"{w}: {t}" for w, t in targets.items()) + "."
         ],
     )
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+TARGETS_TAB = Tab(
+    "Targets", 90, "No experience targets: no workload of this run has targets (docs/targets.md)."
+)
+
+
+def _of_two_runs(view: TwoRunsView) -> TargetsChart | None:
+    return targets_chart(view.side)
+
+
+register_chart(ChartSpec(TargetsChart, TARGETS_TAB, 40, run=targets_chart, two_runs=_of_two_runs))

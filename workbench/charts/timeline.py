@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.charts.base import Axis, Chart, file_stem
+from workbench.charts.registry import ChartSpec, Tab, register_chart
 from workbench.formatting import tokens
 
 if TYPE_CHECKING:
@@ -69,3 +70,15 @@ def timeline_charts(analysis: RunAnalysis) -> list[TimelineChart]:
             )
         )
     return charts
+
+
+# -- in the list of chart kinds (workbench.charts.registry) ---------------------------------------------
+
+TIMELINE_TAB = Tab(
+    "Timeline",
+    20,
+    "No token timelines: no trial finished with steps recorded.",
+    one_run_only="the token timelines",
+)
+
+register_chart(ChartSpec(TimelineChart, TIMELINE_TAB, 50, run=timeline_charts))

@@ -116,7 +116,8 @@ def show(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     help="With RUN2: also write the comparison into this folder (report.html, summary.md, "
-    "comparison.csv and .json, the before → after chart as PNG, SVG and CSV).",
+    "comparison.csv and .json, and as PNG, SVG and CSV the charts the GUI's compare view shows: "
+    "the before → after chart, both runs side by side).",
 )
 @click.option(
     "--format",
@@ -220,9 +221,14 @@ def _print_run_comparison(
     else:
         click.echo(render_text(build_comparison_report(two)))
     if out is not None:
+        from workbench.charts import two_runs_charts, two_runs_view
         from workbench.report.comparison import export_comparison
 
-        written, notes = export_comparison(two, out, formats, renderer=renderer, no_renderer=why_not)
+        # the charts of two runs compared: the GUI's compare view shows the same list
+        view = two_runs_view(store, a, b, two=two, exclude_disturbed=exclude_disturbed)
+        written, notes = export_comparison(
+            two, out, formats, renderer=renderer, no_renderer=why_not, charts=two_runs_charts(view)
+        )
         for note in notes:
             click.echo(note, err=True)
         click.echo(wrote_line(written, out), err=True)

@@ -9,7 +9,23 @@ import click
 
 from workbench.cli.common import EXIT_OK, F, _Command, db_option
 from workbench.core.errors import WorkbenchError
-from workbench.gui import TAB_NAMES as TAB_CHOICES  # Qt-free; the app itself is imported lazily
+from workbench.gui import tab_names  # Qt-free; the app itself is imported lazily
+
+
+class _TabChoice(click.Choice[str]):
+    """``--tab``'s names (:func:`workbench.gui.tab_names`), read when click first needs them: they come
+    from the chart kinds' list, which the CLI does not import to start."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tab_names()
+
+    @choices.setter
+    def choices(self, _value: object) -> None:
+        pass
 
 
 def gui_options(f: F) -> F:
@@ -25,9 +41,9 @@ def gui_options(f: F) -> F:
             ),
             click.option(
                 "--tab",
-                type=click.Choice(TAB_CHOICES),
-                help="The tab to show (with --screenshot: the tab to capture); the last eight are the chart "
-                "tabs.",
+                type=_TabChoice(),
+                help="The tab to show (with --screenshot: the tab to capture): a main tab, or one of the "
+                "chart tabs that follow them.",
             ),
             click.option(
                 "--run",

@@ -9,27 +9,21 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["GUI_EXTRA_HINT", "TAB_NAMES", "chart_renderer", "charts_unavailable", "missing_qt"]
+__all__ = ["GUI_EXTRA_HINT", "MAIN_TABS", "chart_renderer", "charts_unavailable", "missing_qt", "tab_names"]
 
 GUI_EXTRA_HINT = "pip install 'llm-workbench[gui]'"
 
-#: names ``--tab`` accepts: the main tabs, then the chart tabs of the results (here, Qt-free, so the
-#: CLI can offer them without importing Qt)
-TAB_NAMES = (
-    "experiment",
-    "results",
-    "history",
-    "log",
-    "headline",
-    "timeline",
-    "sweeps",
-    "conversation",
-    "speedup",
-    "quality",
-    "acceptance",
-    "memory",
-    "targets",
-)
+#: the main tabs of the window, as ``--tab`` names them
+MAIN_TABS = ("experiment", "results", "history", "log")
+
+
+def tab_names() -> tuple[str, ...]:
+    """Names ``--tab`` accepts: the main tabs, then the chart tabs of the results (their names come
+    from the chart kinds' list, :func:`workbench.charts.registry.chart_tabs`; Qt-free, and imported only
+    when asked, so the CLI starts without the charts)."""
+    from workbench.charts.registry import chart_tabs
+
+    return (*MAIN_TABS, *(tab.name for tab in chart_tabs()))
 
 
 def missing_qt() -> list[str]:

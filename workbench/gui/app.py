@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QApplication
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.resources import resource_path
-from workbench.gui import TAB_NAMES
+from workbench.gui import tab_names
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QWidget
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCREENSHOT_SIZE",
-    "TAB_NAMES",
     "QuitOnSignals",
     "dispose",
     "make_app",
@@ -106,8 +105,8 @@ def run_gui(
     from workbench.gui.main_window import MainWindow, viewer_reason
     from workbench.gui.settings import GuiSettings
 
-    if tab is not None and tab not in TAB_NAMES:
-        raise WorkbenchError(f"unknown tab {tab!r}; tabs: {', '.join(TAB_NAMES)}")
+    if tab is not None and tab not in tab_names():
+        raise WorkbenchError(f"unknown tab {tab!r}; tabs: {', '.join(tab_names())}")
     if screenshot is not None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         if screenshot.suffix.lower() not in (".png", ".jpg", ".jpeg"):

@@ -21,8 +21,8 @@ API (the data comes from :mod:`workbench.charts`, which needs no Qt)::
     charts.plot_items(widget)          # its pg.PlotItem panels (to link axes, add a crosshair...)
 
 ``build`` and ``fill`` only draw; they never show a window. How each kind of chart is drawn, its size
-and its hover read-out are one class per kind, found in the registry
-:data:`workbench.gui.chartkinds.CHART_KINDS` (``kind_of(chart)``); this module draws what every
+and its hover read-out are one class per kind, its renderer, registered by the kind
+(:mod:`workbench.gui.chartkinds`, ``kind_of(chart)``); this module draws what every
 chart has (its title above, its caption under it) and renders charts offscreen for export.
 ``chart.name`` is a stable id (the export file stem: ``headline``, ``speedup``, ``timeline-<workload>``,
 ``ttft-vs-input``...), ``chart.rows()`` its data (what the CSV export holds), ``chart.title`` and

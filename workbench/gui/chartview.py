@@ -3,7 +3,8 @@ export``: what the window shows is what the PNG/SVG files show), with hover read
 
 Hovering a bar (or a point, or a moment on a timeline) shows its numbers in a tooltip: the chart kind's
 read-out (``describe`` of its class in :mod:`workbench.gui.chartkinds`), which comes from the chart's
-data, not from the pixels. A chart's tab is its kind's ``tab``.
+data, not from the pixels. A chart's tab is the one its kind names in the chart kinds' list
+(:mod:`workbench.charts.registry`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from PySide6.QtWidgets import (
 )
 
 from workbench import charts as cd
+from workbench.charts.registry import chart_tabs, kinds_in
 from workbench.gui import charts
-from workbench.gui.chartkinds import CHART_KINDS, kind_of
+from workbench.gui.chartkinds import kind_of
 
 __all__ = [
     "CHART_TABS",
@@ -39,32 +41,10 @@ __all__ = [
     "export_chart",
 ]
 
-#: the window's chart tabs, in order, and what each says when the run has none of its charts
-_TABS: list[tuple[str, str]] = [
-    ("Headline", "No finished trials yet."),
-    ("Timeline", "No token timelines: no trial finished with steps recorded."),
-    ("Sweeps", "No sweep data: add the sweep-input or sweep-output workloads."),
-    (
-        "Conversation",
-        'No conversation workload in this run: add one (kind = "conversation", or the built-in '
-        '"conversation"; docs/spec.md) to see TTFT and the KV cache turn by turn.',
-    ),
-    ("Speed-up", "No speed-ups: the run needs a baseline variant and another variant."),
-    (
-        "Quality",
-        "No quality figures: the run scored no lossy variant (a quality pass needs a baseline and a variant "
-        "that changes the weights or the arithmetic; docs/metrics.md, Quality).",
-    ),
-    ("Acceptance", "No speculative variants (speculative, prompt-lookup) in this run."),
-    ("Memory", "No memory figures recorded."),
-    ("Targets", "No experience targets: no workload of this run has targets (docs/targets.md)."),
-]
-
-#: tab title, the chart keys it holds (those of the chart kinds whose ``tab`` it is) and what it says
-#: when the run has none of them
+#: tab title, the chart keys it holds and what it says when the run has none of them: the chart tabs
+#: of the chart kinds' list (:func:`workbench.charts.registry.chart_tabs`), in order
 CHART_TABS: list[tuple[str, tuple[str, ...], str]] = [
-    (title, tuple(data.key for kind in CHART_KINDS if kind.tab == title for data in kind.data), empty)
-    for title, empty in _TABS
+    (tab.title, kinds_in(tab), tab.empty) for tab in chart_tabs()
 ]
 
 

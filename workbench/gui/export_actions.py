@@ -150,9 +150,8 @@ class ExportActions:
                 return None
         try:
             with busy():  # the comparison the Results tab holds: nothing is analysed again here
-                charts = [c for c in shown if c.key == "before-after"]
-                pngs = {c.name: qt_charts.png_bytes(c) for c in charts}
-                path.write_text(comparison_html(two, pngs), encoding="utf-8")
+                pngs = {c.name: qt_charts.png_bytes(c) for c in shown}
+                path.write_text(comparison_html(two, shown, pngs), encoding="utf-8")
         except OSError as exc:
             w.show_error("Export report", f"cannot write {path}: {exc.strerror or exc}")
             return None
@@ -191,9 +190,10 @@ class ExportActions:
         return list(written)
 
     def _export_comparison(
-        self, two: TwoRuns, out_dir: Path | None, formats: Sequence[str] | None = None
+        self, two: TwoRuns, shown: Sequence[Chart], out_dir: Path | None, formats: Sequence[str] | None = None
     ) -> list[Path]:
-        """What `workbench compare A B --out DIR` writes (``formats``: ("csv",) for the data only)."""
+        """What `workbench compare A B --out DIR` writes (``formats``: ("csv",) for the data only), with
+        the charts on screen (``shown``: the same list)."""
         from workbench.gui import charts as qt_charts
         from workbench.report.comparison import export_comparison
 
@@ -201,7 +201,7 @@ class ExportActions:
         return self._export_into(
             out_dir,
             f"Export run {b} against run {a} into",
-            lambda folder: export_comparison(two, folder, formats, renderer=qt_charts),
+            lambda folder: export_comparison(two, folder, formats, renderer=qt_charts, charts=shown),
             f"the comparison of run {b} against run {a}",
         )
 
@@ -213,7 +213,7 @@ class ExportActions:
 
         results, store = self.window.state.results, self.window.state.store
         if results is not None and results.two_runs is not None:
-            return self._export_comparison(results.two_runs, out_dir)
+            return self._export_comparison(results.two_runs, results.charts, out_dir)
         one = self._one_run("Export")
         if one is None or store is None:
             return []
@@ -235,7 +235,7 @@ class ExportActions:
 
         w, results, store = self.window, self.window.state.results, self.window.state.store
         if results is not None and results.two_runs is not None:
-            return self._export_comparison(results.two_runs, out_dir, ("csv",))
+            return self._export_comparison(results.two_runs, results.charts, out_dir, ("csv",))
         if results is None or len(results.run_ids) != 1 or store is None:
             w.show_error("Export", "Open a run first (History tab).")
             return []

@@ -80,7 +80,6 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
     """Read the runs and analyse them (medians, bootstrap CIs, speed-ups, phases, the charts' data);
     two runs: their variants side by side and matched by name. Safe in any thread."""
     from workbench import charts as chartdata
-    from workbench.analysis.compare import compare_two_runs, side_by_side
     from workbench.analysis.run import analyze_run
     from workbench.store import Store
 
@@ -100,36 +99,19 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
                 charts=chartdata.run_charts(analysis),
                 verdicts=analysis.verdicts,
             )
-        # each run's rows as it has them alone (`workbench show A`, `show B`); what holds across the
-        # runs is the one comparison `workbench compare A B` and its report.html show
-        view = side_by_side(store, runs, each_alone=True)
-        a, b = runs
-        two_runs = compare_two_runs(store, a, b)
-        charts: list[Chart | None] = [
-            chartdata.headline_chart(view.summaries),
-            # each variant's before → after change, not every variant against the first run's baseline
-            chartdata.before_after_chart(two_runs.comparisons, a["id"], b["id"], two_runs.variant_names),
-            chartdata.targets_chart(view),
-            chartdata.memory_chart(view),  # both runs' variants side by side, a colour per name
-        ]
-        # a conversation workload both runs ran: each run's turns, before (dashed) and after, on one chart
-        charts += chartdata.compare_conversation_charts(
-            analyze_run(store, a["id"]), analyze_run(store, b["id"])
-        )
+        # each run's rows as it has them alone (`workbench show A`, `show B`), what holds across the runs
+        # (`workbench compare A B`), and the two-run charts `compare A B --out` exports too
+        view = chartdata.two_runs_view(store, *runs)
         return ResultsData(
             tuple(run_ids),
             runs,
-            view.trials,
-            view.summaries,
-            view.baseline,
-            view.failures,
-            charts=[
-                c
-                for c in charts
-                if c is not None and (not isinstance(c, chartdata.HeadlineChart) or c.groups)
-            ],
-            two_runs=two_runs,
-            verdicts=view.verdicts,
+            view.side.trials,
+            view.side.summaries,
+            view.side.baseline,
+            view.side.failures,
+            charts=chartdata.two_runs_charts(view),
+            two_runs=view.two,
+            verdicts=view.side.verdicts,
         )
     finally:
         store.close()
@@ -151,8 +133,9 @@ def _ready() -> bool:
     import workbench.charts
     import workbench.core.errors
     import workbench.spec.parse
-    import workbench.store.db  # noqa: F401
+    import workbench.store.db
 
+    workbench.charts.chart_kinds()  # imports every chart module (the list finds them as it is first read)
     return True
 
 

@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.gui import MAIN_TABS
 from workbench.gui.export_actions import ExportActions
 from workbench.gui.file_actions import FileActions, dropped_path
 from workbench.gui.glossary import TERMS
@@ -65,19 +66,14 @@ if TYPE_CHECKING:
 
 __all__ = ["MainWindow", "viewer_reason"]
 
-TOP_TABS = ("experiment", "results", "history", "log")
-#: --tab names of the chart tabs → a chart key shown in that tab
-CHART_TAB_NAMES = {
-    "headline": "headline",
-    "timeline": "timeline",
-    "sweeps": "sweep",
-    "conversation": "conversation",
-    "speedup": "speedup",
-    "quality": "quality",
-    "acceptance": "accepted-length",
-    "memory": "memory",
-    "targets": "targets",
-}
+TOP_TABS = MAIN_TABS  # the main tabs, as --tab names them
+
+
+def chart_tab_names() -> dict[str, str]:
+    """--tab names of the chart tabs → a chart key shown in that tab (the chart kinds' list)."""
+    from workbench.charts.registry import chart_tabs, kinds_in
+
+    return {tab.name: kinds_in(tab)[0] for tab in chart_tabs()}
 
 
 def viewer_reason(force: bool = False) -> str | None:
@@ -400,10 +396,10 @@ class MainWindow(QMainWindow):
 
     def show_tab(self, name: str) -> None:
         """A main tab (``experiment``...) or a chart tab (``headline``, ``timeline``...)."""
-        if name in CHART_TAB_NAMES:
+        if name in (chart_tabs := chart_tab_names()):
             self.tabs.setCurrentWidget(self.results_stack)
             if self.charts is not None:
-                self.charts.show_tab(CHART_TAB_NAMES[name])
+                self.charts.show_tab(chart_tabs[name])
             return
         pages = {
             "experiment": self.experiment_page,

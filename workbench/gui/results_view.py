@@ -214,6 +214,10 @@ def _comparison_report(data: ResultsData) -> Report | None:
 def empty_texts(data: ResultsData) -> dict[str, str]:
     """Two runs compared: what the chart tabs drawn for one run at a time say (their defaults, such as
     "no speculative variants in this run", would be false); ``{}`` for one run."""
+    from workbench.charts.acceptance import ACCEPTANCE_TAB
+    from workbench.charts.registry import chart_tabs
+    from workbench.charts.speedup import SPEEDUP_TAB
+
     two = data.two_runs
     if two is None:
         return {}
@@ -221,22 +225,15 @@ def empty_texts(data: ResultsData) -> dict[str, str]:
     open_one = f"open run {a} or run {b} on its own (History tab) to see them."
     speculative = list(dict.fromkeys(s.variant for s in data.summaries if s.acceptance_rate is not None))
     drafting = f" Speculative variants here: {', '.join(speculative)}." if speculative else ""
+    # the tabs whose charts are drawn for one run at a time say so (the chart kinds' list names them)
     return {
-        title: f"Comparing runs {a} and {b}: {what} are drawn for one run at a time — {open_one}{more}"
-        for title, what, more in (
-            ("Timeline", "the token timelines", ""),
-            ("Sweeps", "the sweep charts (TTFT vs input, decode vs output length)", ""),
-            (
-                "Conversation",
-                "a conversation's turns (when both runs ran the same conversation workload: overlaid)",
-                "",
-            ),
-            ("Quality", "the quality figures (KLD, same top vs the run's own baseline)", ""),
-            ("Acceptance", "drafting's acceptance and break-even", drafting),
-        )
+        tab.title: f"Comparing runs {a} and {b}: {tab.one_run_only} are drawn for one run at a time — "
+        f"{open_one}{drafting if tab is ACCEPTANCE_TAB else ''}"
+        for tab in chart_tabs()
+        if tab.one_run_only
     } | {
-        "Speed-up": f"Comparing runs {a} and {b}: no variant ran the same workload in both runs with finished "
-        "trials (variants are matched by name; the verdict above the table says why)."
+        SPEEDUP_TAB.title: f"Comparing runs {a} and {b}: no variant ran the same workload in both runs with "
+        "finished trials (variants are matched by name; the verdict above the table says why)."
     }
 
 

@@ -3,7 +3,8 @@ no detectable change, with the CI, or why it was not compared), then the table o
 RUN_B's speed-ups, then notes (how the runs differ: machine, libraries, spec; disturbed trials; that
 two runs are not paired). Built once from :func:`workbench.analysis.compare.compare_two_runs` and
 rendered by :mod:`workbench.report.model`: ``workbench compare A B`` prints it, ``compare A B --out``
-and the GUI's compare view export it (report.html, summary.md, CSV, the before → after chart).
+and the GUI's compare view export it (report.html, summary.md, CSV, and the charts of two runs compared:
+:func:`workbench.charts.two_runs_charts`, the list the GUI's compare view shows).
 
 Notation: ``x`` is always a speed-up, here RUN_B's over RUN_A (> 1: RUN_B is faster).
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.analysis.compare import RunComparison, TwoRuns
-from workbench.charts import BeforeAfterChart, before_after_chart, variant_colours
+from workbench.charts import BeforeAfterChart, variant_colours
 from workbench.charts.base import Chart
 from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import fmt, host_environment, instruction_set, machine_line, ratio
@@ -26,7 +27,6 @@ __all__ = [
     "NOT_PAIRED",
     "ONE_RUN_ADVICE",
     "build_comparison_report",
-    "comparison_charts",
     "comparison_data",
     "comparison_html",
     "comparison_markdown",
@@ -247,9 +247,10 @@ def _meta(two: TwoRuns) -> list[str]:
     return lines
 
 
-def build_comparison_report(two: TwoRuns) -> Report:
+def build_comparison_report(two: TwoRuns, charts: Sequence[Chart] = ()) -> Report:
     """The report of two runs compared (:class:`~workbench.analysis.compare.TwoRuns`): sections
-    ``verdict``, ``table``, ``notes``."""
+    ``verdict``, ``table`` (with the before → after chart), ``charts`` (the other charts of two runs
+    compared, :func:`workbench.charts.two_runs_charts`, when ``charts`` has them), ``notes``."""
     a, b = two.ids
     table = Section("table", f"Per variant × workload (run {a} → run {b}, variants matched by name)")
     table.add(comparison_table(two))
@@ -262,36 +263,44 @@ def build_comparison_report(two: TwoRuns) -> Report:
         )
     )
     table.add(Figure(BeforeAfterChart.key))
-    sections = [verdict_section(two), table, notes_section(two)]
+    rest = [c.name for c in charts if c.name != BeforeAfterChart.key]
+    figures = Section("charts", "Charts")
+    if rest:
+        figures.add(
+            Text(
+                "Both runs side by side, each as it is alone (variants named RUN:variant, a variant in one "
+                "colour in both runs); a conversation both ran: each run's turns on one chart, the first "
+                "run dashed.",
+                note=True,
+            )
+        )
+        for name in rest:
+            figures.add(Figure(name))
+    sections = [verdict_section(two), table, figures, notes_section(two)]
     return Report(_title(two), _meta(two), [s for s in sections if s])
 
 
 # -- documents ----------------------------------------------------------------------------------
 
 
-def comparison_charts(two: TwoRuns) -> list[Chart]:
-    """The charts of two runs compared: the before → after chart (when anything was compared)."""
-    chart = before_after_chart(two.comparisons, *two.ids, two.variant_names)
-    return [chart] if chart is not None else []
-
-
-def comparison_markdown(two: TwoRuns, images: dict[str, str] | None = None) -> str:
-    """The comparison as Markdown; ``images``: chart name → relative file to link."""
+def comparison_markdown(two: TwoRuns, charts: Sequence[Chart], images: dict[str, str] | None = None) -> str:
+    """The comparison as Markdown; ``charts``: the charts of the two runs
+    (:func:`workbench.charts.two_runs_charts`); ``images``: chart name → relative file to link."""
     from workbench.report.documents import markdown_image
     from workbench.report.model import render_markdown
 
-    image = markdown_image(comparison_charts(two), images or {})
-    return render_markdown(build_comparison_report(two), image)
+    image = markdown_image(charts, images or {})
+    return render_markdown(build_comparison_report(two, charts), image)
 
 
-def comparison_html(two: TwoRuns, pngs: dict[str, bytes] | None = None) -> str:
-    """The comparison as one self-contained HTML page, the verdict first; ``pngs``: chart name → PNG."""
+def comparison_html(two: TwoRuns, charts: Sequence[Chart], pngs: dict[str, bytes] | None = None) -> str:
+    """The comparison as one self-contained HTML page, the verdict first; ``charts``: the charts of the
+    two runs (:func:`workbench.charts.two_runs_charts`); ``pngs``: chart name → PNG."""
     from workbench.report.documents import html_page
 
-    charts = comparison_charts(two)
     names = two.variant_names or [c.variant for c in two.comparisons]
     return html_page(
-        build_comparison_report(two), pngs or {}, {c.name: c for c in charts}, variant_colours(names)
+        build_comparison_report(two, charts), pngs or {}, {c.name: c for c in charts}, variant_colours(names)
     )
 
 
@@ -323,13 +332,15 @@ def export_comparison(
     out_dir: Path,
     formats: Sequence[str] | None = None,
     *,
+    charts: Sequence[Chart],
     renderer: Any = None,
     no_renderer: str = "no chart renderer was given",
     on_file: Callable[[Path], None] | None = None,
 ) -> tuple[list[Path], list[str]]:
-    """Write the comparison into ``out_dir``: ``csv`` comparison.csv, comparison.json and the chart's
-    data; ``md`` summary.md; ``png``/``svg`` the before → after chart; ``html`` report.html (one
-    self-contained page). ``formats`` None: every format this install can write (PNG, SVG and HTML
+    """Write the comparison into ``out_dir``: ``csv`` comparison.csv, comparison.json and the charts'
+    data; ``md`` summary.md; ``png``/``svg`` the charts; ``html`` report.html (one self-contained page).
+    ``charts``: the charts of the two runs (:func:`workbench.charts.two_runs_charts`, what the GUI's
+    compare view shows). ``formats`` None: every format this install can write (PNG, SVG and HTML
     need ``renderer``, the GUI's chart module). Returns the files written and notes."""
     from workbench.formatting import json_text
     from workbench.report.export import (
@@ -349,7 +360,6 @@ def export_comparison(
         if on_file is not None:
             on_file(path)
 
-    charts = comparison_charts(two)
     if "csv" in formats:
         wrote(write_csv(out_dir / "comparison.csv", comparison_rows(two)))
         wrote(write_file(out_dir / "comparison.json", json_text(comparison_data(two)).encode("utf-8")))
@@ -361,7 +371,7 @@ def export_comparison(
         formats,
         renderer,
         wrote,
-        markdown=lambda images: comparison_markdown(two, images),
-        html=lambda pngs: comparison_html(two, pngs),
+        markdown=lambda images: comparison_markdown(two, charts, images),
+        html=lambda pngs: comparison_html(two, charts, pngs),
     )
     return written, notes

@@ -1,62 +1,64 @@
-"""The chart kinds: one class per kind of chart, with how it is drawn, its size and its hover read-out,
-and :data:`CHART_KINDS`, the one registry the window (its tabs and tooltips) and the export (PNG,
-SVG, through :mod:`workbench.gui.charts`) find a chart's kind in.
+"""The chart kinds' renderers: one class per kind of chart, with how it is drawn, its size and its hover
+read-out, registered by its kind (:func:`~workbench.gui.chartkinds.base.renderer`); the window (its
+tabs and tooltips) and the export (PNG, SVG, through :mod:`workbench.gui.charts`) find a chart's
+renderer with ``kind_of(chart)``.
 
-A kind draws the headless data classes of :mod:`workbench.charts` named in its ``data`` (matched by
-exact type): ``kind_of(chart)`` is the kind that draws ``chart``.
+The kinds, their tabs and the views that show them are the headless list of
+:mod:`workbench.charts.registry`; this package draws them. Importing it imports every module in it,
+so a new renderer module is found without being listed anywhere.
 
-Adding a chart kind:
+Adding a chart kind (docs/architecture.md, "Adding a chart kind"):
 
-1. its data, headless: a :class:`~workbench.charts.base.Chart` subclass with a ``key`` and ``rows()``
-   (its CSV) and a function that builds it from a run, in a module of ``workbench/charts/``; add that
-   function to :func:`workbench.charts.run_charts` (the run's charts, in report order);
-2. its drawing: a :class:`~workbench.gui.chartkinds.base.ChartKind` subclass in a module here, with
-   ``data`` (the class of step 1), ``tab`` (the window's tab that shows it, a title of
-   :data:`workbench.gui.chartview.CHART_TABS`), ``build``, and ``size`` and ``describe`` where the
-   defaults (1000 × 580 px; no read-out) do not fit; add an instance to :data:`CHART_KINDS`.
+1. its data, headless: a module of ``workbench/charts/`` with a :class:`~workbench.charts.base.Chart`
+   subclass (a ``key``: the kind; ``rows()``: its CSV), the functions that build it, and its entry
+   in the list: ``register_chart(ChartSpec(data, tab, order, run=..., two_runs=...))``;
+2. its drawing: a module here with a :class:`~workbench.gui.chartkinds.base.ChartKind` subclass
+   decorated with ``@renderer``, its ``data`` the class of step 1, with ``build``, and ``size`` and
+   ``describe`` where the defaults (1000 × 580 px; no read-out) do not fit.
 
-``tests/test_charts.py`` fails while a chart class of :mod:`workbench.charts` has no kind, or a kind
-names a tab the window does not have.
+``tests/test_charts.py`` fails while a kind of the list has no renderer or a renderer draws a kind the
+list lacks.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any
 
 from workbench.charts.base import Chart
-from workbench.gui.chartkinds.acceptance import AcceptanceKind, DraftPositionKind
-from workbench.gui.chartkinds.base import ChartKind
-from workbench.gui.chartkinds.conversation import ConversationKind
-from workbench.gui.chartkinds.headline import HeadlineKind
-from workbench.gui.chartkinds.memory import MemoryKind
-from workbench.gui.chartkinds.quality import QualityKind
-from workbench.gui.chartkinds.roofline import RooflineKind
-from workbench.gui.chartkinds.speedup import SpeedupKind
-from workbench.gui.chartkinds.sweeps import ParameterSweepKind, SweepKind
-from workbench.gui.chartkinds.targets import TargetsKind
-from workbench.gui.chartkinds.timeline import TimelineKind
+from workbench.charts.registry import chart_kinds
+from workbench.gui.chartkinds.base import RENDERERS, ChartKind
 
-__all__ = ["CHART_KINDS", "ChartKind", "kind_of"]
 
-#: every chart kind; within a tab of the window, its charts' keys are listed in this order
-CHART_KINDS: tuple[ChartKind[Any], ...] = (
-    HeadlineKind(),
-    TimelineKind(),
-    SweepKind(),
-    ConversationKind(),
-    ParameterSweepKind(),
-    SpeedupKind(),
-    AcceptanceKind(),
-    DraftPositionKind(),
-    MemoryKind(),
-    RooflineKind(),
-    TargetsKind(),
-    QualityKind(),
+def _load() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+_load()
+
+__all__ = ["CHART_KINDS", "ChartKind", "kind_of", "unmatched_kinds"]
+
+#: every chart kind's renderer, in the order of the chart kinds' list (those of kinds the list lacks
+#: last; :func:`unmatched_kinds` names them)
+CHART_KINDS: tuple[ChartKind[Any], ...] = tuple(
+    sorted(
+        RENDERERS.values(),
+        key=lambda r: next((i for i, s in enumerate(chart_kinds()) if s.kind == r.kind), len(RENDERERS)),
+    )
 )
-
-_BY_DATA: dict[type[Chart], ChartKind[Any]] = {data: kind for kind in CHART_KINDS for data in kind.data}
 
 
 def kind_of(chart: Chart) -> ChartKind[Any] | None:
-    """The kind that draws ``chart`` (by its exact type), or None."""
-    return _BY_DATA.get(type(chart))
+    """The renderer that draws ``chart`` (by its kind, its class's ``key``), or None."""
+    kind = RENDERERS.get(type(chart).key)
+    return kind if kind is not None and type(chart) is kind.data else None
+
+
+def unmatched_kinds() -> tuple[list[str], list[str]]:
+    """The kinds of the chart kinds' list that have no renderer here, and the renderers' kinds the
+    list lacks: both empty when every kind has exactly one renderer (a second one is refused when it
+    registers)."""
+    listed = [s.kind for s in chart_kinds()]
+    return [k for k in listed if k not in RENDERERS], [k for k in RENDERERS if k not in listed]

@@ -14,11 +14,11 @@ from workbench.gui.chartkinds import base as kb
 __all__ = ["AcceptanceKind", "DraftPositionKind"]
 
 
+@kb.renderer
 class AcceptanceKind(kb.ChartKind[AcceptanceChart]):
     """Bars per variant: the share of verify steps that yielded 1, 2, … tokens."""
 
-    data = (AcceptanceChart,)
-    tab = "Acceptance"
+    data = AcceptanceChart
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: AcceptanceChart) -> None:
         plot = kb.new_plot(widget, grid=(False, True), bottom=chart.x_axis, left=chart.y_axis)
@@ -77,11 +77,11 @@ _DASHES = (
 _SYMBOLS = ("o", "s", "t", "d", "+")
 
 
+@kb.renderer
 class DraftPositionKind(kb.ChartKind[DraftPositionChart]):
     """A line per speculative variant × workload: the acceptance at each draft position."""
 
-    data = (DraftPositionChart,)
-    tab = "Acceptance"
+    data = DraftPositionChart
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: DraftPositionChart) -> None:
         plot = kb.new_plot(widget, grid=(False, True), bottom=chart.x_axis, left=chart.y_axis)

@@ -27,6 +27,7 @@ __all__ = [
     "FOREGROUND",
     "GLYPHS",
     "LABEL_PX",
+    "RENDERERS",
     "TITLE_PX",
     "WIDTH",
     "ChartKind",
@@ -40,6 +41,7 @@ __all__ = [
     "line",
     "new_plot",
     "qcolour",
+    "renderer",
     "row_at",
     "text_colour_on",
     "time_unit",
@@ -53,20 +55,40 @@ TITLE_PX = 16
 WIDTH = 1000  # default logical width of an exported chart (px; PNG is scale x this)
 
 C = TypeVar("C", bound=Chart)
+K = TypeVar("K", bound="type[ChartKind[Any]]")
+
+#: the renderer of each chart kind, by kind (the data class's ``key``), as their modules registered them
+RENDERERS: dict[str, ChartKind[Any]] = {}
+
+
+def renderer(cls: K) -> K:
+    """Class decorator: ``cls`` draws its ``data``'s kind (one renderer per kind: a second is an error)."""
+    kind = cls.data.key
+    if not kind:
+        raise ValueError(f"{cls.__name__} draws no chart kind: set its data")
+    if kind in RENDERERS and type(RENDERERS[kind]) is not cls:
+        raise ValueError(
+            f"chart kind {kind!r} has two renderers: {type(RENDERERS[kind]).__name__}, {cls.__name__}"
+        )
+    RENDERERS[kind] = cls()
+    return cls
 
 
 class ChartKind(ABC, Generic[C]):
-    """One kind of chart, on screen and in exported files alike: how it is drawn (:meth:`build`), the
-    size that fits its labels (:meth:`size`) and what the mouse reads off it (:meth:`describe`).
+    """How one kind of chart is drawn, on screen and in exported files alike: how it is drawn
+    (:meth:`build`), the size that fits its labels (:meth:`size`) and what the mouse reads off it
+    (:meth:`describe`).
 
-    ``data`` names the headless data classes (:mod:`workbench.charts`) it draws, matched by exact type;
-    ``tab`` is the window's tab that shows them (:data:`workbench.gui.chartview.CHART_TABS`), None for
-    charts the window does not show. A kind is registered in
-    :data:`workbench.gui.chartkinds.CHART_KINDS`.
+    ``data`` is the headless data class (:mod:`workbench.charts`) it draws: its ``key`` is the kind,
+    as the chart kinds' list (:mod:`workbench.charts.registry`) has it, with the tab that shows it.
+    A class decorated with :func:`renderer` is registered as that kind's one renderer.
     """
 
-    data: ClassVar[tuple[type[Chart], ...]] = ()
-    tab: ClassVar[str | None] = None
+    data: ClassVar[type[Chart]] = Chart
+
+    @property
+    def kind(self) -> str:
+        return self.data.key
 
     @abstractmethod
     def build(self, widget: pg.GraphicsLayoutWidget, chart: C) -> None:

@@ -14,7 +14,7 @@ from workbench.charts.base import OKABE_ITO, Chart
 from workbench.charts.conversation import ConversationChart
 from workbench.charts.sweeps import SweepChart
 from workbench.formatting import fmt
-from workbench.gui.chartkinds.base import BACKGROUND, WIDTH, legend, line, new_plot
+from workbench.gui.chartkinds.base import BACKGROUND, WIDTH, legend, line, new_plot, renderer
 from workbench.gui.chartkinds.sweeps import SweepKind
 
 __all__ = ["ConversationKind"]
@@ -26,11 +26,11 @@ KV_PX = 190
 LEFT_AXIS_PX = 78
 
 
+@renderer
 class ConversationKind(SweepKind):
     """TTFT turn by turn (:class:`~workbench.charts.conversation.ConversationChart`) in its own tab."""
 
-    data: ClassVar[tuple[type[Chart], ...]] = (ConversationChart,)
-    tab: ClassVar[str | None] = "Conversation"
+    data: ClassVar[type[Chart]] = ConversationChart
 
     def size(self, chart: SweepChart) -> tuple[int, int]:
         kv = isinstance(chart, ConversationChart) and bool(chart.kv_cache)

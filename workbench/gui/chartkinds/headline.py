@@ -12,9 +12,9 @@ from workbench.gui.chartkinds import base as kb
 __all__ = ["HeadlineKind"]
 
 
+@kb.renderer
 class HeadlineKind(kb.ChartKind[HeadlineChart]):
-    data = (HeadlineChart,)
-    tab = "Headline"
+    data = HeadlineChart
 
     def size(self, chart: HeadlineChart) -> tuple[int, int]:
         rows = sum(len(g.bars) + 1 for g in chart.groups)

@@ -12,11 +12,11 @@ from workbench.gui.chartkinds import base as kb
 __all__ = ["MemoryKind"]
 
 
+@kb.renderer
 class MemoryKind(kb.ChartKind[MemoryChart]):
     """A bar per variant: light the weights, full the peak."""
 
-    data = (MemoryChart,)
-    tab = "Memory"
+    data = MemoryChart
 
     def size(self, chart: MemoryChart) -> tuple[int, int]:
         return kb.WIDTH, 170 + 40 * len(chart.bars)

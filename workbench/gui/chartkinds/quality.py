@@ -19,13 +19,13 @@ __all__ = ["QualityKind"]
 _WORKLOAD_SYMBOLS = ("o", "s", "t", "d", "star", "p", "h")
 
 
+@kb.renderer
 class QualityKind(kb.ChartKind[QualityChart]):
     """Two panels (e2e, decode): speed-up against log10 KLD; KLD 0 (the baseline, lossless variants)
     on a column at the left edge. Marker shape = workload, colour = variant; the Pareto front of each
     workload filled and joined by a dashed line. No read-out: the points carry their speed-ups."""
 
-    data = (QualityChart,)
-    tab = "Quality"
+    data = QualityChart
 
     def size(self, chart: QualityChart) -> tuple[int, int]:
         return kb.WIDTH, 560

@@ -13,11 +13,11 @@ from workbench.gui.chartkinds import base as kb
 __all__ = ["RooflineKind"]
 
 
+@kb.renderer
 class RooflineKind(kb.ChartKind[RooflineChart]):
     """A bar per variant × workload (its decode tok/s) in a dashed outline (the bandwidth limit)."""
 
-    data = (RooflineChart,)
-    tab = "Memory"
+    data = RooflineChart
 
     def size(self, chart: RooflineChart) -> tuple[int, int]:
         return kb.WIDTH, 150 + 34 * (len(chart.rows_) + len(chart.workloads))

@@ -13,14 +13,14 @@ from workbench.charts.speedup import SpeedupChart
 from workbench.formatting import interval_ratio, times
 from workbench.gui.chartkinds import base as kb
 
-__all__ = ["SpeedupKind"]
+__all__ = ["BeforeAfterKind", "SpeedupKind"]
 
 
+@kb.renderer
 class SpeedupKind(kb.ChartKind[SpeedupChart]):
     """One row per variant × workload: the e2e speed-up, its CI whiskers, the line at 1."""
 
-    data = (SpeedupChart, BeforeAfterChart)  # RUN_B over RUN_A per variant: the same rows and whiskers
-    tab = "Speed-up"
+    data = SpeedupChart
 
     def size(self, chart: SpeedupChart) -> tuple[int, int]:
         rows = len({(p.workload, p.variant) for p in chart.points if p.metric == "e2e"}) + len(
@@ -111,3 +111,11 @@ def _gaps(top: float, bottom: float, blocked: list[float], half: float) -> list[
     if bottom > y:
         out.append((y, bottom))
     return out
+
+
+@kb.renderer
+class BeforeAfterKind(SpeedupKind):
+    """Two runs compared: RUN_B over RUN_A per variant, drawn as the speed-ups (the same rows and
+    whiskers)."""
+
+    data = BeforeAfterChart

@@ -11,7 +11,7 @@ from PySide6 import QtCore
 from workbench.charts.base import OKABE_ITO, Chart
 from workbench.charts.sweeps import ParameterSweepChart, SweepChart
 from workbench.formatting import ci_suffix, fmt, significant
-from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, qcolour
+from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, qcolour, renderer
 
 __all__ = ["ParameterSweepKind", "SweepKind"]
 
@@ -19,11 +19,11 @@ __all__ = ["ParameterSweepKind", "SweepKind"]
 SYMBOLS = ("o", "s", "t", "d", "star", "p", "h")
 
 
+@renderer
 class SweepKind(ChartKind[SweepChart]):
     """TTFT against input length, decode tok/s against output length."""
 
-    data: ClassVar[tuple[type[Chart], ...]] = (SweepChart,)
-    tab: ClassVar[str | None] = "Sweeps"
+    data: ClassVar[type[Chart]] = SweepChart
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: SweepChart) -> None:
         plot = new_plot(widget, grid=(True, True), bottom=chart.x_axis, left=chart.y_axis)
@@ -102,10 +102,10 @@ class SweepKind(ChartKind[SweepChart]):
         return "<br>".join(lines)
 
 
+@renderer
 class ParameterSweepKind(SweepKind):
     """A metric against a swept variant parameter, one line per workload: drawn like the length sweeps.
     The window has no tab for it (the Sweeps tab holds the length sweeps); the report and the export
     show it."""
 
-    data = (ParameterSweepChart,)
-    tab = None
+    data = ParameterSweepChart

@@ -14,11 +14,11 @@ from workbench.spec.targets import TARGET_METRICS
 __all__ = ["TargetsKind"]
 
 
+@kb.renderer
 class TargetsKind(kb.ChartKind[TargetsChart]):
     """Horizontal goodput bars per variant, grouped by workload; a dashed mark at the percentile."""
 
-    data = (TargetsChart,)
-    tab = "Targets"
+    data = TargetsChart
 
     def size(self, chart: TargetsChart) -> tuple[int, int]:
         return kb.WIDTH, 170 + 34 * (len(chart.bars) + len(chart.workloads))

@@ -7,14 +7,14 @@ import pyqtgraph as pg
 from workbench.charts.base import OKABE_ITO, Axis
 from workbench.charts.timeline import TimelineChart
 from workbench.formatting import chart_value, ms_text
-from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, time_unit
+from workbench.gui.chartkinds.base import ChartKind, legend, line, new_plot, renderer, time_unit
 
 __all__ = ["TimelineKind"]
 
 
+@renderer
 class TimelineKind(ChartKind[TimelineChart]):
-    data = (TimelineChart,)
-    tab = "Timeline"
+    data = TimelineChart
 
     def build(self, widget: pg.GraphicsLayoutWidget, chart: TimelineChart) -> None:
         div, unit = time_unit(max((s.t_ms[-1] for s in chart.series), default=1.0))
