@@ -219,10 +219,14 @@ def lever_plugins(tmp_path, monkeypatch):
         "[workbench.strategies]\nsliced-prefill = lever_plugins:SlicedPrefill\n"
         "undeclared = lever_plugins:Undeclared\n"
     )
+    from workbench.analysis.phases import declared_levers
+
     monkeypatch.syspath_prepend(str(tmp_path))
     registry._entry_points.cache_clear()
+    declared_levers.cache_clear()
     yield
     registry._entry_points.cache_clear()
+    declared_levers.cache_clear()
     sys.modules.pop("lever_plugins", None)
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, get_args
 
 from workbench.analysis.stats import fit_line
@@ -74,14 +75,26 @@ def strategy_lever(strategy: str) -> tuple[str | None, Phase | None]:
     never an error. Only registered names are looked up (a stored name is not an import path)."""
     if strategy == BATCHING:
         return "batching", "decode"
-    if strategy not in registry.names():
-        return None, None
-    try:
-        cls = registry.get(strategy)
-    except StrategyError:
-        return None, None
-    lever, phase = getattr(cls, "lever", None), getattr(cls, "phase", None)
-    return (lever if isinstance(lever, str) and lever else None), (phase if phase in _PHASES else None)
+    return declared_levers().get(strategy, (None, None))
+
+
+@cache
+def declared_levers() -> dict[str, tuple[str | None, Phase | None]]:
+    """Every registered strategy's declared lever and phase, read from the classes once: the first
+    call imports the strategy modules (not their engines), later ones import nothing (the GUI's
+    results loader calls it before a loader thread exists, so that thread never imports)."""
+    declared: dict[str, tuple[str | None, Phase | None]] = {}
+    for name in registry.names():
+        try:
+            cls = registry.get(name)
+        except StrategyError:
+            continue
+        lever, phase = getattr(cls, "lever", None), getattr(cls, "phase", None)
+        declared[name] = (
+            (lever if isinstance(lever, str) and lever else None),
+            (phase if phase in _PHASES else None),
+        )
+    return declared
 
 
 def classify(prefill_share: float) -> str:

@@ -135,6 +135,7 @@ def _ready() -> bool:
     import workbench.spec.parse
     import workbench.store.db
 
+    workbench.analysis.phases.declared_levers()  # imports the strategy classes (their levers)
     workbench.charts.chart_kinds()  # imports every chart module (the list finds them as it is first read)
     return True
 
