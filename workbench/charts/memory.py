@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from workbench.charts.base import Axis, Chart, RunView
+from workbench.charts.base import Axis, Chart, Row, RunView
 
 __all__ = ["DEVICE_WIDE", "MEMORY_LABELS", "MemoryBar", "MemoryChart", "memory_chart", "memory_groups"]
 
@@ -69,7 +69,7 @@ class MemoryChart(Chart):
     bars: tuple[MemoryBar, ...] = ()
     x_axis: Axis = Axis("memory", "MB")
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "variant": b.variant,

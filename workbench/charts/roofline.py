@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis, Chart
+from workbench.charts.base import Axis, Chart, Row
 from workbench.formatting import significant
 
 if TYPE_CHECKING:
+    from workbench.analysis.roofline import RooflineRow
     from workbench.analysis.run import RunAnalysis
 
 
@@ -20,11 +21,11 @@ class RooflineChart(Chart):
     """Measured decode tok/s per variant × workload against the memory-bandwidth limit."""
 
     key: ClassVar[str] = "roofline"
-    rows_: tuple[Any, ...] = ()  # workbench.analysis.roofline.RooflineRow
+    rows_: tuple[RooflineRow, ...] = ()
     bandwidth_gbs: float | None = None
     x_axis: Axis = Axis("decode speed", "tok/s")
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [r.to_dict() for r in self.rows_]
 
     @property

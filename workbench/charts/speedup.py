@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis, Chart
+from workbench.charts.base import Axis, Chart, Row
 
 if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
@@ -40,7 +40,7 @@ class SpeedupChart(Chart):
     points: tuple[SpeedupPoint, ...] = ()
     x_axis: Axis = Axis("e2e speed-up vs the baseline (×, > 1 is faster)")
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "workload": p.workload,
@@ -55,7 +55,7 @@ class SpeedupChart(Chart):
             for p in self.points
         ]
 
-    def reference(self) -> dict[str, Any]:
+    def reference(self) -> Row:
         """What the speed-ups are over, as the CSV's last columns."""
         return {"baseline": self.baseline}
 

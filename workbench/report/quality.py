@@ -3,10 +3,14 @@ and the quality section of ``show``, the report and the GUI (docs/metrics.md, "Q
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.formatting import count, fixed, fmt, kld_text, percent, times
+
+if TYPE_CHECKING:
+    from workbench.analysis.quality import QualityFigures, RunQuality
+    from workbench.analysis.summary import GroupSummary
 
 __all__ = [
     "QUALITY_HEADERS",
@@ -38,7 +42,7 @@ def _status_word(quality: dict[str, Any]) -> str:
     }.get(quality.get("status", ""), "")
 
 
-def quality_cells(summary: Any) -> list[str]:
+def quality_cells(summary: GroupSummary) -> list[str]:
     """The KLD and same-top cells of one summary row (``GroupSummary.quality``)."""
     q = summary.quality
     if not q:
@@ -49,11 +53,11 @@ def quality_cells(summary: Any) -> list[str]:
     return [bound + kld_text(q["kld_mean"]), percent(q["same_top"])]
 
 
-def _ci(ci: Sequence[float] | None, write: Any) -> str:
+def _ci(ci: Sequence[float] | None, write: Callable[[float], str]) -> str:
     return f" [{write(ci[0])}–{write(ci[1])}]" if ci else ""
 
 
-def quality_table(figures: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
+def quality_table(figures: Sequence[QualityFigures]) -> tuple[list[str], list[list[str]]]:
     """The detail table: per variant × workload (and "all") the full figures."""
     headers = [
         "variant",
@@ -95,7 +99,7 @@ def quality_table(figures: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def quality_lines(quality: Any) -> list[str]:
+def quality_lines(quality: RunQuality) -> list[str]:
     """What the pass says beside the table: variants not scored and why; the corpus perplexity."""
     out = []
     for row in quality.variants.values():
@@ -119,7 +123,7 @@ def _range(values: Sequence[float]) -> str:
     return times(lo) if abs(hi - lo) < 0.005 else f"{fixed(lo, 2)}–{times(hi)}"
 
 
-def tradeoff_lines(summaries: Sequence[Any], quality: Any) -> list[str]:
+def tradeoff_lines(summaries: Sequence[GroupSummary], quality: RunQuality | None) -> list[str]:
     """The trade-off of each scored variant, speed and cost in one line: "int4-ort: decode 5.4–7.3x,
     e2e 1.2–1.8x; KLD 0.052, same top 88 % (over every workload)"."""
     if quality is None:
