@@ -4,9 +4,9 @@ draft position (from the break-even analysis, :mod:`workbench.analysis.drafting`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis, Chart
+from workbench.charts.base import Axis, Chart, Row
 from workbench.charts.registry import ChartSpec, Tab, register_chart
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class AcceptanceChart(Chart):
         total = sum(counts.values())
         return sum(k * v for k, v in counts.items()) / total if total else None
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {"variant": v, "tokens_per_step": k, "steps": n, "share_pct": self.shares(v)[k]}
             for v, counts in self.counts.items()
@@ -105,7 +105,7 @@ class DraftPositionChart(Chart):
     x_axis: Axis = Axis("draft position")
     y_axis: Axis = Axis("accepted at that position", "%")
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "variant": s.variant,

@@ -15,16 +15,27 @@ which is exactly what its CSV holds.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from workbench.analysis.summary import GroupSummary
     from workbench.analysis.targets import Verdict
     from workbench.store import VariantRecord
 
-__all__ = ["OKABE_ITO", "Axis", "Chart", "RunView", "file_stem", "lighten", "untagged", "variant_colours"]
+__all__ = [
+    "OKABE_ITO",
+    "Axis",
+    "Chart",
+    "Row",
+    "RunView",
+    "Scalar",
+    "file_stem",
+    "lighten",
+    "untagged",
+    "variant_colours",
+]
 
 #: Okabe & Ito's colour-blind-safe palette, ordered for white backgrounds: blue first (the baseline
 #: usually runs first), yellow late (weak on white), black last.
@@ -38,6 +49,12 @@ OKABE_ITO: tuple[str, ...] = (
     "#F0E442",  # yellow
     "#000000",  # black
 )
+
+
+#: one value of a chart's data: a cell of its CSV
+Scalar = str | int | float | bool | None
+#: one row of a chart's data, column → value, in the CSV's column order
+Row = dict[str, Scalar]
 
 
 #: the run tag two runs side by side put before a variant's name (``"3:baseline"``)
@@ -85,7 +102,8 @@ class Chart:
     variants: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)  # caption lines under the chart
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> Sequence[Mapping[str, object]]:
+        """One row per plotted value (:data:`Row`, or a chart's own TypedDict of :data:`Scalar`)."""
         raise NotImplementedError
 
     @property

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis
+from workbench.charts.base import Axis, Row
 from workbench.charts.registry import ChartSpec, register_chart
 from workbench.charts.speedup import SPEEDUP_TAB, SpeedupChart, SpeedupPoint
 
@@ -28,7 +28,7 @@ class BeforeAfterChart(SpeedupChart):
     run_a: int = 0
     run_b: int = 0
 
-    def reference(self) -> dict[str, Any]:
+    def reference(self) -> Row:
         return {"run_a": self.run_a, "run_b": self.run_b}
 
 

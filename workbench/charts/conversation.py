@@ -14,11 +14,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from workbench.charts.base import Axis, file_stem
 from workbench.charts.registry import ChartSpec, Tab, register_chart
-from workbench.charts.sweeps import SweepChart, SweepSeries
+from workbench.charts.sweeps import SweepChart, SweepRow, SweepSeries
 from workbench.formatting import count, tokens
 
 if TYPE_CHECKING:
@@ -28,11 +28,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConversationChart",
+    "ConversationRow",
     "KvSeries",
     "compare_conversation_charts",
     "conversation_charts",
     "kv_series",
 ]
+
+
+class ConversationRow(SweepRow):
+    """One turn of a variant (a row of the chart's CSV): the sweep's point, the history's tokens and the
+    KV cache held (None: not reported)."""
+
+    history_tokens: float | None
+    kv_held_mib: float | None
+    kv_held_tokens: float | None
+
 
 #: bytes in a MiB (the KV cache's axis)
 MIB = 2**20
@@ -81,7 +92,7 @@ class ConversationChart(SweepChart):
             for x in turns
         ]
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[ConversationRow]:
         kv = {
             (s.variant, x): (mib, tok)
             for s in self.kv_cache

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis, Chart
+from workbench.charts.base import Axis, Chart, Row
 from workbench.charts.registry import ChartSpec, Tab, register_chart
 from workbench.formatting import percent
 
@@ -64,7 +64,7 @@ class HeadlineChart(Chart):
     groups: tuple[HeadlineGroup, ...] = ()
     x_axis: Axis = Axis("time per request, median", "ms")
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         compressed = any(b.compress_ms is not None for g in self.groups for b in g.bars)
         return [
             {

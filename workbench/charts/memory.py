@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis, Chart, RunView
+from workbench.charts.base import Axis, Chart, Row, RunView
 from workbench.charts.registry import ChartSpec, Tab, register_chart
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class MemoryChart(Chart):
     bars: tuple[MemoryBar, ...] = ()
     x_axis: Axis = Axis("memory", "MB")
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "variant": b.variant,

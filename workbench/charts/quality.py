@@ -4,9 +4,9 @@ baseline, with CIs on both axes and the Pareto front (no other point is both fas
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis, Chart
+from workbench.charts.base import Axis, Chart, Row
 from workbench.charts.registry import ChartSpec, Tab, register_chart
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class QualityChart(Chart):
     x_axis: Axis = Axis("KLD from the baseline (nats per token, log scale; lower is closer)")
     y_axis: Axis = Axis("speed-up vs the baseline (> 1 is faster)")
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "workload": p.workload,

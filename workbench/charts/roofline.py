@@ -3,18 +3,42 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeGuard
 
-from workbench.charts.base import Axis, Chart
+from workbench.charts.base import Axis, Chart, Row
 from workbench.charts.memory import MEMORY_TAB
 from workbench.charts.registry import ChartSpec, register_chart
 from workbench.formatting import significant
 
 if TYPE_CHECKING:
+    from workbench.analysis.roofline import RooflineRow
     from workbench.analysis.run import RunAnalysis
 
 
-__all__ = ["RooflineChart", "roofline_chart"]
+__all__ = ["LimitedRow", "RooflineChart", "roofline_chart"]
+
+
+class LimitedRow(Protocol):
+    """A :class:`~workbench.analysis.roofline.RooflineRow` whose decode speed and limit are both known:
+    what the chart draws (:func:`roofline_chart` keeps only those)."""
+
+    @property
+    def variant(self) -> str: ...
+    @property
+    def workload(self) -> str: ...
+    @property
+    def decode_tokens_per_s(self) -> float: ...
+    @property
+    def limit_tokens_per_s(self) -> float: ...
+    @property
+    def bandwidth_gbs(self) -> float | None: ...
+    @property
+    def fraction(self) -> float | None: ...
+    def to_dict(self) -> Row: ...
+
+
+def _limited(row: RooflineRow) -> TypeGuard[LimitedRow]:
+    return bool(row.limit_tokens_per_s and row.decode_tokens_per_s)
 
 
 @dataclass
@@ -22,11 +46,11 @@ class RooflineChart(Chart):
     """Measured decode tok/s per variant × workload against the memory-bandwidth limit."""
 
     key: ClassVar[str] = "roofline"
-    rows_: tuple[Any, ...] = ()  # workbench.analysis.roofline.RooflineRow
+    rows_: tuple[LimitedRow, ...] = ()
     bandwidth_gbs: float | None = None
     x_axis: Axis = Axis("decode speed", "tok/s")
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [r.to_dict() for r in self.rows_]
 
     @property
@@ -35,7 +59,7 @@ class RooflineChart(Chart):
 
 
 def roofline_chart(analysis: RunAnalysis) -> RooflineChart | None:
-    rows = tuple(r for r in analysis.roofline if r.limit_tokens_per_s and r.decode_tokens_per_s)
+    rows = tuple(r for r in analysis.roofline if _limited(r))
     if not rows:
         return None
     bandwidths = sorted({round(r.bandwidth_gbs, 1) for r in rows if r.bandwidth_gbs})

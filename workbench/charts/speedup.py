@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis, Chart
+from workbench.charts.base import Axis, Chart, Row
 from workbench.charts.registry import ChartSpec, Tab, register_chart
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class SpeedupChart(Chart):
     points: tuple[SpeedupPoint, ...] = ()
     x_axis: Axis = Axis("e2e speed-up vs the baseline (×, > 1 is faster)")
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "workload": p.workload,
@@ -56,7 +56,7 @@ class SpeedupChart(Chart):
             for p in self.points
         ]
 
-    def reference(self) -> dict[str, Any]:
+    def reference(self) -> Row:
         """What the speed-ups are over, as the CSV's last columns."""
         return {"baseline": self.baseline}
 

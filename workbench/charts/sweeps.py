@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypedDict
 
 from workbench.analysis.stats import bootstrap_median, fit_line
 from workbench.charts.base import Axis, Chart, file_stem
@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from workbench.analysis.run import RunAnalysis
 
 
-__all__ = ["ParameterSweepChart", "SweepChart", "SweepSeries", "parameter_sweep_charts", "sweep_charts"]
+__all__ = [
+    "ParameterSweepChart",
+    "SweepChart",
+    "SweepRow",
+    "SweepSeries",
+    "parameter_sweep_charts",
+    "sweep_charts",
+]
 
 
 # -- (iii) length sweeps -------------------------------------------------------------------------------
@@ -43,6 +50,22 @@ class SweepSeries:
         return f"{self.variant} · {self.workload}" if self.workload else self.variant
 
 
+class SweepRow(TypedDict):
+    """One point of a sweep chart's data (a row of its CSV)."""
+
+    variant: str
+    x: float
+    median: float
+    ci_lo: float | None
+    ci_hi: float | None
+    fit_slope: float | None
+    fit_intercept: float | None
+    workload: str
+    x_label: str
+    y_label: str
+    source: str
+
+
 @dataclass
 class SweepChart(Chart):
     """A metric against a length with CI bands and a fitted line per variant."""
@@ -59,7 +82,7 @@ class SweepChart(Chart):
     def name(self) -> str:
         return "ttft-vs-input" if self.kind == "ttft" else "decode-vs-output"
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> Sequence[SweepRow]:
         return [
             {
                 "variant": s.variant,
@@ -81,12 +104,12 @@ class SweepChart(Chart):
 
 def _sweep(
     trials: Sequence[TrialRecord],
-    x_of: Callable[[TrialRecord], Any],
+    x_of: Callable[[TrialRecord], float | None],
     y_key: str,
     series_of: Callable[[TrialRecord], str] = lambda t: t.variant,
 ) -> list[SweepSeries]:
     """One series per ``series_of`` (the variant, by default): the median of ``y_key`` at each x."""
-    by_variant: dict[str, dict[float, list[tuple[float, Any]]]] = defaultdict(lambda: defaultdict(list))
+    by_variant: dict[str, dict[float, list[tuple[float, str]]]] = defaultdict(lambda: defaultdict(list))
     for t in trials:
         x, y = x_of(t), getattr(t, y_key)
         if t.status == "ok" and x is not None and y is not None:

@@ -5,9 +5,9 @@ which targets it met."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis, Chart, RunView
+from workbench.charts.base import Axis, Chart, Row, RunView
 from workbench.charts.registry import ChartSpec, Tab, register_chart
 from workbench.formatting import percent
 from workbench.spec.targets import TARGET_METRICS
@@ -53,7 +53,7 @@ class TargetsChart(Chart):
     def group_title(self, workload: str, targets: str = "") -> str:
         return f"{workload} — {targets}" if targets else workload
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "workload": b.workload,

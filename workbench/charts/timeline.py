@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from workbench.charts.base import Axis, Chart, file_stem
+from workbench.charts.base import Axis, Chart, Row, file_stem
 from workbench.charts.registry import ChartSpec, Tab, register_chart
 from workbench.formatting import tokens
 
@@ -35,7 +35,7 @@ class TimelineChart(Chart):
     def name(self) -> str:
         return f"timeline-{file_stem(self.workload)}"
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[Row]:
         return [
             {
                 "variant": s.variant,

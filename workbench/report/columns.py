@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import (
@@ -26,18 +26,25 @@ from workbench.formatting import (
     trials_text,
 )
 
+if TYPE_CHECKING:
+    from workbench.analysis.summary import GroupSummary
+    from workbench.analysis.targets import Verdict
+
 __all__ = [
     "COLUMNS",
     "Cell",
     "Column",
+    "SortValue",
     "prefill_share",
     "targets_cell",
     "targets_text",
 ]
 
-#: a row's cell: ``summary`` (an ``analysis.summary.GroupSummary``) → (text, sort value); the sort
-#: value is None when the cell is empty or has nothing to sort by
-Cell = Callable[[Any], tuple[str, Any]]
+#: a cell's sort value: a figure, or the words of a words column; None when the cell is empty or has
+#: nothing to sort by
+SortValue = float | str | None
+#: a row's cell: ``summary`` (an ``analysis.summary.GroupSummary``) → (text, sort value)
+Cell = Callable[["GroupSummary"], tuple[str, SortValue]]
 
 
 @dataclass(frozen=True)
@@ -53,11 +60,11 @@ class Column:
     cell: Cell | None
     #: the CLI's narrower text, where it leaves something out (a speed-up without its interval); None:
     #: the same text as ``cell``'s
-    brief: Callable[[Any], str] | None = None
+    brief: Callable[[GroupSummary], str] | None = None
     #: its values are words (variant, workload, phase): sorted as text, aligned left
     words: bool = False
 
-    def text(self, summary: Any, *, brief: bool = False) -> str:
+    def text(self, summary: GroupSummary, *, brief: bool = False) -> str:
         """The cell's text; ``brief``: the CLI's narrower one where the column has one."""
         if brief and self.brief is not None:
             return self.brief(summary)
@@ -72,7 +79,7 @@ class Column:
 def _metric(name: str, digits: int | None) -> Cell:
     """A median of ``summary.metrics`` at ``digits`` decimals (None: :func:`formatting.ms`'s)."""
 
-    def cell(s: Any) -> tuple[str, float | None]:
+    def cell(s: GroupSummary) -> tuple[str, float | None]:
         est = s.metrics.get(name)
         value = est.value if est is not None else None
         return (ms(value) if digits is None else fmt(value, digits), value)
@@ -81,46 +88,46 @@ def _metric(name: str, digits: int | None) -> Cell:
 
 
 def _speedup(attr: str) -> Cell:
-    def cell(s: Any) -> tuple[str, float | None]:
+    def cell(s: GroupSummary) -> tuple[str, float | None]:
         est = getattr(s, attr)
         return (ratio(est), est.value if est is not None else None)
 
     return cell
 
 
-def _speedup_brief(attr: str) -> Callable[[Any], str]:
+def _speedup_brief(attr: str) -> Callable[[GroupSummary], str]:
     return lambda s: ratio(getattr(s, attr), interval=False)
 
 
-def _trials(s: Any) -> tuple[str, float]:
+def _trials(s: GroupSummary) -> tuple[str, float]:
     return (trials_text(s), float(s.n_ok))
 
 
 def _server(name: str) -> Cell:
     """A served variant's figure from its server's metrics (``summary.server``)."""
 
-    def cell(s: Any) -> tuple[str, float | None]:
+    def cell(s: GroupSummary) -> tuple[str, float | None]:
         value = s.server.get(name) if s.server else None
         return (fmt(value, 1), value)
 
     return cell
 
 
-def _throughput(s: Any) -> tuple[str, float | None]:
+def _throughput(s: GroupSummary) -> tuple[str, float | None]:
     return (fmt(s.throughput_tokens_per_s, 1), s.throughput_tokens_per_s)
 
 
-def _mde(s: Any) -> tuple[str, float | None]:
+def _mde(s: GroupSummary) -> tuple[str, float | None]:
     return (mde_text(s.speedup_e2e), getattr(s.speedup_e2e, "mde", None))
 
 
-def _match(s: Any) -> tuple[str, float | None]:
+def _match(s: GroupSummary) -> tuple[str, float | None]:
     """The share of identical outputs; ``reference`` for the baseline's own rows."""
     text = match_text(s) or ("reference" if s.speedup_e2e is None and s.n_ok else "")
     return (text, s.matches_baseline)
 
 
-def _acceptance(s: Any) -> tuple[str, float | None]:
+def _acceptance(s: GroupSummary) -> tuple[str, float | None]:
     """The draft's acceptance, or a served model's own (from its metrics)."""
     rate = s.acceptance_rate
     if rate is None and s.server:
@@ -128,13 +135,13 @@ def _acceptance(s: Any) -> tuple[str, float | None]:
     return (acceptance_text(s), rate)
 
 
-def _draft_verify(s: Any) -> tuple[str, float | None]:
+def _draft_verify(s: GroupSummary) -> tuple[str, float | None]:
     if s.draft_share is None or s.verify_share is None:
         return ("", None)
     return (f"{percent(s.draft_share)} / {percent(s.verify_share)}", s.draft_share)
 
 
-def _kld(s: Any) -> tuple[str, float | None]:
+def _kld(s: GroupSummary) -> tuple[str, float | None]:
     """KLD from the baseline (sorts lossless and the reference first, unscored last)."""
     from workbench.report.quality import quality_cells
 
@@ -145,14 +152,14 @@ def _kld(s: Any) -> tuple[str, float | None]:
     return (text, 0.0 if q.get("status") in ("reference", "lossless") else None)
 
 
-def _same_top(s: Any) -> tuple[str, float | None]:
+def _same_top(s: GroupSummary) -> tuple[str, float | None]:
     from workbench.report.quality import quality_cells
 
     q = s.quality or {}
     return (quality_cells(s)[1], q["same_top"] if q.get("status") == "scored" else None)
 
 
-def prefill_share(s: Any) -> float | None:
+def prefill_share(s: GroupSummary) -> float | None:
     """The row's prefill share: its median TTFT over its median e2e."""
     ttft, e2e = s.metrics["ttft_ms"].value, s.metrics["e2e_ms"].value
     if ttft is None or not e2e:
@@ -160,12 +167,12 @@ def prefill_share(s: Any) -> float | None:
     return float(ttft / e2e)
 
 
-def _prefill_share(s: Any) -> tuple[str, float | None]:
+def _prefill_share(s: GroupSummary) -> tuple[str, float | None]:
     share = prefill_share(s)
     return (percent(share), share)
 
 
-def _phase(s: Any) -> tuple[str, str]:
+def _phase(s: GroupSummary) -> tuple[str, str]:
     """The row's own phase, from its own prefill share (the same thresholds as the workload's)."""
     from workbench.analysis.phases import classify
 
@@ -174,7 +181,7 @@ def _phase(s: Any) -> tuple[str, str]:
     return (label, label)
 
 
-def targets_text(v: Any) -> str:
+def targets_text(v: Verdict) -> str:
     """A :class:`~workbench.analysis.targets.Verdict` in a table: ``met 2/2 targets · goodput 90 %
     (9/10 requests)``, saying what each count counts."""
     met, n = sum(c.status == "met" for c in v.checks), len(v.checks)
@@ -191,7 +198,7 @@ def targets_text(v: Any) -> str:
     return f"{head} · goodput {percent(v.goodput)} ({v.good}/{v.requests} requests)"
 
 
-def targets_cell(verdict: Any) -> tuple[str, float | None]:
+def targets_cell(verdict: Verdict | None) -> tuple[str, float | None]:
     """The ``targets`` column's cell of a row: its verdict (None: no targets) → (text, goodput)."""
     return (targets_text(verdict), verdict.goodput) if verdict is not None else ("", None)
 

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from workbench.analysis.compare import RunComparison, TwoRuns
+from workbench.analysis.compare import RunComparison, RunDifference, TwoRuns
 from workbench.charts import BeforeAfterChart, variant_colours
 from workbench.charts.base import Chart
 from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import fmt, host_environment, instruction_set, machine_line, ratio
 from workbench.report.design import disturbance_line
-from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
+from workbench.report.model import Bullets, Figure, JSONObject, Report, Section, Table, Text
+
+if TYPE_CHECKING:
+    from workbench.report.export import ChartRenderer
 
 __all__ = [
     "NOT_PAIRED",
@@ -112,7 +115,7 @@ def comparison_table(two: TwoRuns) -> Table:
     return Table(headers, rows)
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     text = "(none)" if value is None else str(value)
     return text if len(text) <= 40 else text[:39] + "…"
 
@@ -133,7 +136,7 @@ _ISA_KERNELS = (
 )
 
 
-def isa_line(a: Any, b: Any, ids: tuple[int, int]) -> str:
+def isa_line(a: object, b: object, ids: tuple[int, int]) -> str:
     """Two recorded instruction sets in words, with what they change: ``run 1: AVX-512 VNNI; run 2:
     AVX2 only — int8 kernels differ, vector width 512 vs 256 bits``."""
     words = [
@@ -151,7 +154,7 @@ def isa_line(a: Any, b: Any, ids: tuple[int, int]) -> str:
     return "; ".join(words) + (" — " + ", ".join(consequences) if consequences else "")
 
 
-def _difference_text(d: Any, ids: tuple[int, int]) -> str:
+def _difference_text(d: RunDifference, ids: tuple[int, int]) -> str:
     if (d.kind, d.name) == ("machine", "cpu_flags"):
         return "instruction set: " + isa_line(d.a, d.b, ids)
     return f"{d.name} {_value(d.a)} → {_value(d.b)}"
@@ -214,7 +217,7 @@ def unmatched_names(two: TwoRuns) -> list[str]:
     return [f"{u.variant} (only in run {u.run})" for u in two.unmatched]
 
 
-def comparison_data(two: TwoRuns) -> dict[str, Any]:
+def comparison_data(two: TwoRuns) -> JSONObject:
     """The comparison as JSON-ready data (``comparison.json`` of ``compare A B --out``)."""
     return {
         "run_a": two.run_a.id,
@@ -304,11 +307,11 @@ def comparison_html(two: TwoRuns, charts: Sequence[Chart], pngs: dict[str, bytes
     )
 
 
-def comparison_rows(two: TwoRuns) -> list[dict[str, Any]]:
+def comparison_rows(two: TwoRuns) -> list[dict[str, str | int | float | None]]:
     """One flat row per variant × workload (comparison.csv)."""
     rows = []
     for c in two.comparisons:
-        row: dict[str, Any] = {
+        row: dict[str, str | int | float | None] = {
             "variant": c.variant,
             "workload": c.workload,
             "run_a": c.run_a,
@@ -333,7 +336,7 @@ def export_comparison(
     formats: Sequence[str] | None = None,
     *,
     charts: Sequence[Chart],
-    renderer: Any = None,
+    renderer: ChartRenderer | None = None,
     no_renderer: str = "no chart renderer was given",
     on_file: Callable[[Path], None] | None = None,
 ) -> tuple[list[Path], list[str]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from workbench.analysis.phases import WorkloadPhase
 from workbench.analysis.run import RunAnalysis
@@ -20,18 +19,19 @@ from workbench.analysis.targets import Verdict
 from workbench.formatting import meaningful
 from workbench.report.compression import compression_lines
 from workbench.report.drafting import drafting_advice
+from workbench.report.model import JSONObject
 from workbench.report.phases import advice, conversation_lines, turn_hold_lines
 from workbench.report.targets import target_advice
 
 __all__ = ["phase_data", "run_data", "summary_rows"]
 
 
-def phase_data(phase: WorkloadPhase) -> dict[str, Any]:
+def phase_data(phase: WorkloadPhase) -> JSONObject:
     """One workload's phase with its advice (``phases`` in the JSON, a row of ``phases.csv``)."""
     return meaningful({**phase.to_dict(), "advice": advice(phase)})
 
 
-def summary_rows(summaries: Sequence[GroupSummary], verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
+def summary_rows(summaries: Sequence[GroupSummary], verdicts: Sequence[Verdict]) -> list[JSONObject]:
     """Per variant × workload: the summary and its experience targets' ``targets`` and ``goodput``
     keys (None without targets)."""
     by_key = {(v.variant, v.workload): v for v in verdicts}
@@ -48,10 +48,10 @@ def summary_rows(summaries: Sequence[GroupSummary], verdicts: Sequence[Verdict])
     return meaningful(rows)
 
 
-def run_data(analysis: RunAnalysis) -> dict[str, Any]:
+def run_data(analysis: RunAnalysis) -> JSONObject:
     """The run's analysis as JSON-ready data; ``run`` is the runs row with its environment parsed."""
     verdicts = analysis.verdicts
-    data: dict[str, Any] = {
+    data: JSONObject = {
         # the answer first: per workload the fastest variant end to end and its costs; the trust
         "verdict": [v.to_dict() for v in analysis.workload_verdicts],
         "trust": analysis.trust.to_dict(),
@@ -92,7 +92,7 @@ def run_data(analysis: RunAnalysis) -> dict[str, Any]:
     return meaningful(data)
 
 
-def _equivalence(analysis: RunAnalysis) -> dict[str, Any] | None:
+def _equivalence(analysis: RunAnalysis) -> JSONObject | None:
     from workbench.report.equivalence import equivalence_data, floor_line
 
     checked = analysis.equivalence

@@ -6,7 +6,6 @@ it wins end to end."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from workbench.analysis.drafting import BreakEven
 from workbench.formatting import count, duration, fixed, fmt, percent, ratio, spaced_percent, times
@@ -29,7 +28,7 @@ DRAFTING_NOTE = (
 )
 
 
-def break_even_table(results: Sequence[Any]) -> TableRows:
+def break_even_table(results: Sequence[BreakEven]) -> TableRows:
     """One row per speculative variant × workload: its draft lengths, acceptance against the
     break-even, costs, predicted and measured speed-ups, the best fixed length."""
     rows = []
@@ -69,7 +68,7 @@ def break_even_table(results: Sequence[Any]) -> TableRows:
     return headers, rows
 
 
-def draft_length_table(results: Sequence[Any], min_steps: int = 1) -> TableRows:
+def draft_length_table(results: Sequence[BreakEven], min_steps: int = 1) -> TableRows:
     """Per variant × workload × draft length (lengths with at least ``min_steps`` steps): the
     acceptance there and at that position, the costs, the break-even and what that length predicts."""
     rows = []

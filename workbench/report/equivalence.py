@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from workbench.formatting import kld_text, num, significant
+from workbench.report.model import JSONObject
+
+if TYPE_CHECKING:
+    from workbench.analysis.equivalence import Equivalence, Floor, Judged, RunEquivalence
+    from workbench.analysis.quality import QualityFigures
 
 __all__ = [
     "EQUIVALENCE_NOTE",
@@ -45,18 +50,18 @@ EQUIVALENCE_NOTE = (
 )
 
 
-def equivalence_note(equivalence: Any) -> str:
+def equivalence_note(equivalence: RunEquivalence) -> str:
     """The note under the quality section's equivalence lines: how this run was checked."""
     replayed = any(getattr(c, "judged", None) is not None for c in equivalence.variants.values())
     return EQUIVALENCE_NOTE if replayed else OLD_EQUIVALENCE_NOTE
 
 
-def _dtype(check: Any) -> str:
+def _dtype(check: Equivalence) -> str:
     dtype = check.floor.dtype if check.floor is not None else check.dtype
     return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype or "", dtype or "")
 
 
-def _kld_vs_floor(check: Any) -> str:
+def _kld_vs_floor(check: Equivalence) -> str:
     if check.kld is None:
         return "KLD not measured"
     if check.floor is None:
@@ -66,7 +71,7 @@ def _kld_vs_floor(check: Any) -> str:
     return f"KLD {kld_text(check.kld)}, {where} the {dtype}floor {kld_text(check.floor.kld)}"
 
 
-def _own_kld(judged: Any) -> str:
+def _own_kld(judged: Judged) -> str:
     if judged.own_kld is None:
         return "its own logits not compared"
     where = "within" if judged.own_within else "OUTSIDE"
@@ -76,8 +81,7 @@ def _own_kld(judged: Any) -> str:
     )
 
 
-def _judged_text(check: Any) -> str:
-    j = check.judged
+def _judged_text(check: Equivalence, j: Judged) -> str:
     status = check.status
     what = (
         f"{j.positions} positions of {j.outputs} outputs ({j.prompts} prompts) judged on its own tokens, "
@@ -122,14 +126,14 @@ def _judged_text(check: Any) -> str:
     return f"UNEXPLAINED (a bug signal): {'; '.join(parts)} ({what}){missing}"
 
 
-def equivalence_text(check: Any) -> str:
+def equivalence_text(check: Equivalence) -> str:
     """One lossless variant's check, in a phrase (the verdict's cost, the quality section's line)."""
-    if getattr(check, "judged", None) is not None:
-        return _judged_text(check)
+    if check.judged is not None:
+        return _judged_text(check, check.judged)
     return _old_text(check) + " [checked the old way]"
 
 
-def _old_text(check: Any) -> str:
+def _old_text(check: Equivalence) -> str:
     m = len(check.divergences)
     status = check.status
     if status == "identical":
@@ -154,7 +158,7 @@ def _old_text(check: Any) -> str:
     return "UNEXPLAINED (a bug signal): " + "; ".join(parts)
 
 
-def floor_line(floor: Any) -> str:
+def floor_line(floor: Floor) -> str:
     """The floor: its largest KLD, per shape, and the near-tie margin (the old check's) or the rule
     of each position's own (the replay's)."""
     shapes = ", ".join(f"{s.shape} {kld_text(s.kld_mean)}" for s in floor.shapes)
@@ -174,7 +178,9 @@ def floor_line(floor: Any) -> str:
     )
 
 
-def equivalence_lines(equivalence: Any, scored: Mapping[str, Any] | Sequence[Any] = ()) -> list[str]:
+def equivalence_lines(
+    equivalence: RunEquivalence | None, scored: Mapping[str, QualityFigures] | Sequence[QualityFigures] = ()
+) -> list[str]:
     """The quality section's lines: the floor, each lossless variant's check, and each scored
     variant's KLD against the floor (``scored``: its overall :class:`QualityFigures` by name)."""
     if equivalence is None:
@@ -197,7 +203,7 @@ def equivalence_lines(equivalence: Any, scored: Mapping[str, Any] | Sequence[Any
     return out
 
 
-def equivalence_data(check: Any) -> dict[str, Any]:
+def equivalence_data(check: Equivalence) -> JSONObject:
     """One check as JSON-ready facts (``show --json``): with the replay's judgement (``judged``:
     positions, near-ties, unexplained, not_own_argmax, own_kld = the variant's own logits vs the
     baseline's through the same passes, floor_kld at those positions, unchecked) or None for a run

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from workbench.analysis.run import RunAnalysis, analyze_run
 from workbench.charts import run_charts
@@ -128,7 +128,7 @@ def export_run(
 
 
 def resolve_formats(
-    formats: Sequence[str] | None, renderer: Any, no_renderer: str
+    formats: Sequence[str] | None, renderer: ChartRenderer | None, no_renderer: str
 ) -> tuple[Sequence[str], list[str]]:
     """The formats to write and the notes about them: ``None`` is every format this install can write
     (PNG, SVG and HTML need ``renderer``; a note says why they were skipped); asking for one of those
@@ -148,7 +148,7 @@ def write_documents(
     out_dir: Path,
     charts: Sequence[Chart],
     formats: Sequence[str],
-    renderer: Any,
+    renderer: ChartRenderer | None,
     wrote: Callable[[Path], None],
     *,
     markdown: Callable[[dict[str, str]], str],
@@ -216,9 +216,9 @@ def export_data(
     return written
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flat(data: Mapping[str, object], prefix: str = "") -> dict[str, object]:
     """Nested dicts as ``a.b`` columns; lists as JSON text."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
@@ -252,7 +252,7 @@ def write_file(path: Path, data: bytes) -> Path:
     return path
 
 
-def write_csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+def write_csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> Path:
     """Rows as tuples, streamed (every step of a large run: millions of rows)."""
     try:
         with open(path, "w", newline="", encoding="utf-8") as f:
@@ -264,7 +264,8 @@ def write_csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[A
     return path
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+def write_csv(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
+    """Rows as dicts: their keys in first-seen order are the columns (a row without one leaves it empty)."""
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))

@@ -18,12 +18,12 @@ import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = [
     "Block",
     "Bullets",
     "Figure",
+    "JSONObject",
     "Report",
     "Section",
     "Table",
@@ -54,6 +54,12 @@ class Bullets:
     strong: bool = False
     #: items that are findings (highlighted in the documents)
     marked: frozenset[int] = frozenset()
+
+
+#: a JSON object of the report's data (``show --json``, ``summary.json``, ``comparison.json``): what
+#: :func:`workbench.formatting.json_text` writes (figures, words, lists and dicts of them; a value JSON
+#: has no type for as its text)
+JSONObject = dict[str, object]
 
 
 #: a table's headers and rows before it is laid out (what the table builders of the report modules
@@ -127,7 +133,7 @@ class Report:
 MIN_WRAPPED_COLUMN = 16
 
 
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, width: int | None = None) -> str:
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int | None = None) -> str:
     """Columns padded to their widest cell, a rule under the headers. ``width``: the widest columns'
     cells are wrapped (onto the row's further lines) until a line fits in that many characters, no
     column narrower than :data:`MIN_WRAPPED_COLUMN`."""

@@ -4,9 +4,13 @@ and the quality section of ``show``, the report and the GUI (docs/metrics.md, "Q
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.formatting import count, fixed, fmt, interval, kld_text, percent, span
+
+if TYPE_CHECKING:
+    from workbench.analysis.quality import QualityFigures, RunQuality
+    from workbench.analysis.summary import GroupSummary
 
 __all__ = [
     "QUALITY_HEADERS",
@@ -38,7 +42,7 @@ def _status_word(quality: dict[str, Any]) -> str:
     }.get(quality.get("status", ""), "")
 
 
-def quality_cells(summary: Any) -> list[str]:
+def quality_cells(summary: GroupSummary) -> list[str]:
     """The KLD and same-top cells of one summary row (``GroupSummary.quality``)."""
     q = summary.quality
     if not q:
@@ -53,7 +57,7 @@ def _ci(ci: Sequence[float] | None, write: Callable[[float], str]) -> str:
     return interval(ci[0], ci[1], write) if ci else ""
 
 
-def quality_table(figures: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
+def quality_table(figures: Sequence[QualityFigures]) -> tuple[list[str], list[list[str]]]:
     """The detail table: per variant × workload (and "all") the full figures."""
     headers = [
         "variant",
@@ -95,7 +99,7 @@ def quality_table(figures: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def quality_lines(quality: Any) -> list[str]:
+def quality_lines(quality: RunQuality) -> list[str]:
     """What the pass says beside the table: variants not scored and why; the corpus perplexity."""
     out = []
     for row in quality.variants.values():
@@ -118,7 +122,7 @@ def _range(values: Sequence[float]) -> str:
     return span(min(values), max(values), lambda v: fixed(v, 2), "x")
 
 
-def tradeoff_lines(summaries: Sequence[Any], quality: Any) -> list[str]:
+def tradeoff_lines(summaries: Sequence[GroupSummary], quality: RunQuality | None) -> list[str]:
     """The trade-off of each scored variant, speed and cost in one line: "int4-ort: decode 5.4–7.3x,
     e2e 1.2–1.8x; KLD 0.052, same top 88 % (over every workload)"."""
     if quality is None:

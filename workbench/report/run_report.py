@@ -2,7 +2,8 @@
 end to end, what it costs, how far to trust it), then the main table, the phases, whether drafting
 paid (decode and end to end), quality, the experience targets and the notes. ``show``/``run``/``demo``
 print it (:func:`~workbench.report.model.render_text`), the export writes it as Markdown and HTML, the
-GUI shows it in its panel: every view words a finding the same way, here.
+GUI shows it in its panel: every view words a finding the same way, here. The verdict is worded in
+:mod:`.verdict`; the notes, variants and roofline sections in :mod:`.run_notes`.
 
 Notation: ``x`` is always a speed-up over the baseline (> 1 is faster); a ratio of times is written as
 times ("1.5 times as long") or as a percentage ("47 % longer").
@@ -11,30 +12,23 @@ times ("1.5 times as long") or as a percentage ("47 % longer").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from workbench.analysis.compare import SideBySide
+from workbench.analysis.drafting import BreakEven
 from workbench.analysis.run import RunAnalysis
+from workbench.analysis.summary import GroupSummary
 from workbench.analysis.targets import Verdict
-from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Trust, WorkloadVerdict
-from workbench.charts.memory import DEVICE_WIDE, MEMORY_LABELS
-from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import (
     duration,
     fmt,
     host_environment,
-    kld_text,
-    libraries,
     machine_line,
-    ms,
     percent,
-    plus_minus,
     ratio,
     span,
     times,
 )
 from workbench.report.columns import COLUMNS
-from workbench.report.design import design_lines
 from workbench.report.model import Bullets, Figure, Report, Section, Table, Text
 from workbench.report.phases import LEVER_ADVICE, advice, conversation_lines, turn_hold_lines
 from workbench.report.quality import (
@@ -43,28 +37,38 @@ from workbench.report.quality import (
     quality_table,
     tradeoff_lines,
 )
+from workbench.report.run_notes import (
+    memory_kinds_line,
+    notes_section,
+    roofline_lines,
+    roofline_section,
+    variants_section,
+)
 from workbench.report.targets import target_advice
+from workbench.report.verdict import (
+    AUTO_HINT,
+    ONE_REPETITION,
+    longer_text,
+    trust_lines,
+    verdict_section,
+)
 
 __all__ = [
+    "AUTO_HINT",
     "LEGEND",
     "ONE_REPETITION",
+    "WIDE",
     "build_run_report",
+    "drafting_section",
+    "longer_text",
     "main_table",
+    "memory_kinds_line",
+    "roofline_lines",
     "share_text",
+    "side_by_side_report",
+    "trust_lines",
     "verdict_section",
 ]
-
-#: a fixed-repetition run whose widest e2e MDE is above this cannot see the changes most levers make
-#: (5–30 %): the trust line says how to narrow it
-WIDE_MDE = 0.10
-AUTO_HINT = (
-    'Narrower: `repetitions = "auto"` (with `ci_target`, `budget`) repeats until every CI is within target.'
-)
-
-#: what the verdict says when the speed-ups have no interval
-ONE_REPETITION = (
-    'One repetition: no interval — run with `repetitions = 3` (or "auto") to know how sure these are.'
-)
 
 #: the legend under the main table
 LEGEND = (
@@ -74,12 +78,6 @@ LEGEND = (
 
 
 # -- figures in words ---------------------------------------------------------------------------
-
-
-def longer_text(speedup: float) -> str:
-    """A TTFT speed-up below 1 as the time it adds: 0.68x → ``47 % longer``; 0.3x → ``3.3 times as long``."""
-    factor = 1 / speedup
-    return f"{percent(factor - 1)} longer" if factor < 2 else f"{fmt(factor, 1)} times as long"
 
 
 def share_text(share: float, label: str) -> str:
@@ -95,157 +93,6 @@ def share_text(share: float, label: str) -> str:
 
 def _tokens(value: float | None) -> str:
     return "?" if value is None else fmt(value, 0)
-
-
-# -- the verdict --------------------------------------------------------------------------------
-
-
-def _costs(summary: Any, costs: Mapping[str, Any]) -> list[str]:
-    """A variant's costs against the baseline (:func:`workbench.analysis.verdict.variant_costs`) in
-    words: its slower first token, its outputs (identical share, KLD or the equivalence check), its
-    extra memory."""
-    out = []
-    if "ttft" in costs:
-        out.append(f"TTFT {longer_text(costs['ttft'].value)}")
-    if "equivalence" in costs:
-        from workbench.report.equivalence import equivalence_text
-
-        out.append(equivalence_text(costs["equivalence"]))
-        if "output" in costs:
-            out.append(f"{percent(costs['output'])} of outputs identical")
-    elif "quality" in costs:
-        q = costs["quality"]
-        bound = "≥ " if q.get("method") == "top-k" else ""
-        what = f"{percent(costs['output'])} of outputs identical" if "output" in costs else "same output"
-        out.append(f"{what}, KLD {bound}{kld_text(q['kld_mean'])}")
-    elif "output" in costs:
-        out.append(f"output differs ({percent(costs['output'])} of outputs identical)")
-    elif summary is not None and summary.matches_baseline == 1:
-        out.append("same output")
-    if "memory_mb" in costs:
-        out.append(f"peak memory +{fmt(costs['memory_mb'], 0)} MB")
-    return out
-
-
-#: the rule that names one variant of a tie, when asked (``show --pick``)
-PICK_RULE = "the highest paired e2e speed-up"
-
-
-def _with_costs(v: WorkloadVerdict, s: Any) -> str:
-    """An alternative to the best with what it costs: ``int4-ort (TTFT 2.6 times as long, …)``."""
-    costs = _costs(s, v.alternatives.get(s.variant, {}))
-    return s.variant + (f" ({', '.join(costs)})" if costs else "")
-
-
-def _tie_line(name: str, v: WorkloadVerdict, pick: bool) -> str:
-    """A tie for the lead, each variant with its speed-up and costs, the medians that make it a tie,
-    and the rule's pick only when asked."""
-    assert v.best is not None
-    entries = []
-    for s in v.tied:
-        costs = v.costs if s is v.best else v.alternatives.get(s.variant, {})
-        said = _costs(s, costs)
-        entries.append(f"{s.variant} {ratio(s.speedup_e2e)}" + (f" ({', '.join(said)})" if said else ""))
-    medians = [s.metrics["e2e_ms"].value or 0.0 for s in v.tied]  # a tie has every median
-    mdes = [m for s in v.tied if s.speedup_e2e is not None and (m := s.speedup_e2e.mde) is not None]
-    lo, hi = min(medians), max(medians)
-    within = (
-        f"within the MDE {plus_minus(max(mdes), 0)}"
-        if mdes
-        else f"within {percent(TIE_WITHOUT_INTERVAL)} (no interval)"
-    )
-    each = [ms(m) for m in medians]
-    head = (
-        f"{name} tie: {', '.join(entries)} — e2e medians {', '.join(each[:-1])} and {each[-1]} ms, "
-        f"{percent(hi / lo - 1)} apart, {within}"
-    )
-    if v.close:
-        head += "; as fast: " + ", ".join(_with_costs(v, s) for s in v.close[:2])
-        head += " …" if len(v.close) > 2 else ""
-    if pick:
-        head += f"; picked by {PICK_RULE}: {v.best.variant}"
-    return head
-
-
-def verdict_line(v: WorkloadVerdict, width: int, *, pick: bool = False) -> str:
-    """``chat: speculative 1.65x [1.50–1.80]* e2e — same output; as fast: int4-ort (TTFT 47% longer)``;
-    on a tie ``chat: tie: A 1.62x […]* (costs), B 1.60x […]* (costs) — e2e medians …``; ``pick``: on a tie, also name
-    the variant :data:`PICK_RULE` picks."""
-    name = f"{v.workload + ':':<{width + 1}}"
-    if v.best is None:
-        return f"{name} no variant to compare with {v.baseline or 'a baseline'}"
-    est = v.best.speedup_e2e
-    speed = ratio(est)
-    if v.beats is False:
-        return f"{name} {v.baseline} stays fastest: the best variant, {v.best.variant}, is {speed} e2e"
-    if v.tie:
-        return _tie_line(name, v, pick)
-    head = f"{name} {v.best.variant} {speed} e2e"
-    if v.beats is None:
-        head += " (no detectable difference)"
-    costs = _costs(v.best, v.costs)
-    if costs:
-        head += " — " + ", ".join(costs)
-    if v.close and v.beats is not None:  # inside the winner's interval: the data cannot order them
-        head += "; as fast: " + ", ".join(_with_costs(v, s) for s in v.close[:2])
-        head += " …" if len(v.close) > 2 else ""
-    return head
-
-
-def prompts_text(prompts: Mapping[str, int]) -> str:
-    """The prompts each repetition measured: ``5 prompts``; per workload when they differ,
-    ``8 prompts (conversation), 1 prompt (summarise-short)``."""
-
-    def n(count: int) -> str:
-        return f"{count} prompt{'s' if count != 1 else ''}"
-
-    if len(set(prompts.values())) == 1:
-        return n(next(iter(prompts.values())))
-    return ", ".join(f"{n(count)} ({workload})" for workload, count in prompts.items())
-
-
-def trust_lines(t: Trust) -> list[str]:
-    """How far to trust the speed-ups, in a line or two: repetitions × prompts, paired, the MDE."""
-    prompts = prompts_text(t.prompts) if t.prompts else ""
-    if not t.intervals:
-        first = ONE_REPETITION + (f" Measured: {prompts} × 1 repetition." if prompts else "")
-    else:
-        reps = f"{t.repetitions} repetitions" if t.repetitions else "several repetitions"
-        mde = ""
-        if t.mde:
-            lo, hi = t.mde
-            mde = f"; smallest e2e change it can detect (MDE) {plus_minus(lo, 0)}" + (
-                f" to {plus_minus(hi, 0)}" if hi - lo >= 0.005 else ""
-            )
-        first = f"Trust: {reps}{' × ' + prompts if prompts else ''}, paired{mde}."
-        if t.mde and t.mde[1] > WIDE_MDE and not t.auto:
-            first += f" {AUTO_HINT}"
-    more = []
-    if t.disturbed:
-        trials = "trial" if t.disturbed == 1 else "trials"
-        more.append(f"{t.disturbed} {trials} disturbed ({'left out' if t.disturbed_excluded else 'kept'})")
-    if t.drift is not None and abs(t.drift - 1) > 0.05:
-        more.append(
-            f"the machine's speed drifted (the baseline's last rounds took {fmt(t.drift, 2)} times as long as its first)"
-        )
-    if t.order == "sequential":
-        more.append("trials ran sequentially, not interleaved: drift lands on one variant")
-    return [first] + ([("Note: " + "; ".join(more) + ".")] if more else [])
-
-
-def verdict_section(
-    verdicts: Sequence[WorkloadVerdict], trust: Trust, baseline: str | None, *, pick: bool = False
-) -> Section:
-    """The answer first: per workload the fastest variant end to end (``verdicts``) — or a tie, with
-    the rule's pick only with ``pick`` — then how far to trust it."""
-    section = Section("verdict", f"Verdict (fastest end to end, vs {baseline or 'the baseline'})")
-    if not verdicts:
-        return section.add(Text("No finished trials to judge."))
-    width = max(len(v.workload) for v in verdicts)
-    section.add(Bullets([verdict_line(v, width, pick=pick) for v in verdicts], strong=True))
-    for line in trust_lines(trust):
-        section.add(Text(line))
-    return section
 
 
 # -- the main table -----------------------------------------------------------------------------
@@ -269,7 +116,7 @@ WIDE = frozenset(
 )
 
 
-def main_table(summaries: Sequence[Any], *, title: str = "") -> Table:
+def main_table(summaries: Sequence[GroupSummary], *, title: str = "") -> Table:
     """Per variant × workload: medians and speed-ups; the columns a person reads first, the rest
     (:data:`WIDE`) for ``--wide`` and the documents. Its columns are :data:`~workbench.report.columns.COLUMNS`
     (short labels; the TTFT and decode speed-ups without their intervals)."""
@@ -433,7 +280,7 @@ def _span(values: Sequence[float]) -> str:
     return span(min(values), max(values), percent)
 
 
-def _lost_end_to_end(b: Any, s: Any) -> str | None:
+def _lost_end_to_end(b: BreakEven, s: GroupSummary | None) -> str | None:
     """Where drafting paid on decode but the variant did not win end to end: why (its draft's
     prefill), and from which output length it would."""
     if s is None or s.speedup_e2e is None or s.speedup_e2e.value is None:
@@ -536,135 +383,6 @@ def targets_section(
             take += [f"What would it take — {workload}: {line}" for line in found[1:]]
     section.add(Bullets(take, detail=True))
     return section
-
-
-# -- notes, variants, environment ---------------------------------------------------------------
-
-
-def notes_section(analysis: RunAnalysis) -> Section:
-    section = Section("notes", "How the trials ran")
-    if any(s.timing_scope == "client" for s in analysis.summaries):
-        section.add(
-            Text(
-                "Served variants are timed as a client: TTFT/TPOT include the network, HTTP and the server's "
-                "queue. TTFT mean and srv TTFT mean (the server's own, from its /metrics) are means over the "
-                "same requests, so their difference is the time in front of the engine."
-            )
-        )
-    # what changes the reading by default; the rest with --detail
-    lines = design_lines(analysis.design)
-    # fresh workers are the default; the drift and the disturbed trials, when they matter, are in
-    # the verdict's trust line already
-    said = ("Workers: fresh", "Drift:", f"{analysis.design.disturbance.disturbed} of ")
-    routine = [x for x in lines if x.startswith(said)]
-    section.add(Bullets([x for x in lines if x not in routine]))
-    section.add(Bullets(routine, detail=True))
-    memory = memory_kinds_line(analysis.variants)
-    if memory:
-        section.add(Text(memory))
-    return section
-
-
-def memory_kinds_line(variants: Sequence[Any]) -> str | None:
-    """When the variants' peak memory is not one kind of figure: which kind each is, and which are
-    device-wide (not compared); ``None`` when all are measured alike."""
-    kinds = {v.name: v.memory_kind for v in variants if v.memory_kind}
-    if len(set(kinds.values())) < 2 and not DEVICE_WIDE & set(kinds.values()):
-        return None
-    said = "; ".join(f"{name}: {MEMORY_LABELS.get(kind, kind)}" for name, kind in kinds.items())
-    apart = [name for name, kind in kinds.items() if kind in DEVICE_WIDE]
-    return f"Peak memory is not one kind of figure ({said})" + (
-        f"; device-wide, not compared with the others: {', '.join(apart)}." if apart else "."
-    )
-
-
-def variants_section(analysis: RunAnalysis) -> Section:
-    headers = ["variant", "strategy", "model", "device", "dtype", "load s", "weights MB", "GB/s", "status"]
-    rows = [
-        [
-            v.name,
-            v.strategy or "",
-            _short(v.model or ""),
-            v.device or "",
-            v.dtype or "",
-            fmt(v.load_ms / 1000 if v.load_ms else None, 1),
-            fmt(v.weights_mb or None, 0),
-            fmt(v.memory_bandwidth_gbs, 1),
-            (v.status or "") + (f": {v.error[:60]}" if v.error else ""),
-        ]
-        for v in analysis.variants
-    ]
-    # variants in other Python environments (a code change A/B-tested in one run): which ran where is
-    # part of the answer, so the table is shown by default then
-    other = any(v.python for v in analysis.variants)
-    if any(v.compile for v in analysis.variants):  # compiled variants: the mode and its compile time
-        headers[6:6] = ["compile", "compile s"]
-        for row, v in zip(rows, analysis.variants, strict=True):
-            row[6:6] = [v.compile or "eager", fmt(v.compile_ms / 1000 if v.compile_ms else None, 1)]
-    if other:
-        headers += ["python", "libraries"]
-        for row, v in zip(rows, analysis.variants, strict=True):
-            row += [v.python or "(the workbench's)", libraries(v.packages)]  # the exact one
-    return Section("variants", "Variants").add(Table(headers, rows, detail=not other))
-
-
-def _short(text: str, width: int = 40) -> str:
-    return text if len(text) <= width else "…" + text[-(width - 1) :]
-
-
-def roofline_section(analysis: RunAnalysis) -> Section:
-    decode = METRIC_TABLE["decode_tokens_per_s"].header
-    headers = ["variant", "workload", decode, "limit tok/s", "of limit", "weights MB", "KV MB/step"]
-    rows = [
-        [
-            r.variant,
-            r.workload,
-            fmt(r.decode_tokens_per_s, 1),
-            fmt(r.limit_tokens_per_s, 1),
-            percent(r.fraction),
-            fmt(r.weights_mb, 0),
-            fmt(r.kv_mb, 2),
-        ]
-        for r in analysis.roofline
-        if r.limit_tokens_per_s
-    ]
-    section = Section("roofline", "Decode roofline (the memory-bandwidth limit on tokens/s)")
-    if not rows:
-        return section
-    section.add(Bullets(roofline_lines(analysis)))
-    return section.add(Table(headers, rows, detail=True))
-
-
-def roofline_lines(analysis: RunAnalysis) -> list[str]:
-    """Per one-token-per-step variant far from its bandwidth limit: what bounds it, and whether
-    compiling is the lever (on a GPU: launch-bound eager decoding; on a CPU: compute)."""
-    from workbench.analysis.roofline import FAR_FROM_LIMIT
-
-    plain = {v.name: v for v in analysis.variants if v.strategy in ("baseline", "quantized")}
-    far: dict[str, list[float]] = {}
-    for r in analysis.roofline:
-        if r.variant in plain and r.far_from_limit and r.fraction is not None:
-            far.setdefault(r.variant, []).append(r.fraction)
-    out = []
-    for name, fractions in far.items():
-        v = plain[name]
-        share = percent(max(fractions))
-        head = f"{name} decodes at {share} or less of its bandwidth limit (< {percent(FAR_FROM_LIMIT)}): "
-        if (v.device or "").startswith("cuda"):
-            if v.compile:
-                out.append(head + f"overhead-bound even compiled ({v.compile}).")
-            else:
-                out.append(
-                    head + "overhead-bound — eager PyTorch launches each kernel from Python; "
-                    "compile = true (a static cache and a compiled step) is the lever."
-                )
-        else:
-            out.append(
-                head + "its steps' time goes elsewhere than reading its weights; on a CPU there are no "
-                "kernel launches for compile = true to remove, and compiling leaves the matrix products "
-                "as they are (docs/strategies.md, compiled decoding)."
-            )
-    return out
 
 
 # -- the report ---------------------------------------------------------------------------------

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from workbench.analysis.projection import Projection, ProjectionCause
+from workbench.analysis.stats import Estimate
 from workbench.analysis.targets import Check, TargetGap, TargetMiss, Verdict
 from workbench.core.metrics import METRIC_TABLE
 from workbench.formatting import (
@@ -23,7 +23,7 @@ from workbench.formatting import (
     times,
     tokens,
 )
-from workbench.report.model import TableRows
+from workbench.report.model import JSONObject, TableRows
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
 
 __all__ = [
@@ -120,7 +120,7 @@ def metric_names(checks: Sequence[Check]) -> str:
     return ", ".join(TARGET_METRICS[c.metric].label for c in checks)
 
 
-def check_cell(check: Any, *, ci: bool = True) -> str:
+def check_cell(check: Check | None, *, ci: bool = True) -> str:
     """One target of one variant × workload: ``✓ 412 [380–450] +18%`` / ``✗ 1,180 −136%``."""
     if check is None:
         return ""
@@ -138,12 +138,12 @@ def check_cell(check: Any, *, ci: bool = True) -> str:
     return text
 
 
-def verdict_cell(verdict: Any) -> str:
+def verdict_cell(verdict: Verdict | None) -> str:
     """``met`` / ``missed`` / ``unknown``, for a table."""
     return "" if verdict is None else verdict.status
 
 
-def targets_table(verdicts: Sequence[Any], *, ci: bool = True) -> TableRows:
+def targets_table(verdicts: Sequence[Verdict], *, ci: bool = True) -> TableRows:
     """One row per variant × workload with targets: the workload's targets, the verdict, the goodput,
     and a column per targeted metric."""
     metrics = [m for m in TARGET_METRICS if any(c.metric == m for v in verdicts for c in v.checks)]
@@ -174,7 +174,7 @@ def projection_table(projections: Sequence[Projection]) -> TableRows:
     """``workbench project``: per variant the projected TTFT, time after the first token and e2e (95 %
     CI of the fitted lines) and the fitted slopes."""
 
-    def est(e: Any) -> str:
+    def est(e: Estimate | None) -> str:
         if e is None or e.value is None:
             return "–"
         exact = e.lo == e.hi == e.value  # known, not estimated (no decode step at one output token)
@@ -238,7 +238,7 @@ def _length(p: Projection, cause: ProjectionCause) -> float:
     return p.input_tokens if cause.kind.startswith(("input", "ttft", "no-ttft")) else p.output_tokens
 
 
-def projection_data(p: Projection) -> dict[str, Any]:
+def projection_data(p: Projection) -> JSONObject:
     """One projection as ``workbench project --json`` writes it: its figures and its notes in words."""
     notes = [_ROW_CAUSES[c.kind].format(n=tokens(_length(p, c)), ranges=_range(c)) for c in p.causes]
     return meaningful({**p.to_dict(), "notes": notes})

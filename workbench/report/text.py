@@ -4,10 +4,13 @@ run. ``text_table`` lays out any table (:func:`workbench.report.model.text_table
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from workbench.formatting import mde_text, plus_minus, ratio
 from workbench.report.model import TableRows, text_table
+
+if TYPE_CHECKING:
+    from workbench.analysis.summary import GroupSummary
 
 __all__ = ["NOISE_REPETITIONS", "noise_table", "text_table"]
 
@@ -15,7 +18,7 @@ __all__ = ["NOISE_REPETITIONS", "noise_table", "text_table"]
 NOISE_REPETITIONS = (3, 5, 10, 20)
 
 
-def noise_table(summaries: Sequence[Any], prompts: dict[str, int]) -> TableRows:
+def noise_table(summaries: Sequence[GroupSummary], prompts: dict[str, int]) -> TableRows:
     """An A/A run's noise floor (``analysis.summary.GroupSummary`` of the copy against the original):
     per workload and metric the A/A speed-up with its CI (± half-width), the minimum detectable
     effect now and at :data:`NOISE_REPETITIONS`, and what the CI is made of: the process-to-process
