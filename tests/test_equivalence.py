@@ -215,7 +215,7 @@ def test_the_trace_records_the_passes_and_the_baseline_replays_them_exactly(tiny
     the baseline, through those passes, computes the variant's own log-probabilities bit for bit (the
     same arithmetic), and a timed trial's probe carries no trace."""
     from workbench.run.runner import _Probe
-    from workbench.run.worker import _ReplayProbe
+    from workbench.run.untimed import ReplayProbe
     from workbench.testing.helpers import build_tiny_model, request_for
 
     assert _Probe.trace is None
@@ -239,7 +239,7 @@ def test_the_trace_records_the_passes_and_the_baseline_replays_them_exactly(tiny
         for n, text in enumerate(texts):
             request = request_for(session, text, max_new_tokens=16, ignore_eos=True)
             request = dataclasses.replace(request, prompt=dataclasses.replace(request.prompt, id=f"p{n}"))
-            probe = _ReplayProbe(lambda: False)
+            probe = ReplayProbe(lambda: False)
             output = session.generate(request, probe)
             trace = probe.trace
             assert trace.tokens == output.token_ids == probe.tokens and len(trace.rows) == 16

@@ -11,7 +11,9 @@ reason (:mod:`workbench.run.recording`).
 
 :class:`RunExecutor` keeps the designs (interleaved rounds, counterbalanced blocks, sequential) and
 the control (cancel, failure, when to stop); what it knows of each variant is
-:mod:`workbench.run.state`'s, whether ``repetitions = "auto"`` stops (the CI target, the cap, the
+:mod:`workbench.run.state`'s, starting, loading and running a unit on each variant's worker (and
+losing it) :mod:`workbench.run.workers`'s, the conversations' anchoring before the measured trials
+:mod:`workbench.run.anchor`'s, whether ``repetitions = "auto"`` stops (the CI target, the cap, the
 budget) :mod:`workbench.run.stopping`'s, the worker processes :mod:`workbench.run.process`'s, every
 store write :mod:`workbench.run.recording`'s, the checks before a run and before each load
 :mod:`workbench.run.preflight`'s.
@@ -21,15 +23,13 @@ Used by the CLI and the GUI alike; it never imports torch.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from workbench.core.errors import StoreError, describe_exception
-from workbench.core.strategy import Prompt
-from workbench.run import events as ev
+from workbench.run.anchor import Anchoring
 from workbench.run.design import (
     Block,
     Unit,
@@ -45,8 +45,8 @@ from workbench.run.quality import QualityPass, quality_wanted
 from workbench.run.recording import Progress, RunRecorder, RunResult
 from workbench.run.state import VariantState
 from workbench.run.stopping import AutoRepetitions
+from workbench.run.workers import Workers
 from workbench.spec.parse import Spec
-from workbench.spec.workloads import turn_id, turn_messages
 from workbench.store import Store
 
 # preflight_spec: the CLI and the GUI check a spec with it before they run it here
@@ -70,12 +70,11 @@ class RunExecutor:
         self._on_progress = on_progress or (lambda p: None)
         self._cancel = threading.Event()
         self._pool = WorkerPool(python=python, on_log=on_log or (lambda line: None))
-        self._active: WorkerProcess | None = None  # the worker loading or running a unit now
-        self._state: list[VariantState] = []
         self._recorder = RunRecorder(store, self.progress, self._report)
-        self._positions: dict[int | None, int] = {}  # units dispatched per round so far
+        self._workers = Workers(
+            self._pool, self._recorder, self.progress, report=self._report, cancelled=lambda: self.cancelled
+        )
         self._auto = AutoRepetitions(spec, store)  # repetitions = "auto": stop or go on
-        self._restarts_left = 0  # workers = "per-repetition": fresh starts still planned
         self.run_id: int | None = None
 
     # -- control ---------------------------------------------------------------------------------
@@ -90,12 +89,17 @@ class RunExecutor:
     @property
     def _proc(self) -> Proc | None:
         """The process of the worker loading or running a unit now (None between units)."""
-        active = self._active
+        active = self._workers.active
         return active.proc if active is not None else None
 
     @property
     def cancelled(self) -> bool:
         return self._cancel.is_set()
+
+    @property
+    def _state(self) -> list[VariantState]:
+        """What the parent knows of each variant (:class:`~workbench.run.workers.Workers`' states)."""
+        return self._workers.states
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -105,7 +109,7 @@ class RunExecutor:
         self.run_id = recorder.start(self.spec, self.plans)
         result = recorder.result
         self._auto.start()
-        self._state = [VariantState(plan) for plan in self.plans]
+        self._workers.states = [VariantState(plan) for plan in self.plans]
         try:
             if self._anchor():
                 self._run_designs()
@@ -115,12 +119,12 @@ class RunExecutor:
             self._fail(f"the run stopped on an unexpected error: {describe_exception(exc)}")
             raise
         finally:
-            self._close_all()
+            self._workers.close_all()
             self._pool.shutdown()
             # a cancel that came after the last trial (while the workers closed) cancelled nothing
             cancelled = self.cancelled and not all(s.complete for s in self._state)
             if not self.cancelled and result.error is None:
-                self._account_missing()
+                self._workers.account_missing()
             recorder.finish(
                 {s.plan.variant.name: s.final_status(cancelled, result.error) for s in self._state},
                 result.final_status(cancelled, lost=not all(s.complete for s in self._state)),
@@ -150,68 +154,23 @@ class RunExecutor:
             self._quality()
 
     def _anchor(self) -> bool:
-        """Conversation workloads: the baseline answers every conversation live (greedy, untimed, in a
-        worker of its own before any measured trial), and every variant's turns get those answers as
-        history (:func:`~workbench.run.plan.anchor_plans`); the answers are stored with the run. False
-        when the run cannot go on (the baseline could not answer, or a cancel)."""
-        conversational = [w for w in self.spec.workloads if w.conversations]
-        if not conversational:
+        """Conversation workloads: the baseline answers every conversation before any measured trial
+        (:class:`~workbench.run.anchor.Anchoring`), and every variant's turns get those answers as
+        history (:func:`~workbench.run.plan.anchor_plans`). False when the run cannot go on (the
+        baseline could not answer, or a cancel)."""
+        prompts = Anchoring(
+            self.spec,
+            self._recorder,
+            self._workers,
+            prepare_forks=lambda state: self._prepare_forks(state, wait=False),
+            report=self._report,
+            fail=self._fail,
+            cancelled=lambda: self.cancelled,
+        ).run()
+        if prompts is None:
+            return False
+        if not prompts:  # no conversation workload
             return True
-        state = next(s for s in self._state if s.plan.variant.name == self.spec.baseline_variant)
-        self._report(f"anchoring the conversations: {state.plan.variant.name} answers them (untimed)")
-        worker = self._load(state)
-        if worker is None:
-            if not self.cancelled:
-                self._fail(
-                    f"the conversations could not be anchored: {state.error or 'the baseline did not load'}"
-                )
-            return False
-        # the baseline's later workers are forked: its fork server imports while this one answers
-        self._prepare_forks(state, wait=False)
-        answered: list[ev.Anchored] = []
-
-        def on_event(event: ev.Event) -> None:
-            if isinstance(event, ev.Anchored):
-                answered.append(event)
-                self._report(f"anchored {event.workload}/{event.conversation}")
-
-        outcome = "done"
-        for workload in conversational:
-            command = {
-                "workload": workload.name,
-                "conversations": [c.to_dict() for c in workload.conversations],
-                "stop": list(workload.stop),
-            }
-            self._active = worker
-            try:
-                outcome = worker.ask({"anchor": command}, on_event)
-            finally:
-                self._active = None
-            if outcome != "done":
-                break
-        why = worker.death() if outcome == "died" else None
-        state.close()  # its measured trials run in a worker that holds the anchored prompts
-        if outcome != "done" or self.cancelled:
-            if not self.cancelled:
-                self._fail(f"the conversations could not be anchored: {why or outcome}")
-            return False
-        failed = next((a for a in answered if a.error is not None), None)
-        if failed is not None:
-            self._fail(
-                f"the conversations could not be anchored: {failed.workload}/{failed.conversation} "
-                f"{failed.error}"
-            )
-            return False
-        self._recorder.conversation_turns(answered)
-        by_workload = {w.name: w for w in conversational}
-        prompts: dict[tuple[str, str], tuple[Prompt, int | None]] = {}
-        for a in answered:
-            c = next(c for c in by_workload[a.workload].conversations if c.id == a.conversation)
-            for k in range(1, len(c.users) + 1):
-                prompts[(a.workload, turn_id(c.id, k))] = (
-                    Prompt(id=turn_id(c.id, k), messages=turn_messages(c, k, a.answers)),
-                    a.history_tokens[k - 1],
-                )
         before = planned_trials(self.spec, self.plans)
         self.plans = anchor_plans(self.plans, prompts, warmup_max_new_tokens=self.spec.warmup_max_new_tokens)
         # the anchored turns' lengths get their own warm-ups: the total follows
@@ -230,29 +189,29 @@ class RunExecutor:
         for state in self._state:
             if self.cancelled:
                 return None
-            worker = self._load(state)
+            worker = self._workers.load(state)
             if worker is None:
                 continue
             resident = sum(s.worker is not None for s in self._state)
             note = residency.check(worker.loaded, resident, len(self._state), last=state is self._state[-1])
             if note is not None:
-                self._close_all()
+                self._workers.close_all()
                 return note
             self._prepare_forks(state, wait=False)  # its fork server imports while the next one loads
         for state in self._state:  # every server ready before anything is timed
             self._prepare_forks(state, wait=True)
         for unit in warmups:
-            if not self._dispatch(unit):
+            if not self._workers.dispatch(unit):
                 return None
         repetition = rounds[0].repetition if rounds else None
         if self.spec.workers == "per-repetition":
-            self._restarts_left = len({u.repetition for u in rounds}) - 1
+            self._workers.restarts_left = len({u.repetition for u in rounds}) - 1
         for unit in rounds:
             fresh = unit.repetition != repetition and self.spec.workers == "per-repetition"
             if fresh and not self._restart(warmups):
                 return None
             repetition = unit.repetition
-            if not self._dispatch(unit) or self._enough():
+            if not self._workers.dispatch(unit) or self._enough():
                 break
         return None
 
@@ -276,23 +235,23 @@ class RunExecutor:
         no trial of the new repetition runs in a process that ran the last one. False once
         cancelled."""
         self._report("next repetition: fresh worker processes")
-        self._restarts_left -= 1
+        self._workers.restarts_left -= 1
         # the fork servers the fresh workers come from (the first restart only): they import while
         # the old workers shut down, side by side
         alive = [s.plan.variant.name for s in self._state if not s.dead]
         self._pool.prepare(alive, wait=False)
-        self._close_all()
+        self._workers.close_all()
         self._pool.prepare(alive)
         # every variant's fresh worker loads side by side (nothing is timed meanwhile; the fit in
         # memory was checked at the first load): a restart costs the slowest load, not their sum
-        started = {id(s): self._start(s) for s in self._state if not s.dead and not self.cancelled}
+        started = {id(s): self._workers.start(s) for s in self._state if not s.dead and not self.cancelled}
         for state in self._state:
             if id(state) in started:
-                self._load(state, started=started[id(state)])
+                self._workers.load(state, started=started[id(state)])
         if self.cancelled:
             return False
         # its warm-ups are counted in the progress total from the start (planned_trials)
-        return all(self._dispatch(unit) for unit in warmups)
+        return all(self._workers.dispatch(unit) for unit in warmups)
 
     def _run_blocks(self, blocks: list[Block]) -> None:
         """One variant loaded at a time: each block loads it, runs its units and closes it."""
@@ -300,10 +259,10 @@ class RunExecutor:
             state = self._state[block.variant]
             if self.cancelled or state.dead:
                 continue
-            if self._load(state) is None:
+            if self._workers.load(state) is None:
                 continue
             for unit in block.units:
-                if not self._dispatch(unit):
+                if not self._workers.dispatch(unit):
                     break
                 if self._enough():
                     state.close()
@@ -351,7 +310,7 @@ class RunExecutor:
             if worker is not None and worker.proc.poll() is None:
                 return worker
             state.close()
-            return self._load(state, record=False)
+            return self._workers.load(state, record=False)
 
         QualityPass(
             self.spec,
@@ -362,152 +321,13 @@ class RunExecutor:
             cancelled=lambda: self.cancelled,
         ).run(dead=[s.plan.variant.name for s in self._state if s.dead])
 
-    # -- one worker -------------------------------------------------------------------------------
-
-    def _start(self, state: VariantState, *, spawn: bool = False) -> WorkerProcess:
-        """Start the variant's next worker process (it loads the model meanwhile): forked by the
-        pool's fork server when it can, unless ``spawn``."""
-        variant = state.plan.variant
-        self.progress.variant = variant.name
-        self._report(f"loading {variant.name}")
-        job = {"variant": variant.to_dict(), "trials": [t.to_dict() for t in state.plan.trials]}
-        worker = self._pool.start(variant.name, variant.python, job, number=state.loads, spawn=spawn)
-        state.worker = worker
-        state.loads += 1
-        return worker
-
-    def _load(
-        self, state: VariantState, *, record: bool = True, started: WorkerProcess | None = None
-    ) -> WorkerProcess | None:
-        """Start the variant's worker (or take ``started``, begun by :meth:`_start`) and wait for its
-        model to load. None when it cannot (the variant's trials are then failed with the reason;
-        with ``record = False``, for the untimed quality pass, only the worker is closed)."""
-        variant = state.plan.variant
-        worker = started if started is not None else self._start(state)
-        self._active = worker
-        try:
-            event = worker.wait_loaded(self._pool.load_timeout(worker))
-            if worker.forked and not isinstance(event, ev.Loaded) and not self.cancelled:
-                # a runtime that did not survive the fork: this variant's workers are spawned
-                why = event.error if isinstance(event, ev.LoadFailed) else worker.death()
-                self._pool.distrust(variant.name, why)
-                state.close()
-                worker = self._active = self._start(state, spawn=True)
-                event = worker.wait_loaded()
-        finally:
-            self._active = None
-        if isinstance(event, ev.Loaded):
-            if record:
-                self._recorder.loaded(variant, event, forked=worker.forked)
-            return worker
-        if not record:
-            state.close()
-            return None
-        if isinstance(event, ev.LoadFailed):
-            reason = f"could not load variant '{variant.name}': {event.error}"
-        elif self.cancelled:
-            state.close()
-            return None
-        else:
-            reason = worker.death()
-        self._lose(state, reason)
-        return None
-
-    def _dispatch(self, unit: Unit) -> bool:
-        """Run one unit on its variant's worker and record what it sends. False once the run is
-        cancelled; a worker that dies fails only its own variant."""
-        if self.cancelled:
-            return False
-        state = self._state[unit.variant]
-        worker = state.worker
-        if state.dead or worker is None:
-            return True
-        self.progress.variant = state.plan.variant.name
-        position = self._positions[unit.round] = self._positions.get(unit.round, -1) + 1
-        self._active = worker
-        try:
-            outcome = worker.run(unit.trials, lambda event: self._on_event(state, event, position))
-        finally:
-            self._active = None
-        if outcome == "done":
-            return True
-        if outcome == "died" and self.cancelled:  # killed by the cancel in the middle of its unit
-            self._killed_in(state, unit)
-        if self.cancelled:
-            return False
-        reason = worker.death()
-        if outcome == "cancelled":  # it stopped as if cancelled, but nobody cancelled the run
-            reason = (
-                f"worker process for '{state.plan.variant.name}' stopped its trial on a signal this "
-                f"run did not send (SIGINT or SIGTERM from outside); {reason.split(': ', 1)[-1]}"
-            )
-        self._lose(state, reason)
-        return True
-
-    def _killed_in(self, state: VariantState, unit: Unit) -> None:
-        """A cancel killed the worker (asked twice, or it did not stop within the grace time) before
-        it reported the unit's trials: they are recorded ``cancelled``, as a trial stopped at a step is."""
-        rest = state.unreported(unit.trials)
-        state.cancelled += len(rest)
-        reason = (
-            "cancelled: its worker was killed before it reached a step (it had not stopped within the "
-            "grace time, or the cancel was asked twice)"
-        )
-        self._recorder.never_ran(state.plan.variant, rest, reason, status="cancelled")
-
-    def _on_event(self, state: VariantState, event: ev.Event, position: int) -> None:
-        if isinstance(event, ev.TrialDone):
-            record = state.received_trial(event, position)
-            if event.status == "cancelled" and not self.cancelled:  # the run sends its cancel after
-                # it is set: this one came from outside (the worker's variant is failed for it)
-                record = dataclasses.replace(
-                    record,
-                    error="stopped by a signal this run did not send (SIGINT or SIGTERM from outside)",
-                )
-            plan = state.plan.trials[event.index]
-            state.trial_ids[event.index] = self._recorder.trial(
-                state.plan.variant, plan, event.status, record, event.steps
-            )
-        elif isinstance(event, ev.ServerMetrics):
-            ids = [state.trial_ids.get(i) for i in event.trials]
-            self._recorder.server_metrics(state.plan.variant, event, ids)
-
-    def _close_all(self) -> None:
-        for state in self._state:  # all asked first: they shut down side by side
-            if state.worker is not None:
-                state.worker.request_close()
-        for state in self._state:
-            state.close()
+    # -- failing, reporting ---------------------------------------------------------------------------
 
     def _fail(self, reason: str) -> None:
         """The run fails as a whole: recorded so, and its workers killed (nothing they would send
         could be stored)."""
         self._recorder.fault(reason)
         self._pool.stop(kill=True)
-
-    def _lose(self, state: VariantState, reason: str) -> None:
-        """The variant could not load or its worker died: close it, mark it dead, and record every
-        trial of it that did not finish as failed, with the reason."""
-        state.close()
-        state.fail(reason)
-        plan = state.plan
-        # its warm-ups in the fresh processes of the repetitions to come will not run
-        self.progress.total -= sum(t.warmup for t in plan.trials) * self._restarts_left
-        self._recorder.never_ran(plan.variant, state.unreported(range(len(plan.trials))), reason)
-
-    def _account_missing(self) -> None:
-        """A run that ends without a cancel or a failure of its own has run every trial of its live
-        variants, or recorded why not: a variant with trials neither received nor recorded is failed
-        here, with them, so that the run can never read ``ok`` with trials missing."""
-        for state in self._state:
-            if state.dead or state.complete:
-                continue
-            missing = len(state.plan.trials) - len(state.received) + state.cancelled
-            self._lose(
-                state,
-                f"the run ended without {missing} of its trials, and no reason was recorded for them "
-                "(the worker stopped or was lost without a cancel)",
-            )
 
     def _report(self, message: str) -> None:
         self.progress.message = message

@@ -312,7 +312,7 @@ class RunRecorder:
         self.store.add_quality(self._run, variant, reference=reference, positions=positions)
 
     def equivalence(self, variant: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
-        """A lossless variant's equivalence check (:mod:`workbench.run.quality`)."""
+        """A lossless variant's equivalence check (:mod:`workbench.run.equivalence`)."""
         self.store.add_equivalence(self._run, variant, rows)
 
     def quality_floor(self, rows: Sequence[dict[str, Any]]) -> None:
