@@ -58,7 +58,7 @@ class Anchoring:
         history (:func:`~workbench.run.plan.anchor_plans`); the answers are stored with the run. Every
         turn's prompt ({} without a conversation workload); None when the run cannot go on (the
         baseline could not answer, or a cancel)."""
-        conversational = [w for w in self.spec.workloads if w.conversations]
+        conversational = [w for w in self.spec.workloads if w.is_conversation]
         if not conversational:
             return {}
         state = next(s for s in self.workers.states if s.plan.variant.name == self.spec.baseline_variant)
