@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED, Estimate, t_quantile
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 __all__ = [
     "EXCLUDE_DISTURBED_UP_TO",

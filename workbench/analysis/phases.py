@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workbench.analysis.stats import fit_line
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 if TYPE_CHECKING:
     from workbench.analysis.stats import Estimate

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from workbench.store import VariantRecord
+from workbench.store.records import VariantRecord
 
 if TYPE_CHECKING:
     from workbench.analysis.summary import GroupSummary

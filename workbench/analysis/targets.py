@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -33,9 +33,10 @@ from workbench.analysis.phases import LEVERS
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate, measured_percentile
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 if TYPE_CHECKING:
+    from workbench.analysis.quality import GroupQuality
     from workbench.analysis.turns import TurnSeries
 
 __all__ = [
@@ -167,14 +168,14 @@ class Check:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verdict:
     """Every target of one variant × workload, and the goodput."""
 
     variant: str
     workload: str
     targets: Targets
-    checks: list[Check] = field(default_factory=list)
+    checks: tuple[Check, ...] = ()
     requests: int = 0  # measured requests (failed included)
     good: int = 0  # requests that met every target
 
@@ -221,7 +222,7 @@ def evaluate(
     targets: Mapping[str, Targets],
     *,
     exclude_disturbed: bool | None = None,
-    quality: dict[tuple[str, str], dict[str, Any] | None] | None = None,
+    quality: Mapping[tuple[str, str], GroupQuality | None] | None = None,
 ) -> list[Verdict]:
     """A :class:`Verdict` per variant × workload whose workload has targets, in run order. ``trials``:
     trial rows (warm-ups and cancelled or skipped trials are left out here; disturbed ones as every
@@ -245,41 +246,44 @@ def evaluate(
             continue
         ok = [r for r in rows if r.status == "ok"]
         prompts = [r.prompt_id for r in ok]
-        verdict = Verdict(variant, workload, wanted, requests=len(rows))
         timing = [(m, v) for m, v in wanted.limits if m not in QUALITY_TARGETS]
+        checks: list[Check] = []
         for metric, limit in wanted.limits:
             if metric in QUALITY_TARGETS:
-                verdict.checks.append(
+                checks.append(
                     _quality_check(metric, limit, wanted.percentile, quality.get((variant, workload)))
                 )
                 continue
             values = [metric_value(r, metric) for r in ok]
             measured = bootstrap_percentile(values, prompts, wanted.percentile, TARGET_METRICS[metric][2])
             share = sum(_meets(r, metric, limit) for r in rows) / len(rows) if rows else None
-            verdict.checks.append(Check(metric, limit, wanted.percentile, measured, share))
-        good_enough = all(c.met for c in verdict.checks if c.metric in QUALITY_TARGETS)
-        verdict.good = (
+            checks.append(Check(metric, limit, wanted.percentile, measured, share))
+        good_enough = all(c.met for c in checks if c.metric in QUALITY_TARGETS)
+        good = (
             sum(r.status == "ok" and all(_meets(r, m, v) for m, v in timing) for r in rows)
             if good_enough
             else 0
         )
-        verdicts.append(verdict)
+        verdicts.append(Verdict(variant, workload, wanted, tuple(checks), requests=len(rows), good=good))
     return verdicts
 
 
-def _quality_check(metric: str, limit: float, percentile: float, quality: dict[str, Any] | None) -> Check:
+def _quality_check(metric: str, limit: float, percentile: float, quality: GroupQuality | None) -> Check:
     """A quality target judged on the variant's figures on the workload: the baseline and lossless
     variants keep the baseline's predictions (KLD 0, same top 100 %); unscored ones have no data."""
-    status = (quality or {}).get("status")
+    status = quality.status if quality is not None else None
+    figures = quality.figures if quality is not None else None
     if status in ("reference", "lossless"):
         value: float | None = 0.0 if metric == "kld_max" else 1.0
         measured = Estimate(value, value, value, 1)
-    elif status == "scored":
-        assert quality is not None
-        key, ci_key = ("kld_mean", "kld_ci") if metric == "kld_max" else ("same_top", "same_top_ci")
-        ci = quality.get(ci_key)
+    elif figures is not None:
+        kld = metric == "kld_max"
+        ci = figures.kld_ci if kld else figures.same_top_ci
         measured = Estimate(
-            quality[key], ci[0] if ci else None, ci[1] if ci else None, quality.get("positions") or 0
+            figures.kld_mean if kld else figures.same_top,
+            ci[0] if ci else None,
+            ci[1] if ci else None,
+            figures.positions or 0,
         )
     else:
         measured = Estimate(None, n=0)

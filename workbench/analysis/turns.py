@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.analysis.stats import Estimate, bootstrap_median, fit_line, measured_percentile
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 __all__ = ["TurnPoint", "TurnSeries", "conversation_series"]
 

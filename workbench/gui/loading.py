@@ -86,13 +86,14 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
 
     store = Store(db_path, create=False)
     try:
-        runs = [store.resolve_run(run_id) for run_id in run_ids]
+        loaded = [store.load_run(run_id) for run_id in run_ids]  # the store is read here, once
+        runs = [r.run.to_row() for r in loaded]
         if len(runs) == 1:
-            analysis = analyze_run(store, runs[0]["id"], baseline)
+            analysis = analyze_run(loaded[0], baseline)
             return ResultsData(
                 tuple(run_ids),
                 runs,
-                store.trials(runs[0]["id"], include_warmup=True),
+                sorted([*loaded[0].trials, *loaded[0].warmups], key=lambda t: t.id or 0),
                 analysis.summaries,
                 analysis.baseline,
                 tuple(f"{v.name}: {v.error}" for v in analysis.variants if v.status == "failed" and v.error),
@@ -102,9 +103,9 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
             )
         # each run's rows as it has them alone (`workbench show A`, `show B`); what holds across the
         # runs is the one comparison `workbench compare A B` and its report.html show
-        view = side_by_side(store, runs, each_alone=True)
+        view = side_by_side(loaded, each_alone=True)
         a, b = runs
-        two_runs = compare_two_runs(store, a, b)
+        two_runs = compare_two_runs(*loaded)
         charts: list[Chart | None] = [
             chartdata.headline_chart(view.summaries),
             # each variant's before → after change, not every variant against the first run's baseline
@@ -113,9 +114,7 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
             chartdata.memory_chart(view),  # both runs' variants side by side, a colour per name
         ]
         # a conversation workload both runs ran: each run's turns, before (dashed) and after, on one chart
-        charts += chartdata.compare_conversation_charts(
-            analyze_run(store, a["id"]), analyze_run(store, b["id"])
-        )
+        charts += chartdata.compare_conversation_charts(analyze_run(loaded[0]), analyze_run(loaded[1]))
         return ResultsData(
             tuple(run_ids),
             runs,

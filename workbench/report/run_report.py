@@ -16,7 +16,7 @@ from typing import Any
 from workbench.analysis.compare import SideBySide
 from workbench.analysis.run import RunAnalysis
 from workbench.analysis.targets import Verdict
-from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Trust, WorkloadVerdict
+from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Costs, Trust, WorkloadVerdict
 from workbench.charts.memory import DEVICE_WIDE, MEMORY_LABELS
 from workbench.formatting import (
     fmt,
@@ -97,30 +97,30 @@ def _tokens(value: float | None) -> str:
 # -- the verdict --------------------------------------------------------------------------------
 
 
-def _costs(summary: Any, costs: Mapping[str, Any]) -> list[str]:
+def _costs(summary: Any, costs: Costs) -> list[str]:
     """A variant's costs against the baseline (:func:`workbench.analysis.verdict.variant_costs`) in
     words: its slower first token, its outputs (identical share, KLD or the equivalence check), its
     extra memory."""
     out = []
-    if "ttft" in costs:
-        out.append(f"TTFT {longer_text(costs['ttft'].value)}")
-    if "equivalence" in costs:
+    if costs.ttft is not None and costs.ttft.value is not None:
+        out.append(f"TTFT {longer_text(costs.ttft.value)}")
+    quality = costs.quality.figures if costs.quality is not None else None
+    if costs.equivalence is not None:
         from workbench.report.equivalence import equivalence_text
 
-        out.append(equivalence_text(costs["equivalence"]))
-        if "output" in costs:
-            out.append(f"{percent(costs['output'])} of outputs identical")
-    elif "quality" in costs:
-        q = costs["quality"]
-        bound = "≥ " if q.get("method") == "top-k" else ""
-        what = f"{percent(costs['output'])} of outputs identical" if "output" in costs else "same output"
-        out.append(f"{what}, KLD {bound}{kld_text(q['kld_mean'])}")
-    elif "output" in costs:
-        out.append(f"output differs ({percent(costs['output'])} of outputs identical)")
+        out.append(equivalence_text(costs.equivalence))
+        if costs.output is not None:
+            out.append(f"{percent(costs.output)} of outputs identical")
+    elif quality is not None:
+        bound = "≥ " if quality.method == "top-k" else ""
+        what = f"{percent(costs.output)} of outputs identical" if costs.output is not None else "same output"
+        out.append(f"{what}, KLD {bound}{kld_text(quality.kld_mean)}")
+    elif costs.output is not None:
+        out.append(f"output differs ({percent(costs.output)} of outputs identical)")
     elif summary is not None and summary.matches_baseline == 1:
         out.append("same output")
-    if "memory_mb" in costs:
-        out.append(f"peak memory +{fmt(costs['memory_mb'], 0)} MB")
+    if costs.memory_mb is not None:
+        out.append(f"peak memory +{fmt(costs.memory_mb, 0)} MB")
     return out
 
 
@@ -130,7 +130,7 @@ PICK_RULE = "the highest paired e2e speed-up"
 
 def _with_costs(v: WorkloadVerdict, s: Any) -> str:
     """An alternative to the best with what it costs: ``int4-ort (TTFT 2.6 times as long, …)``."""
-    costs = _costs(s, v.alternatives.get(s.variant, {}))
+    costs = _costs(s, v.alternatives.get(s.variant, Costs()))
     return s.variant + (f" ({', '.join(costs)})" if costs else "")
 
 
@@ -140,7 +140,7 @@ def _tie_line(name: str, v: WorkloadVerdict, pick: bool) -> str:
     assert v.best is not None
     entries = []
     for s in v.tied:
-        costs = v.costs if s is v.best else v.alternatives.get(s.variant, {})
+        costs = v.costs if s is v.best else v.alternatives.get(s.variant, Costs())
         said = _costs(s, costs)
         entries.append(f"{s.variant} {ratio(s.speedup_e2e)}" + (f" ({', '.join(said)})" if said else ""))
     medians = [s.metrics["e2e_ms"].value or 0.0 for s in v.tied]  # a tie has every median
@@ -463,12 +463,10 @@ def quality_section(analysis: RunAnalysis) -> Section:
     if quality is None:
         return section
     reference = quality.variants.get(analysis.baseline or "")
-    if reference is not None and reference["status"] != "reference":
-        return section.add(
-            Text(f"Not measured — the baseline cannot be the reference: {reference.get('reason')}")
-        )
+    if reference is not None and reference.status != "reference":
+        return section.add(Text(f"Not measured — the baseline cannot be the reference: {reference.reason}"))
     section.add(Bullets(tradeoff_lines(analysis.summaries, quality), strong=True))
-    lossless = [r["variant"] for r in quality.variants.values() if r["status"] == "lossless"]
+    lossless = [r.variant for r in quality.variants.values() if r.status == "lossless"]
     checked = analysis.equivalence
     if checked is not None:
         from workbench.analysis.quality import quality_by_variant
@@ -477,7 +475,7 @@ def quality_section(analysis: RunAnalysis) -> Section:
         scored = {
             name: f
             for name, f in quality_by_variant(quality.figures).items()
-            if quality.variants.get(name, {}).get("status") == "scored"
+            if (row := quality.variants.get(name)) is not None and row.status == "scored"
         }
         section.add(Bullets(equivalence_lines(checked, scored), strong=True))
         section.add(Text(equivalence_note(checked), detail=True, note=True))
