@@ -35,7 +35,7 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -133,7 +133,7 @@ class CompressionBreakEven:
     # -- what it could not drop (trials.compress_protected)
     budget_tokens: float | None = None  # median budget (rate × input_tokens, or target_tokens)
     over_budget: int = 0  # trials whose kept parts alone exceeded the budget
-    protected_parts: dict[str, float] = field(default_factory=dict)  # median tokens per kept part
+    protected_parts: Mapping[str, float] = field(default_factory=dict)  # median tokens per kept part
 
     @property
     def pays(self) -> bool | None:
