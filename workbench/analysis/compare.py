@@ -15,7 +15,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from workbench.analysis.groups import run_groups
 from workbench.analysis.paired import Disturbance, disturbance, usable
@@ -118,7 +118,7 @@ def compare_runs(
             continue
         pa, pb = prompt_keys(rows_a), prompt_keys(rows_b)
 
-        def col(rows: list[TrialRecord], name: str) -> list[Any]:
+        def col(rows: list[TrialRecord], name: str) -> list[float | None]:
             return [getattr(r, name) for r in rows]
 
         results.append(

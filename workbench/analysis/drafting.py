@@ -57,7 +57,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from workbench.analysis.stats import fit_line
 from workbench.store.records import TrialRecord
@@ -136,7 +136,7 @@ class DraftLength:
         cost = self.cost
         return self.tokens_per_step / cost if cost else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "k": self.k,
             "steps": self.steps,
@@ -164,7 +164,7 @@ class DraftPosition:
     def rate(self) -> float:
         return self.accepted / self.reached if self.reached else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "position": self.position,
             "reached": self.reached,
@@ -276,7 +276,7 @@ class BreakEven:
         nothing to add); :func:`workbench.report.drafting.hint_text` words it."""
         return _hint(self)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         est = self.measured_speedup
         return {
             "variant": self.variant,
@@ -366,7 +366,7 @@ def _analyse(
     workload: str,
     rows: list[StepRow],
     trials: Sequence[TrialRecord],
-    base_tpot: dict[tuple[Any, Any, Any], float],
+    base_tpot: dict[tuple[str, str, int], float],
     measured: PairedEstimate | None,
 ) -> BreakEven:
     plain = [r for r in rows if r[2] == 0]
@@ -465,8 +465,8 @@ def _end_to_end(
     result: BreakEven,
     rows: Sequence[StepRow],
     trials: Sequence[TrialRecord],
-    base_tpot: dict[tuple[Any, Any, Any], float],
-    base_ttft: dict[tuple[Any, Any, Any], float],
+    base_tpot: dict[tuple[str, str, int], float],
+    base_ttft: dict[tuple[str, str, int], float],
 ) -> BreakEven:
     """``result`` with the draft's prefill before and after the first token, what a token saves, and
     the output length from which the variant wins e2e (module docstring)."""

@@ -34,9 +34,10 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from workbench.store.loaded import (
     EquivalencePositionRecord,
@@ -82,7 +83,9 @@ OWN_KLD_FACTOR = 4.0
 EquivalenceStatus = Literal["identical", "equivalent", "unexplained", "mismatch", "unchecked"]
 
 
-def floor_figures(base: Mapping[str, Any], shaped: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def floor_figures(
+    base: Mapping[str, npt.ArrayLike], shaped: Mapping[str, npt.ArrayLike]
+) -> dict[str, npt.NDArray[np.float64]]:
     """Per position of one stream, the reference's one-pass ``logprobs`` (``base``) against the same
     model's through another shape (``shaped``): ``kld`` = KL(P_base ‖ P_shaped) and ``top_shift`` =
     the largest |Δ log p| of base's two most likely tokens."""
@@ -330,15 +333,18 @@ def run_equivalence(loaded: LoadedRun, baseline: str | None) -> RunEquivalence |
 Verdict = Literal["argmax", "near-tie", "unexplained", "not-own-argmax"]
 
 
-def _kl(p_log: np.ndarray, q_log: np.ndarray) -> np.ndarray:
+def _kl(p_log: npt.NDArray[np.float64], q_log: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     pb = np.exp(p_log)
     with np.errstate(invalid="ignore", over="ignore"):
         return np.maximum(np.where(pb > 0, pb * (p_log - q_log), 0.0).sum(axis=1), 0.0)
 
 
 def judge_positions(
-    tokens: Sequence[int], ref: Any, shaped: Any, own: Any | None = None
-) -> dict[str, np.ndarray]:
+    tokens: Sequence[int],
+    ref: npt.ArrayLike,
+    shaped: npt.ArrayLike | list[npt.ArrayLike],
+    own: npt.ArrayLike | None = None,
+) -> dict[str, npt.NDArray[np.float64]]:
     """Every position of one output, judged (docs/metrics.md, "Equivalence"). ``tokens``: the
     variant's emitted tokens; ``ref``: the baseline's one-pass log-probabilities on the variant's own
     prefix (``[n, vocab]``); ``shaped``: the baseline's through the passes the variant ran (a list of
@@ -370,7 +376,7 @@ def judge_positions(
     )
     verdict = np.where(tok == base_top, "argmax", np.where(gap <= 2 * floor_shift, "near-tie", "unexplained"))
     ls = candidates[0]
-    out: dict[str, np.ndarray] = {
+    out: dict[str, npt.NDArray[np.float64]] = {
         "base_top": base_top,
         "gap": gap,
         "floor_shift": floor_shift,

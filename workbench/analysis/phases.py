@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from workbench.analysis.stats import fit_line
 from workbench.store.records import TrialRecord
@@ -245,7 +245,7 @@ class WorkloadPhase:
     def disagrees(self) -> bool:
         return self.prediction is not None and self.prediction.label != self.label
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "workload": self.workload,
             "variant": self.variant,

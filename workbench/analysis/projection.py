@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -99,7 +99,7 @@ class LinearFit:
         span = self.x_max - self.x_min
         return x < self.x_min - 0.05 * span or x > self.x_max + 0.05 * span
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "slope": self.slope,
             "intercept": self.intercept,
@@ -183,8 +183,8 @@ class Projection:
     #: extrapolations and missing fits (worded by :func:`workbench.report.targets.projection_notes`)
     causes: tuple[ProjectionCause, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        def est(e: Estimate | None) -> dict[str, Any] | None:
+    def to_dict(self) -> dict[str, object]:
+        def est(e: Estimate | None) -> dict[str, object] | None:
             return e.to_dict() if e is not None else None
 
         return {

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES
 from workbench.store.loaded import LoadedRun, QualityPositionRecord, QualityVariantRecord
@@ -51,12 +52,13 @@ _CI = 0.95
 _SEED = 20240531
 
 
-def _rows(array: Any) -> np.ndarray:
+def _rows(array: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return np.asarray(array, dtype=np.float64)
 
 
-def position_figures(
-    base: Mapping[str, Any], variant: Mapping[str, Any], tokens: Sequence[int]
+# the one explicit Any of analysis: arrays and the method's name in one dict, as run/quality.py reads them
+def position_figures(  # type: ignore[explicit-any]
+    base: Mapping[str, npt.ArrayLike], variant: Mapping[str, npt.ArrayLike], tokens: Sequence[int]
 ) -> dict[str, Any]:
     """Per-position figures of one scored stream. ``base`` holds the baseline's full ``logprobs``
     (``[n, vocab]``); ``variant`` either its full ``logprobs`` or ``top_ids``/``top_logprobs``/
@@ -107,14 +109,14 @@ def position_figures(
     }
 
 
-def _renormalized(logprobs: np.ndarray) -> np.ndarray:
+def _renormalized(logprobs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     top = logprobs.max(axis=1, keepdims=True)
     return logprobs - (top + np.log(np.exp(logprobs - top).sum(axis=1, keepdims=True)))
 
 
 def reference_rows(
-    base: Mapping[str, Any], tokens: Sequence[int], k: int = REFERENCE_TOP_K
-) -> list[dict[str, Any]]:
+    base: Mapping[str, npt.ArrayLike], tokens: Sequence[int], k: int = REFERENCE_TOP_K
+) -> list[dict[str, int | float | bytes]]:
     """The baseline's compact reference per scored position: the token's log-probability and the k
     most likely tokens (ids int32, log-probabilities float32, little-endian bytes, best first)."""
     lb = np.asarray(base["logprobs"], dtype=np.float32)
@@ -277,7 +279,7 @@ def _figures(
     )
 
 
-def _interval(values: np.ndarray, low: float, high: float) -> tuple[float, float]:
+def _interval(values: npt.NDArray[np.float64], low: float, high: float) -> tuple[float, float]:
     return float(np.quantile(values, low)), float(np.quantile(values, high))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import get_args
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class Design:
     processes: int | None = None  # worker processes the baseline's measured trials came from
     auto: bool = False  # the spec asked for repetitions = "auto" (repeat until the CIs are narrow)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "order": self.order,
             "note": self.note,

@@ -22,9 +22,9 @@ Definitions (``docs/targets.md``):
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -80,14 +80,14 @@ PHASE_OF: dict[str, Phase] = {
 
 def bootstrap_percentile(
     values: Sequence[float | None],
-    strata: Sequence[Any],
+    strata: Sequence[Hashable],
     percentile: float,
     higher_is_better: bool = False,
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> Estimate:
     """:func:`measured_percentile` with a bootstrap 95 % CI, resampling within each stratum (prompt)."""
-    groups: dict[Any, list[float]] = defaultdict(list)
+    groups: dict[Hashable, list[float]] = defaultdict(list)
     for value, key in zip(values, strata, strict=True):
         if value is not None:
             groups[key].append(float(value))
@@ -153,7 +153,7 @@ class Check:
         below = hi <= self.target if not self.higher_is_better else lo >= self.target
         return below if self.status == "met" else above
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "metric": self.metric,
             "target": self.target,
@@ -197,7 +197,7 @@ class Verdict:
     def missed(self) -> list[Check]:
         return [c for c in self.checks if c.status == "missed"]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "variant": self.variant,
             "workload": self.workload,
@@ -455,9 +455,9 @@ def _length(
     """Prediction: the input (TTFT) or output (e2e) length at which the target would hold."""
     # (input tokens, output tokens, the metric) of each request that has all three
     sized = [
-        (t.input_tokens, t.output_tokens, metric_value(t, check.metric))
+        (t.input_tokens, t.output_tokens, value)
         for t in rows
-        if t.input_tokens and t.output_tokens and metric_value(t, check.metric) is not None
+        if t.input_tokens and t.output_tokens and (value := metric_value(t, check.metric)) is not None
     ]
     if not sized or check.measured.value is None:
         return None
