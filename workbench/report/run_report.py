@@ -274,7 +274,7 @@ def main_table(summaries: Sequence[Any], *, title: str = "") -> Table:
     parallel = any(s.concurrency > 1 for s in summaries)
     scored = any(s.quality for s in summaries)
     speculative = any(
-        s.acceptance_rate is not None or (s.server or {}).get("acceptance_rate") for s in summaries
+        s.acceptance_rate is not None or bool(s.server and s.server.acceptance_rate) for s in summaries
     )
     keys = ["variant", "workload", "n", "input_tokens", "output_tokens", "ttft_ms"]
     keys += ["client_ttft_mean_ms", "server_ttft_mean_ms"] if served else []
