@@ -146,7 +146,7 @@ def run_one(db: Path, text: str, hog_s: float) -> dict[str, Any]:
     result = RunExecutor(parse_spec(text), store, on_progress=on_progress).run()
     if "proc" in hog:
         hog["proc"].wait()
-    analysis = analyze_run(store, result.run_id)
+    analysis = analyze_run(store.load_run(result.run_id))
     trials = store.trials(result.run_id)
     note = store.resolve_run(result.run_id).get("trial_order_note") or ""
     store.close()

@@ -155,7 +155,7 @@ def bootstrap_check(db: Path, run_id: int) -> float:
     from workbench.analysis.run import analyze_run
 
     store = Store(db, create=False)
-    analysis = analyze_run(store, run_id)
+    analysis = analyze_run(store.load_run(run_id))
     (b,) = [s for s in analysis.summaries if s.variant == "B"]
     rows = store.trials(run_id)
     store.close()

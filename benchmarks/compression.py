@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     trials = [t for t in store.trials(result.run_id) if not t.warmup]
     problems = [f"{t.variant} {t.workload} {t.prompt_id}: {t.error}" for t in trials if t.status != "ok"]
-    analysis = analyze_run(store, result.run_id)
+    analysis = analyze_run(store.load_run(result.run_id))
     quality = {r["variant"]: r for r in store.quality_variants(result.run_id)}
     kld: dict[tuple[str, str], list[float]] = {}
     for p in store.quality_positions(result.run_id):

@@ -183,7 +183,7 @@ def _figures(store: Any, run_id: int, tolerances: list[float], faults: list[str]
     for t in store.trials(run_id):
         if not t.warmup and t.status == "ok" and t.output_token_ids:
             outputs.setdefault(t.variant, {})[(t.workload, t.prompt_id)] = json.loads(t.output_token_ids)
-    equivalence = analyze_run(store, run_id).equivalence
+    equivalence = analyze_run(store.load_run(run_id)).equivalence
     checks = dict(equivalence.variants) if equivalence is not None else {}
     base = outputs.get("baseline", {})
 

@@ -70,8 +70,8 @@ def main() -> int:
             # the 4-tokens-per-chunk variant: switch the server while its worker runs
             executor = RunExecutor(spec, store, on_progress=lambda p: _switch(server, p.variant))
             result = executor.run()
-            trials = store.trials(result.run_id)
-            windows = store.server_metrics(result.run_id)
+            loaded = store.load_run(result.run_id)
+            trials, windows = list(loaded.trials), loaded.server_windows
     summaries = {s.variant: s for s in summarize(trials, None, windows)}
     print(f"{'variant':<10} {'TTFT ms':>8} {'overhead':>9} {'srv TTFT':>9} {'TPOT ms':>8} {'agg tok/s':>10}")
     for name, s in summaries.items():
@@ -80,7 +80,7 @@ def main() -> int:
             failures.append(f"{name}: {s.n_failed} failed trials or wrong token counts")
         ttft = statistics.median(t.ttft_ms for t in ok)
         tpot = statistics.median(t.tpot_ms for t in ok)
-        server_ttft = s.server["ttft_ms"] if s.server else None
+        server_ttft = s.server.ttft_ms if s.server else None
         print(
             f"{name:<10} {ttft:8.2f} {ttft - PREFILL_MS:9.2f} {server_ttft or float('nan'):9.2f} {tpot:8.3f} "
             f"{s.throughput_tokens_per_s or 0:10.1f}"

@@ -11,6 +11,7 @@ from workbench.analysis.run import analyze_run
 from workbench.analysis.stats import bootstrap_median, speedup
 from workbench.analysis.summary import summarize
 from workbench.store import Store, TrialRecord
+from workbench.store.loaded import StepTotals
 
 
 def trial(variant, prompt, e2e, rep=0, warmup=0, status="ok", **kw):
@@ -94,8 +95,8 @@ def test_draft_and_verify_shares_of_decode_time():
         trial("spec", "a", 100.0, rep=r, id=r + 1, decode_ms=80.0, draft_tokens_proposed=4) for r in range(2)
     ]
     rows.append(trial("base", "a", 100.0, id=3, decode_ms=80.0))
-    # the sums of each trial's steps' draft_ms and verify_ms (Store.step_totals: sub-timed trials only)
-    totals = {i: {"draft_ms": 20.0, "verify_ms": 50.0} for i in (1, 2)}
+    # the sums of each trial's steps' draft_ms and verify_ms (LoadedRun.step_totals: sub-timed trials only)
+    totals = {i: StepTotals(draft_ms=20.0, verify_ms=50.0) for i in (1, 2)}
     summaries = {s.variant: s for s in summarize(rows, None, step_totals=totals)}
     assert summaries["spec"].draft_share == pytest.approx(0.25)
     assert summaries["spec"].verify_share == pytest.approx(0.625)
@@ -122,7 +123,7 @@ def test_compare_runs_matches_variants_by_name():
 
 def test_analyze_run_timelines_and_accepted_lengths(fake_run_db):
     with Store(fake_run_db, create=False) as store:
-        analysis = analyze_run(store, 1)
+        analysis = analyze_run(store.load_run(1))
         trials = {(t.variant, t.workload, t.prompt_id, t.repetition): t for t in store.trials(1)}
     assert analysis.baseline == "baseline" and analysis.device == "cpu"
     assert [p.workload for p in analysis.phases] == ["rag", "code", "sweep-input", "sweep-output"]

@@ -80,7 +80,7 @@ def test_a_batched_variant_runs_through_the_worker(db_path):
     # the advice knows the batched variant as the batching lever (a decode lever)
     from workbench.analysis.run import analyze_run
 
-    (phase,) = analyze_run(store, result.run_id).phases
+    (phase,) = analyze_run(store.load_run(result.run_id)).phases
     (lever,) = [lv for lv in phase.levers if lv.variant == "four"]
     assert (lever.lever, lever.targets) == ("batching", "decode")
 
@@ -128,7 +128,11 @@ def test_a_swept_parameter_gets_its_own_chart(db_path):
     store = Store(db_path)
     result = RunExecutor(parse_spec(text), store).run()
     assert result.status == "ok"
-    charts = [c for c in run_charts(analyze_run(store, result.run_id)) if isinstance(c, ParameterSweepChart)]
+    charts = [
+        c
+        for c in run_charts(analyze_run(store.load_run(result.run_id)))
+        if isinstance(c, ParameterSweepChart)
+    ]
     assert {c.kind for c in charts} == {"decode", "ttft"}
     decode = next(c for c in charts if c.kind == "decode")
     assert decode.name == "decode-vs-batch_size-b" and decode.x_axis.label == "batch_size"

@@ -109,9 +109,9 @@ def test_auto_repetitions_stop_when_the_budget_is_spent_and_say_so(tmp_path):
     assert seen[-1][1] is not None and seen[-1][1] > 0.0001  # the interval the GUI shows
     from workbench.analysis.run import analyze_run
 
-    assert analyze_run(store, result.run_id).design.auto  # so the verdict does not advise "auto"
+    assert analyze_run(store.load_run(result.run_id)).design.auto  # so the verdict does not advise "auto"
     fixed_store, _, fixed = run(spec_text(), tmp_path / "f.db")
-    assert not analyze_run(fixed_store, fixed.run_id).design.auto
+    assert not analyze_run(fixed_store.load_run(fixed.run_id)).design.auto
 
 
 def test_a_met_target_stops_before_the_budget(tmp_path):

@@ -384,7 +384,7 @@ def test_the_sample_runs_charts_fit(qapp, tmp_path):
     db = tmp_path / "demo.db"
     shutil.copyfile(sample_db(), db)
     with Store(db, create=False) as store:
-        found = cd.run_charts(analyze_run(store, 1))
+        found = cd.run_charts(analyze_run(store.load_run(1)))
     assert "draft-positions" in {c.key for c in found}
     for chart in found:
         for size in (None, (900, charts.preferred_size(chart)[1])):

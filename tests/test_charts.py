@@ -233,7 +233,7 @@ def test_every_chart_of_a_run_has_known_data_and_draws(fake_run_db, qapp):
     from workbench.analysis.run import analyze_run
 
     with Store(fake_run_db, create=False) as store:
-        analysis = analyze_run(store, 1)
+        analysis = analyze_run(store.load_run(1))
     charts_by_name = {c.name: c for c in run_charts(analysis)}
     ttft = charts_by_name["ttft-vs-input"]
     assert ttft.source == "sweep-input"

@@ -110,6 +110,7 @@ def test_a_column_has_a_short_and_a_long_label():
 def sample(tmp_path_factory):
     """The sample run's summaries, and three rows made from its baseline's: a served model with its own
     speculative decoding (its acceptance from the server's metrics), failed and disturbed trials."""
+    from workbench.analysis.summary import ServerFigures
     from workbench.gui.loading import load_results
 
     db = tmp_path_factory.mktemp("sample") / "demo.db"
@@ -121,7 +122,7 @@ def sample(tmp_path_factory):
             variant="served",
             acceptance_rate=None,
             mean_accepted_length=None,
-            server={"acceptance_rate": 0.7, "mean_accepted_length": 3.2, "ttft_ms": 12.3},
+            server=ServerFigures(windows=1, acceptance_rate=0.7, mean_accepted_length=3.2, ttft_ms=12.3),
             n_failed=1,
             n_disturbed=2,
             disturbed_excluded=True,

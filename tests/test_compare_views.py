@@ -67,7 +67,7 @@ def two_runs_db(tmp_path_factory):
             [(i,) for i in flagged],
         )
     with Store(path, create=False) as store:
-        two = compare_two_runs(store, store.resolve_run(1), store.resolve_run(2))
+        two = compare_two_runs(store.load_run(1), store.load_run(2))
         both = disturbance([*store.trials(1), *store.trials(2)])
     # the premise: each run's own rule decides differently (run 1: out; run 2: kept), and a rule
     # decided over both runs' trials together would keep run 1's disturbed trial
@@ -220,9 +220,9 @@ def test_each_runs_rows_in_the_compare_view_are_its_rows_alone(qtbot, two_runs_d
 
 def test_side_by_side_against_one_baseline_never_pairs_two_runs(two_runs_db):
     with Store(two_runs_db, create=False) as store:
-        runs = [store.resolve_run(1), store.resolve_run(2)]
-        view = side_by_side(store, runs, "slow", strict=True)
-        two = compare_two_runs(store, *runs)
+        runs = [store.load_run(1), store.load_run(2)]
+        view = side_by_side(runs, "slow", strict=True)
+        two = compare_two_runs(*runs)
     rows = {s.variant: s for s in view.summaries}
     # within run 1: paired against 1:slow
     assert rows["1:fast"].speedup_e2e.method == "paired"

@@ -160,7 +160,7 @@ def test_a_run_anchors_the_history_on_the_baseline_s_answers(tmp_path, tiny_mode
     from workbench.report.model import render_text
     from workbench.report.run_report import build_run_report
 
-    analysis = analyze_run(store, result.run_id)
+    analysis = analyze_run(store.load_run(result.run_id))
     (chart,) = [c for c in run_charts(analysis) if isinstance(c, ConversationChart)]
     assert chart.name == "ttft-vs-turn-talk"
     assert {s.variant for s in chart.series} == {"baseline", "cache"}
@@ -310,7 +310,7 @@ def test_every_view_reads_one_set_of_turn_figures_without_the_disturbed_trial(tm
             "update trials set ttft_ms = 5000, disturbed = 1, disturbance = 'test' where id = ?", (trial_id,)
         )
     store = Store(db)
-    analysis = analyze_run(store, None)
+    analysis = analyze_run(store.load_run(None))
     assert analysis.design.disturbance.excluded  # the tables leave it out
     series = analysis.turns("conversation", "baseline")
     assert series is not None
@@ -325,7 +325,7 @@ def test_every_view_reads_one_set_of_turn_figures_without_the_disturbed_trial(tm
     assert row["turns"][2]["n"] == 2 and row["turns"][2]["ttft_ms"] == meaningful(third.ttft.to_dict())
     assert row["crossing_turn"] == series.crossing
     # kept in, it is everywhere at once
-    kept = analyze_run(store, None, exclude_disturbed=False)
+    kept = analyze_run(store.load_run(None), exclude_disturbed=False)
     again = kept.turns("conversation", "baseline")
     assert again is not None and max(next(p for p in again.points if p.turn == 3).ttfts) == 5000
 
@@ -435,7 +435,7 @@ def test_ttft_vs_input_is_one_line_per_workload_and_variant(tmp_path):
     from workbench.charts import run_charts
     from workbench.store import Store
 
-    analysis = analyze_run(Store(_sample_copy(tmp_path)), None)
+    analysis = analyze_run(Store(_sample_copy(tmp_path)).load_run(None))
     chart = next(c for c in run_charts(analysis) if c.name == "ttft-vs-input")
     assert chart.source == "all workloads"
     ran = {(t.workload, t.variant) for t in analysis.trials if t.measured}

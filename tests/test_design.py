@@ -290,7 +290,7 @@ def run(text, db_path):
 
 
 def speedups(store, run_id, **kwargs):
-    (s,) = [s for s in analyze_run(store, run_id, **kwargs).summaries if s.variant == "B"]
+    (s,) = [s for s in analyze_run(store.load_run(run_id), **kwargs).summaries if s.variant == "B"]
     return s
 
 
@@ -302,7 +302,7 @@ def test_a_drifting_machine_fools_the_sequential_order_not_the_interleaved_one(t
     assert result.status == "ok"
     seq = speedups(store, result.run_id)
     assert seq.significant and seq.speedup_e2e.value < 0.92  # B ran later, on a "slower machine"
-    assert analyze_run(store, result.run_id).design.order == "sequential"
+    assert analyze_run(store.load_run(result.run_id)).design.order == "sequential"
 
     drifting = f"drift_per_s = 0.2\ndrift_from = {time.time()}"
     store, result = run(two_fakes(a=drifting, b=drifting), tmp_path / "int.db")
@@ -317,7 +317,7 @@ def test_a_drifting_machine_fools_the_sequential_order_not_the_interleaved_one(t
     se = math.log(est.hi / est.lo) / (2 * 1.96)
     assert est.method == "paired" and abs(math.log(est.value)) < max(3.29 * se, 0.001), est
     assert abs(est.value - 1) < 0.03
-    design = analyze_run(store, result.run_id).design
+    design = analyze_run(store.load_run(result.run_id)).design
     assert design.order == "interleaved" and design.drift > 1.1  # the machine's drift is reported
     trials = store.trials(result.run_id)
     assert {t.round_position for t in trials} == {0, 1}
@@ -406,7 +406,7 @@ def test_blocks_when_forced_and_when_the_variants_do_not_fit(tmp_path, monkeypat
     assert result.status == "ok" and run_row["trial_order"] == "blocks"
     assert "ran in counterbalanced blocks instead" in run_row["trial_order_note"]
     assert len(store.trials(result.run_id)) == 2 * 2 * 2
-    lines = design_lines(analyze_run(store, result.run_id).design)
+    lines = design_lines(analyze_run(store.load_run(result.run_id)).design)
     assert any("counterbalanced blocks" in line for line in lines)
 
 

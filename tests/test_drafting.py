@@ -27,8 +27,7 @@ def _trial(tid, variant, prompt, rep=0, workload="code", **kw):
 
 
 def _summary(variant, workload, value, lo=None, hi=None):
-    s = GroupSummary(variant, workload, 1, 0)
-    s.speedup_decode = PairedEstimate(value, lo, hi, 4)
+    s = GroupSummary(variant, workload, 1, 0, speedup_decode=PairedEstimate(value, lo, hi, 4))
     return s
 
 
@@ -113,7 +112,7 @@ def test_variable_draft_lengths_are_bucketed():
 def test_steps_without_timings_still_give_acceptance():
     trials = [_trial(1, "spec", "p")]
     (b,) = break_even(trials, [(1, 3, 2, 2, None, None)] * 3, [_summary("spec", "code", 0.9)])
-    assert b.unit is None and b.lengths == [] and b.needed is None and b.predicted_speedup is None
+    assert b.unit is None and b.lengths == () and b.needed is None and b.predicted_speedup is None
     assert b.acceptance == 1.0 and b.positions[0].rate == 1.0
     assert b.verdict == "loses"  # from the measured speed-up alone (no CI: its value)
 
@@ -261,7 +260,7 @@ def test_a_fake_run_recovers_the_injected_costs(drafting_db):
     from workbench.store import Store
 
     with Store(drafting_db, create=False) as store:
-        analysis = analyze_run(store, None)
+        analysis = analyze_run(store.load_run(None))
     by = {b.variant: b for b in analysis.break_even}
     assert set(by) == {"good", "bad"}  # the baseline never drafts
     for b in by.values():
@@ -317,7 +316,7 @@ def test_the_report_and_the_chart_show_it(drafting_db):
     from workbench.store import Store
 
     with Store(drafting_db, create=False) as store:
-        analysis = analyze_run(store, None)
+        analysis = analyze_run(store.load_run(None))
     charts = run_charts(analysis)
     (chart,) = [c for c in charts if isinstance(c, DraftPositionChart)]
     assert chart.name == "draft-positions" and chart.workloads == ("code",)
@@ -371,7 +370,9 @@ def test_hovering_a_draft_position_reads_its_acceptance(qtbot, drafting_db):
     from workbench.store import Store
 
     with Store(drafting_db, create=False) as store:
-        (chart,) = [c for c in run_charts(analyze_run(store, None)) if isinstance(c, DraftPositionChart)]
+        (chart,) = [
+            c for c in run_charts(analyze_run(store.load_run(None))) if isinstance(c, DraftPositionChart)
+        ]
     widget = charts.build(chart)
     qtbot.addWidget(widget)
     plot = charts.plot_items(widget)[0]

@@ -634,7 +634,7 @@ def test_concurrent_variants_run_each_workload_as_one_group():
 
 
 def test_outputs_without_token_ids_are_compared_with_the_baseline_as_text(db_path):
-    from workbench.analysis.fidelity import mark_matches_baseline
+    from workbench.analysis.fidelity import baseline_comparisons
     from workbench.store import Store, TrialRecord
 
     store = Store(db_path)
@@ -659,7 +659,7 @@ def test_outputs_without_token_ids_are_compared_with_the_baseline_as_text(db_pat
     other = store.add_trial(
         run_id, TrialRecord.from_row({**common, "variant": "served2", "output_text": "Hello world"})
     )
-    mark_matches_baseline(store, run_id, "local")
+    store.set_baseline_comparison(baseline_comparisons(store.trials(run_id), "local"))
     by_id = {t.id: t for t in store.trials(run_id)}
     assert by_id[same].matches_baseline == 1
     assert by_id[other].matches_baseline == 0 and by_id[other].first_divergence == 6

@@ -23,6 +23,7 @@ from workbench.analysis.equivalence import (
 from workbench.report.equivalence import equivalence_text
 from workbench.spec import parse_spec
 from workbench.store import Store
+from workbench.store.loaded import ReferenceRecord
 from workbench.testing.helpers import load_session
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -31,12 +32,15 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def _ref_row(token, logprobs):
     """A quality_reference row: the token's log-probability and the top ids best first."""
     order = np.argsort(-np.asarray(logprobs), kind="stable")
-    return {
-        "token_id": token,
-        "logprob": float(logprobs[token]),
-        "top_ids": order.astype("<i4").tobytes(),
-        "top_logprobs": np.asarray(logprobs, dtype="<f4")[order].tobytes(),
-    }
+    return ReferenceRecord(
+        workload="w",
+        prompt_id="p",
+        position=0,
+        token_id=token,
+        logprob=float(logprobs[token]),
+        top_ids=order.astype("<i4").tobytes(),
+        top_logprobs=np.asarray(logprobs, dtype="<f4")[order].tobytes(),
+    )
 
 
 def test_old_runs_a_divergence_is_tie_explained_only_within_the_floors_margin():
@@ -379,7 +383,12 @@ def _run(spec_text, folder, name="run"):
         result = RunExecutor(parse_spec(spec_text), store).run()
         assert result.status == "ok", result.errors
         trials = [t for t in store.trials(result.run_id) if not t.warmup]
-        return db, analyze_run(store, result.run_id), trials, store.equivalence_positions(result.run_id)
+        return (
+            db,
+            analyze_run(store.load_run(result.run_id)),
+            trials,
+            store.equivalence_positions(result.run_id),
+        )
 
 
 @pytest.mark.slow

@@ -50,7 +50,7 @@ def exported(fake_run_db, tmp_path_factory):
     result = invoke("export", "1", "--out", out, "--db", fake_run_db)
     assert result.exit_code == 0, result.output
     with Store(fake_run_db, create=False) as store:
-        analysis = analyze_run(store, 1)
+        analysis = analyze_run(store.load_run(1))
     return out, analysis, result
 
 

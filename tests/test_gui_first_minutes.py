@@ -324,8 +324,8 @@ def test_the_speedup_chart_with_one_repetition_calls_nothing_faster(qtbot, runs_
     from workbench.gui import charts
 
     store = Store(runs_db, create=False)
-    one = speedup_chart(analyze_run(store, 1))
-    three = speedup_chart(analyze_run(store, 2))
+    one = speedup_chart(analyze_run(store.load_run(1)))
+    three = speedup_chart(analyze_run(store.load_run(2)))
     assert not one.has_intervals and three.has_intervals
     with charts.render(one, notes=True) as widget:
         texts = _texts(widget)

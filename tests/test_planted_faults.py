@@ -167,7 +167,7 @@ def planted_run(planted, sharp_models, tmp_path_factory):
                     outputs.setdefault(t.variant, {})[(t.workload, t.prompt_id)] = json.loads(
                         t.output_token_ids
                     )
-            analysis = analyze_run(store, result.run_id)
+            analysis = analyze_run(store.load_run(result.run_id))
         assert analysis.equivalence is not None
         _runs[dtype] = {"outputs": outputs, "checks": dict(analysis.equivalence.variants)}
         return _runs[dtype]

@@ -35,7 +35,7 @@ def b_summary(tmp_path, b: str):
     store = Store(tmp_path / "r.db")
     result = RunExecutor(parse_spec(SPEC.format(b=b)), store).run()
     assert result.status == "ok"
-    (s,) = [s for s in analyze_run(store, result.run_id).summaries if s.variant == "B"]
+    (s,) = [s for s in analyze_run(store.load_run(result.run_id)).summaries if s.variant == "B"]
     return s
 
 
@@ -56,7 +56,7 @@ def test_workers_for_the_run_have_no_process_spread_to_report(tmp_path):
     one = Store(tmp_path / "one.db")
     text = SPEC.format(b="").replace("warmup = 1", 'warmup = 1\nworkers = "one"')
     run_id = RunExecutor(parse_spec(text), one).run().run_id
-    (s,) = [s for s in analyze_run(one, run_id).summaries if s.variant == "B"]
+    (s,) = [s for s in analyze_run(one.load_run(run_id)).summaries if s.variant == "B"]
     assert s.speedup_e2e.process_sd is None and process_spread_lines([s]) == []  # ...one process: not
 
 
@@ -66,4 +66,4 @@ def test_the_openmp_wait_policy_is_recorded_with_the_run(tmp_path, monkeypatch):
     result = RunExecutor(
         parse_spec(SPEC.format(b="").replace("repetitions = 3", "repetitions = 1")), store
     ).run()
-    assert analyze_run(store, result.run_id).environment["host"]["omp_wait_policy"] == "PASSIVE"
+    assert analyze_run(store.load_run(result.run_id)).environment["host"]["omp_wait_policy"] == "PASSIVE"

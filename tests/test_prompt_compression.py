@@ -274,7 +274,7 @@ prompts = [{prompts}]
             )
         quality = {r["variant"]: r for r in store.quality_variants(result.run_id)}
         assert quality["compressed"]["status"] == "scored"
-        analysis = analyze_run(store, result.run_id)
+        analysis = analyze_run(store.load_run(result.run_id))
     (b,) = analysis.compression
     # the 4 measured trials, less any the run flagged disturbed (left out of every statistic: on a
     # busy machine one may be, which the break-even must not count)

@@ -224,7 +224,7 @@ def test_a_variants_worker_runs_in_its_python_and_both_are_recorded(db_path, oth
     )
     assert header.split()[-2:] == ["python", "libraries"]
     assert "(the workbench's)" in shown.output and other_python.name in shown.output
-    report = markdown_report(analyze_run(store, result.run_id))
+    report = markdown_report(analyze_run(store.load_run(result.run_id)))
     assert f"| {other_python} |" in report
 
 

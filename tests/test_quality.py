@@ -16,6 +16,7 @@ from workbench.core.strategy import TokenScores
 from workbench.report.targets import check_text, verdict_short
 from workbench.spec.parse import SpecError, parse_spec
 from workbench.store import Store
+from workbench.store.loaded import QualityPositionRecord
 from workbench.testing.helpers import ListProbe, load_session, request_for, tiny_prompt
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -81,7 +82,7 @@ def test_the_summary_bootstraps_over_prompts_and_finds_the_first_divergence():
     for prompt, klds in {"a": [0.0, 0.1, 0.2], "b": [0.0, 0.0, 0.3], "c": [0.05, 0.05, 0.05]}.items():
         for i, k in enumerate(klds):
             rows.append(
-                dict(
+                QualityPositionRecord(
                     variant="v",
                     source="output",
                     workload="chat" if prompt != "c" else "code",
@@ -282,7 +283,7 @@ def test_quality_targets_judge_the_variants_on_the_quality_pass(quality_run):
     from workbench.analysis.run import analyze_run
 
     with Store(quality_run[0], create=False) as store:
-        analysis = analyze_run(store, 1)
+        analysis = analyze_run(store.load_run(1))
     verdicts = {v.variant: v for v in analysis.verdicts}
     # bf16 drifts from the baseline (KLD > 1e-12): missed, and no request of it is good enough
     bf16 = {c.metric: c for c in verdicts["bf16"].checks}

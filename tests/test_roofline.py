@@ -67,7 +67,7 @@ def test_an_unwritable_cache_does_not_fail(tmp_path, monkeypatch):
 def test_the_run_records_bandwidth_and_the_analysis_computes_limits(fake_run_db):
     with Store(fake_run_db, create=False) as store:
         variants = {v["name"]: v for v in store.variants(1)}
-        analysis = analyze_run(store, 1)
+        analysis = analyze_run(store.load_run(1))
     assert variants["baseline"]["memory_bandwidth_gbs"] == 20.0  # $WORKBENCH_BANDWIDTH_GBS (conftest)
     assert variants["baseline"]["weights_mb"] == 5
     assert analysis.environment["variants"]["int8"]["memory_bandwidth_gbs"] == 20.0

@@ -255,6 +255,32 @@ def test_run_and_variant_records_are_their_tables_columns(db_path):
         VariantRecord.from_row({"name": "a", "nope": 1})
 
 
+def test_the_loaded_runs_row_records_are_their_tables_columns(db_path):
+    """The rows analysis reads whole (``Store.load_run``) are records of every column, in order (a
+    ``select *`` row with a column the record lacks is an error, not a value silently dropped)."""
+    from workbench.store.loaded import EquivalencePositionRecord, QualityVariantRecord, ServerWindowRecord
+
+    for record in (ServerWindowRecord, QualityVariantRecord, EquivalencePositionRecord):
+        assert list(record.columns()) == _columns(db_path, record.table), record.__name__
+
+
+def test_a_loaded_run_holds_the_rows_analysis_reads(fake_run_db):
+    from workbench.store.records import RunRecord
+
+    with Store(fake_run_db, create=False) as store:
+        loaded = store.load_run(1)
+        assert loaded.run == RunRecord.from_row(store.resolve_run(1))
+        assert [v.name for v in loaded.variants] == [v["name"] for v in store.variants(1)]
+        assert list(loaded.trials) == store.trials(1)  # measured, warm-ups apart
+        assert sorted([*loaded.trials, *loaded.warmups], key=lambda t: t.id) == store.trials(
+            1, include_warmup=True
+        )
+        # the steps of the trials a timeline may show, and only those
+        assert loaded.steps and set(loaded.steps) < {t.id for t in loaded.trials}
+        some = next(iter(loaded.steps))
+        assert loaded.steps[some] == tuple((s["t_ms"], s["n_tokens"]) for s in store.steps(some))
+
+
 def test_step_records_are_the_steps_columns(db_path):
     from workbench.run.metrics import StepRecord
 

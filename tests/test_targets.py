@@ -436,7 +436,7 @@ def test_report_shows_target_attainment(linear_db):
     from workbench.store import Store
 
     with Store(linear_db["db"], create=False) as store:
-        analysis = analyze_run(store, 1)
+        analysis = analyze_run(store.load_run(1))
     charts = {c.name: c for c in run_charts(analysis)}
     chart = charts["targets"]
     rows = chart.rows()

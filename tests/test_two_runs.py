@@ -114,7 +114,7 @@ def test_cli_json_and_the_gui_compare_view_agree_on_every_speedup(two_runs):
 
 def test_the_patch_is_found_and_worded(two_runs):
     with Store(two_runs, create=False) as store:
-        two = compare_two_runs(store, store.resolve_run(1), store.resolve_run(2))
+        two = compare_two_runs(store.load_run(1), store.load_run(2))
     by_variant = {c.variant: c for c in two.comparisons}
     assert by_variant["fast"].change == "slower"  # 0.2 → 1.5 ms per token
     assert by_variant["fast"].speedup_e2e.hi < 1
@@ -218,7 +218,7 @@ def test_a_variant_keeps_its_colour_in_both_runs():
 
 def test_before_after_chart_rows(two_runs):
     with Store(two_runs, create=False) as store:
-        two = compare_two_runs(store, store.resolve_run(1), store.resolve_run(2))
+        two = compare_two_runs(store.load_run(1), store.load_run(2))
     chart = cd.before_after_chart(two.comparisons, 1, 2)
     assert chart.name == "before-after" and chart.variants == ("slow", "fast")
     rows = chart.rows()

@@ -3,15 +3,17 @@ in `show`, `show --json`, the exported report and the GUI (the report model behi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
 from click.testing import CliRunner
 
 from workbench.analysis.paired import PairedEstimate
+from workbench.analysis.quality import GroupQuality, QualityFigures
 from workbench.analysis.stats import Estimate
 from workbench.analysis.summary import GroupSummary
-from workbench.analysis.verdict import trust, workload_verdicts
+from workbench.analysis.verdict import Costs, trust, workload_verdicts
 from workbench.cli import cli
 from workbench.report.model import (
     Bullets,
@@ -35,12 +37,27 @@ def _summary(
     variant, e2e=None, ttft=None, match=1.0, workload="chat", quality=None, e2e_ms=None, memory_mb=None
 ):
     metrics = {"e2e_ms": Estimate(e2e_ms, n=4), "peak_memory_mb": Estimate(memory_mb, n=4)}
-    s = GroupSummary(variant, workload, 4, 0, metrics=metrics, prompts=2)
-    s.speedup_e2e = e2e
-    s.speedup_ttft = ttft
-    s.matches_baseline = match if e2e is not None else None
-    s.quality = quality
-    return s
+    return GroupSummary(
+        variant,
+        workload,
+        4,
+        0,
+        metrics=metrics,
+        prompts=2,
+        speedup_e2e=e2e,
+        speedup_ttft=ttft,
+        matches_baseline=match if e2e is not None else None,
+        quality=quality,
+    )
+
+
+def _scored(variant, kld_mean, same_top):
+    """A variant's quality on a workload, scored with these figures (the rest: nothing differs)."""
+    figures = QualityFigures(
+        variant, "chat", "output", 2, 40, kld_mean, None, kld_mean, kld_mean, kld_mean, same_top, None,
+        0.0, 0.0, 1.0, 1.0, 1.0, None, None, 0,
+    )  # fmt: skip
+    return GroupQuality("scored", None, figures)
 
 
 def _est(value, lo=None, hi=None, mde=None):
@@ -55,7 +72,7 @@ def test_the_fastest_variant_wins_with_its_costs_and_the_close_ones():
             _est(1.62, 1.50, 1.75),
             _est(0.68, 0.6, 0.7),
             match=0.0,
-            quality={"status": "scored", "kld_mean": 0.41, "same_top": 0.69},
+            quality=_scored("int4", 0.41, 0.69),
         ),
         _summary("spec", _est(1.65, 1.55, 1.80), _est(1.06, 1.0, 1.1)),
         _summary("lookup", _est(1.20, 1.1, 1.3)),
@@ -63,7 +80,7 @@ def test_the_fastest_variant_wins_with_its_costs_and_the_close_ones():
     (v,) = workload_verdicts(rows, "baseline")
     assert v.best.variant == "spec" and v.beats is True and v.interval
     assert [s.variant for s in v.close] == ["int4"]  # 1.62 lies inside spec's CI: the data cannot order them
-    assert v.costs == {}  # same output, TTFT not slower
+    assert v.costs == Costs()  # same output, TTFT not slower
     line = text_section(
         render_text(Report("t", [], [_verdict_section(rows, "baseline")]), header=False), "Verdict"
     )
@@ -73,9 +90,10 @@ def test_the_fastest_variant_wins_with_its_costs_and_the_close_ones():
         "0% of outputs identical, KLD 0.41)"
     ) in " ".join(line.split())
     # the lossy one, when it wins: its slower first token and what it costs in quality
-    rows[2].speedup_e2e = _est(1.1, 1.0, 1.2)
+    rows[2] = dataclasses.replace(rows[2], speedup_e2e=_est(1.1, 1.0, 1.2))
     (v,) = workload_verdicts(rows, "baseline")
-    assert v.best.variant == "int4" and set(v.costs) == {"ttft", "output", "quality"}
+    costs = {name for name, value in vars(v.costs).items() if value is not None}
+    assert v.best.variant == "int4" and costs == {"ttft", "output", "quality"}
     text = render_text(Report("t", [], [_verdict_section(rows, "baseline")]), header=False)
     assert "int4 1.62x [1.50–1.75]* e2e — TTFT 47% longer, 0% of outputs identical, KLD 0.41" in text
 
@@ -175,9 +193,12 @@ def test_drafting_that_pays_on_decode_but_loses_end_to_end_says_why_and_from_whe
     from workbench.report.run_report import drafting_section
 
     b = BreakEven("spec", "chat", "baseline", 60.0, 60.0, 10, 2, 40, 36, 46)
-    b.needed, b.ttft_extra_ms, b.prefill_after_ms, b.wins_from, b.output_tokens = 0.3, 1400.0, 0.0, 40, 16
+    b = dataclasses.replace(
+        b, needed=0.3, ttft_extra_ms=1400.0, prefill_after_ms=0.0, wins_from=40, output_tokens=16
+    )
+    b = dataclasses.replace(b, measured_speedup=_est(2.07, 1.9, 2.2))
     s = _summary("spec", _est(0.91, 0.85, 0.97), _est(0.45, 0.4, 0.5))
-    s.speedup_decode = b.measured_speedup = _est(2.07, 1.9, 2.2)
+    s = dataclasses.replace(s, speedup_decode=b.measured_speedup)
     analysis = SimpleNamespace(break_even=[b], summaries=[_summary("baseline"), s])
     text = render_text(Report("t", [], [drafting_section(analysis)]), header=False)
     assert "spec: drafting paid on chat — decode 2.07x*, e2e 0.91x*" in text
@@ -193,7 +214,7 @@ def test_the_html_report_starts_with_the_verdict(fake_run_db):
     from workbench.store import Store
 
     with Store(fake_run_db, create=False) as store:
-        page = html_report(analyze_run(store, 1))
+        page = html_report(analyze_run(store.load_run(1)))
     body = page[page.index("<body>") :]
     first = body.index("<h2>")
     assert body[first:].startswith("<h2>Verdict (fastest end to end, vs baseline)</h2>")
@@ -216,7 +237,7 @@ def test_a_tie_is_said_as_a_tie_and_the_rule_picks_only_when_asked():
         ),
     ]
     (v,) = workload_verdicts(rows, "baseline")
-    assert [s.variant for s in v.tied] == ["spec", "lookup"] and v.close == []
+    assert [s.variant for s in v.tied] == ["spec", "lookup"] and v.close == ()
     text = _one_line(rows)
     assert (
         "chat: tie: spec 1.61x [1.40–1.85]* (TTFT 16% longer, same output, peak memory +260 MB), "
@@ -231,7 +252,7 @@ def test_a_tie_is_said_as_a_tie_and_the_rule_picks_only_when_asked():
     rows[2] = _summary("lookup", _est(1.58, 1.35, 1.90, mde=0.03), e2e_ms=1700, memory_mb=945)
     rows[1] = _summary("spec", _est(1.61, 1.55, 1.66, mde=0.03), e2e_ms=1490, memory_mb=1210)
     (v,) = workload_verdicts(rows, "baseline")
-    assert v.tie == [] and [s.variant for s in v.close] == ["lookup"]
+    assert v.tie == () and [s.variant for s in v.close] == ["lookup"]
     assert (
         "chat: spec 1.61x [1.55–1.66]* e2e — same output, peak memory +260 MB; as fast: lookup (same output)"
         in (_one_line(rows))
@@ -321,7 +342,7 @@ def test_without_intervals_a_tie_is_speed_ups_and_medians_within_five_percent():
         _summary("c", _est(1.60), e2e_ms=125),  # 11 % slower: not even as fast
     ]
     (v,) = workload_verdicts(rows, "baseline")
-    assert [s.variant for s in v.tied] == ["a", "b"] and v.close == []
+    assert [s.variant for s in v.tied] == ["a", "b"] and v.close == ()
     assert (
         "chat: tie: a 1.80x (same output), b 1.75x (same output) — e2e medians 111 and 112 ms, 1% apart, "
         "within 5% (no interval)"

@@ -111,7 +111,7 @@ def test_a_run_with_a_conversation_for_two_of_its_variants(tmp_path, tiny_model_
     judged = store.equivalence_positions(result.run_id)
     assert {p["workload"] for p in judged if p["variant"] == "cache"} == {"talk"}
     # the analysis pairs each variant on the workloads it ran, and the report renders
-    analysis = analyze_run(store, result.run_id)
+    analysis = analyze_run(store.load_run(result.run_id))
     text = render_text(build_run_report(analysis), detail=True)
     assert "talk (baseline): TTFT" in text
     assert "not scored" not in text

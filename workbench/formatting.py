@@ -393,10 +393,10 @@ def acceptance_text(summary: Any, digits: int = 1) -> str:
     """Draft acceptance rate and mean accepted length (tokens per verification step); a server's own
     speculative decoding (from its metrics) is marked "srv"."""
     rate, length, where = summary.acceptance_rate, summary.mean_accepted_length, ""
-    if rate is None and summary.server and summary.server.get("acceptance_rate") is not None:
+    if rate is None and summary.server and summary.server.acceptance_rate is not None:
         rate, length, where = (
-            summary.server["acceptance_rate"],
-            summary.server["mean_accepted_length"],
+            summary.server.acceptance_rate,
+            summary.server.mean_accepted_length,
             " srv",
         )
     if rate is None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from workbench.analysis.groups import run_groups
 from workbench.analysis.paired import Disturbance, disturbance, usable
@@ -25,10 +25,8 @@ from workbench.analysis.targets import Verdict
 from workbench.analysis.verdict import Trust, WorkloadVerdict, trust, workload_verdicts
 from workbench.core.errors import WorkbenchError
 from workbench.spec.parse import recorded_spec, recorded_targets
-from workbench.store import RunRecord, TrialRecord, VariantRecord
-
-if TYPE_CHECKING:
-    from workbench.store import Store
+from workbench.store.loaded import LoadedRun, ServerWindowRecord
+from workbench.store.records import RunRecord, TrialRecord, VariantRecord
 
 __all__ = [
     "KERNEL_FIELDS",
@@ -46,7 +44,7 @@ __all__ = [
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunComparison:
     """One variant × workload measured in two runs (matched by name): RUN_B against RUN_A."""
 
@@ -54,8 +52,8 @@ class RunComparison:
     workload: str
     run_a: int
     run_b: int
-    a: dict[str, Estimate]  # e2e_ms, ttft_ms, tpot_ms, decode_tokens_per_s medians in RUN_A
-    b: dict[str, Estimate]
+    a: Mapping[str, Estimate]  # e2e_ms, ttft_ms, tpot_ms, decode_tokens_per_s medians in RUN_A
+    b: Mapping[str, Estimate]
     speedup_e2e: Estimate | None  # A e2e / B e2e: > 1 when RUN_B is faster
     speedup_ttft: Estimate | None
     speedup_decode: Estimate | None  # B decode tok/s / A decode tok/s
@@ -79,7 +77,7 @@ class RunComparison:
         assert self.speedup_e2e is not None and self.speedup_e2e.value is not None
         return "faster" if self.speedup_e2e.value > 1 else "slower"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "variant": self.variant,
             "workload": self.workload,
@@ -120,7 +118,7 @@ def compare_runs(
             continue
         pa, pb = prompt_keys(rows_a), prompt_keys(rows_b)
 
-        def col(rows: list[TrialRecord], name: str) -> list[Any]:
+        def col(rows: list[TrialRecord], name: str) -> list[float | None]:
             return [getattr(r, name) for r in rows]
 
         results.append(
@@ -163,56 +161,57 @@ class Unmatched(NamedTuple):
     run: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class MergedRuns:
     """One run's records, or several runs' side by side: with more than one run every variant name
     carries its run (``"3:baseline"``), so same-named variants of two runs stay apart."""
 
-    runs: list[dict[str, Any]]
-    variants: list[dict[str, Any]]  # variants rows, names tagged
-    trials: list[TrialRecord]  # every trial, warm-ups included (flagged), names tagged
-    windows: list[dict[str, Any]]  # server_metrics rows, names tagged
+    runs: tuple[RunRecord, ...]
+    variants: tuple[VariantRecord, ...]  # names tagged
+    trials: tuple[TrialRecord, ...]  # every trial, warm-ups included (flagged), names tagged
+    windows: tuple[ServerWindowRecord, ...]  # server_metrics rows, names tagged
     baseline: str | None  # the reference variant (tagged); None when the runs have none of that name
-    failures: list[str] = field(default_factory=list)  # variants that crashed or failed to load
+    failures: tuple[str, ...] = ()  # variants that crashed or failed to load
 
 
-def merge_runs(
-    store: Store, runs: Sequence[dict[str, Any]], baseline: str | None = None, *, strict: bool = False
-) -> MergedRuns:
-    """Read ``runs`` (runs rows) from ``store`` into one record set. ``baseline``: a variant name, as
-    ``RUN:variant`` or just ``variant`` for the first run's; by default the first run's baseline.
-    ``strict``: a baseline no trial has is an error (the CLI), else it is dropped (the GUI)."""
+def merge_runs(runs: Sequence[LoadedRun], baseline: str | None = None, *, strict: bool = False) -> MergedRuns:
+    """``runs`` (their rows, :meth:`workbench.store.Store.load_run`) as one record set. ``baseline``: a
+    variant name, as ``RUN:variant`` or just ``variant`` for the first run's; by default the first
+    run's baseline. ``strict``: a baseline no trial has is an error (the CLI), else it is dropped (the
+    GUI)."""
     tagged = len(runs) > 1
 
-    def tag(run: dict[str, Any], name: str) -> str:
-        return f"{run['id']}:{name}" if tagged else name
+    def tag(run: LoadedRun, name: str) -> str:
+        return f"{run.id}:{name}" if tagged else name
 
-    merged = MergedRuns(list(runs), [], [], [], None)
+    variants: list[VariantRecord] = []
+    failures: list[str] = []
+    trials: list[TrialRecord] = []
+    windows: list[ServerWindowRecord] = []
     for run in runs:
-        for v in store.variants(run["id"]):
-            merged.variants.append({**v, "name": tag(run, v["name"])})
-            if v["status"] == "failed" and v.get("error"):
-                merged.failures.append(f"{tag(run, v['name'])}: {v['error']}")
-        trials = store.trials(run["id"], include_warmup=True)
-        merged.trials += (
-            [dataclasses.replace(t, variant=tag(run, t.variant)) for t in trials] if tagged else trials
-        )
-        merged.windows += [{**w, "variant": tag(run, w["variant"])} for w in store.server_metrics(run["id"])]
+        for v in run.variants:
+            variants.append(dataclasses.replace(v, name=tag(run, v.name)))
+            if v.status == "failed" and v.error:
+                failures.append(f"{tag(run, v.name)}: {v.error}")
+        every = sorted([*run.trials, *run.warmups], key=lambda t: t.id or 0)  # as recorded
+        trials += [dataclasses.replace(t, variant=tag(run, t.variant)) for t in every] if tagged else every
+        windows += [dataclasses.replace(w, variant=tag(run, w.variant)) for w in run.server_windows]
     if baseline is None and runs:
-        baseline = runs[0]["baseline"]
+        baseline = runs[0].run.baseline
         if baseline:
             baseline = tag(runs[0], baseline)
     elif baseline is not None and tagged and ":" not in baseline:
         baseline = tag(runs[0], baseline)
-    names = {t.variant for t in merged.trials}
-    if baseline is not None and merged.trials and baseline not in names:
+    names = {t.variant for t in trials}
+    if baseline is not None and trials and baseline not in names:
         if strict:
             raise WorkbenchError(
                 f"baseline variant {baseline!r} not in the run; variants: {', '.join(sorted(names))}"
             )
         baseline = None
-    merged.baseline = baseline
-    return merged
+    return MergedRuns(
+        tuple(r.run for r in runs), tuple(variants), tuple(trials), tuple(windows), baseline, tuple(failures)
+    )
 
 
 @dataclass(frozen=True)
@@ -238,41 +237,36 @@ class SideBySide:
 
 
 def side_by_side(
-    store: Store,
-    runs: Sequence[dict[str, Any]],
+    runs: Sequence[LoadedRun],
     baseline: str | None = None,
     *,
     exclude_disturbed: bool | None = None,
     strict: bool = False,
     each_alone: bool = False,
 ) -> SideBySide:
-    """Runs (runs rows) side by side against ``baseline`` (see :func:`merge_runs`; ``strict``: a
+    """Runs (their rows) side by side against ``baseline`` (see :func:`merge_runs`; ``strict``: a
     baseline no trial has is an error). Each run's rows are the rows it has alone
     (:func:`workbench.analysis.groups.run_groups`: its own disturbed-trial rule and targets, its
     speed-ups paired within it); a variant of another run than the baseline's gets its speed-ups as
     ratios of medians, each run resampled on its own (two runs are never paired). ``each_alone``:
     every run against its own baseline instead, exactly as it is shown alone (the GUI's compare view:
     what holds across the runs is :func:`compare_two_runs`'s); ``baseline`` is then ignored."""
-    merged = merge_runs(store, runs, None if each_alone else baseline, strict=strict)
-    if each_alone:
-        merged.baseline = None
+    merged = merge_runs(runs, None if each_alone else baseline, strict=strict)
+    chosen = None if each_alone else merged.baseline
     tagged = len(runs) > 1
-    base_run, _, base_name = (merged.baseline or "").rpartition(":") if tagged else ("", "", merged.baseline)
+    base_run, _, base_name = (chosen or "").rpartition(":") if tagged else ("", "", chosen)
     summaries: list[GroupSummary] = []
     verdicts: list[Verdict] = []
     base_rows: dict[str, list[TrialRecord]] = defaultdict(list)  # the baseline's used trials per workload
-    across: list[tuple[GroupSummary, list[TrialRecord]]] = []  # rows of other runs, with their used trials
+    across: dict[int, list[TrialRecord]] = {}  # rows of other runs (by position), with their used trials
     for run in runs:
-        trials = store.trials(run["id"])
-        own = each_alone or not tagged or str(run["id"]) == base_run  # paired within the run
-        reference = run.get("baseline") if each_alone else base_name
+        trials = run.trials
+        own = each_alone or not tagged or str(run.id) == base_run  # paired within the run
+        reference = run.run.baseline if each_alone else base_name
         groups = run_groups(
-            store,
-            run["id"],
-            trials,
+            run,
             reference if own and reference in {t.variant for t in trials} else None,
-            [v["name"] for v in store.variants(run["id"])],
-            recorded_targets(run.get("spec") or ""),
+            recorded_targets(run.run.spec or ""),
             exclude_disturbed=exclude_disturbed,
         )
         used: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
@@ -281,36 +275,39 @@ def side_by_side(
             if own and not each_alone and t.variant == base_name:
                 base_rows[t.workload].append(t)
         for summary in groups.summaries:
-            if not own and merged.baseline is not None:
-                across.append((summary, used[(summary.variant, summary.workload)]))
-            if tagged:
-                summary.variant = f"{run['id']}:{summary.variant}"
-        summaries += groups.summaries
+            if not own and chosen is not None:
+                across[len(summaries)] = used[(summary.variant, summary.workload)]
+            summaries.append(
+                dataclasses.replace(summary, variant=f"{run.id}:{summary.variant}") if tagged else summary
+            )
         verdicts += [
-            dataclasses.replace(v, variant=f"{run['id']}:{v.variant}") if tagged else v
-            for v in groups.verdicts
+            dataclasses.replace(v, variant=f"{run.id}:{v.variant}") if tagged else v for v in groups.verdicts
         ]
-    for summary, mine in across:  # against another run's baseline: never paired
+    for index, mine in across.items():  # against another run's baseline: never paired
+        summary = summaries[index]
         base = base_rows.get(summary.workload)
         if not base or not mine:
             continue
-        summary.speedup_e2e = unpaired_speedup(base, mine, "e2e_ms", higher_is_better=False)
-        summary.speedup_ttft = unpaired_speedup(base, mine, "ttft_ms", higher_is_better=False)
-        summary.speedup_decode = unpaired_speedup(base, mine, "decode_tokens_per_s", higher_is_better=True)
-        est = summary.speedup_e2e
-        summary.significant = (
-            None if est is None or est.lo is None or est.hi is None else not est.lo <= 1 <= est.hi
+        e2e = unpaired_speedup(base, mine, "e2e_ms", higher_is_better=False)
+        summaries[index] = dataclasses.replace(
+            summary,
+            speedup_e2e=e2e,
+            speedup_ttft=unpaired_speedup(base, mine, "ttft_ms", higher_is_better=False),
+            speedup_decode=unpaired_speedup(base, mine, "decode_tokens_per_s", higher_is_better=True),
+            significant=None
+            if e2e is None or e2e.lo is None or e2e.hi is None
+            else not e2e.lo <= 1 <= e2e.hi,
         )
     return SideBySide(
-        runs=tuple(RunRecord.from_row(r) for r in runs),
-        variants=tuple(VariantRecord.from_row(v) for v in merged.variants),
-        trials=tuple(merged.trials),
-        baseline=merged.baseline,
-        failures=tuple(merged.failures),
+        runs=merged.runs,
+        variants=merged.variants,
+        trials=merged.trials,
+        baseline=chosen,
+        failures=merged.failures,
         summaries=tuple(summaries),
         verdicts=tuple(verdicts),
-        workload_verdicts=tuple(workload_verdicts(summaries, merged.baseline)),
-        trust=trust(summaries, merged.baseline),
+        workload_verdicts=tuple(workload_verdicts(summaries, chosen)),
+        trust=trust(summaries, chosen),
     )
 
 
@@ -321,10 +318,10 @@ class RunDifference:
 
     kind: str
     name: str
-    a: Any
-    b: Any
+    a: object
+    b: object
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
     @property
@@ -390,26 +387,30 @@ _VARIANT_FIELDS = (
 )
 
 
-def _host(run: dict[str, Any]) -> dict[str, Any]:
-    host = _json_dict(run.get("environment")).get("host")
-    return host if isinstance(host, dict) else {}
+def _host(run: RunRecord) -> dict[str, object]:
+    host = _json_dict(run.environment).get("host")
+    return _as_dict(host)
 
 
-def _json_dict(text: Any) -> dict[str, Any]:
+def _as_dict(found: object) -> dict[str, object]:
+    return {str(k): v for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _json_dict(text: str | None) -> dict[str, object]:
     import json
 
     try:
-        found = json.loads(text) if isinstance(text, str) else text
+        found: object = json.loads(text) if isinstance(text, str) else text
     except ValueError:
         return {}
-    return found if isinstance(found, dict) else {}
+    return _as_dict(found)
 
 
-def _spec_tables(text: str | None) -> dict[str, Any]:
+def _spec_tables(text: str | None) -> dict[str, object]:
     """A recorded spec's top-level keys and its workloads' keys by name (``{}`` when it does not
     parse: an old run, or none recorded). Variants are compared on their recorded rows instead."""
     data = recorded_spec(text)
-    out: dict[str, Any] = {k: v for k, v in data.items() if k not in ("variants", "workloads", "name")}
+    out: dict[str, object] = {k: v for k, v in data.items() if k not in ("variants", "workloads", "name")}
     for table in data.get("workloads") or []:
         if isinstance(table, dict) and isinstance(table.get("name"), str):
             out[f"workload {table['name']}"] = "in the spec"
@@ -420,12 +421,12 @@ def _spec_tables(text: str | None) -> dict[str, Any]:
 
 
 def run_differences(
-    run_a: dict[str, Any],
-    run_b: dict[str, Any],
-    variants_a: Sequence[dict[str, Any]] = (),
-    variants_b: Sequence[dict[str, Any]] = (),
+    run_a: RunRecord,
+    run_b: RunRecord,
+    variants_a: Sequence[VariantRecord] = (),
+    variants_b: Sequence[VariantRecord] = (),
 ) -> list[RunDifference]:
-    """How two runs differ (runs rows, and their variants rows): the machine, the libraries (the
+    """How two runs differ (their runs rows, and their variants rows): the machine, the libraries (the
     workbench's and each matched variant's worker's), the spec (its top-level keys and workloads) and
     each same-named variant's recorded settings (strategy, model, dtype, device, each parameter…).
     Facts only; the report words them."""
@@ -435,32 +436,32 @@ def run_differences(
         for key in _HOST_FIELDS:
             if ha.get(key) != hb.get(key):
                 out.append(RunDifference("machine", key, ha.get(key), hb.get(key)))
-        pa, pb = ha.get("packages") or {}, hb.get("packages") or {}
+        pa, pb = _as_dict(ha.get("packages")), _as_dict(hb.get("packages"))
         for name in dict.fromkeys([*pa, *pb]):
             if pa.get(name) != pb.get(name):
                 out.append(RunDifference("libraries", name, pa.get(name), pb.get(name)))
-    by_name = {v["name"]: v for v in variants_b}
-    host_a, host_b = ha.get("packages") or {}, hb.get("packages") or {}
+    by_name = {v.name: v for v in variants_b}
+    host_a, host_b = _as_dict(ha.get("packages")), _as_dict(hb.get("packages"))
     for va in variants_a:
-        vb = by_name.get(va["name"])
+        vb = by_name.get(va.name)
         if vb is None:
             continue
-        name = va["name"]
+        name = va.name
         for key in _VARIANT_FIELDS:
             if key == "params":  # the strategy's parameters one by one
-                xa, xb = _json_dict(va.get(key)), _json_dict(vb.get(key))
+                xa, xb = _json_dict(va.params), _json_dict(vb.params)
                 for param in dict.fromkeys([*xa, *xb]):
                     if xa.get(param) != xb.get(param):
                         out.append(RunDifference("variant", f"{name}: {param}", xa.get(param), xb.get(param)))
-            elif va.get(key) != vb.get(key):
-                out.append(RunDifference("variant", f"{name}: {key}", va.get(key), vb.get(key)))
-        ka, kb = _json_dict(va.get("packages")), _json_dict(vb.get("packages"))
+            elif getattr(va, key) != getattr(vb, key):
+                out.append(RunDifference("variant", f"{name}: {key}", getattr(va, key), getattr(vb, key)))
+        ka, kb = _json_dict(va.packages), _json_dict(vb.packages)
         for lib in dict.fromkeys([*ka, *kb]) if ka and kb else ():
             # a worker in the workbench's own environment: the difference is the host's, listed above
             same_as_host = (ka.get(lib), kb.get(lib)) == (host_a.get(lib), host_b.get(lib))
             if ka.get(lib) != kb.get(lib) and not same_as_host:
                 out.append(RunDifference("libraries", f"{name}: {lib}", ka.get(lib), kb.get(lib)))
-    sa, sb = _spec_tables(run_a.get("spec")), _spec_tables(run_b.get("spec"))
+    sa, sb = _spec_tables(run_a.spec), _spec_tables(run_b.spec)
     if sa or sb:
         for key in dict.fromkeys([*sa, *sb]):
             if sa.get(key) != sb.get(key):
@@ -490,22 +491,23 @@ class TwoRuns:
         return self.run_a.id, self.run_b.id
 
 
-def compare_two_runs(
-    store: Any, run_a: dict[str, Any], run_b: dict[str, Any], *, exclude_disturbed: bool | None = None
-) -> TwoRuns:
-    """RUN_B against RUN_A (runs rows), variants matched by name: the one computation behind ``compare
+def compare_two_runs(run_a: LoadedRun, run_b: LoadedRun, *, exclude_disturbed: bool | None = None) -> TwoRuns:
+    """RUN_B against RUN_A (their rows), variants matched by name: the one computation behind ``compare
     A B`` (text, ``--json``, ``--out``) and the GUI's compare view. ``exclude_disturbed``: None is the
     default rule, applied to each run on its own (few disturbed trials: left out)."""
-    trials_a, trials_b = store.trials(run_a["id"]), store.trials(run_b["id"])
+    for loaded in (run_a, run_b):  # the store is read by its loader, never by analysis
+        if not isinstance(loaded, LoadedRun):
+            raise TypeError(f"compare_two_runs takes LoadedRun (Store.load_run), not {type(loaded).__name__}")
+    trials_a, trials_b = run_a.trials, run_b.trials
     rules = (disturbance(trials_a, exclude_disturbed), disturbance(trials_b, exclude_disturbed))
     comparisons, unmatched = compare_runs(
         usable(trials_a, exclude_disturbed),
         usable(trials_b, exclude_disturbed),
-        run_a["id"],
-        run_b["id"],
+        run_a.id,
+        run_b.id,
     )
     # names only one run has at all (usable() may drop a variant whose every trial failed)
-    ids = run_a["id"], run_b["id"]
+    ids = run_a.id, run_b.id
     names = {t.variant for t in trials_a}, {t.variant for t in trials_b}
     unmatched = _unmatched(trials_a, trials_b, *ids)
     not_compared: list[tuple[str, str | None, str]] = [
@@ -533,16 +535,16 @@ def compare_two_runs(
                 else "every finished trial was left out as disturbed"
             )
         not_compared.append((variant, workload, why))
-    rows_a, rows_b = store.variants(run_a["id"]), store.variants(run_b["id"])
-    order = list(dict.fromkeys([*(v["name"] for v in rows_a), *(v["name"] for v in rows_b)]))
+    rows_a, rows_b = run_a.variants, run_b.variants
+    order = list(dict.fromkeys([*(v.name for v in rows_a), *(v.name for v in rows_b)]))
     order += [n for n in sorted(names[0] | names[1]) if n not in order]
     workloads = list(dict.fromkeys(t.workload for t in [*trials_a, *trials_b]))
     # in the runs' order (variants as in the spec, workloads as they ran), not in the trials' order
     comparisons.sort(key=lambda c: (order.index(c.variant), workloads.index(c.workload)))
-    differences = run_differences(run_a, run_b, rows_a, rows_b)
+    differences = run_differences(run_a.run, run_b.run, rows_a, rows_b)
     return TwoRuns(
-        RunRecord.from_row(run_a),
-        RunRecord.from_row(run_b),
+        run_a.run,
+        run_b.run,
         tuple(comparisons),
         tuple(unmatched),
         rules,

@@ -35,11 +35,12 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from workbench.analysis.paired import match_trials
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED
@@ -134,13 +135,13 @@ class CompressionBreakEven:
     # -- what it could not drop (trials.compress_protected)
     budget_tokens: float | None = None  # median budget (rate × input_tokens, or target_tokens)
     over_budget: int = 0  # trials whose kept parts alone exceeded the budget
-    protected_parts: dict[str, float] = field(default_factory=dict)  # median tokens per kept part
+    protected_parts: Mapping[str, float] = field(default_factory=dict)  # median tokens per kept part
 
     @property
     def pays(self) -> bool | None:
         return None if self.cost_fraction is None else self.cost_fraction < 1.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The fields as JSON takes them: an interval's end with no finite bound (∞) as None."""
         return {
             k: None if isinstance(v, float) and math.isinf(v) else v
@@ -168,10 +169,10 @@ def _budget(trial: TrialRecord) -> float | None:
     return trial.compress_rate * trial.input_tokens
 
 
-def _resample_index(strata: Sequence[Any], resamples: int) -> np.ndarray | None:
+def _resample_index(strata: Sequence[Hashable], resamples: int) -> npt.NDArray[np.float64] | None:
     """``[resamples, pairs]`` indices: each resample draws each prompt's pairs from its own, with
     replacement; None when no prompt has two pairs (nothing says how a pair varies)."""
-    groups: dict[Any, list[int]] = defaultdict(list)
+    groups: dict[Hashable, list[int]] = defaultdict(list)
     for i, key in enumerate(strata):
         groups[key].append(i)
     if all(len(g) < 2 for g in groups.values()):
@@ -181,7 +182,9 @@ def _resample_index(strata: Sequence[Any], resamples: int) -> np.ndarray | None:
     return np.concatenate(cols, axis=1)
 
 
-def _lines(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _lines(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Row-wise least-squares intercepts and slopes (NaN where a row's ``x`` does not vary)."""
     mx, my = x.mean(axis=1, keepdims=True), y.mean(axis=1, keepdims=True)
     sxx = ((x - mx) ** 2).sum(axis=1)
@@ -206,59 +209,95 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
+@dataclass(frozen=True)
+class _Paired:
+    """The paired figures of one variant × workload (the fields of :class:`CompressionBreakEven` of
+    the same names)."""
+
+    pairs: int = 0
+    saved_ms: float | None = None
+    saved_ms_lo: float | None = None
+    saved_ms_hi: float | None = None
+    cost_fraction: float | None = None
+    cost_fraction_lo: float | None = None
+    cost_fraction_hi: float | None = None
+    break_even: CrossingKind | None = None
+    break_even_tokens: float | None = None
+    break_even_lo: float | None = None
+    break_even_hi: float | None = None
+    no_break_even: str | None = None
+    break_even_fitted: float | None = None
+    lengths: tuple[float, float] | None = None
+
+
 def _paired(
     n: list[float],
     saved: list[float],
     cost: list[float],
-    strata: list[Any],
+    strata: list[str],
     resamples: int,
-) -> dict[str, Any]:
+) -> _Paired:
     """The paired figures of one variant × workload (the fields of :class:`CompressionBreakEven`)."""
-    out: dict[str, Any] = {"pairs": len(saved), "lengths": (min(n), max(n))}
     mean_saved, mean_cost = statistics.fmean(saved), statistics.fmean(cost)
-    out["saved_ms"] = mean_saved
-    out["cost_fraction"] = mean_cost / mean_saved if mean_saved > 0 else None
+    out = _Paired(
+        pairs=len(saved),
+        lengths=(min(n), max(n)),
+        saved_ms=mean_saved,
+        cost_fraction=mean_cost / mean_saved if mean_saved > 0 else None,
+    )
     # the break-even
     kind: CrossingKind | None = None
     saved_line, cost_line = fit(n, saved), fit(n, cost)
     if saved_line is None or cost_line is None:
-        out["no_break_even"] = (
-            f"the prompts have one length ({tokens(n[0])} tokens): a break-even length needs prompts of "
-            "different lengths"
+        out = replace(
+            out,
+            no_break_even=(
+                f"the prompts have one length ({tokens(n[0])} tokens): a break-even length needs prompts of "
+                "different lengths"
+            ),
         )
     elif cost_line[1] <= 0:
-        out["no_break_even"] = (
-            "the compression time fitted against the prompt length does not grow with it (slope ≤ 0: "
-            "noise, or too narrow a range of lengths)"
+        out = replace(
+            out,
+            no_break_even=(
+                "the compression time fitted against the prompt length does not grow with it (slope ≤ 0: "
+                "noise, or too narrow a range of lengths)"
+            ),
         )
     elif saved_line[1] <= 0:
-        out["no_break_even"] = (
-            "the prefill time saved, fitted against the prompt length, does not grow with it (slope "
-            "≤ 0: noise, or too narrow a range of lengths)"
+        out = replace(
+            out,
+            no_break_even=(
+                "the prefill time saved, fitted against the prompt length, does not grow with it (slope "
+                "≤ 0: noise, or too narrow a range of lengths)"
+            ),
         )
     else:
         c = crossing(saved_line[0], saved_line[1], cost_line[0], cost_line[1])
         assert c is not None  # both slopes positive
         kind = c.kind
-        out["break_even"], out["break_even_tokens"] = c.kind, c.tokens
+        out = replace(out, break_even=c.kind, break_even_tokens=c.tokens)
     # the intervals
     index = _resample_index(strata, resamples)
     if index is None:
         return out
     s, k, x = np.asarray(saved)[index], np.asarray(cost)[index], np.asarray(n, dtype=float)[index]
     ms, mk = s.mean(axis=1), k.mean(axis=1)
-    out["saved_ms_lo"], out["saved_ms_hi"] = (float(v) for v in np.percentile(ms, [2.5, 97.5]))
-    if out["cost_fraction"] is not None:
+    lo, hi = (float(v) for v in np.percentile(ms, [2.5, 97.5]))
+    out = replace(out, saved_ms_lo=lo, saved_ms_hi=hi)
+    if out.cost_fraction is not None:
         ratios = [float(a / b) if b > 0 else math.inf for a, b in zip(mk, ms, strict=True)]
-        out["cost_fraction_lo"], out["cost_fraction_hi"] = _quantile(ratios, 0.025), _quantile(ratios, 0.975)
+        out = replace(
+            out, cost_fraction_lo=_quantile(ratios, 0.025), cost_fraction_hi=_quantile(ratios, 0.975)
+        )
     if kind is not None:
         s0, s1 = _lines(x, s)
         c0, c1 = _lines(x, k)
         sides = [_on_side(crossing(*map(float, line)), kind) for line in zip(s0, s1, c0, c1, strict=True)]
         fitted = [v for v in sides if v is not None]
-        out["break_even_fitted"] = len(fitted) / len(sides)
+        out = replace(out, break_even_fitted=len(fitted) / len(sides))
         if len(fitted) >= MIN_RESAMPLES_FITTED * len(sides):
-            out["break_even_lo"], out["break_even_hi"] = _quantile(fitted, 0.025), _quantile(fitted, 0.975)
+            out = replace(out, break_even_lo=_quantile(fitted, 0.025), break_even_hi=_quantile(fitted, 0.975))
     return out
 
 
@@ -284,14 +323,14 @@ def compression_break_even(
             saved.append(paired_saving(r.ttft_ms, t.ttft_ms, t.compress_ms))
             cost.append(t.compress_ms)
             strata.append(t.prompt_id)
-        paired: dict[str, Any] = (
+        paired = (
             _paired(n, saved, cost, strata, resamples)
             if saved
-            else {
-                "no_break_even": "no trial of the reference variant ran the same prompt and repetition"
+            else _Paired(
+                no_break_even="no trial of the reference variant ran the same prompt and repetition"
                 if reference is not None and reference != variant
                 else "no reference variant to pair with"
-            }
+            )
         )
         budgets = [b for t in mine if (b := _budget(t)) is not None]
         over = [t for t in mine if (b := _budget(t)) is not None and sum(_protected(t).values()) > b]
@@ -318,7 +357,7 @@ def compression_break_even(
                 budget_tokens=statistics.median(budgets) if budgets else None,
                 over_budget=len(over),
                 protected_parts={k: statistics.median(_protected(t).get(k, 0) for t in over) for k in names},
-                **paired,
+                **{f.name: getattr(paired, f.name) for f in fields(paired)},
             )
         )
     return out

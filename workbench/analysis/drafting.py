@@ -56,11 +56,11 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
 
 from workbench.analysis.stats import fit_line
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 if TYPE_CHECKING:
     from workbench.analysis.paired import PairedEstimate
@@ -136,7 +136,7 @@ class DraftLength:
         cost = self.cost
         return self.tokens_per_step / cost if cost else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "k": self.k,
             "steps": self.steps,
@@ -164,7 +164,7 @@ class DraftPosition:
     def rate(self) -> float:
         return self.accepted / self.reached if self.reached else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "position": self.position,
             "reached": self.reached,
@@ -197,7 +197,7 @@ class DraftHint:
     step_ratio: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class BreakEven:
     """One speculative variant on one workload: acceptance, costs, break-even, predicted vs measured."""
 
@@ -211,8 +211,8 @@ class BreakEven:
     proposed: int
     accepted: int
     tokens: int  # tokens the decode steps delivered
-    positions: list[DraftPosition] = field(default_factory=list)
-    lengths: list[DraftLength] = field(default_factory=list)
+    positions: tuple[DraftPosition, ...] = ()
+    lengths: tuple[DraftLength, ...] = ()
     draft_cost_per_token: float | None = None  # c_d: Σ draft / Σ proposed, in T1
     verify_fit: tuple[float, float] | None = None  # V(k) ≈ intercept + slope·k
     overhead: float | None = None  # decode time outside draft and verify, per step, in T1
@@ -276,7 +276,7 @@ class BreakEven:
         nothing to add); :func:`workbench.report.drafting.hint_text` words it."""
         return _hint(self)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         est = self.measured_speedup
         return {
             "variant": self.variant,
@@ -354,9 +354,8 @@ def break_even(
             continue
         mine = [t for t in trials if (t.variant, t.workload) == (variant, workload)]
         result = _analyse(variant, workload, rows, mine, base_tpot, speedups.get((variant, workload)))
-        result.e2e_speedup = e2e.get((variant, workload))
-        _end_to_end(result, rows, mine, base_tpot, base_ttft)
-        out.append(result)
+        result = replace(result, e2e_speedup=e2e.get((variant, workload)))
+        out.append(_end_to_end(result, rows, mine, base_tpot, base_ttft))
     return sorted(
         out, key=lambda b: (order.get(b.variant, len(order)), workloads.get(b.workload, len(workloads)))
     )
@@ -367,7 +366,7 @@ def _analyse(
     workload: str,
     rows: list[StepRow],
     trials: Sequence[TrialRecord],
-    base_tpot: dict[tuple[Any, Any, Any], float],
+    base_tpot: dict[tuple[str, str, int], float],
     measured: PairedEstimate | None,
 ) -> BreakEven:
     plain = [r for r in rows if r[2] == 0]
@@ -383,8 +382,8 @@ def _analyse(
         accepted=sum(r[3] for r in rows),
         tokens=sum(r[1] for r in rows),
         measured_speedup=measured,
+        positions=tuple(_positions(rows)),
     )
-    result.positions = _positions(rows)
     # T1: the variant's own plain steps, else the paired baseline trial's TPOT
     pair_t1: dict[int, float] = {}
     for t in trials:
@@ -392,30 +391,30 @@ def _analyse(
         if tpot and t.id is not None:
             pair_t1[t.id] = tpot
     if pair_t1:
-        result.baseline_step_ms = statistics.median(pair_t1.values())
+        result = replace(result, baseline_step_ms=statistics.median(pair_t1.values()))
     plain_verify = [r[5] for r in plain if r[5] is not None and r[5] > 0]
     if len(plain_verify) >= MIN_PLAIN_STEPS:
         t1_plain = statistics.median(plain_verify)
         unit: dict[int, float] = {t.id: t1_plain for t in trials if t.id is not None}
-        result.unit, result.target_step_ms = "plain steps", t1_plain
+        result = replace(result, unit="plain steps", target_step_ms=t1_plain)
     elif pair_t1:
         unit = pair_t1
-        result.unit, result.target_step_ms = "baseline", result.baseline_step_ms
+        result = replace(result, unit="baseline", target_step_ms=result.baseline_step_ms)
     else:
         unit = {}
     timed = [r for r in rows if r[5] is not None and r[0] in unit]
     if not timed:
-        result.unit = result.target_step_ms = None
-        return result
+        return replace(result, unit=None, target_step_ms=None)
     # per draft length: medians of the costs in target steps
     buckets: dict[int, list[StepRow]] = defaultdict(list)
     for r in rows:
         buckets[r[2]].append(r)
+    lengths = []
     for k in sorted(buckets):
         these = buckets[k]
         drafts = [(r[4] or 0.0) / unit[r[0]] for r in these if r[0] in unit and r[5] is not None]
         verifies = [r[5] / unit[r[0]] for r in these if r[0] in unit and r[5] is not None]
-        result.lengths.append(
+        lengths.append(
             DraftLength(
                 k=k,
                 steps=len(these),
@@ -425,11 +424,11 @@ def _analyse(
                 verify_cost=statistics.median(verifies) if verifies else None,
             )
         )
+    result = replace(result, lengths=tuple(lengths))
     drafted = [r for r in timed if r[2] > 0]
     if drafted:
-        result.draft_cost_per_token = sum((r[4] or 0.0) / unit[r[0]] for r in drafted) / sum(
-            r[2] for r in drafted
-        )
+        per_token = sum((r[4] or 0.0) / unit[r[0]] for r in drafted) / sum(r[2] for r in drafted)
+        result = replace(result, draft_cost_per_token=per_token)
     # V(k) as a line through the per-length medians, each counted once per step (robust to the odd
     # slow step of a busy machine, which a fit over every step is not)
     medians = [(x.k, x.steps, x.verify_cost) for x in result.lengths if x.verify_cost is not None]
@@ -439,42 +438,50 @@ def _analyse(
         [k for k, n, _ in medians for _ in range(n)], [v for _, n, v in medians for _ in range(n)]
     )
     if slope is not None and intercept is not None:
-        result.verify_fit = (intercept, slope)
+        result = replace(result, verify_fit=(intercept, slope))
     with_cost = [(b, b.cost) for b in result.lengths if b.cost is not None]
     spend = sum(b.steps * cost for b, cost in with_cost)
     if spend > 0:
-        result.predicted_speedup = sum(b.steps * b.tokens_per_step for b, _ in with_cost) / spend
+        result = replace(
+            result, predicted_speedup=sum(b.steps * b.tokens_per_step for b, _ in with_cost) / spend
+        )
     drafted_lengths = [(b, cost) for b, cost in with_cost if b.k > 0]
     if drafted_lengths:
-        result.needed = sum(b.steps * (cost - 1) for b, cost in drafted_lengths) / sum(
+        needed = sum(b.steps * (cost - 1) for b, cost in drafted_lengths) / sum(
             b.steps * b.k for b, _ in drafted_lengths
         )
+        result = replace(result, needed=needed)
     # time outside draft and verify: the trials' decode time minus the steps' sub-splits
     decode_ms = sum(t.decode_ms or 0.0 for t in trials if t.id in unit)
     inside = sum((r[4] or 0.0) + (r[5] or 0.0) for r in timed)
     per_step_t1 = statistics.median(unit[r[0]] for r in timed)
     if decode_ms > 0 and len(timed) == len(rows):
-        result.overhead = max(decode_ms - inside, 0.0) / len(rows) / per_step_t1
-    result.best_k, result.best_speedup = _best_length(result)
-    return result
+        result = replace(result, overhead=max(decode_ms - inside, 0.0) / len(rows) / per_step_t1)
+    best_k, best_speedup = _best_length(result)
+    return replace(result, best_k=best_k, best_speedup=best_speedup)
 
 
 def _end_to_end(
     result: BreakEven,
     rows: Sequence[StepRow],
     trials: Sequence[TrialRecord],
-    base_tpot: dict[tuple[Any, Any, Any], float],
-    base_ttft: dict[tuple[Any, Any, Any], float],
-) -> None:
-    """The draft's prefill before and after the first token, what a token saves, and the output
-    length from which the variant wins e2e (module docstring)."""
+    base_tpot: dict[tuple[str, str, int], float],
+    base_ttft: dict[tuple[str, str, int], float],
+) -> BreakEven:
+    """``result`` with the draft's prefill before and after the first token, what a token saves, and
+    the output length from which the variant wins e2e (module docstring)."""
     after: dict[int, float] = defaultdict(float)
+    prefill_steps = 0
     for r in rows:
         if r[2] == 0 and r[4]:
             after[r[0]] += r[4]
-            result.prefill_steps += 1
+            prefill_steps += 1
     outputs = [t.output_tokens for t in trials if t.output_tokens]
-    result.output_tokens = statistics.median(outputs) if outputs else None
+    result = replace(
+        result,
+        prefill_steps=result.prefill_steps + prefill_steps,
+        output_tokens=statistics.median(outputs) if outputs else None,
+    )
     extra, fixed, saving = [], [], []
     for t in trials:
         key = (t.workload, t.prompt_id, t.repetition)
@@ -488,17 +495,17 @@ def _end_to_end(
         if tpot and t.decode_ms is not None and (t.output_tokens or 0) > 1:
             saving.append(tpot - (t.decode_ms - pre) / (t.output_tokens - 1))  # type: ignore[operator]
     if not extra:
-        return
-    result.ttft_extra_ms = statistics.median(extra)
-    result.prefill_after_ms = statistics.median([after.get(t.id, 0.0) for t in trials if t.id is not None])
+        return result
+    result = replace(
+        result,
+        ttft_extra_ms=statistics.median(extra),
+        prefill_after_ms=statistics.median([after.get(t.id, 0.0) for t in trials if t.id is not None]),
+    )
     if not saving:
-        return
+        return result
     cost, gain = statistics.median(fixed), statistics.median(saving)
-    result.step_saving_ms = gain
-    if cost <= 0:
-        result.wins_from = 1
-    elif gain > 0:
-        result.wins_from = 1 + math.ceil(cost / gain)
+    wins_from = 1 if cost <= 0 else 1 + math.ceil(cost / gain) if gain > 0 else None
+    return replace(result, step_saving_ms=gain, wins_from=wins_from)
 
 
 def _positions(rows: Sequence[StepRow]) -> list[DraftPosition]:

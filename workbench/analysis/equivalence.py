@@ -34,11 +34,19 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
-from workbench.store import Store, TrialRecord
+from workbench.store.loaded import (
+    EquivalencePositionRecord,
+    FloorRecord,
+    LoadedRun,
+    QualityVariantRecord,
+    ReferenceRecord,
+)
+from workbench.store.records import TrialRecord
 
 __all__ = [
     "FLOOR_FACTOR",
@@ -75,7 +83,9 @@ OWN_KLD_FACTOR = 4.0
 EquivalenceStatus = Literal["identical", "equivalent", "unexplained", "mismatch", "unchecked"]
 
 
-def floor_figures(base: Mapping[str, Any], shaped: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def floor_figures(
+    base: Mapping[str, npt.ArrayLike], shaped: Mapping[str, npt.ArrayLike]
+) -> dict[str, npt.NDArray[np.float64]]:
     """Per position of one stream, the reference's one-pass ``logprobs`` (``base``) against the same
     model's through another shape (``shaped``): ``kld`` = KL(P_base ‖ P_shaped) and ``top_shift`` =
     the largest |Δ log p| of base's two most likely tokens."""
@@ -218,37 +228,37 @@ class RunEquivalence:
 
 
 def classify_divergence(
-    reference: Sequence[Mapping[str, Any]], output: Sequence[int], margin: float | None
+    reference: Sequence[ReferenceRecord], output: Sequence[int], margin: float | None
 ) -> tuple[int, int | None, int | None, float | None, bool | None] | None:
     """``output``'s first difference from the reference output (its rows, in order: ``token_id``,
     ``logprob``, ``top_ids``, ``top_logprobs``): ``(index, baseline token, variant token, gap,
     explained)``; None when identical."""
-    found = _first_difference(reference, output)
+    found = _first_difference([r.token_id for r in reference], output)
     if found is None:
         return None
     first, base, mine = found
     gap = None
     if base is not None and mine is not None:
         row = reference[first]
-        ids = np.frombuffer(row["top_ids"], dtype="<i4")
-        lps = np.frombuffer(row["top_logprobs"], dtype="<f4")
+        ids = np.frombuffer(row.top_ids, dtype="<i4")
+        lps = np.frombuffer(row.top_logprobs, dtype="<f4")
         hit = np.flatnonzero(ids == mine)
         if len(hit):
-            gap = float(row["logprob"]) - float(lps[hit[0]])
+            gap = float(row.logprob) - float(lps[hit[0]])
     explained = None if margin is None else (gap is not None and gap <= margin)
     return first, base, mine, gap, explained
 
 
-def _floor(rows: Iterable[Mapping[str, Any]], dtype: str | None) -> Floor | None:
-    by_shape: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+def _floor(rows: Iterable[FloorRecord], dtype: str | None) -> Floor | None:
+    by_shape: dict[str, list[FloorRecord]] = defaultdict(list)
     for row in rows:
-        by_shape[row["shape"]].append(row)
+        by_shape[row.shape].append(row)
     if not by_shape:
         return None
     shapes = []
     for shape, items in by_shape.items():
-        kld = np.array([r["kld"] for r in items], dtype=np.float64)
-        shift = np.array([r["top_shift"] for r in items], dtype=np.float64)
+        kld = np.array([r.kld for r in items], dtype=np.float64)
+        shift = np.array([r.top_shift for r in items], dtype=np.float64)
         shapes.append(
             FloorShape(
                 shape=shape,
@@ -262,39 +272,35 @@ def _floor(rows: Iterable[Mapping[str, Any]], dtype: str | None) -> Floor | None
     return Floor(tuple(shapes), dtype)
 
 
-def run_equivalence(
-    store: Store,
-    run_id: int,
-    trials: Sequence[TrialRecord],
-    dtypes: Mapping[str, str | None],
-    baseline: str | None,
-) -> RunEquivalence | None:
-    """The run's equivalence checks from the store: None when its quality pass checked no lossless
-    variant (runs from before the check, or without a pass). ``trials``: the measured trials;
-    ``dtypes``: each variant's resolved dtype."""
-    variants = [r for r in store.quality_variants(run_id) if r["status"] == "lossless"]
+def run_equivalence(loaded: LoadedRun, baseline: str | None) -> RunEquivalence | None:
+    """The run's equivalence checks from its rows: None when its quality pass checked no lossless
+    variant (runs from before the check, or without a pass)."""
+    variants = [r for r in loaded.quality_variants if r.status == "lossless"]
     if baseline is None:
         return None
-    if any(r.get("checked") for r in variants):  # checked by replay, position by position
-        return _replayed(store, run_id, [r for r in variants if r.get("checked")], trials, dtypes, baseline)
+    trials = loaded.trials  # the measured ones (warm-ups excluded)
+    dtypes = {v.name: v.dtype for v in loaded.variants}
+    if any(r.checked for r in variants):  # checked by replay, position by position
+        checked = [r for r in variants if r.checked]
+        return _replayed(loaded.equivalence_positions, checked, trials, dtypes, baseline)
     # checked the old way: a lossless variant records its shape (not recorded before the check existed)
-    rows = [r for r in variants if r.get("shape")]
+    rows = [r for r in variants if r.shape]
     if not rows:
         return None
-    floor = _floor(store.quality_floor(run_id), dtypes.get(baseline))
-    reference: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in store.quality_reference(run_id):
-        reference[(row["workload"], row["prompt_id"])].append(row)
+    floor = _floor(loaded.quality_floor, dtypes.get(baseline))
+    reference: dict[tuple[str, str], list[ReferenceRecord]] = defaultdict(list)
+    for ref_row in loaded.quality_reference:
+        reference[(ref_row.workload, ref_row.prompt_id)].append(ref_row)
     if not reference:
         return None
     klds: dict[str, list[float]] = defaultdict(list)
-    for p in store.quality_positions(run_id):
-        if p["source"] == "output":
-            klds[p["variant"]].append(float(p["kld"]))
+    for p in loaded.quality_positions:
+        if p.source == "output":
+            klds[p.variant].append(float(p.kld))
     margin = floor.margin if floor is not None else None
     checks = {}
     for row in rows:
-        name = row["variant"]
+        name = row.variant
         outputs = 0
         found = []
         for t in trials:
@@ -311,7 +317,7 @@ def run_equivalence(
         values = klds.get(name)
         checks[name] = Equivalence(
             variant=name,
-            shape=row.get("shape"),
+            shape=row.shape,
             dtype=dtypes.get(name),
             kld=float(np.mean(values)) if values else None,
             floor=floor,
@@ -327,15 +333,18 @@ def run_equivalence(
 Verdict = Literal["argmax", "near-tie", "unexplained", "not-own-argmax"]
 
 
-def _kl(p_log: np.ndarray, q_log: np.ndarray) -> np.ndarray:
+def _kl(p_log: npt.NDArray[np.float64], q_log: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     pb = np.exp(p_log)
     with np.errstate(invalid="ignore", over="ignore"):
         return np.maximum(np.where(pb > 0, pb * (p_log - q_log), 0.0).sum(axis=1), 0.0)
 
 
 def judge_positions(
-    tokens: Sequence[int], ref: Any, shaped: Any, own: Any | None = None
-) -> dict[str, np.ndarray]:
+    tokens: Sequence[int],
+    ref: npt.ArrayLike,
+    shaped: npt.ArrayLike | list[npt.ArrayLike],
+    own: npt.ArrayLike | None = None,
+) -> dict[str, npt.NDArray[np.float64]]:
     """Every position of one output, judged (docs/metrics.md, "Equivalence"). ``tokens``: the
     variant's emitted tokens; ``ref``: the baseline's one-pass log-probabilities on the variant's own
     prefix (``[n, vocab]``); ``shaped``: the baseline's through the passes the variant ran (a list of
@@ -367,7 +376,7 @@ def judge_positions(
     )
     verdict = np.where(tok == base_top, "argmax", np.where(gap <= 2 * floor_shift, "near-tie", "unexplained"))
     ls = candidates[0]
-    out: dict[str, np.ndarray] = {
+    out: dict[str, npt.NDArray[np.float64]] = {
         "base_top": base_top,
         "gap": gap,
         "floor_shift": floor_shift,
@@ -413,19 +422,19 @@ class Judged:
         return self.own_kld <= max(OWN_KLD_FACTOR * self.floor_kld, _ZERO_KLD)
 
 
-def _judged(rows: Sequence[Mapping[str, Any]], unchecked: tuple[str, ...]) -> Judged:
-    verdicts = [r["verdict"] for r in rows]
-    own = [float(r["own_kld"]) for r in rows if r.get("own_kld") is not None]
-    floor = [float(r["floor_kld"]) for r in rows if r.get("own_kld") is not None]
-    gaps = [float(r["gap"]) for r in rows if r["verdict"] == "unexplained"]
+def _judged(rows: Sequence[EquivalencePositionRecord], unchecked: tuple[str, ...]) -> Judged:
+    verdicts = [r.verdict for r in rows]
+    own = [float(r.own_kld) for r in rows if r.own_kld is not None]
+    floor = [float(r.floor_kld or 0.0) for r in rows if r.own_kld is not None]
+    gaps = [float(r.gap or 0.0) for r in rows if r.verdict == "unexplained"]
     return Judged(
-        prompts=len({(r["workload"], r["prompt_id"]) for r in rows}),
-        outputs=len({(r["workload"], r["prompt_id"], r["output"]) for r in rows}),
+        prompts=len({(r.workload, r.prompt_id) for r in rows}),
+        outputs=len({(r.workload, r.prompt_id, r.output) for r in rows}),
         positions=len(rows),
         near_ties=verdicts.count("near-tie"),
         unexplained=verdicts.count("unexplained"),
         not_own_argmax=verdicts.count("not-own-argmax"),
-        not_argmax=sum(1 for r in rows if r["token_id"] != r["base_top_id"]),
+        not_argmax=sum(1 for r in rows if r.token_id != r.base_top_id),
         own_kld=float(np.mean(own)) if own else None,
         floor_kld=float(np.mean(floor)) if floor else 0.0,
         widest_gap=max(gaps) if gaps else None,
@@ -434,9 +443,8 @@ def _judged(rows: Sequence[Mapping[str, Any]], unchecked: tuple[str, ...]) -> Ju
 
 
 def _replayed(
-    store: Store,
-    run_id: int,
-    variants: Sequence[Mapping[str, Any]],
+    positions: Sequence[EquivalencePositionRecord],
+    variants: Sequence[QualityVariantRecord],
     trials: Sequence[TrialRecord],
     dtypes: Mapping[str, str | None],
     baseline: str,
@@ -444,9 +452,9 @@ def _replayed(
     """The checks of a run whose lossless variants were replayed and judged position by position.
     The floor shown is, per variant, its positions' one-pass-vs-its-passes figures (what arithmetic
     alone moved there); each position was judged against its own."""
-    by_variant: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in store.equivalence_positions(run_id):
-        by_variant[row["variant"]].append(row)
+    by_variant: dict[str, list[EquivalencePositionRecord]] = defaultdict(list)
+    for row in positions:
+        by_variant[row.variant].append(row)
     baseline_outputs: dict[tuple[str, str], list[int]] = {}
     for t in trials:
         if t.variant == baseline and t.status == "ok" and not t.temperature and t.output_token_ids:
@@ -454,19 +462,19 @@ def _replayed(
     shapes = []
     checks: dict[str, Equivalence] = {}
     for variant in variants:
-        name = variant["variant"]
+        name = variant.variant
         rows = by_variant.get(name, [])
-        notes = tuple(json.loads(variant["unchecked"])) if variant.get("unchecked") else ()
+        notes = tuple(json.loads(variant.unchecked)) if variant.unchecked else ()
         judged = _judged(rows, notes if rows else notes or ("not replayed",))
         if rows:
             shapes.append(
                 FloorShape(
                     shape=f"{name}'s passes",
                     positions=len(rows),
-                    kld_mean=float(np.mean([r["floor_kld"] for r in rows])),
-                    kld_p99=float(np.quantile([r["floor_kld"] for r in rows], 0.99)),
-                    kld_max=float(max(r["floor_kld"] for r in rows)),
-                    top_shift_max=float(max(r["floor_shift"] for r in rows)),
+                    kld_mean=float(np.mean([r.floor_kld for r in rows])),
+                    kld_p99=float(np.quantile([r.floor_kld for r in rows], 0.99)),
+                    kld_max=float(max(r.floor_kld or 0.0 for r in rows)),
+                    top_shift_max=float(max(r.floor_shift or 0.0 for r in rows)),
                 )
             )
         # the outputs, distinct per prompt, against the baseline's (a repetition is not an output)
@@ -479,13 +487,12 @@ def _replayed(
             if t.output_token_ids in seen[key] or key not in baseline_outputs:
                 continue
             seen[key].add(t.output_token_ids)
-            reference = [{"token_id": tok} for tok in baseline_outputs[key]]
-            first = _first_difference(reference, json.loads(t.output_token_ids))
+            first = _first_difference(baseline_outputs[key], json.loads(t.output_token_ids))
             if first is not None:
                 found.append(Divergence(t.workload, t.prompt_id, t.repetition, *first, None, None))
         checks[name] = Equivalence(
             variant=name,
-            shape=variant.get("shape"),
+            shape=variant.shape,
             dtype=dtypes.get(name),
             kld=judged.own_kld,
             floor=None,
@@ -500,11 +507,11 @@ def _replayed(
 
 
 def _first_difference(
-    reference: Sequence[Mapping[str, Any]], output: Sequence[int]
+    reference: Sequence[int], output: Sequence[int]
 ) -> tuple[int, int | None, int | None] | None:
     """``output``'s first difference from the reference output's tokens: ``(index, baseline token,
     variant token)`` (None where that output had ended); None when identical."""
-    tokens = [int(r["token_id"]) for r in reference]
+    tokens = [int(r) for r in reference]
     first = next((i for i, (a, b) in enumerate(zip(output, tokens, strict=False)) if a != b), None)
     if first is None:
         if len(output) == len(tokens):

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from workbench.analysis.quality import RunQuality, attach_quality, run_quality
+from workbench.analysis.quality import RunQuality, run_quality
 from workbench.analysis.summary import GroupSummary, summarize
 from workbench.analysis.targets import Verdict, evaluate
 from workbench.spec.targets import Targets
-from workbench.store import TrialRecord
-
-if TYPE_CHECKING:
-    from workbench.store import Store
+from workbench.store.loaded import LoadedRun
+from workbench.store.records import TrialRecord
 
 __all__ = ["RunGroups", "run_groups"]
 
@@ -36,30 +33,27 @@ class RunGroups:
 
 
 def run_groups(
-    store: Store,
-    run_id: int,
-    trials: Sequence[TrialRecord],
+    loaded: LoadedRun,
     reference: str | None,
-    variant_order: Sequence[str],
     targets: Mapping[str, Targets],
     *,
     exclude_disturbed: bool | None = None,
 ) -> RunGroups:
-    """The rows of run ``run_id`` (``trials``: its measured trials, ``store.trials(run_id)``): speed-ups
-    paired against ``reference`` (None: none), variants in ``variant_order``; disturbed trials by the
-    run's own rule (``exclude_disturbed`` None: :func:`workbench.analysis.paired.disturbance`'s)."""
+    """The rows of one run (its measured trials): speed-ups paired against ``reference`` (None: none),
+    variants in the spec's order, quality attached as each row is built; disturbed trials by the run's
+    own rule (``exclude_disturbed`` None: :func:`workbench.analysis.paired.disturbance`'s)."""
+    quality = run_quality(loaded)
     summaries = summarize(
-        trials,
+        loaded.trials,
         reference,
-        store.server_metrics(run_id),
-        variant_order,
+        loaded.server_windows,
+        loaded.variant_names,
         exclude_disturbed=exclude_disturbed,
-        step_totals=store.step_totals(run_id),
+        step_totals=loaded.step_totals,
+        quality=quality,
     )
-    quality = run_quality(store, run_id)
-    attach_quality(summaries, quality)
     return RunGroups(
-        tuple(summaries), _target_verdicts(trials, summaries, targets, exclude_disturbed), quality
+        tuple(summaries), _target_verdicts(loaded.trials, summaries, targets, exclude_disturbed), quality
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from workbench.analysis.stats import Estimate, bootstrap_median, fit_line
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 __all__ = ["LENGTH_METRICS", "LengthSeries", "length_series"]
 

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import compress
 from operator import attrgetter
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, SEED, Estimate, t_quantile
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 __all__ = [
     "EXCLUDE_DISTURBED_UP_TO",
@@ -89,20 +89,21 @@ class PairedEstimate(Estimate):
             return None
         return max(self.hi / self.value - 1, 1 - self.lo / self.value)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "half_width": self.half_width}
 
 
-def metric_value(trial: TrialRecord, metric: str) -> Any:
+def metric_value(trial: TrialRecord, metric: str) -> float | None:
     """One trial's figure named ``metric``: a column of its record, or ``decode_phase_ms`` (e2e − TTFT:
     the decode phase as the caller sees it), computed from two of them."""
     if metric == "decode_phase_ms":
         e2e, ttft = trial.e2e_ms, trial.ttft_ms
         return e2e - ttft if e2e is not None and ttft is not None else None
-    return getattr(trial, metric)
+    value: float | None = getattr(trial, metric)
+    return value
 
 
-def metric_values(trials: Sequence[TrialRecord], metric: str) -> list[Any]:
+def metric_values(trials: Sequence[TrialRecord], metric: str) -> list[float | None]:
     """:func:`metric_value` of each trial, in order."""
     if metric == "decode_phase_ms":
         return [metric_value(t, metric) for t in trials]
@@ -127,7 +128,7 @@ def match_trials(reference: Sequence[TrialRecord], variant: Sequence[TrialRecord
 
 def pair_values(
     reference: Sequence[TrialRecord], variant: Sequence[TrialRecord], metric: str
-) -> tuple[list[float], list[float], list[Any]]:
+) -> tuple[list[float], list[float], list[str]]:
     """(reference values, variant values, prompt of each pair) for the trials both sides have of the
     same (workload, prompt, repetition), both with a positive ``metric``."""
     a, b, strata, _ = paired_trials(reference, variant, metric)
@@ -140,7 +141,7 @@ def paired_trials(
     metric: str,
     *,
     pairs: Sequence[Pair] | None = None,
-) -> tuple[list[float], list[float], list[Any], list[Any]]:
+) -> tuple[list[float], list[float], list[str], list[tuple[int, int] | None]]:
     """:func:`pair_values` and each pair's cluster: the two worker processes that ran it
     (``(reference worker, variant worker)``; None where a trial does not say, as in older runs).
     ``pairs``: :func:`match_trials` of the same two, when the caller has them (several metrics)."""
@@ -165,10 +166,10 @@ def paired_trials(
 def paired_speedup(
     reference: Sequence[float],
     variant: Sequence[float],
-    strata: Sequence[Any],
+    strata: Sequence[Hashable],
     *,
     higher_is_better: bool,
-    clusters: Sequence[Any] | None = None,
+    clusters: Sequence[Hashable] | None = None,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> PairedEstimate | None:
     """The variant's speed-up over the reference from aligned pairs (see the module docstring);
@@ -181,7 +182,7 @@ def paired_speedup(
     n = int(d.size)
     if n < 2:
         return PairedEstimate(math.exp(mean), n=n)
-    groups: dict[Any, list[float]] = defaultdict(list)
+    groups: dict[Hashable, list[float]] = defaultdict(list)
     for value, key in zip(d.tolist(), strata, strict=True):
         groups[key].append(value)
     arrays = [np.asarray(g) for g in groups.values()]
@@ -208,7 +209,7 @@ def paired_speedup(
 
 
 def _clustered(
-    d: np.ndarray, strata: Sequence[Any], clusters: Sequence[Any], iid_se: float
+    d: npt.NDArray[np.float64], strata: Sequence[Hashable], clusters: Sequence[Hashable], iid_se: float
 ) -> PairedEstimate:
     """The speed-up when its pairs come from several worker-process pairs (``workers =
     "per-repetition"``). Two processes of one variant can differ by several per cent for minutes (a
@@ -222,13 +223,13 @@ def _clustered(
     three of them cannot tell a slow process from a slow variant), the pairs' own when they do not."""
     n = int(d.size)
     mean = float(d.mean())
-    by_prompt: dict[Any, list[int]] = defaultdict(list)
+    by_prompt: dict[Hashable, list[int]] = defaultdict(list)
     for i, key in enumerate(strata):
         by_prompt[key].append(i)
     e = d.copy()
     for idx in by_prompt.values():
         e[idx] -= d[idx].mean()
-    by_cluster: dict[Any, list[int]] = defaultdict(list)
+    by_cluster: dict[Hashable, list[int]] = defaultdict(list)
     for i, label in enumerate(clusters):
         by_cluster[label].append(i)
     g = len(by_cluster)
@@ -313,7 +314,7 @@ class Disturbance:
     reasons: tuple[str, ...] = ()  # a few examples
     kept_because: str | None = None  # why they stay in, when they do
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def keeps(self, trial: TrialRecord) -> bool:
@@ -327,7 +328,7 @@ def disturbance(trials: Sequence[TrialRecord], exclude: bool | None = None) -> D
     bad = [t for t in measured if t.disturbed]
     kept = "asked for" if exclude is False else None
     if exclude is None:
-        per_variant: dict[Any, list[int]] = defaultdict(lambda: [0, 0])
+        per_variant: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for t in measured:
             per_variant[t.variant][0] += bool(t.disturbed)
             per_variant[t.variant][1] += 1
@@ -356,12 +357,12 @@ def drift(trials: Sequence[TrialRecord], variant: str | None, metric: str = "e2e
     ]
     if len({(t.repetition, t.round) for t in rows}) < 4:
         return None
-    by_prompt: dict[Any, list[float]] = defaultdict(list)
+    by_prompt: dict[Hashable, list[float]] = defaultdict(list)
     for t in rows:
-        by_prompt[(t.workload, t.prompt_id)].append(metric_value(t, metric))
+        by_prompt[(t.workload, t.prompt_id)].append(metric_value(t, metric) or 0.0)  # truthy in ``rows``
     medians = {k: float(np.median(v)) for k, v in by_prompt.items()}
     ordered = sorted(rows, key=lambda t: (t.round is None, t.round or 0, t.started_at or ""))
-    relative = [metric_value(t, metric) / medians[(t.workload, t.prompt_id)] for t in ordered]
+    relative = [(metric_value(t, metric) or 0.0) / medians[(t.workload, t.prompt_id)] for t in ordered]
     quarter = max(1, len(relative) // 4)
     first, last = float(np.median(relative[:quarter])), float(np.median(relative[-quarter:]))
     return last / first if first > 0 else None

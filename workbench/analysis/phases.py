@@ -27,13 +27,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, get_args
 
 from workbench.analysis.stats import fit_line
 from workbench.core import registry
 from workbench.core.errors import StrategyError
 from workbench.core.literals import Phase
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 if TYPE_CHECKING:
     from workbench.analysis.stats import Estimate
@@ -274,7 +274,7 @@ class WorkloadPhase:
     def disagrees(self) -> bool:
         return self.prediction is not None and self.prediction.label != self.label
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "workload": self.workload,
             "variant": self.variant,

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from workbench.analysis.stats import Estimate
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 __all__ = [
     "CauseKind",
@@ -99,7 +99,7 @@ class LinearFit:
         span = self.x_max - self.x_min
         return x < self.x_min - 0.05 * span or x > self.x_max + 0.05 * span
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "slope": self.slope,
             "intercept": self.intercept,
@@ -168,7 +168,7 @@ class ProjectionCause:
     measured: tuple[float, float] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Projection:
     """One variant at ``input_tokens`` in, ``output_tokens`` out: projected, not measured."""
 
@@ -181,10 +181,10 @@ class Projection:
     ttft_line: LinearFit | None
     decode_line: LinearFit | None
     #: extrapolations and missing fits (worded by :func:`workbench.report.targets.projection_notes`)
-    causes: list[ProjectionCause] = field(default_factory=list)
+    causes: tuple[ProjectionCause, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        def est(e: Estimate | None) -> dict[str, Any] | None:
+    def to_dict(self) -> dict[str, object]:
+        def est(e: Estimate | None) -> dict[str, object] | None:
             return e.to_dict() if e is not None else None
 
         return {
@@ -205,46 +205,44 @@ def project(
 ) -> Projection:
     """TTFT, the time after the first token and e2e of ``variant`` at these lengths, from its trials."""
     t_line, d_line = ttft_fit(trials, variant), decode_fit(trials, variant)
-    p = Projection(variant, input_tokens, output_tokens, None, None, None, t_line, d_line)
+    causes: list[ProjectionCause] = []
+    ttft: Estimate | None = None
+    decode: Estimate | None = None
+    e2e: Estimate | None = None
 
     if t_line is None:
-        p.causes.append(ProjectionCause("no-ttft-fit"))
+        causes.append(ProjectionCause("no-ttft-fit"))
     else:
-        p.ttft = t_line.at(input_tokens)
+        ttft = t_line.at(input_tokens)
         if t_line.extrapolated(input_tokens):
-            p.causes.append(ProjectionCause("input-extrapolated", (t_line.x_min, t_line.x_max)))
-        if p.ttft.value is None:
-            p.causes.append(ProjectionCause("ttft-not-positive"))
+            causes.append(ProjectionCause("input-extrapolated", (t_line.x_min, t_line.x_max)))
+        if ttft.value is None:
+            causes.append(ProjectionCause("ttft-not-positive"))
     steps = max(output_tokens - 1, 0.0)
     if steps == 0:
         # one output token: no step after the first, so no time after it; nothing to fit or extrapolate
         # (the fitted line's intercept is ~0 ± noise there, and could even fall below 0)
-        p.decode = Estimate(0.0, 0.0, 0.0, n=d_line.n if d_line is not None else 0)
+        decode = Estimate(0.0, 0.0, 0.0, n=d_line.n if d_line is not None else 0)
     elif d_line is None:
-        p.causes.append(ProjectionCause("no-decode-fit"))
+        causes.append(ProjectionCause("no-decode-fit"))
     else:
-        p.decode = d_line.at(steps)
+        decode = d_line.at(steps)
         if d_line.extrapolated(steps):  # the fit is over steps after the first: output tokens − 1
-            p.causes.append(ProjectionCause("output-extrapolated", (d_line.x_min + 1, d_line.x_max + 1)))
-        if p.decode.value is None:
-            p.causes.append(ProjectionCause("decode-not-positive"))
-    if steps == 0 and p.ttft is not None and p.ttft.value is not None:
-        p.e2e = p.ttft  # e2e is the first token's time
-    elif (
-        p.ttft is not None
-        and p.decode is not None
-        and p.ttft.value is not None
-        and p.decode.value is not None
-    ):
+            causes.append(ProjectionCause("output-extrapolated", (d_line.x_min + 1, d_line.x_max + 1)))
+        if decode.value is None:
+            causes.append(ProjectionCause("decode-not-positive"))
+    if steps == 0 and ttft is not None and ttft.value is not None:
+        e2e = ttft  # e2e is the first token's time
+    elif ttft is not None and decode is not None and ttft.value is not None and decode.value is not None:
         assert t_line is not None and d_line is not None
-        value = p.ttft.value + p.decode.value
+        value = ttft.value + decode.value
         se_t, se_d = t_line.stderr(input_tokens), d_line.stderr(steps)
         if se_t is None or se_d is None:
-            p.e2e = Estimate(value, n=min(p.ttft.n, p.decode.n))
+            e2e = Estimate(value, n=min(ttft.n, decode.n))
         else:
             # the two fits' variances added, on the log scale of the sum (never below 0)
-            p.e2e = positive_interval(value, math.hypot(se_t, se_d), min(t_line.n, d_line.n) - 2)
-    return p
+            e2e = positive_interval(value, math.hypot(se_t, se_d), min(t_line.n, d_line.n) - 2)
+    return Projection(variant, input_tokens, output_tokens, ttft, decode, e2e, t_line, d_line, tuple(causes))
 
 
 def default_lengths(trials: Sequence[TrialRecord]) -> tuple[int, int] | None:

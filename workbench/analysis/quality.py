@@ -27,14 +27,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES
+from workbench.store.loaded import LoadedRun, QualityPositionRecord, QualityVariantRecord
 
 __all__ = [
     "REFERENCE_TOP_K",
+    "GroupQuality",
     "QualityFigures",
     "RunQuality",
-    "attach_quality",
     "group_quality",
     "position_figures",
     "quality_by_variant",
@@ -50,12 +52,13 @@ _CI = 0.95
 _SEED = 20240531
 
 
-def _rows(array: Any) -> np.ndarray:
+def _rows(array: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return np.asarray(array, dtype=np.float64)
 
 
-def position_figures(
-    base: Mapping[str, Any], variant: Mapping[str, Any], tokens: Sequence[int]
+# the one explicit Any of analysis: arrays and the method's name in one dict, as run/quality.py reads them
+def position_figures(  # type: ignore[explicit-any]
+    base: Mapping[str, npt.ArrayLike], variant: Mapping[str, npt.ArrayLike], tokens: Sequence[int]
 ) -> dict[str, Any]:
     """Per-position figures of one scored stream. ``base`` holds the baseline's full ``logprobs``
     (``[n, vocab]``); ``variant`` either its full ``logprobs`` or ``top_ids``/``top_logprobs``/
@@ -106,14 +109,14 @@ def position_figures(
     }
 
 
-def _renormalized(logprobs: np.ndarray) -> np.ndarray:
+def _renormalized(logprobs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     top = logprobs.max(axis=1, keepdims=True)
     return logprobs - (top + np.log(np.exp(logprobs - top).sum(axis=1, keepdims=True)))
 
 
 def reference_rows(
-    base: Mapping[str, Any], tokens: Sequence[int], k: int = REFERENCE_TOP_K
-) -> list[dict[str, Any]]:
+    base: Mapping[str, npt.ArrayLike], tokens: Sequence[int], k: int = REFERENCE_TOP_K
+) -> list[dict[str, int | float | bytes]]:
     """The baseline's compact reference per scored position: the token's log-probability and the k
     most likely tokens (ids int32, log-probabilities float32, little-endian bytes, best first)."""
     lb = np.asarray(base["logprobs"], dtype=np.float32)
@@ -135,7 +138,7 @@ def reference_rows(
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class QualityFigures:
     """One variant × workload (``workload = None``: every workload) of the quality pass."""
 
@@ -161,9 +164,9 @@ class QualityFigures:
     first_divergence: float | None
     diverged_prompts: int
     method: str = "full"
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, float] = field(default_factory=dict)  # never set: kept for the JSON's key
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         for key in ("kld_ci", "same_top_ci", "ppl_ratio_ci"):
             if data[key] is not None:
@@ -172,24 +175,24 @@ class QualityFigures:
 
 
 def quality_summary(
-    positions: Iterable[Mapping[str, Any]], methods: Mapping[str, str] | None = None
+    positions: Iterable[QualityPositionRecord], methods: Mapping[str, str] | None = None
 ) -> list[QualityFigures]:
     """Aggregate ``quality_positions`` rows: per (variant, source, workload), then per (variant,
     source) over every workload (``workload = None``). Deterministic (fixed bootstrap seed)."""
-    groups: dict[tuple[str, str, str], dict[str, list[Mapping[str, Any]]]] = defaultdict(
+    groups: dict[tuple[str, str, str], dict[str, list[QualityPositionRecord]]] = defaultdict(
         lambda: defaultdict(list)
     )
     for row in positions:
-        groups[(row["variant"], row["source"], row["workload"])][row["prompt_id"]].append(row)
+        groups[(row.variant, row.source, row.workload)][row.prompt_id].append(row)
     out: list[QualityFigures] = []
-    by_variant: dict[tuple[str, str], dict[Any, list[Mapping[str, Any]]]] = defaultdict(dict)
+    by_variant: dict[tuple[str, str], dict[tuple[str, str], list[QualityPositionRecord]]] = defaultdict(dict)
     for (variant, source, workload), prompts in groups.items():
         out.append(_figures(variant, workload, source, prompts, methods))
         for prompt_id, rows in prompts.items():
             by_variant[(variant, source)][(workload, prompt_id)] = rows
-    for (variant, source), prompts in by_variant.items():
-        if len({key[0] for key in prompts}) > 1:
-            out.append(_figures(variant, None, source, prompts, methods))
+    for (variant, source), every in by_variant.items():
+        if len({key[0] for key in every}) > 1:
+            out.append(_figures(variant, None, source, every, methods))
     return out
 
 
@@ -210,16 +213,17 @@ def _figures(
     variant: str,
     workload: str | None,
     source: str,
-    prompts: Mapping[Any, Sequence[Mapping[str, Any]]],
+    prompts: Mapping[str, Sequence[QualityPositionRecord]]
+    | Mapping[tuple[str, str], Sequence[QualityPositionRecord]],
     methods: Mapping[str, str] | None,
 ) -> QualityFigures:
     items = [
-        sorted(rows, key=lambda r: r["position"])
+        sorted(rows, key=lambda r: r.position)
         for _, rows in sorted(prompts.items(), key=lambda kv: str(kv[0]))
     ]
     arrays = [
         {
-            key: np.array([r[key] for r in rows], dtype=np.float64)
+            key: np.array([getattr(r, key) for r in rows], dtype=np.float64)
             for key in ("kld", "delta_p", "same_top", "nll", "nll_base")
         }
         for rows in items
@@ -275,21 +279,22 @@ def _figures(
     )
 
 
-def _interval(values: np.ndarray, low: float, high: float) -> tuple[float, float]:
+def _interval(values: npt.NDArray[np.float64], low: float, high: float) -> tuple[float, float]:
     return float(np.quantile(values, low)), float(np.quantile(values, high))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunQuality:
     """A run's quality pass as read back: each variant's outcome and the figures."""
 
-    variants: dict[str, dict[str, Any]]  # variant → its quality_variants row
-    figures: list[QualityFigures]
+    variants: Mapping[str, QualityVariantRecord]  # variant → its quality_variants row
+    figures: tuple[QualityFigures, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "variants": [
-                {k: v for k, v in row.items() if k not in ("id", "run_id")} for row in self.variants.values()
+                {k: v for k, v in row.to_row().items() if k not in ("id", "run_id")}
+                for row in self.variants.values()
             ],
             "figures": [f.to_dict() for f in self.figures],
         }
@@ -299,42 +304,45 @@ class RunQuality:
         return [f for f in self.figures if f.source == "text"]
 
 
-def run_quality(store: Any, run_id: int, tag: Any = None) -> RunQuality | None:
-    """The run's quality pass from the store, None when it had none. ``tag(name)`` renames variants
-    (runs merged for a comparison)."""
-    rows = store.quality_variants(run_id)
-    if not rows:
+def run_quality(loaded: LoadedRun) -> RunQuality | None:
+    """The run's quality pass from its rows, None when it had none."""
+    if not loaded.quality_variants:
         return None
-    rename = tag or (lambda name: name)
-    variants = {rename(r["variant"]): {**r, "variant": rename(r["variant"])} for r in rows}
-    positions = [{**p, "variant": rename(p["variant"])} for p in store.quality_positions(run_id)]
-    methods = {name: row.get("method") or "full" for name, row in variants.items()}
-    return RunQuality(variants, quality_summary(positions, methods))
+    variants = {r.variant: r for r in loaded.quality_variants}
+    methods = {name: row.method or "full" for name, row in variants.items()}
+    return RunQuality(variants, tuple(quality_summary(loaded.quality_positions, methods)))
 
 
-def group_quality(quality: RunQuality | None, variant: str, workload: str) -> dict[str, Any] | None:
-    """One variant × workload's quality as the summaries carry it: ``{"status": "scored",
-    **figures}`` on the workload's own outputs, else the variant's status and reason; None when the
-    run had no quality pass or the variant no row."""
+@dataclass(frozen=True)
+class GroupQuality:
+    """One variant × workload's quality as its summary row carries it: ``scored`` with its figures on
+    the workload's own outputs, else the variant's status (``reference``, ``lossless``, ``not scored``,
+    ``failed``) and why."""
+
+    status: str
+    reason: str | None = None
+    figures: QualityFigures | None = None  # when scored
+
+    def to_dict(self) -> dict[str, object]:
+        if self.figures is not None:
+            return {"status": self.status, **self.figures.to_dict()}
+        return {"status": self.status, "reason": self.reason}
+
+
+def group_quality(quality: RunQuality | None, variant: str, workload: str) -> GroupQuality | None:
+    """One variant × workload's quality as the summaries carry it (:class:`GroupQuality`); None when
+    the run had no quality pass or the variant no row."""
     if quality is None:
         return None
     row = quality.variants.get(variant)
     if row is None:
         return None
-    if row["status"] != "scored":
-        return {"status": row["status"], "reason": row.get("reason")}
+    if row.status != "scored":
+        return GroupQuality(row.status, row.reason)
     found = next(
         (f for f in quality.figures if (f.variant, f.workload, f.source) == (variant, workload, "output")),
         None,
     )
     if found is None:
-        return {"status": "not scored", "reason": "no prompt of this workload was scored"}
-    return {"status": "scored", **found.to_dict()}
-
-
-def attach_quality(summaries: Sequence[Any], quality: RunQuality | None) -> None:
-    """Set each ``GroupSummary.quality`` from the run's quality pass (:func:`group_quality`)."""
-    for s in summaries:
-        found = group_quality(quality, s.variant, s.workload)
-        if found is not None:
-            s.quality = found
+        return GroupQuality("not scored", "no prompt of this workload was scored")
+    return GroupQuality("scored", None, found)

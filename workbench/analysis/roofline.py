@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from workbench.store import VariantRecord
+from workbench.store.records import VariantRecord
 
 if TYPE_CHECKING:
     from workbench.analysis.summary import GroupSummary
@@ -74,7 +74,7 @@ class RooflineRow:
         fraction = self.fraction
         return None if fraction is None else fraction < FAR_FROM_LIMIT
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "variant": self.variant,
             "workload": self.workload,

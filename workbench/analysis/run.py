@@ -1,14 +1,14 @@
 """One run, analysed: everything the CLI, the export and the GUI show about a run, gathered from the
-store into one :class:`RunAnalysis` (statistics, phases, roofline, step-level series).
+run's rows (:class:`workbench.store.loaded.LoadedRun`, read once by ``Store.load_run``) into one
+:class:`RunAnalysis` (statistics, phases, roofline, step-level series). Analysis never reads the store.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, get_args
+from typing import get_args
 
 import numpy as np
 
@@ -29,10 +29,8 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.literals import TrialOrder, Workers
 from workbench.spec.parse import recorded_auto_repetitions, recorded_targets
 from workbench.spec.targets import Targets
-from workbench.store import RunRecord, TrialRecord, VariantRecord
-
-if TYPE_CHECKING:
-    from workbench.store import Store
+from workbench.store.loaded import LoadedRun, representative_trials
+from workbench.store.records import RunRecord, TrialRecord, VariantRecord
 
 __all__ = ["Design", "RunAnalysis", "Timeline", "analyze_run"]
 
@@ -69,7 +67,7 @@ class Design:
     processes: int | None = None  # worker processes the baseline's measured trials came from
     auto: bool = False  # the spec asked for repetitions = "auto" (repeat until the CIs are narrow)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "order": self.order,
             "note": self.note,
@@ -150,45 +148,30 @@ class RunAnalysis:
 
 
 def analyze_run(
-    store: Store,
-    run_ref: str | int | None,
+    loaded: LoadedRun,
     baseline: str | None = None,
     *,
     exclude_disturbed: bool | None = None,
 ) -> RunAnalysis:
-    """Everything the reports show about one run. ``baseline`` overrides the run's reference variant;
-    ``exclude_disturbed`` None = the default rule (disturbed trials left out when they are few)."""
-    run = RunRecord.from_row(store.resolve_run(run_ref))
-    run_id = run.id
-    variants = tuple(VariantRecord.from_row(v) for v in store.variants(run_id))
-    trials = store.trials(run_id)
+    """Everything the reports show about one run, from its rows (:meth:`workbench.store.Store.load_run`).
+    ``baseline`` overrides the run's reference variant; ``exclude_disturbed`` None = the default rule
+    (disturbed trials left out when they are few)."""
+    if not isinstance(loaded, LoadedRun):  # the store is read by its loader, never by analysis
+        raise TypeError(f"analyze_run takes a LoadedRun (Store.load_run), not {type(loaded).__name__}")
+    run, variants, trials = loaded.run, loaded.variants, loaded.trials
     reference = baseline or run.baseline
     names = {t.variant for t in trials}
     if baseline is not None and baseline not in names:
         raise WorkbenchError(
-            f"baseline variant {baseline!r} not in the run ({run_id}); variants: {', '.join(sorted(names))}"
+            f"baseline variant {baseline!r} not in the run ({run.id}); variants: {', '.join(sorted(names))}"
         )
     if reference not in names:
         reference = None
     targets = recorded_targets(run.spec or "")
     # the rows the run has alone and beside another run (analysis.compare.side_by_side): one computation
-    groups = run_groups(
-        store,
-        run_id,
-        trials,
-        reference,
-        [v.name for v in variants],
-        targets,
-        exclude_disturbed=exclude_disturbed,
-    )
+    groups = run_groups(loaded, reference, targets, exclude_disturbed=exclude_disturbed)
     summaries, verdicts, quality = list(groups.summaries), groups.verdicts, groups.quality
-    equivalence = (
-        run_equivalence(
-            store, run_id, [t for t in trials if not t.warmup], {v.name: v.dtype for v in variants}, reference
-        )
-        if quality is not None
-        else None
-    )
+    equivalence = run_equivalence(loaded, reference) if quality is not None else None
     # A batched local variant is the batching lever, whatever strategy decodes it.
     strategies = {v.name: "batching" if (v.batch_size or 1) > 1 else v.strategy or "" for v in variants}
     for t in trials:
@@ -210,9 +193,7 @@ def analyze_run(
     )
     device = _device(variants, reference)
     conversations = tuple(conversation_series(_kept(trials, design), [v.name for v in variants]))
-    accepted: dict[str, dict[int, int]] = {}
-    for row in store.accepted_lengths(run_id):
-        accepted.setdefault(row["variant"], {})[int(row["accepted"])] = int(row["steps"])
+    accepted = loaded.accepted_lengths
     return RunAnalysis(
         run=run,
         variants=variants,
@@ -225,12 +206,12 @@ def analyze_run(
         design=design,
         phases=tuple(measure_phases(summaries, trials, ref, strategies=strategies, device=device)),
         roofline=tuple(roofline_rows(summaries, variants)),
-        timelines=tuple(_timelines(store, trials, ref, [v.name for v in variants])),
+        timelines=tuple(_timelines(loaded, ref)),
         accepted_lengths=accepted,
         targets=targets,
         verdicts=verdicts,
         target_gaps=what_it_takes(verdicts, trials, ref, strategies),
-        break_even=_break_even(store, run_id, trials, summaries, design, reference) if accepted else (),
+        break_even=_break_even(loaded, summaries, design, reference) if accepted else (),
         quality=quality,
         compression=tuple(compression_break_even(_kept(trials, design), reference)),
         equivalence=equivalence,
@@ -260,62 +241,34 @@ def _device(variants: Sequence[VariantRecord], baseline: str | None) -> str:
 
 
 def _break_even(
-    store: Store,
-    run_id: int,
-    trials: Sequence[TrialRecord],
-    summaries: Sequence[GroupSummary],
-    design: Design,
-    reference: str | None,
+    loaded: LoadedRun, summaries: Sequence[GroupSummary], design: Design, reference: str | None
 ) -> tuple[BreakEven, ...]:
     """Does drafting pay: per speculative variant × workload, from its steps (the trials the
     statistics use: disturbed ones left out by the same rule)."""
     rule = design.disturbance
-    used = [t for t in trials if t.status == "ok" and not t.warmup and rule.keeps(t)]
-    return tuple(break_even(used, store.draft_steps(run_id), summaries, reference))
+    used = [t for t in loaded.trials if t.status == "ok" and not t.warmup and rule.keeps(t)]
+    return tuple(break_even(used, loaded.draft_steps, summaries, reference))
 
 
-def _timelines(
-    store: Store, trials: Sequence[TrialRecord], reference: str | None, order: Sequence[str] = ()
-) -> list[Timeline]:
+def _timelines(loaded: LoadedRun, reference: str | None) -> list[Timeline]:
     """Per workload: the prompt whose reference e2e is the median of the workload's prompts, and for
-    every variant its median-e2e repetition of that prompt."""
-    ok = [t for t in trials if t.status == "ok" and t.e2e_ms is not None]
-
-    def e2e(t: TrialRecord) -> float:
-        return t.e2e_ms or 0.0  # never None in ``ok``
-
+    every variant its median-e2e repetition of that prompt
+    (:func:`workbench.store.loaded.representative_trials`), with its steps."""
     out = []
-    for workload in dict.fromkeys(t.workload for t in ok):
-        rows = [t for t in ok if t.workload == workload]
-        ref_rows = [t for t in rows if t.variant == reference] or rows
-        by_prompt: dict[Any, list[float]] = defaultdict(list)
-        for t in ref_rows:
-            by_prompt[t.prompt_id].append(e2e(t))
-        ranked = sorted(by_prompt, key=lambda p: float(np.median(by_prompt[p])))
-        prompt = ranked[(len(ranked) - 1) // 2]
-        for variant in dict.fromkeys(
-            [*(v for v in order if any(t.variant == v for t in rows)), *(t.variant for t in rows)]
-        ):
-            reps = sorted(
-                (t for t in rows if t.variant == variant and t.prompt_id == prompt),
-                key=e2e,
+    for trial in representative_trials(loaded.trials, reference, loaded.variant_names):
+        steps = loaded.steps.get(trial.id) if trial.id is not None else None
+        if not steps:
+            continue
+        cumulative = np.cumsum([n for _, n in steps]).tolist()
+        out.append(
+            Timeline(
+                trial.variant,
+                trial.workload,
+                str(trial.prompt_id),
+                trial.repetition,
+                trial.input_tokens,
+                (0.0, *(t_ms for t_ms, _ in steps)),
+                (0, *(int(c) for c in cumulative)),
             )
-            if not reps:
-                continue
-            trial = reps[(len(reps) - 1) // 2]
-            steps = store.steps(trial.id) if trial.id is not None else []
-            if not steps:
-                continue
-            cumulative = np.cumsum([s["n_tokens"] for s in steps]).tolist()
-            out.append(
-                Timeline(
-                    variant,
-                    workload,
-                    str(prompt),
-                    trial.repetition,
-                    trial.input_tokens,
-                    (0.0, *(s["t_ms"] for s in steps)),
-                    (0, *(int(c) for c in cumulative)),
-                )
-            )
+        )
     return out

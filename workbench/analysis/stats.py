@@ -16,12 +16,12 @@ distribution directly — the same interval, without resampling thousands of tim
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
 from math import erf, sqrt
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES",
@@ -49,11 +49,13 @@ class Estimate:
     hi: float | None = None
     n: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-def _strata(values: Sequence[float | None], strata: Sequence[Any] | None) -> list[np.ndarray]:
+def _strata(
+    values: Sequence[float | None], strata: Sequence[Hashable] | None
+) -> list[npt.NDArray[np.float64]]:
     """Group non-missing values by stratum (the prompt): one array per stratum, the strata in the
     order their first value comes, each stratum's values in their order."""
     present = [v is not None for v in values]
@@ -77,23 +79,25 @@ def _strata(values: Sequence[float | None], strata: Sequence[Any] | None) -> lis
 
 #: the last tuple of strata :func:`_codes` numbered, and its numbers (the summaries pass one tuple
 #: of prompts for every metric of a group: they are numbered once; a tuple cannot change since)
-_last_codes: tuple[tuple[Any, ...], np.ndarray] | None = None
+_last_codes: tuple[tuple[Hashable, ...], npt.NDArray[np.int64]] | None = None
 
 
-def _codes(strata: Sequence[Any]) -> np.ndarray:
+def _codes(strata: Sequence[Hashable]) -> npt.NDArray[np.int64]:
     """Each stratum's number, in the order the strata first come."""
     global _last_codes
     last = _last_codes
     if last is not None and last[0] is strata:
         return last[1]
-    index: dict[Any, int] = {}
+    index: dict[Hashable, int] = {}
     codes = np.array([index.setdefault(k, len(index)) for k in strata], dtype=np.int64)
     if isinstance(strata, tuple):
         _last_codes = (strata, codes)
     return codes
 
 
-def _resampled_medians(groups: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
+def _resampled_medians(
+    groups: list[npt.NDArray[np.float64]], resamples: int, rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
     """Medians of ``resamples`` bootstrap samples, drawn with replacement *within* each stratum, so
     that every resample holds the same prompts as the data (prompts differ far more than repetitions
     of one prompt; resampling across them would measure the prompt mix, not the variant)."""
@@ -101,7 +105,9 @@ def _resampled_medians(groups: list[np.ndarray], resamples: int, rng: np.random.
     return np.median(np.concatenate(parts, axis=1), axis=1)
 
 
-def _median_z(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _median_z(
+    groups: list[npt.NDArray[np.float64]],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The sorted pooled values and, at each, the standard score of "a resample's median is at most
     that value" (:func:`_median_distribution` is its normal probability)."""
     pool = np.concatenate(groups)
@@ -134,7 +140,9 @@ def _phi(v: float) -> float:
     return 0.5 * (1 + erf(v / sqrt(2))) if np.isfinite(v) else float(v > 0)
 
 
-def _median_distribution(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _median_distribution(
+    groups: list[npt.NDArray[np.float64]],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The stratified bootstrap distribution of the pooled median: the sorted pooled values and, at
     each, the probability that a resample's median is at most that value (see the module docstring)."""
     values, z = _median_z(groups)
@@ -142,7 +150,7 @@ def _median_distribution(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarr
     return values, np.maximum.accumulate(cdf)
 
 
-def _median_quantiles(groups: list[np.ndarray], qs: Sequence[float]) -> list[float]:
+def _median_quantiles(groups: list[npt.NDArray[np.float64]], qs: Sequence[float]) -> list[float]:
     """:func:`_quantiles` of :func:`_median_distribution`, with the normal probability computed only
     where it can reach each ``q``: from the first value whose score is within a margin of the
     quantile's (below it, the probability is below ``q`` by far more than rounding) — the same
@@ -172,12 +180,16 @@ def _normal_quantile(q: float) -> float:
     return lo
 
 
-def _quantiles(values: np.ndarray, cdf: np.ndarray, qs: Sequence[float]) -> list[float]:
+def _quantiles(
+    values: npt.NDArray[np.float64], cdf: npt.NDArray[np.float64], qs: Sequence[float]
+) -> list[float]:
     """The smallest value whose cumulative probability reaches each of ``qs``."""
     return [float(values[min(int(np.searchsorted(cdf, q, side="left")), values.size - 1)]) for q in qs]
 
 
-def _sample_medians(groups: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
+def _sample_medians(
+    groups: list[npt.NDArray[np.float64]], resamples: int, rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
     """``resamples`` bootstrap medians: drawn from the computed distribution for large samples,
     else by resampling."""
     if sum(g.size for g in groups) >= EXACT_FROM:
@@ -189,7 +201,7 @@ def _sample_medians(groups: list[np.ndarray], resamples: int, rng: np.random.Gen
 
 def bootstrap_median(
     values: Sequence[float | None],
-    strata: Sequence[Any] | None = None,
+    strata: Sequence[Hashable] | None = None,
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> Estimate:
@@ -212,8 +224,8 @@ def bootstrap_median(
 def speedup(
     numerator: Sequence[float | None],
     denominator: Sequence[float | None],
-    numerator_strata: Sequence[Any] | None = None,
-    denominator_strata: Sequence[Any] | None = None,
+    numerator_strata: Sequence[Hashable] | None = None,
+    denominator_strata: Sequence[Hashable] | None = None,
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> Estimate | None:
@@ -237,7 +249,7 @@ def speedup(
 
 
 def measured_percentile(
-    values: Sequence[float] | np.ndarray, percentile: float, higher_is_better: bool = False
+    values: Sequence[float] | npt.NDArray[np.float64], percentile: float, higher_is_better: bool = False
 ) -> float:
     """The value that ``percentile`` % of ``values`` reach: the inverted-CDF percentile (a lower-is-better
     metric), or its mirror image (higher is better: the value at least that share reach or exceed)."""

@@ -9,10 +9,10 @@ more than repetitions of one prompt do, and every variant ran the same prompts.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from workbench.analysis.paired import (
     Pair,
@@ -24,14 +24,17 @@ from workbench.analysis.paired import (
     paired_speedup,
     paired_trials,
 )
+from workbench.analysis.quality import GroupQuality, RunQuality, group_quality
 from workbench.analysis.stats import Estimate, bootstrap_median, speedup
 from workbench.core.literals import TimingScope
 from workbench.core.metrics import METRIC_TABLE, TRIAL_METRICS, Metric
-from workbench.store import TrialRecord
+from workbench.store.loaded import ServerWindowRecord, StepTotals
+from workbench.store.records import TrialRecord
 
 __all__ = [
     "METRICS",
     "GroupSummary",
+    "ServerFigures",
     "server_summary",
     "speedup_of",
     "summarize",
@@ -44,13 +47,43 @@ __all__ = [
 METRICS: dict[str, Metric] = {key: METRIC_TABLE[key] for key in TRIAL_METRICS}
 
 
-@dataclass
+@dataclass(frozen=True)
+class ServerFigures:
+    """A served variant's own figures over a group's measured windows (:func:`server_summary`):
+    request-weighted means of its latencies, its requests, its speculative acceptance, and the
+    client's mean TTFT beside the server's (the gap: network, HTTP and queueing)."""
+
+    windows: int
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    requests: int = 0
+    other_requests: int = 0  # requests of other clients in the windows
+    acceptance_rate: float | None = None
+    mean_accepted_length: float | None = None
+    client_ttft_mean_ms: float | None = None
+    ttft_gap_ms: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+    def figure(self, name: str) -> float | None:
+        """One figure by its name (a ``server_metrics`` mean, ``client_ttft_mean_ms`` ...)."""
+        value: float | None = getattr(self, name)
+        return value
+
+
+@dataclass(frozen=True)
 class GroupSummary:
     variant: str
     workload: str
     n_ok: int
     n_failed: int
-    metrics: dict[str, Estimate] = field(default_factory=dict)
+    metrics: Mapping[str, Estimate] = field(default_factory=dict)
     # Speed-ups over the baseline: paired (same prompt, same round) where the trials pair up, else
     # a ratio of medians (``method`` says which); each with its CI and minimum detectable effect.
     speedup_e2e: PairedEstimate | None = None  # baseline e2e / variant e2e
@@ -69,14 +102,14 @@ class GroupSummary:
     timing_scope: TimingScope | None = None  # client: a server's client (network + queueing included)
     concurrency: int = 1  # parallel streams
     throughput_tokens_per_s: float | None = None  # aggregate output tokens/s (all streams together)
-    server: dict[str, Any] | None = None  # the server's own figures (server_metrics), when it has any
-    #: the quality pass (workbench.analysis.quality): ``{"status": "scored", **QualityFigures}``, or
-    #: ``{"status": "reference" | "lossless" | "not scored" | "failed", "reason": ...}``; None when
-    #: the run had no quality pass
-    quality: dict[str, Any] | None = None
+    server: ServerFigures | None = None  # the server's own figures (server_metrics), when it has any
+    #: the quality pass (workbench.analysis.quality.GroupQuality): scored with its figures, or
+    #: "reference" | "lossless" | "not scored" | "failed" with the reason; None when the run had no
+    #: quality pass (or the variant no outcome in it)
+    quality: GroupQuality | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {
             "variant": self.variant,
             "workload": self.workload,
             "n_ok": self.n_ok,
@@ -85,7 +118,7 @@ class GroupSummary:
             "timing_scope": self.timing_scope,
             "concurrency": self.concurrency,
             "throughput_tokens_per_s": self.throughput_tokens_per_s,
-            "server": self.server,
+            "server": self.server.to_dict() if self.server else None,
             "matches_baseline": self.matches_baseline,
             "match_fraction": self.match_fraction,
             "acceptance_rate": self.acceptance_rate,
@@ -95,30 +128,35 @@ class GroupSummary:
             "significant": self.significant,
             "n_disturbed": self.n_disturbed,
             "disturbed_excluded": self.disturbed_excluded,
-            "quality": self.quality,
+            "quality": self.quality.to_dict() if self.quality else None,
         }
         for name, est in self.metrics.items():
             data[name] = est.to_dict()
-        for name in ("speedup_e2e", "speedup_ttft", "speedup_decode"):
-            est = getattr(self, name)
-            data[name] = est.to_dict() if est else None
+        for name, paired in (
+            ("speedup_e2e", self.speedup_e2e),
+            ("speedup_ttft", self.speedup_ttft),
+            ("speedup_decode", self.speedup_decode),
+        ):
+            data[name] = paired.to_dict() if paired else None
         return data
 
 
 def summarize(
     trials: Sequence[TrialRecord],
     baseline: str | None,
-    server_windows: Sequence[dict[str, Any]] = (),
+    server_windows: Sequence[ServerWindowRecord] = (),
     variant_order: Sequence[str] = (),
     *,
     exclude_disturbed: bool | None = None,
-    step_totals: Mapping[int, Mapping[str, Any]] | None = None,
+    step_totals: Mapping[int, StepTotals] | None = None,
+    quality: RunQuality | None = None,
 ) -> list[GroupSummary]:
     """Per (variant, workload): variants in ``variant_order`` (the spec's; interleaved runs start each
     round with a different one), then any others as their first trials come, workloads as they come.
     ``step_totals``: per trial id, the sums of its steps' ``draft_ms``/``verify_ms``
-    (:meth:`Store.step_totals`), for drafting's and verification's shares of decode time;
-    ``server_windows`` rows of ``server_metrics`` (the server's own figures, for endpoint variants).
+    (``LoadedRun.step_totals``), for drafting's and verification's shares of decode time;
+    ``server_windows`` rows of ``server_metrics`` (the server's own figures, for endpoint variants);
+    ``quality`` the run's quality pass, each row's part attached as it is built.
     ``exclude_disturbed``: leave disturbed trials out of every statistic (None: the default rule of
     :func:`workbench.analysis.paired.disturbance`, out when they are few)."""
     rule = disturbance(trials, exclude_disturbed)
@@ -131,60 +169,75 @@ def summarize(
     rank = {name: i for i, name in enumerate(dict.fromkeys([*variant_order, *(t.variant for t in trials)]))}
     seen = {k: i for i, k in enumerate(groups)}
     keys = sorted(groups, key=lambda k: (rank.get(k[0], len(rank)), seen[k]))
+    # the ok trials each group's statistics use
+    used = {k: [r for r in groups[k] if r.status == "ok" and rule.keeps(r)] for k in keys}
     summaries = []
-    used: dict[tuple[str, str], list[TrialRecord]] = {}  # the ok trials each group's statistics use
     for variant, workload in keys:
-        rows = groups[(variant, workload)]
-        ok = used[(variant, workload)] = [r for r in rows if r.status == "ok" and rule.keeps(r)]
-        summary = GroupSummary(
-            variant=variant,
-            workload=workload,
-            n_ok=len(ok),
-            n_failed=sum(r.status == "failed" for r in rows),
-            n_disturbed=sum(bool(r.disturbed) for r in rows if r.status == "ok"),
-            disturbed_excluded=rule.excluded,
-            metrics=_medians(ok),
-            prompts=len({r.prompt_id for r in ok}),
-        )
+        rows, ok = groups[(variant, workload)], used[(variant, workload)]
         matches = [r.matches_baseline for r in ok if r.matches_baseline is not None]
-        summary.matches_baseline = sum(matches) / len(matches) if matches else None
         fractions = [r.match_fraction for r in ok if r.match_fraction is not None]
-        summary.match_fraction = sum(fractions) / len(fractions) if fractions else None
         proposed = sum(r.draft_tokens_proposed or 0 for r in ok)
         accepted = sum(r.draft_tokens_accepted or 0 for r in ok)
         draft_steps = sum(r.draft_steps or 0 for r in ok)
-        if proposed:
-            summary.acceptance_rate = accepted / proposed
-        if draft_steps:
-            summary.mean_accepted_length = 1 + accepted / draft_steps
         scopes = {r.timing_scope for r in rows} - {None}
-        summary.timing_scope = "client" if "client" in scopes else (scopes.pop() if scopes else None)
-        summary.concurrency = max((r.concurrency or 1 for r in rows), default=1)
-        summary.throughput_tokens_per_s = throughput(ok)
-        windows = [w for w in server_windows if (w["variant"], w["workload"]) == (variant, workload)]
-        summary.server = server_summary(windows, ok)
+        windows = [w for w in server_windows if (w.variant, w.workload) == (variant, workload)]
         sub = [(r, totals[r.id]) for r in ok if r.id is not None and r.id in totals]
-        timed = [(r, s) for r, s in sub if s.get("draft_ms") is not None or s.get("verify_ms") is not None]
+        timed = [(r, s) for r, s in sub if s.draft_ms is not None or s.verify_ms is not None]
         decode_ms = sum(r.decode_ms or 0.0 for r, _ in timed)
-        if timed and decode_ms > 0:
-            summary.draft_share = sum(s.get("draft_ms") or 0.0 for _, s in timed) / decode_ms
-            summary.verify_share = sum(s.get("verify_ms") or 0.0 for _, s in timed) / decode_ms
-        summaries.append(summary)
-    if baseline is not None:
-        for s in summaries:
-            base = used.get((baseline, s.workload))
-            if not base or s.variant == baseline:
-                continue
-            mine = used[(s.variant, s.workload)]
-            pairs = match_trials(base, mine)  # once for the three metrics
-            s.speedup_e2e = speedup_of(base, mine, "e2e_ms", higher_is_better=False, pairs=pairs)
-            s.speedup_ttft = speedup_of(base, mine, "ttft_ms", higher_is_better=False, pairs=pairs)
-            s.speedup_decode = speedup_of(
-                base, mine, "decode_tokens_per_s", higher_is_better=True, pairs=pairs
+        shared = timed and decode_ms > 0
+        base = used.get((baseline, workload)) if baseline is not None and variant != baseline else None
+        speedups = _speedups(base, ok)
+        e2e = speedups[0]
+        summaries.append(
+            GroupSummary(
+                variant=variant,
+                workload=workload,
+                n_ok=len(ok),
+                n_failed=sum(r.status == "failed" for r in rows),
+                n_disturbed=sum(bool(r.disturbed) for r in rows if r.status == "ok"),
+                disturbed_excluded=rule.excluded,
+                metrics=_medians(ok),
+                prompts=len({r.prompt_id for r in ok}),
+                matches_baseline=sum(matches) / len(matches) if matches else None,
+                match_fraction=sum(fractions) / len(fractions) if fractions else None,
+                acceptance_rate=accepted / proposed if proposed else None,
+                mean_accepted_length=1 + accepted / draft_steps if draft_steps else None,
+                timing_scope="client" if "client" in scopes else (scopes.pop() if scopes else None),
+                concurrency=max((r.concurrency or 1 for r in rows), default=1),
+                throughput_tokens_per_s=throughput(ok),
+                server=server_summary(windows, ok),
+                draft_share=sum(s.draft_ms or 0.0 for _, s in timed) / decode_ms if shared else None,
+                verify_share=sum(s.verify_ms or 0.0 for _, s in timed) / decode_ms if shared else None,
+                speedup_e2e=e2e,
+                speedup_ttft=speedups[1],
+                speedup_decode=speedups[2],
+                significant=_significant(e2e),
+                quality=group_quality(quality, variant, workload),
             )
-            if s.speedup_e2e and s.speedup_e2e.lo is not None:
-                s.significant = not (s.speedup_e2e.lo <= 1.0 <= s.speedup_e2e.hi)  # type: ignore[operator]
+        )
     return summaries
+
+
+def _speedups(
+    base: Sequence[TrialRecord] | None, mine: Sequence[TrialRecord]
+) -> tuple[PairedEstimate | None, PairedEstimate | None, PairedEstimate | None]:
+    """A group's e2e, TTFT and decode speed-ups over the baseline's trials of its workload (``base``;
+    None or empty: no baseline there, or the group is the baseline)."""
+    if not base:
+        return None, None, None
+    pairs = match_trials(base, mine)  # once for the three metrics
+    return (
+        speedup_of(base, mine, "e2e_ms", higher_is_better=False, pairs=pairs),
+        speedup_of(base, mine, "ttft_ms", higher_is_better=False, pairs=pairs),
+        speedup_of(base, mine, "decode_tokens_per_s", higher_is_better=True, pairs=pairs),
+    )
+
+
+def _significant(e2e: Estimate | None) -> bool | None:
+    """Whether an e2e speed-up's CI excludes 1 (None: no interval)."""
+    if e2e is None or e2e.lo is None or e2e.hi is None:
+        return None
+    return not (e2e.lo <= 1.0 <= e2e.hi)
 
 
 def _medians(ok: Sequence[TrialRecord]) -> dict[str, Estimate]:
@@ -236,7 +289,7 @@ def throughput(ok: Sequence[TrialRecord]) -> float | None:
     from ``group_offset_ms`` + ``e2e_ms``) — the figure that grows with concurrency when a server
     batches."""
     tokens = sum(r.output_tokens or 0 for r in ok)
-    spans: dict[Any, tuple[float, float]] = {}
+    spans: dict[int | None, tuple[float, float]] = {}
     seconds = 0.0
     for r in ok:
         if r.e2e_ms is None:
@@ -255,36 +308,49 @@ def throughput(ok: Sequence[TrialRecord]) -> float | None:
 _SERVER_MEANS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms", "prefill_ms", "decode_ms")
 
 
-def server_summary(windows: Sequence[dict[str, Any]], ok: Sequence[TrialRecord]) -> dict[str, Any] | None:
+def server_summary(windows: Sequence[ServerWindowRecord], ok: Sequence[TrialRecord]) -> ServerFigures | None:
     """The server's own figures over a group's measured windows: request-weighted means of its
     latencies (its histograms give sums and counts, hence means, not medians), speculative-decoding
     acceptance from its counters, and the client's mean TTFT beside the server's: the gap is
     network, HTTP and queueing in front of the engine."""
-    windows = [w for w in windows if not w.get("warmup")]
+    windows = [w for w in windows if not w.warmup]
     if not windows:
         return None
-    out: dict[str, Any] = {"windows": len(windows)}
+    means: dict[str, float | None] = {}
     for column in _SERVER_MEANS:
-        weight_col = "ttft_count" if column == "ttft_ms" else "requests"
-        pairs = [(w[column], w.get(weight_col) or 1) for w in windows if w.get(column) is not None]
+        pairs = [
+            (value, (w.ttft_count if column == "ttft_ms" else w.requests) or 1)
+            for w in windows
+            if (value := getattr(w, column)) is not None
+        ]
         weight = sum(n for _, n in pairs)
-        out[column] = sum(v * n for v, n in pairs) / weight if weight else None
-    requests = sum(w.get("requests") or 0 for w in windows)
-    out["requests"] = requests
-    out["other_requests"] = max(requests - sum(w.get("trials") or 0 for w in windows), 0)
-    drafts = sum(w.get("spec_drafts") or 0 for w in windows)
-    proposed = sum(w.get("spec_draft_tokens") or 0 for w in windows)
-    accepted = sum(w.get("spec_accepted_tokens") or 0 for w in windows)
-    out["acceptance_rate"] = accepted / proposed if proposed else None
-    out["mean_accepted_length"] = 1 + accepted / drafts if drafts else None
+        means[column] = sum(v * n for v, n in pairs) / weight if weight else None
+    requests = sum(w.requests or 0 for w in windows)
+    drafts = sum(w.spec_drafts or 0 for w in windows)
+    proposed = sum(w.spec_draft_tokens or 0 for w in windows)
+    accepted = sum(w.spec_accepted_tokens or 0 for w in windows)
     client = [r.ttft_ms for r in ok if r.ttft_ms is not None]
-    out["client_ttft_mean_ms"] = sum(client) / len(client) if client else None
-    if out["client_ttft_mean_ms"] is not None and out["ttft_ms"] is not None:
-        out["ttft_gap_ms"] = out["client_ttft_mean_ms"] - out["ttft_ms"]
-    else:
-        out["ttft_gap_ms"] = None
-    return out
+    client_ttft = sum(client) / len(client) if client else None
+    server_ttft = means["ttft_ms"]
+    return ServerFigures(
+        windows=len(windows),
+        ttft_ms=server_ttft,
+        itl_ms=means["itl_ms"],
+        tpot_ms=means["tpot_ms"],
+        e2e_ms=means["e2e_ms"],
+        queue_ms=means["queue_ms"],
+        prefill_ms=means["prefill_ms"],
+        decode_ms=means["decode_ms"],
+        requests=requests,
+        other_requests=max(requests - sum(w.trials or 0 for w in windows), 0),
+        acceptance_rate=accepted / proposed if proposed else None,
+        mean_accepted_length=1 + accepted / drafts if drafts else None,
+        client_ttft_mean_ms=client_ttft,
+        ttft_gap_ms=client_ttft - server_ttft
+        if client_ttft is not None and server_ttft is not None
+        else None,
+    )
 
 
-def prompt_keys(rows: Sequence[TrialRecord]) -> list[Any]:
+def prompt_keys(rows: Sequence[TrialRecord]) -> list[str]:
     return [r.prompt_id for r in rows]

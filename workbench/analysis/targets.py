@@ -22,9 +22,9 @@ Definitions (``docs/targets.md``):
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -33,9 +33,10 @@ from workbench.analysis.phases import strategy_lever
 from workbench.analysis.projection import LinearFit, decode_fit, ttft_fit
 from workbench.analysis.stats import BOOTSTRAP_RESAMPLES, Estimate, measured_percentile
 from workbench.spec.targets import QUALITY_TARGETS, TARGET_METRICS, Targets
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 if TYPE_CHECKING:
+    from workbench.analysis.quality import GroupQuality
     from workbench.analysis.turns import TurnSeries
 
 __all__ = [
@@ -79,14 +80,14 @@ PHASE_OF: dict[str, Phase] = {
 
 def bootstrap_percentile(
     values: Sequence[float | None],
-    strata: Sequence[Any],
+    strata: Sequence[Hashable],
     percentile: float,
     higher_is_better: bool = False,
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> Estimate:
     """:func:`measured_percentile` with a bootstrap 95 % CI, resampling within each stratum (prompt)."""
-    groups: dict[Any, list[float]] = defaultdict(list)
+    groups: dict[Hashable, list[float]] = defaultdict(list)
     for value, key in zip(values, strata, strict=True):
         if value is not None:
             groups[key].append(float(value))
@@ -152,7 +153,7 @@ class Check:
         below = hi <= self.target if not self.higher_is_better else lo >= self.target
         return below if self.status == "met" else above
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "metric": self.metric,
             "target": self.target,
@@ -167,14 +168,14 @@ class Check:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verdict:
     """Every target of one variant × workload, and the goodput."""
 
     variant: str
     workload: str
     targets: Targets
-    checks: list[Check] = field(default_factory=list)
+    checks: tuple[Check, ...] = ()
     requests: int = 0  # measured requests (failed included)
     good: int = 0  # requests that met every target
 
@@ -196,7 +197,7 @@ class Verdict:
     def missed(self) -> list[Check]:
         return [c for c in self.checks if c.status == "missed"]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "variant": self.variant,
             "workload": self.workload,
@@ -221,7 +222,7 @@ def evaluate(
     targets: Mapping[str, Targets],
     *,
     exclude_disturbed: bool | None = None,
-    quality: dict[tuple[str, str], dict[str, Any] | None] | None = None,
+    quality: Mapping[tuple[str, str], GroupQuality | None] | None = None,
 ) -> list[Verdict]:
     """A :class:`Verdict` per variant × workload whose workload has targets, in run order. ``trials``:
     trial rows (warm-ups and cancelled or skipped trials are left out here; disturbed ones as every
@@ -245,11 +246,11 @@ def evaluate(
             continue
         ok = [r for r in rows if r.status == "ok"]
         prompts = [r.prompt_id for r in ok]
-        verdict = Verdict(variant, workload, wanted, requests=len(rows))
         timing = [(m, v) for m, v in wanted.limits if m not in QUALITY_TARGETS]
+        checks: list[Check] = []
         for metric, limit in wanted.limits:
             if metric in QUALITY_TARGETS:
-                verdict.checks.append(
+                checks.append(
                     _quality_check(metric, limit, wanted.percentile, quality.get((variant, workload)))
                 )
                 continue
@@ -258,30 +259,33 @@ def evaluate(
                 values, prompts, wanted.percentile, TARGET_METRICS[metric].higher_is_better
             )
             share = sum(_meets(r, metric, limit) for r in rows) / len(rows) if rows else None
-            verdict.checks.append(Check(metric, limit, wanted.percentile, measured, share))
-        good_enough = all(c.met for c in verdict.checks if c.metric in QUALITY_TARGETS)
-        verdict.good = (
+            checks.append(Check(metric, limit, wanted.percentile, measured, share))
+        good_enough = all(c.met for c in checks if c.metric in QUALITY_TARGETS)
+        good = (
             sum(r.status == "ok" and all(_meets(r, m, v) for m, v in timing) for r in rows)
             if good_enough
             else 0
         )
-        verdicts.append(verdict)
+        verdicts.append(Verdict(variant, workload, wanted, tuple(checks), requests=len(rows), good=good))
     return verdicts
 
 
-def _quality_check(metric: str, limit: float, percentile: float, quality: dict[str, Any] | None) -> Check:
+def _quality_check(metric: str, limit: float, percentile: float, quality: GroupQuality | None) -> Check:
     """A quality target judged on the variant's figures on the workload: the baseline and lossless
     variants keep the baseline's predictions (KLD 0, same top 100 %); unscored ones have no data."""
-    status = (quality or {}).get("status")
+    status = quality.status if quality is not None else None
+    figures = quality.figures if quality is not None else None
     if status in ("reference", "lossless"):
         value: float | None = 0.0 if metric == "kld_max" else 1.0
         measured = Estimate(value, value, value, 1)
-    elif status == "scored":
-        assert quality is not None
-        key, ci_key = ("kld_mean", "kld_ci") if metric == "kld_max" else ("same_top", "same_top_ci")
-        ci = quality.get(ci_key)
+    elif figures is not None:
+        kld = metric == "kld_max"
+        ci = figures.kld_ci if kld else figures.same_top_ci
         measured = Estimate(
-            quality[key], ci[0] if ci else None, ci[1] if ci else None, quality.get("positions") or 0
+            figures.kld_mean if kld else figures.same_top,
+            ci[0] if ci else None,
+            ci[1] if ci else None,
+            figures.positions or 0,
         )
     else:
         measured = Estimate(None, n=0)
@@ -454,9 +458,9 @@ def _length(
     """Prediction: the input (TTFT) or output (e2e) length at which the target would hold."""
     # (input tokens, output tokens, the metric) of each request that has all three
     sized = [
-        (t.input_tokens, t.output_tokens, metric_value(t, check.metric))
+        (t.input_tokens, t.output_tokens, value)
         for t in rows
-        if t.input_tokens and t.output_tokens and metric_value(t, check.metric) is not None
+        if t.input_tokens and t.output_tokens and (value := metric_value(t, check.metric)) is not None
     ]
     if not sized or check.measured.value is None:
         return None

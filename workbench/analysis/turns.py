@@ -14,10 +14,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from workbench.analysis.stats import Estimate, bootstrap_median, fit_line, measured_percentile
-from workbench.store import TrialRecord
+from workbench.store.records import TrialRecord
 
 __all__ = ["TurnPoint", "TurnSeries", "conversation_series"]
 
@@ -57,7 +57,7 @@ class TurnPoint:
         """The median TTFT reaches the median decode time."""
         return self.ttft.value is not None and self.ttft.value >= (self.decode_ms or 0.0)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "turn": self.turn,
             "n": self.n,
@@ -96,7 +96,7 @@ class TurnSeries:
         """Whether the variant's runtime told the KV it holds (at any turn)."""
         return any(p.kv_tokens is not None for p in self.points)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "workload": self.workload,
             "variant": self.variant,

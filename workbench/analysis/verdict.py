@@ -11,14 +11,17 @@ interval are "as fast". Every one of them carries its costs (:func:`variant_cost
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from workbench.core.literals import TrialOrder
 
 if TYPE_CHECKING:
     from workbench.analysis.equivalence import Equivalence, RunEquivalence
+    from workbench.analysis.paired import PairedEstimate
+    from workbench.analysis.quality import GroupQuality
     from workbench.analysis.summary import GroupSummary
 
 __all__ = [
@@ -42,7 +45,27 @@ MEMORY_COST = 0.05
 TIE_WITHOUT_INTERVAL = 0.05
 
 
-@dataclass
+@dataclass(frozen=True)
+class Costs:
+    """What a variant costs against the baseline (:func:`variant_costs`); None: no such cost."""
+
+    ttft: PairedEstimate | None = None  # its TTFT speed-up, when below TTFT_REGRESSION
+    output: float | None = None  # the share of outputs identical to the baseline's, when below 1
+    quality: GroupQuality | None = None  # its quality figures, when scored
+    equivalence: Equivalence | None = None  # a lossless variant's check, when its outputs differ
+    memory_mb: float | None = None  # its extra median peak memory, when above MEMORY_COST
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ttft": self.ttft.to_dict() if self.ttft is not None else None,
+            "output_match": self.output,
+            "quality": self.quality.to_dict() if self.quality is not None else None,
+            "equivalence": _equivalence_dict(self.equivalence),
+            "memory_mb": self.memory_mb,
+        }
+
+
+@dataclass(frozen=True)
 class WorkloadVerdict:
     """One workload's answer. ``best``: the variant with the highest e2e speed-up over the baseline
     (a ``GroupSummary``), None when no variant could be compared; ``beats``: its speed-up is above 1
@@ -53,14 +76,14 @@ class WorkloadVerdict:
     workload: str
     baseline: str | None
     best: GroupSummary | None = None
-    close: list[GroupSummary] = field(default_factory=list)
+    close: tuple[GroupSummary, ...] = ()
     #: the best's costs (:func:`variant_costs`)
-    costs: dict[str, Any] = field(default_factory=dict)
+    costs: Costs = field(default_factory=Costs)
     compared: int = 0  # variants with a speed-up on this workload
     #: the variants tied with the best (the best not included), highest speed-up first
-    tie: list[GroupSummary] = field(default_factory=list)
+    tie: tuple[GroupSummary, ...] = ()
     #: the costs of each variant in ``tie`` and ``close``, by name
-    alternatives: dict[str, dict[str, Any]] = field(default_factory=dict)
+    alternatives: Mapping[str, Costs] = field(default_factory=dict)
 
     @property
     def interval(self) -> bool:
@@ -80,7 +103,7 @@ class WorkloadVerdict:
             return True
         return False if est.hi < 1 else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         est = self.best.speedup_e2e if self.best is not None else None
         return {
             "workload": self.workload,
@@ -93,12 +116,12 @@ class WorkloadVerdict:
             "interval": self.interval,
             "tie": [s.variant for s in self.tied] if self.tie else [],
             "close": [s.variant for s in self.close],
-            "costs": _costs_dict(self.costs),
+            "costs": self.costs.to_dict(),
             "alternatives": {
                 s.variant: {
                     "speedup_e2e": s.speedup_e2e.to_dict() if s.speedup_e2e is not None else None,
                     "e2e_ms": s.metrics["e2e_ms"].value if "e2e_ms" in s.metrics else None,
-                    "costs": _costs_dict(self.alternatives.get(s.variant, {})),
+                    "costs": self.alternatives.get(s.variant, Costs()).to_dict(),
                 }
                 for s in [*self.tie, *self.close]
             },
@@ -110,17 +133,7 @@ class WorkloadVerdict:
         return [self.best, *self.tie] if self.best is not None and self.tie else []
 
 
-def _costs_dict(costs: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "ttft": costs["ttft"].to_dict() if "ttft" in costs else None,
-        "output_match": costs.get("output"),
-        "quality": costs.get("quality"),
-        "equivalence": _equivalence_dict(costs.get("equivalence")),
-        "memory_mb": costs.get("memory_mb"),
-    }
-
-
-def _equivalence_dict(check: Equivalence | None) -> dict[str, Any] | None:
+def _equivalence_dict(check: Equivalence | None) -> dict[str, object] | None:
     if check is None:
         return None
     judged = check.judged
@@ -138,33 +151,31 @@ def _equivalence_dict(check: Equivalence | None) -> dict[str, Any] | None:
 
 def variant_costs(
     summary: GroupSummary, reference: GroupSummary | None, check: Equivalence | None = None
-) -> dict[str, Any]:
+) -> Costs:
     """What a variant costs against the baseline (``reference``, its row on the same workload):
     "ttft" (its TTFT speed-up, when below :data:`TTFT_REGRESSION`), "output" (share of outputs
     identical to the baseline's, when below 1 and not explained by the rounding of half precision),
     "quality" (the quality figures), "equivalence" (a lossless variant's ``check`` when its outputs
     differ: numerically equivalent — then not "output" — or not), "memory_mb" (how much more median
     peak memory than the baseline, when more than :data:`MEMORY_COST` of the baseline's)."""
-    costs: dict[str, Any] = {}
     ttft = summary.speedup_ttft
-    if ttft is not None and ttft.value is not None and ttft.value < TTFT_REGRESSION:
-        costs["ttft"] = ttft
-    if check is not None and check.status != "identical":
-        costs["equivalence"] = check
     equivalent = check is not None and check.status == "equivalent"
-    if not equivalent and summary.matches_baseline is not None and summary.matches_baseline < 1:
-        costs["output"] = summary.matches_baseline
-    if summary.quality and summary.quality.get("status") == "scored":
-        costs["quality"] = summary.quality
+    matches = summary.matches_baseline
     mine = summary.metrics["peak_memory_mb"].value if "peak_memory_mb" in summary.metrics else None
     base = (
         reference.metrics["peak_memory_mb"].value
         if reference is not None and "peak_memory_mb" in reference.metrics
         else None
     )
-    if mine is not None and base and mine - base > MEMORY_COST * base:
-        costs["memory_mb"] = mine - base
-    return costs
+    return Costs(
+        ttft=ttft if ttft is not None and ttft.value is not None and ttft.value < TTFT_REGRESSION else None,
+        output=matches if not equivalent and matches is not None and matches < 1 else None,
+        quality=summary.quality
+        if summary.quality is not None and summary.quality.status == "scored"
+        else None,
+        equivalence=check if check is not None and check.status != "identical" else None,
+        memory_mb=mine - base if mine is not None and base and mine - base > MEMORY_COST * base else None,
+    )
 
 
 def tied(best: GroupSummary, other: GroupSummary) -> bool:
@@ -211,22 +222,26 @@ def workload_verdicts(
             value = speedups[best.variant]
             est = best.speedup_e2e
             lo = est.lo if est is not None and est.lo is not None else value / (1 + TIE_WITHOUT_INTERVAL)
-            verdict.best = best
+            verdict = dataclasses.replace(verdict, best=best)
             others = sorted((s for s in rows if s is not best), key=lambda s: -speedups[s.variant])
-            if verdict.beats:  # a tie for the lead; below the baseline there is no lead to share
-                verdict.tie = [s for s in others if tied(best, s)]
-            tie = {s.variant for s in verdict.tie}
-            verdict.close = [s for s in others if speedups[s.variant] >= lo and s.variant not in tie]
-            verdict.costs = variant_costs(best, reference, checks.get(best.variant))
-            verdict.alternatives = {
-                s.variant: variant_costs(s, reference, checks.get(s.variant))
-                for s in [*verdict.tie, *verdict.close]
-            }
+            # a tie for the lead; below the baseline there is no lead to share
+            ties = tuple(s for s in others if tied(best, s)) if verdict.beats else ()
+            tie = {s.variant for s in ties}
+            close = tuple(s for s in others if speedups[s.variant] >= lo and s.variant not in tie)
+            verdict = dataclasses.replace(
+                verdict,
+                tie=ties,
+                close=close,
+                costs=variant_costs(best, reference, checks.get(best.variant)),
+                alternatives={
+                    s.variant: variant_costs(s, reference, checks.get(s.variant)) for s in [*ties, *close]
+                },
+            )
         out.append(verdict)
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Trust:
     """How far the run's speed-ups can be trusted: how many repetitions of how many prompts ran,
     whether the speed-ups have intervals, the widest and narrowest e2e minimum detectable effect, the disturbed trials, the
@@ -242,9 +257,9 @@ class Trust:
     note: str | None = None  # how repetitions = "auto" ended, or why the order differs
     auto: bool = False  # the run repeated until its CIs were narrow (repetitions = "auto")
     #: workload → the prompts each repetition measured (the most any variant ran on it)
-    prompts: dict[str, int] = field(default_factory=dict)
+    prompts: Mapping[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "repetitions": self.repetitions,
             "intervals": self.intervals,

@@ -86,17 +86,17 @@ class QualityChart(Chart):
 
 def quality_chart(analysis: RunAnalysis) -> QualityChart | None:
     """The chart when some variant was scored; None otherwise."""
-    if not any((s.quality or {}).get("status") == "scored" for s in analysis.summaries):
+    if not any(s.quality is not None and s.quality.status == "scored" for s in analysis.summaries):
         return None
     points: list[QualityPoint] = []
     for metric in ("e2e", "decode"):
         for workload in dict.fromkeys(s.workload for s in analysis.summaries):
             here: list[QualityPoint] = []
             for s in analysis.summaries:
-                q = s.quality or {}
-                if s.workload != workload or q.get("status") not in ("reference", "scored", "lossless"):
+                q = s.quality
+                if s.workload != workload or q is None or q.status not in ("reference", "scored", "lossless"):
                     continue
-                if q["status"] == "reference":
+                if q.status == "reference":
                     here.append(
                         QualityPoint(
                             workload, s.variant, metric, 1.0, None, None, 0.0, None, None, 1.0, "reference"
@@ -106,8 +106,8 @@ def quality_chart(analysis: RunAnalysis) -> QualityChart | None:
                 est = s.speedup_e2e if metric == "e2e" else s.speedup_decode
                 if est is None or est.value is None:
                     continue
-                scored = q["status"] == "scored"
-                ci = q.get("kld_ci") if scored else None
+                scored = q.figures
+                ci = scored.kld_ci if scored else None
                 here.append(
                     QualityPoint(
                         workload,
@@ -116,11 +116,11 @@ def quality_chart(analysis: RunAnalysis) -> QualityChart | None:
                         est.value,
                         est.lo,
                         est.hi,
-                        q["kld_mean"] if scored else 0.0,
+                        scored.kld_mean if scored else 0.0,
                         ci[0] if ci else None,
                         ci[1] if ci else None,
-                        q["same_top"] if scored else 1.0,
-                        q["status"],
+                        scored.same_top if scored else 1.0,
+                        q.status,
                     )
                 )
             front = pareto_front(here)

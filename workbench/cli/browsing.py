@@ -4,15 +4,18 @@ run's fitted lines) and ``export``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from workbench.cli.common import db_option, detail_options, disturbed_option, json_option, open_store
-from workbench.cli.output import export_files, print_comparison, wrote_line
+from workbench.cli.output import export_files, print_run, print_side_by_side, wrote_line
 from workbench.core.errors import WorkbenchError
 from workbench.formatting import json_text, tokens
 from workbench.report.text import text_table
+
+if TYPE_CHECKING:
+    from workbench.store import LoadedRun
 
 
 @click.command()
@@ -79,25 +82,17 @@ def show(
     time goes, whether drafting paid (decode and end to end), quality, the experience targets and
     notes on the design. --detail adds every table (variants, break-even costs, quality, targets and
     what would it take); --wide every column. RUN is an id, a name or 'latest'."""
+    from workbench.analysis.run import analyze_run
+
     store = open_store(db, create=False)
-    run_row = store.resolve_run(run_ref)
+    # one analysis, whichever way it is written: the text report and the JSON read the same one
+    analysis = analyze_run(store.load_run(run_ref), baseline, exclude_disturbed=exclude_disturbed)
     if as_json:
-        from workbench.analysis.run import analyze_run
         from workbench.report.data import run_data
 
-        analysis = analyze_run(store, run_row["id"], baseline, exclude_disturbed=exclude_disturbed)
         click.echo(json_text(run_data(analysis)))
         return
-    print_comparison(
-        store,
-        [run_row],
-        baseline,
-        as_json=False,
-        exclude_disturbed=exclude_disturbed,
-        detail=detail,
-        wide=wide,
-        pick=pick,
-    )
+    print_run(analysis, as_json=False, detail=detail, wide=wide, pick=pick)
 
 
 @click.command()
@@ -158,35 +153,27 @@ def compare(
             "for one run: workbench export RUN --out DIR"
         )
     store = open_store(db, create=False)
-    run_rows = [store.resolve_run(run_ref)]
-    if run2_ref is not None:
-        run_rows.append(store.resolve_run(run2_ref))
-        if baseline is None:
-            _print_run_comparison(
-                store,
-                run_rows[0],
-                run_rows[1],
-                as_json=as_json,
-                exclude_disturbed=exclude_disturbed,
-                out=out,
-                formats=wanted,
-            )
-            return
-    print_comparison(
-        store,
-        run_rows,
-        baseline,
-        as_json=as_json,
-        exclude_disturbed=exclude_disturbed,
-        detail=detail,
-        wide=wide,
-    )
+    if run2_ref is None:
+        from workbench.analysis.run import analyze_run
+
+        analysis = analyze_run(store.load_run(run_ref), baseline, exclude_disturbed=exclude_disturbed)
+        print_run(analysis, as_json=as_json, detail=detail, wide=wide)
+        return
+    runs = [store.load_run(run_ref), store.load_run(run2_ref)]
+    if baseline is None:
+        _print_run_comparison(
+            runs[0], runs[1], as_json=as_json, exclude_disturbed=exclude_disturbed, out=out, formats=wanted
+        )
+        return
+    from workbench.analysis.compare import side_by_side
+
+    view = side_by_side(runs, baseline, exclude_disturbed=exclude_disturbed, strict=True)
+    print_side_by_side(view, as_json=as_json, detail=detail, wide=wide)
 
 
 def _print_run_comparison(
-    store: Any,
-    a: dict[str, Any],
-    b: dict[str, Any],
+    a: LoadedRun,
+    b: LoadedRun,
     *,
     as_json: bool,
     exclude_disturbed: bool | None,
@@ -199,7 +186,7 @@ def _print_run_comparison(
     from workbench.report.comparison import build_comparison_report
     from workbench.report.model import render_text
 
-    two = compare_two_runs(store, a, b, exclude_disturbed=exclude_disturbed)
+    two = compare_two_runs(a, b, exclude_disturbed=exclude_disturbed)
     renderer, why_not = None, "not needed"
     if out is not None:  # bad output options fail before anything is printed or written
         from workbench.gui import chart_renderer
@@ -216,7 +203,7 @@ def _print_run_comparison(
         click.echo(json_text([{**c.to_dict(), "disturbed": rules} for c in two.comparisons]))
     elif not two.comparisons and not two.not_compared:
         raise WorkbenchError(
-            f"runs {a['id']} and {b['id']} have no variant × workload in common (variants are matched by name)"
+            f"runs {a.id} and {b.id} have no variant × workload in common (variants are matched by name)"
         )
     else:
         click.echo(render_text(build_comparison_report(two)))
@@ -225,7 +212,7 @@ def _print_run_comparison(
         from workbench.report.comparison import export_comparison
 
         # the charts of two runs compared: the GUI's compare view shows the same list
-        view = two_runs_view(store, a, b, two=two, exclude_disturbed=exclude_disturbed)
+        view = two_runs_view(a, b, two=two, exclude_disturbed=exclude_disturbed)
         written, notes = export_comparison(
             two, out, formats, renderer=renderer, no_renderer=why_not, charts=two_runs_charts(view)
         )

@@ -4,61 +4,83 @@ design, the phases, whether drafting paid, the experience targets), and the expo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from workbench.formatting import json_text
 
 if TYPE_CHECKING:
+    from workbench.analysis.compare import SideBySide
+    from workbench.analysis.run import RunAnalysis
+    from workbench.analysis.summary import GroupSummary
+    from workbench.analysis.targets import Verdict
+    from workbench.report.model import Report
     from workbench.store import Store
 
 
-def print_comparison(
-    store: Store,
-    run_rows: Sequence[dict[str, Any]],
-    baseline: str | None,
-    *,
-    as_json: bool,
-    exclude_disturbed: bool | None = None,
-    detail: bool = False,
-    wide: bool = False,
-    pick: bool = False,
+def print_run(
+    analysis: RunAnalysis, *, as_json: bool, detail: bool = False, wide: bool = False, pick: bool = False
 ) -> None:
-    """The report of one run (or runs side by side against one baseline) on stdout: the verdict
+    """The report of one run on stdout (``run``, ``demo``, ``show``, ``compare RUN``): the verdict
     first, the main table, then phases, drafting, quality, targets and notes; ``detail``: every table
     and note, ``wide``: every column; ``pick``: on a tie, the verdict also names the rule's pick
-    (:mod:`workbench.report.run_report`)."""
-    from workbench.analysis.compare import side_by_side
-    from workbench.analysis.run import analyze_run
+    (:mod:`workbench.report.run_report`). ``as_json``: the table's rows."""
+    from workbench.report.run_report import build_run_report
+
+    _print_report(
+        analysis.summaries,
+        analysis.verdicts,
+        lambda: build_run_report(analysis, pick=pick),
+        f"show {analysis.run.id}",
+        as_json=as_json,
+        detail=detail,
+        wide=wide,
+    )
+
+
+def print_side_by_side(
+    runs: SideBySide, *, as_json: bool, detail: bool = False, wide: bool = False, pick: bool = False
+) -> None:
+    """Runs side by side against one baseline on stdout (``compare A B --baseline V``), as
+    :func:`print_run` prints one run."""
+    from workbench.report.run_report import side_by_side_report
+
+    _print_report(
+        runs.summaries,
+        runs.verdicts,
+        lambda: side_by_side_report(runs, pick=pick),
+        "compare " + " ".join(str(r.id) for r in runs.runs),
+        as_json=as_json,
+        detail=detail,
+        wide=wide,
+    )
+
+
+def _print_report(
+    summaries: Sequence[GroupSummary],
+    verdicts: Sequence[Verdict],
+    report: Callable[[], Report],
+    command: str,
+    *,
+    as_json: bool,
+    detail: bool,
+    wide: bool,
+) -> None:
     from workbench.report.data import summary_rows
     from workbench.report.model import render_text
-    from workbench.report.run_report import build_run_report, side_by_side_report
 
-    if len(run_rows) == 1:  # one analysis serves the verdict, the table, the phases and the rest
-        analysis = analyze_run(store, run_rows[0]["id"], baseline, exclude_disturbed=exclude_disturbed)
-        summaries, verdicts = analysis.summaries, analysis.verdicts
-    else:
-        runs = side_by_side(store, run_rows, baseline, exclude_disturbed=exclude_disturbed, strict=True)
-        summaries, verdicts = runs.summaries, runs.verdicts
     if as_json:
         click.echo(json_text(summary_rows(summaries, verdicts)))
         return
     if not summaries:
         click.echo("No finished trials.")
         return
-    report = (
-        build_run_report(analysis, pick=pick) if len(run_rows) == 1 else side_by_side_report(runs, pick=pick)
-    )
-    click.echo(render_text(report, detail=detail, wide=wide))
+    click.echo(render_text(report(), detail=detail, wide=wide))
     if not detail:
-        ref = run_rows[0]["id"] if len(run_rows) == 1 else " ".join(str(r["id"]) for r in run_rows)
-        verb = "show" if len(run_rows) == 1 else "compare"
-        click.echo(
-            f"  More: `workbench {verb} {ref} --detail` (every table and note), `--wide` (every column)."
-        )
+        click.echo(f"  More: `workbench {command} --detail` (every table and note), `--wide` (every column).")
 
 
 def export_files(

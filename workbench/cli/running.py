@@ -20,7 +20,7 @@ from workbench.cli.common import (
     open_store,
     run_exit_code,
 )
-from workbench.cli.output import export_files, print_comparison
+from workbench.cli.output import export_files, print_run
 from workbench.core.errors import WorkbenchError
 from workbench.formatting import (
     duration,
@@ -183,7 +183,7 @@ def noise(
     store, result = _run_with_progress(spec, db)
     from workbench.analysis.run import analyze_run
 
-    analysis = analyze_run(store, result.run_id)
+    analysis = analyze_run(store.load_run(result.run_id))
     others = [s for s in analysis.summaries if s.variant != analysis.baseline]
     if as_json:
         from workbench.report.data import run_data
@@ -278,8 +278,9 @@ def _execute(spec: Any, db: Path | None, out: Path | None, as_json: bool, expect
         click.echo(
             f"… and {len(result.errors) - 10} more failures (see `workbench show {result.run_id}`)", err=True
         )
-    run_row = store.resolve_run(result.run_id)
-    print_comparison(store, [run_row], baseline=None, as_json=as_json)
+    from workbench.analysis.run import analyze_run
+
+    print_run(analyze_run(store.load_run(result.run_id)), as_json=as_json)
     if out is not None:
         export_files(store, result.run_id, out, None, None)
     click.echo(

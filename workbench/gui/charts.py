@@ -6,7 +6,7 @@ API (the data comes from :mod:`workbench.charts`, which needs no Qt)::
     from workbench.charts import run_charts
     from workbench.gui import charts
 
-    analysis = analyze_run(store, run_id)                   # headless: stats, phases, roofline...
+    analysis = analyze_run(store.load_run(run_id))                   # headless: stats, phases, roofline...
     data = run_charts(analysis)[0]     # every chart the run has data for; [0] is the headline
     # (or one at a time: workbench.charts.headline.headline_chart(summaries, labels), speedup_chart(analysis),
     #  timeline_charts(analysis), sweep_charts, acceptance_chart, memory_chart, roofline_chart)

@@ -85,13 +85,14 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
 
     store = Store(db_path, create=False)
     try:
-        runs = [store.resolve_run(run_id) for run_id in run_ids]
+        loaded = [store.load_run(run_id) for run_id in run_ids]  # the store is read here, once
+        runs = [r.run.to_row() for r in loaded]
         if len(runs) == 1:
-            analysis = analyze_run(store, runs[0]["id"], baseline)
+            analysis = analyze_run(loaded[0], baseline)
             return ResultsData(
                 tuple(run_ids),
                 runs,
-                store.trials(runs[0]["id"], include_warmup=True),
+                sorted([*loaded[0].trials, *loaded[0].warmups], key=lambda t: t.id or 0),
                 analysis.summaries,
                 analysis.baseline,
                 tuple(f"{v.name}: {v.error}" for v in analysis.variants if v.status == "failed" and v.error),
@@ -101,7 +102,7 @@ def load_results(db_path: Path, run_ids: Sequence[int], *, baseline: str | None 
             )
         # each run's rows as it has them alone (`workbench show A`, `show B`), what holds across the runs
         # (`workbench compare A B`), and the two-run charts `compare A B --out` exports too
-        view = chartdata.two_runs_view(store, *runs)
+        view = chartdata.two_runs_view(*loaded)
         return ResultsData(
             tuple(run_ids),
             runs,

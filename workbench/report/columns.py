@@ -107,7 +107,7 @@ def _server(name: str) -> Cell:
     """A served variant's figure from its server's metrics (``summary.server``)."""
 
     def cell(s: GroupSummary) -> tuple[str, float | None]:
-        value = s.server.get(name) if s.server else None
+        value = s.server.figure(name) if s.server else None
         return (fmt(value, 1), value)
 
     return cell
@@ -131,7 +131,7 @@ def _acceptance(s: GroupSummary) -> tuple[str, float | None]:
     """The draft's acceptance, or a served model's own (from its metrics)."""
     rate = s.acceptance_rate
     if rate is None and s.server:
-        rate = s.server.get("acceptance_rate")
+        rate = s.server.acceptance_rate
     return (acceptance_text(s), rate)
 
 
@@ -145,18 +145,18 @@ def _kld(s: GroupSummary) -> tuple[str, float | None]:
     """KLD from the baseline (sorts lossless and the reference first, unscored last)."""
     from workbench.report.quality import quality_cells
 
-    q = s.quality or {}
+    q = s.quality
     text = quality_cells(s)[0]
-    if q.get("status") == "scored":
-        return (text, q["kld_mean"])
-    return (text, 0.0 if q.get("status") in ("reference", "lossless") else None)
+    if q is not None and q.figures is not None:
+        return (text, q.figures.kld_mean)
+    return (text, 0.0 if q is not None and q.status in ("reference", "lossless") else None)
 
 
 def _same_top(s: GroupSummary) -> tuple[str, float | None]:
     from workbench.report.quality import quality_cells
 
-    q = s.quality or {}
-    return (quality_cells(s)[1], q["same_top"] if q.get("status") == "scored" else None)
+    q = s.quality
+    return (quality_cells(s)[1], q.figures.same_top if q is not None and q.figures is not None else None)
 
 
 def prefill_share(s: GroupSummary) -> float | None:

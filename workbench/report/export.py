@@ -99,7 +99,7 @@ def export_run(
     run's ``analysis`` (and its ``charts``) passes them and nothing is analysed again."""
     formats, notes = resolve_formats(formats, renderer, no_renderer)
     if analysis is None:
-        analysis = analyze_run(store, run_ref, baseline)
+        analysis = analyze_run(store.load_run(run_ref), baseline)
     if charts is None:
         charts = run_charts(analysis)
     prepare_out_dir(out_dir)
@@ -183,7 +183,7 @@ def export_data(
 ) -> list[Path]:
     """The data files: trials, steps, summary (CSV and JSON), phases and every chart's data (CSV)."""
     prepare_out_dir(out_dir)
-    analysis = analysis or analyze_run(store, run_id)
+    analysis = analysis or analyze_run(store.load_run(run_id))
     trials = store.trials(run_id, include_warmup=True)
     steps = store.rows(
         "select s.* from steps s join trials t on t.id = s.trial_id where t.run_id = ? order by s.trial_id, s.idx",
@@ -203,7 +203,7 @@ def export_data(
             [run_id],
         )
         written.append(write_csv_rows(out_dir / "quality_positions.csv", *positions))
-        quality = meaningful(list(analysis.quality.variants.values()))
+        quality = meaningful([r.to_row() for r in analysis.quality.variants.values()])
         written.append(write_csv(out_dir / "quality_variants.csv", quality))
     # what the run computed, rounded where it is made (the stored records above are written as stored)
     summary_rows = [_flat(meaningful(s.to_dict())) for s in analysis.summaries]

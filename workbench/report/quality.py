@@ -4,12 +4,12 @@ and the quality section of ``show``, the report and the GUI (docs/metrics.md, "Q
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from workbench.formatting import count, fixed, fmt, interval, kld_text, percent, span
 
 if TYPE_CHECKING:
-    from workbench.analysis.quality import QualityFigures, RunQuality
+    from workbench.analysis.quality import GroupQuality, QualityFigures, RunQuality
     from workbench.analysis.summary import GroupSummary
 
 __all__ = [
@@ -33,13 +33,13 @@ QUALITY_NOTE = (
 )
 
 
-def _status_word(quality: dict[str, Any]) -> str:
+def _status_word(quality: GroupQuality) -> str:
     return {
         "reference": "reference",
         "lossless": "lossless",
         "not scored": "not scored",
         "failed": "failed",
-    }.get(quality.get("status", ""), "")
+    }.get(quality.status, "")
 
 
 def quality_cells(summary: GroupSummary) -> list[str]:
@@ -47,10 +47,10 @@ def quality_cells(summary: GroupSummary) -> list[str]:
     q = summary.quality
     if not q:
         return ["", ""]
-    if q.get("status") != "scored":
+    if q.figures is None:
         return [_status_word(q), ""]
-    bound = "≥" if q.get("method") == "top-k" else ""
-    return [bound + kld_text(q["kld_mean"]), percent(q["same_top"])]
+    bound = "≥" if q.figures.method == "top-k" else ""
+    return [bound + kld_text(q.figures.kld_mean), percent(q.figures.same_top)]
 
 
 def _ci(ci: Sequence[float] | None, write: Callable[[float], str]) -> str:
@@ -103,10 +103,10 @@ def quality_lines(quality: RunQuality) -> list[str]:
     """What the pass says beside the table: variants not scored and why; the corpus perplexity."""
     out = []
     for row in quality.variants.values():
-        if row["status"] in ("not scored", "failed"):
-            out.append(f"{row['variant']}: {row['status']} — {row.get('reason') or 'no reason recorded'}")
-        elif row["status"] == "lossless":
-            out.append(f"{row['variant']}: not scored, {row.get('reason')}")
+        if row.status in ("not scored", "failed"):
+            out.append(f"{row.variant}: {row.status} — {row.reason or 'no reason recorded'}")
+        elif row.status == "lossless":
+            out.append(f"{row.variant}: not scored, {row.reason}")
     for f in quality.texts():
         if f.workload is None:
             continue
@@ -131,7 +131,7 @@ def tradeoff_lines(summaries: Sequence[GroupSummary], quality: RunQuality | None
     single = {f.variant: f for f in quality.figures if f.source == "output"}
     out = []
     for name, row in quality.variants.items():
-        if row["status"] != "scored":
+        if row.status != "scored":
             continue
         figures = overall.get(name) or single.get(name)
         if figures is None:

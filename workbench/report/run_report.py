@@ -124,7 +124,7 @@ def main_table(summaries: Sequence[GroupSummary], *, title: str = "") -> Table:
     parallel = any(s.concurrency > 1 for s in summaries)
     scored = any(s.quality for s in summaries)
     speculative = any(
-        s.acceptance_rate is not None or (s.server or {}).get("acceptance_rate") for s in summaries
+        s.acceptance_rate is not None or bool(s.server and s.server.acceptance_rate) for s in summaries
     )
     keys = ["variant", "workload", "n", "input_tokens", "output_tokens", "ttft_ms"]
     keys += ["client_ttft_mean_ms", "server_ttft_mean_ms"] if served else []
@@ -312,12 +312,10 @@ def quality_section(analysis: RunAnalysis) -> Section:
     if quality is None:
         return section
     reference = quality.variants.get(analysis.baseline or "")
-    if reference is not None and reference["status"] != "reference":
-        return section.add(
-            Text(f"Not measured — the baseline cannot be the reference: {reference.get('reason')}")
-        )
+    if reference is not None and reference.status != "reference":
+        return section.add(Text(f"Not measured — the baseline cannot be the reference: {reference.reason}"))
     section.add(Bullets(tradeoff_lines(analysis.summaries, quality), strong=True))
-    lossless = [r["variant"] for r in quality.variants.values() if r["status"] == "lossless"]
+    lossless = [r.variant for r in quality.variants.values() if r.status == "lossless"]
     checked = analysis.equivalence
     if checked is not None:
         from workbench.analysis.quality import quality_by_variant
@@ -326,7 +324,7 @@ def quality_section(analysis: RunAnalysis) -> Section:
         scored = {
             name: f
             for name, f in quality_by_variant(quality.figures).items()
-            if quality.variants.get(name, {}).get("status") == "scored"
+            if (row := quality.variants.get(name)) is not None and row.status == "scored"
         }
         section.add(Bullets(equivalence_lines(checked, scored), strong=True))
         section.add(Text(equivalence_note(checked), detail=True, note=True))

@@ -7,10 +7,9 @@ trust it (repetitions × prompts, paired, the smallest change it can detect). Pa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from workbench.analysis.summary import GroupSummary
-from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Trust, WorkloadVerdict
+from workbench.analysis.verdict import TIE_WITHOUT_INTERVAL, Costs, Trust, WorkloadVerdict
 from workbench.formatting import fmt, kld_text, ms, percent, plus_minus, ratio
 from workbench.report.model import Bullets, Section, Text
 
@@ -51,30 +50,30 @@ def longer_text(speedup: float) -> str:
 # -- the verdict --------------------------------------------------------------------------------
 
 
-def _costs(summary: GroupSummary | None, costs: Mapping[str, Any]) -> list[str]:
+def _costs(summary: GroupSummary | None, costs: Costs) -> list[str]:
     """A variant's costs against the baseline (:func:`workbench.analysis.verdict.variant_costs`) in
     words: its slower first token, its outputs (identical share, KLD or the equivalence check), its
     extra memory."""
     out = []
-    if "ttft" in costs:
-        out.append(f"TTFT {longer_text(costs['ttft'].value)}")
-    if "equivalence" in costs:
+    if costs.ttft is not None and costs.ttft.value is not None:
+        out.append(f"TTFT {longer_text(costs.ttft.value)}")
+    quality = costs.quality.figures if costs.quality is not None else None
+    if costs.equivalence is not None:
         from workbench.report.equivalence import equivalence_text
 
-        out.append(equivalence_text(costs["equivalence"]))
-        if "output" in costs:
-            out.append(f"{percent(costs['output'])} of outputs identical")
-    elif "quality" in costs:
-        q = costs["quality"]
-        bound = "≥ " if q.get("method") == "top-k" else ""
-        what = f"{percent(costs['output'])} of outputs identical" if "output" in costs else "same output"
-        out.append(f"{what}, KLD {bound}{kld_text(q['kld_mean'])}")
-    elif "output" in costs:
-        out.append(f"output differs ({percent(costs['output'])} of outputs identical)")
+        out.append(equivalence_text(costs.equivalence))
+        if costs.output is not None:
+            out.append(f"{percent(costs.output)} of outputs identical")
+    elif quality is not None:
+        bound = "≥ " if quality.method == "top-k" else ""
+        what = f"{percent(costs.output)} of outputs identical" if costs.output is not None else "same output"
+        out.append(f"{what}, KLD {bound}{kld_text(quality.kld_mean)}")
+    elif costs.output is not None:
+        out.append(f"output differs ({percent(costs.output)} of outputs identical)")
     elif summary is not None and summary.matches_baseline == 1:
         out.append("same output")
-    if "memory_mb" in costs:
-        out.append(f"peak memory +{fmt(costs['memory_mb'], 0)} MB")
+    if costs.memory_mb is not None:
+        out.append(f"peak memory +{fmt(costs.memory_mb, 0)} MB")
     return out
 
 
@@ -84,7 +83,7 @@ PICK_RULE = "the highest paired e2e speed-up"
 
 def _with_costs(v: WorkloadVerdict, s: GroupSummary) -> str:
     """An alternative to the best with what it costs: ``int4-ort (TTFT 2.6 times as long, …)``."""
-    costs = _costs(s, v.alternatives.get(s.variant, {}))
+    costs = _costs(s, v.alternatives.get(s.variant, Costs()))
     return s.variant + (f" ({', '.join(costs)})" if costs else "")
 
 
@@ -94,7 +93,7 @@ def _tie_line(name: str, v: WorkloadVerdict, pick: bool) -> str:
     assert v.best is not None
     entries = []
     for s in v.tied:
-        costs = v.costs if s is v.best else v.alternatives.get(s.variant, {})
+        costs = v.costs if s is v.best else v.alternatives.get(s.variant, Costs())
         said = _costs(s, costs)
         entries.append(f"{s.variant} {ratio(s.speedup_e2e)}" + (f" ({', '.join(said)})" if said else ""))
     medians = [s.metrics["e2e_ms"].value or 0.0 for s in v.tied]  # a tie has every median

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench import __version__
-from workbench.analysis.fidelity import mark_matches_baseline
+from workbench.analysis.fidelity import baseline_comparisons
 from workbench.core.errors import StoreError
 from workbench.core.literals import RunStatus, TrialOrder, TrialOutcome, TrialStatus, Workers
 from workbench.core.variant import Variant
@@ -346,7 +346,9 @@ class RunRecorder:
                 if self.environment:
                     self.store.set_environment(self._run, self.environment)
                 if status in ("ok", "partial"):
-                    mark_matches_baseline(self.store, self._run, baseline)
+                    ok = self.store.trials(self._run, status="ok")
+                    if updates := baseline_comparisons(ok, baseline):
+                        self.store.set_baseline_comparison(updates)
                 self.store.finish_run(self._run, status)
                 self.result.status = status
                 return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from workbench.store.loaded import LoadedRun
 from workbench.store.records import TRIAL_COLUMNS, RunRecord, TrialRecord, VariantRecord
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RUN_STATUSES",
     "TRIAL_COLUMNS",
+    "LoadedRun",
     "RunRecord",
     "Store",
     "TrialRecord",

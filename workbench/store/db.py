@@ -23,8 +23,20 @@ from sqlite_utils import Database
 from workbench.core.errors import StoreError
 from workbench.core.lifetime import pid_alive as _pid_alive
 from workbench.core.literals import RunStatus, TrialStatus
+from workbench.store.loaded import (
+    EquivalencePositionRecord,
+    FloorRecord,
+    LoadedRun,
+    QualityPositionRecord,
+    QualityVariantRecord,
+    ReferenceRecord,
+    ServerWindowRecord,
+    StepTotals,
+    accepted_by_variant,
+    timeline_candidates,
+)
 from workbench.store.paths import default_db_path, resolve_db_path
-from workbench.store.records import TRIAL_COLUMNS, TrialRecord
+from workbench.store.records import TRIAL_COLUMNS, RunRecord, TrialRecord, VariantRecord
 from workbench.store.schema import migrations
 
 __all__ = ["RUN_STATUSES", "Store", "default_db_path", "resolve_db_path"]
@@ -463,6 +475,50 @@ class Store:
             return [tuple(r) for r in self.db.execute(sql, [run_id, run_id]).fetchall()]
         except sqlite3.DatabaseError as exc:
             raise _translate(exc, self.path) from None
+
+    def load_run(self, ref: str | int | None) -> LoadedRun:
+        """Everything analysis reads of one run (by id, name or ``latest``/``None``), read once: its
+        row, variants, trials, server windows, the steps' figures analysis uses, and its quality
+        pass's rows (:class:`~workbench.store.loaded.LoadedRun`)."""
+        run = RunRecord.from_row(self.resolve_run(ref))
+        run_id = run.id
+        variants = tuple(VariantRecord.from_row(v) for v in self.variants(run_id))
+        every = self.trials(run_id, include_warmup=True)
+        trials = tuple(t for t in every if not t.warmup)
+        accepted = accepted_by_variant(
+            (r["variant"], r["accepted"], r["steps"]) for r in self.accepted_lengths(run_id)
+        )
+        candidates = timeline_candidates(trials, [v.name for v in variants])
+        steps: dict[int, list[tuple[float, int]]] = {i: [] for i in candidates}
+        for start in range(0, len(candidates), 500):
+            chunk = candidates[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for trial_id, t_ms, n_tokens in self.db.execute(
+                f"select trial_id, t_ms, n_tokens from steps where trial_id in ({marks}) order by trial_id, idx",
+                chunk,
+            ):
+                steps[trial_id].append((t_ms, n_tokens))
+        return LoadedRun(
+            run=run,
+            variants=variants,
+            trials=trials,
+            warmups=tuple(t for t in every if t.warmup),
+            server_windows=tuple(ServerWindowRecord.from_row(w) for w in self.server_metrics(run_id)),
+            step_totals={
+                trial_id: StepTotals(r["draft_ms"], r["verify_ms"])
+                for trial_id, r in self.step_totals(run_id).items()
+            },
+            accepted_lengths=accepted,
+            draft_steps=tuple(self.draft_steps(run_id)) if accepted else (),
+            steps={i: tuple(s) for i, s in steps.items() if s},
+            quality_variants=tuple(QualityVariantRecord.from_row(r) for r in self.quality_variants(run_id)),
+            quality_positions=tuple(QualityPositionRecord(**r) for r in self.quality_positions(run_id)),
+            quality_floor=tuple(FloorRecord(**r) for r in self.quality_floor(run_id)),
+            quality_reference=tuple(ReferenceRecord(**r) for r in self.quality_reference(run_id)),
+            equivalence_positions=tuple(
+                EquivalencePositionRecord.from_row(r) for r in self.equivalence_positions(run_id)
+            ),
+        )
 
     def accepted_lengths(self, run_id: int) -> list[dict[str, Any]]:
         """Per variant and accepted-draft count: how many measured steps verified a draft and accepted
