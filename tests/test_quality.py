@@ -240,6 +240,19 @@ def test_a_run_scores_its_lossy_variants_and_records_why_others_are_not(quality_
     assert sorted(p["token_id"] for p in outputs) == sorted(t for output in baseline for t in output)
 
 
+def test_a_scored_variants_nll_base_is_the_baselines_reference(quality_run):
+    """The real model's side of the direction: every bf16 position's ``nll_base`` is the baseline's
+    recorded log-probability of that token (``quality_reference``), and its ``nll`` is not."""
+    _, _, positions, reference = quality_run
+    logprob = {(r["source"], r["workload"], r["prompt_id"], r["position"]): r["logprob"] for r in reference}
+    rows = [p for p in positions if p["variant"] == "bf16"]
+    assert len(rows) == 16 + 30
+    for p in rows:
+        base = logprob[(p["source"], p["workload"], p["prompt_id"], p["position"])]
+        assert p["nll_base"] == pytest.approx(-base, rel=1e-6, abs=1e-6)
+    assert max(abs(p["nll"] - p["nll_base"]) for p in rows) > 1e-4  # bf16 rounds: the sides differ
+
+
 def test_quality_text_is_scored_in_chunks_of_quality_ctx(quality_run):
     _, _, positions, _ = quality_run
     chunks = [p for p in positions if p["source"] == "text" and p["variant"] == "bf16"]
@@ -339,6 +352,84 @@ def test_the_pass_runs_only_when_some_variant_is_lossy_and_says_when_it_cannot_s
     outcome, positions, _ = _run(db_path, _FAKE.format(top="", other="decode_ms_per_token = 2"))
     assert outcome["baseline"]["status"] == "not scored" and "cannot score" in outcome["baseline"]["reason"]
     assert positions == []
+
+
+_KNOWN = """
+name = "known scores"
+repetitions = 1
+warmup = 0
+[[variants]]
+name = "baseline"
+strategy = "tests.quality_helpers:KnownScoresStrategy"
+prefill_ms = 0
+decode_ms_per_token = 0
+peak = 6.0
+[[variants]]
+name = "tilted"
+strategy = "tests.quality_helpers:KnownScoresStrategy"
+prefill_ms = 0
+decode_ms_per_token = 0
+peak = 2.0
+rival = 4.0
+[[variants]]
+name = "retokenized"
+strategy = "tests.quality_helpers:KnownScoresStrategy"
+prefill_ms = 0
+decode_ms_per_token = 0
+peak = 6.0
+shift = 1
+[[workloads]]
+name = "code"
+limit = 2
+max_new_tokens = 4
+"""
+
+
+@pytest.fixture(scope="module")
+def known_run(tmp_path_factory):
+    """A run of a fake whose scores are known by hand (tests/quality_helpers.py): the baseline puts
+    most of its mass on each given token, ``tilted`` ranks the token after it first, ``retokenized``
+    is the baseline's scores behind another tokenizer."""
+    db = tmp_path_factory.mktemp("known-scores") / "results.db"
+    outcome, positions, _ = _run(db, _KNOWN)
+    with Store(db) as store:
+        outputs = [
+            json.loads(t.output_token_ids) for t in store.trials(1, status="ok") if t.variant == "baseline"
+        ]
+    return outcome, positions, outputs
+
+
+def test_the_kld_is_of_the_variant_against_the_baseline_as_documented(known_run):
+    """docs/metrics.md: ``kld`` = KL(P_baseline ‖ P_variant), ``delta_p`` = p_v − p_b, ``nll_base`` of
+    the baseline, ``top_id`` the variant's most likely token: each figure from its own side."""
+    from tests.quality_helpers import known_logits
+
+    outcome, positions, outputs = known_run
+    assert outcome["baseline"]["status"] == "reference" and outcome["tilted"]["status"] == "scored"
+    rows = [p for p in positions if p["variant"] == "tilted"]
+    assert len(rows) == 8 and sorted(p["token_id"] for p in rows) == sorted(t for o in outputs for t in o)
+    for row in rows:
+        token = row["token_id"]
+        lb = _logprobs([known_logits(token, 6.0, 0.0)]).astype(np.float64)[0]
+        lv = _logprobs([known_logits(token, 2.0, 4.0)]).astype(np.float64)[0]
+        forward = float((np.exp(lb) * (lb - lv)).sum())  # KL(baseline ‖ variant)
+        backward = float((np.exp(lv) * (lv - lb)).sum())
+        assert abs(forward - backward) > 0.5  # the direction shows (≈ 2.13 against ≈ 2.85 nats)
+        assert row["kld"] == pytest.approx(forward, rel=1e-5)
+        assert row["nll_base"] == pytest.approx(-lb[token], rel=1e-5)
+        assert row["nll"] == pytest.approx(-lv[token], rel=1e-5)
+        assert row["delta_p"] == pytest.approx(math.exp(lv[token]) - math.exp(lb[token]), rel=1e-5)
+        assert row["delta_p"] < 0  # the variant gives the answer's token less than the baseline did
+        assert row["same_top"] == 0 and row["top_id"] == (token + 1) % 64
+
+
+def test_a_variant_that_encodes_the_prompts_differently_is_not_scored_and_says_why(known_run):
+    outcome, positions, _ = known_run
+    row = outcome["retokenized"]
+    assert row["status"] == "not scored"
+    assert row["reason"].startswith("its tokenizer encodes 2 prompt(s) differently from the baseline's (")
+    assert row["reason"].endswith("): no position-by-position comparison")
+    assert not [p for p in positions if p["variant"] == "retokenized"]
 
 
 # -- the spec keys -------------------------------------------------------------------------------------

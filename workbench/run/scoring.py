@@ -17,7 +17,7 @@ from typing import Any
 
 from workbench.analysis.quality import position_figures, reference_rows
 from workbench.run import events as ev
-from workbench.run.passcontext import PassContext, folder_in
+from workbench.run.passcontext import PassContext, ask, folder_in
 from workbench.run.plan import VariantPlan
 from workbench.run.process import WorkerProcess
 
@@ -85,7 +85,7 @@ class Scoring:
             stream.tokens, stream.start = scored_context(stream.prompt, stream.tokens, ctx)
         if texts and self.context.spec.quality_text is not None:
             streams += self._text_streams(encoded.texts[0], self.context.spec.quality_text.name)
-        scored = _score(worker, streams, scratch, baseline)
+        scored = _score(worker, streams, scratch)
         if not isinstance(scored, str):
             if all(r.path is None for r in scored):
                 scored = scored[0].error or "nothing was scored"
@@ -215,7 +215,7 @@ class Scoring:
         # under the prompt the variant sends its model, so its figures show what the cut context cost
         sent = dict(zip((s.prompt_id for s in outputs), encoded.sent or [None] * len(outputs), strict=True))
         streams = [self._as_sent(s, sent.get(s.prompt_id)) if s.source == "output" else s for s in streams]
-        results = _score(worker, streams, scratch, name)
+        results = _score(worker, streams, scratch)
         if isinstance(results, str):
             self.context.record(name, "failed", results)
             return
@@ -274,35 +274,13 @@ def _encode(worker: WorkerProcess, trials: list[int], texts: list[str]) -> ev.En
     return answer[0] if outcome == "done" and answer else None
 
 
-def _score(
-    worker: WorkerProcess,
-    streams: list[_Stream],
-    scratch: Path,
-    name: str,
-    chunk: int | None = None,
-    prefixes: Sequence[int] = (),
-) -> list[ev.Scored] | str:
-    """Each stream scored by ``worker``: in one pass, or (``chunk``) through a generation's
-    passes, after each stream's cached prefix of ``prefixes``."""
+def _score(worker: WorkerProcess, streams: list[_Stream], scratch: Path) -> list[ev.Scored] | str:
+    """Each stream scored by ``worker`` in one pass (:meth:`Session.score`), one answer per stream."""
     folder = folder_in(scratch)
     items: list[dict[str, Any]] = [
         {"tokens": s.tokens, "start": s.start, "out": str(folder / f"{n}.npz")} for n, s in enumerate(streams)
     ]
-    if chunk is not None:
-        for n, item in enumerate(items):
-            item.update(chunk=chunk, prefix=prefixes[n] if prefixes else 0)
-    answers: dict[int, ev.Scored] = {}
-
-    def on_event(event: ev.Event) -> None:
-        if isinstance(event, ev.Scored):
-            answers[event.item] = event
-
-    outcome = worker.ask({"score": items}, on_event)
-    if outcome == "died":
-        return worker.death()
-    if outcome == "cancelled":
-        return "cancelled"
-    return [answers.get(n, ev.Scored(item=n, error="no answer")) for n in range(len(items))]
+    return ask(worker, {"score": items})
 
 
 def _position_rows(
