@@ -151,8 +151,11 @@ class ResultsView(QObject):
         w.verdict.setVisible(bool(verdict))
         w.advice.setHtml(advice_html(data))
         if w.charts is not None:
-            w.charts.set_note("Acceptance", drafting_html(data))
-            w.charts.set_note("Speed-up", comparison_table_html(data))
+            from workbench.charts.acceptance import ACCEPTANCE_TAB
+            from workbench.charts.speedup import SPEEDUP_TAB
+
+            w.charts.set_note(ACCEPTANCE_TAB.title, drafting_html(data))
+            w.charts.set_note(SPEEDUP_TAB.title, comparison_table_html(data))
             w.charts.set_empty_texts(empty_texts(data))
         self.update_charts()
         if data.failures:

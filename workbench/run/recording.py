@@ -315,10 +315,6 @@ class RunRecorder:
         """A lossless variant's equivalence check (:mod:`workbench.run.equivalence`)."""
         self.store.add_equivalence(self._run, variant, rows)
 
-    def quality_floor(self, rows: Sequence[dict[str, Any]]) -> None:
-        """The quality pass's A/A numerical floor (:mod:`workbench.run.quality`)."""
-        self.store.add_quality_floor(self._run, rows)
-
     def note(self, text: str) -> None:
         """Why the run's design differs from the spec's, or how ``repetitions = "auto"`` ended."""
         self.store.update_run(self._run, {"trial_order_note": text})

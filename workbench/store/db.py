@@ -310,14 +310,6 @@ class Store:
 
         self._write(insert)
 
-    def add_quality_floor(self, run_id: int, rows: Sequence[dict[str, Any]]) -> None:
-        """The quality pass's A/A floor: ``quality_floor`` rows (shape × scored position)."""
-        self._write(
-            lambda: self.db.table("quality_floor").insert_all(
-                ({"run_id": run_id, **r} for r in rows), alter=False, batch_size=500
-            )
-        )
-
     def add_equivalence(self, run_id: int, variant: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
         """A lossless variant's equivalence check: its ``quality_variants`` row and its judged
         positions (``equivalence_positions``), in one transaction."""
@@ -337,7 +329,9 @@ class Store:
         return self.query("select * from equivalence_positions where run_id = ? order by id", [run_id])
 
     def quality_floor(self, run_id: int) -> list[dict[str, Any]]:
-        """The run's A/A floor rows (empty for runs without one, or from before it was measured)."""
+        """The run's A/A floor rows: written by runs checked before the equivalence check replayed each
+        variant (their floor is per judged position in ``equivalence_positions`` now), read for those
+        old runs only; empty for any other run."""
         return self.query(
             "select shape, workload, prompt_id, position, kld, top_shift from quality_floor "
             "where run_id = ? order by id",
