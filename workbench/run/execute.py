@@ -38,6 +38,7 @@ from workbench.run.design import (
     planned_trials,
     sequential_schedule,
 )
+from workbench.run.passcontext import PassContext
 from workbench.run.plan import VariantPlan, anchor_plans, plan_run
 from workbench.run.preflight import Residency, preflight_spec
 from workbench.run.process import Proc, WorkerPool, WorkerProcess
@@ -312,14 +313,15 @@ class RunExecutor:
             state.close()
             return self._workers.load(state, record=False)
 
-        QualityPass(
+        context = PassContext(
             self.spec,
             self._recorder,
             self.plans,
             worker_for=worker_for,
             report=self._report,
             cancelled=lambda: self.cancelled,
-        ).run(dead=[s.plan.variant.name for s in self._state if s.dead])
+        )
+        QualityPass(context).run(dead=[s.plan.variant.name for s in self._state if s.dead])
 
     # -- failing, reporting ---------------------------------------------------------------------------
 

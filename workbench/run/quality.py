@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from workbench.core import registry
@@ -45,9 +45,6 @@ from workbench.core.variant import Variant
 from workbench.run.equivalence import EquivalenceCheck
 from workbench.run.floor import Floor
 from workbench.run.passcontext import PassContext
-from workbench.run.plan import VariantPlan
-from workbench.run.process import WorkerProcess
-from workbench.run.recording import RunRecorder
 from workbench.run.scoring import Scoring, scored_context
 from workbench.spec.parse import Spec
 
@@ -136,23 +133,13 @@ def quality_wanted(spec: Spec) -> bool:
 
 
 class QualityPass:
-    """Run the pass for one finished run. ``worker_for(plan)`` returns the variant's loaded worker
-    (loading it again when its worker has closed) or None; ``report`` says what is going on."""
+    """Run the pass for one finished run, in ``context`` (:class:`PassContext`: the spec, the recorder,
+    the variants' plans, how to reach a variant's loaded worker, how to report and whether the run
+    was cancelled)."""
 
-    def __init__(
-        self,
-        spec: Spec,
-        recorder: RunRecorder,
-        plans: Sequence[VariantPlan],
-        *,
-        worker_for: Callable[[VariantPlan], WorkerProcess | None],
-        report: Callable[[str], None],
-        cancelled: Callable[[], bool],
-    ) -> None:
-        self.spec = spec
-        self.context = PassContext(
-            spec, recorder, plans, worker_for=worker_for, report=report, cancelled=cancelled
-        )
+    def __init__(self, context: PassContext) -> None:
+        self.spec = context.spec
+        self.context = context
         self.notes = self.context.notes
         self._scoring = Scoring(self.context)
         self._equivalence = EquivalenceCheck(self.context, Floor(self.context))
