@@ -635,3 +635,39 @@ def test_the_pass_runs_for_lossless_levers_alone_when_their_arithmetic_can_diffe
     assert not quality_wanted(spec("float32", "cpu"))
     assert not quality_wanted(spec("auto", "cpu"))
     assert not quality_wanted(spec("bfloat16", "cpu", "baseline"))  # a copy: the same passes
+
+
+def test_a_run_checked_the_old_way_is_read_from_its_database_with_its_floor(tmp_path):
+    """A run recorded before the replay check (lossless variants with a shape, no `checked`, the A/A
+    floor in `quality_floor`) is read back through the store's loader and judged the old way, against
+    the floor its rows hold: made from the sample run by taking away what the replay recorded."""
+    import shutil
+    import sqlite3
+
+    from workbench.analysis.run import analyze_run
+    from workbench.core.resources import resource_path
+
+    db = tmp_path / "old.db"
+    shutil.copyfile(resource_path("sample", "demo.db"), db)
+    with sqlite3.connect(db) as c:
+        c.execute(
+            "update quality_variants set checked = null, shape = 'verify k=3' where status = 'lossless'"
+        )
+        c.execute("delete from equivalence_positions")
+        c.executemany(
+            "insert into quality_floor (run_id, shape, workload, prompt_id, position, kld, top_shift) "
+            "values (1, 'verify k=3', 'summarise-short', 'p0', ?, ?, ?)",
+            [(i, 1e-6 * (i + 1), 0.01 * (i + 1)) for i in range(4)],
+        )
+    with Store(db, create=False) as store:
+        loaded = store.load_run(1)
+    assert len(loaded.quality_floor) == 4
+    equivalence = analyze_run(loaded).equivalence
+    assert equivalence is not None and equivalence.floor is not None
+    (shape,) = equivalence.floor.shapes
+    assert (shape.shape, shape.positions) == ("verify k=3", 4)
+    assert shape.kld_max == pytest.approx(4e-6) and shape.top_shift_max == pytest.approx(0.04)
+    assert set(equivalence.variants) == {"prompt-lookup", "speculative", "prefix-cache"}
+    for check in equivalence.variants.values():
+        assert check.floor is equivalence.floor and check.outputs > 0
+        assert equivalence_text(check).endswith("[checked the old way]")
