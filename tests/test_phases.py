@@ -190,7 +190,7 @@ class SlicedPrefill(Strategy):
     requires_model = False
 
     def load(self, variant, device):
-        raise NotImplementedError
+        raise AssertionError("a test strategy: only its declared lever and phase are read, it never loads")
 
 
 class Undeclared(Strategy):
@@ -198,7 +198,7 @@ class Undeclared(Strategy):
     requires_model = False
 
     def load(self, variant, device):
-        raise NotImplementedError
+        raise AssertionError("a test strategy: only its declared lever and phase are read, it never loads")
 """
 
 
@@ -285,4 +285,6 @@ def test_a_strategy_declaring_an_unknown_phase_is_refused_where_it_is_defined():
             phase = "prefil"
 
             def load(self, variant, device):
-                raise NotImplementedError
+                raise AssertionError(
+                    "a test strategy: only its declared lever and phase are read, it never loads"
+                )
